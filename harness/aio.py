@@ -1,0 +1,70 @@
+"""Async core, sync face: run a coroutine to completion from synchronous code.
+
+Every sync entry point (`rubric(x)`, `env.evaluate(...)`) funnels through `run_sync`. The
+coroutine always runs on one long-lived background event loop, so it works the same in a
+script and inside Jupyter's already-running loop, and objects bound to a loop (HTTP
+connection pools) stay valid across calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+_loop: asyncio.AbstractEventLoop | None = None
+_thread: threading.Thread | None = None
+_lock = threading.Lock()
+
+
+def _background_loop() -> asyncio.AbstractEventLoop:
+    global _loop, _thread
+    with _lock:
+        if _loop is None or _loop.is_closed() or _thread is None or not _thread.is_alive():
+            loop = asyncio.new_event_loop()
+            thread = threading.Thread(target=loop.run_forever, name="rubric-sync-loop", daemon=True)
+            thread.start()
+            _loop, _thread = loop, thread
+        return _loop
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run `coro` and return its result, whether or not this thread already runs a loop.
+
+    Called from the background loop's own thread (a sync call nested inside async code
+    that is itself running there) it would deadlock, so that case raises instead.
+    """
+    loop = _background_loop()
+    if threading.current_thread() is _thread:
+        coro.close()
+        raise RuntimeError(
+            "a synchronous rubric/environment call was made from inside rubric's own event loop; "
+            "use the async form (await .ascore(...) / .aevaluate(...)) there"
+        )
+    future = asyncio.run_coroutine_threadsafe(coro, loop)
+    try:
+        return future.result()
+    except KeyboardInterrupt:
+        future.cancel()
+        raise
+
+
+async def maybe_await(value: T | Awaitable[T]) -> T:
+    """Await `value` if it is awaitable, else return it: lets hooks and leaves be sync or async."""
+    if inspect.isawaitable(value):
+        return await value
+    return value  # type: ignore[return-value]
+
+
+def is_async_callable(fn: Callable[..., Any]) -> bool:
+    """True for `async def` functions and objects whose `__call__` is `async def`."""
+    while hasattr(fn, "func") and not inspect.isfunction(fn):  # functools.partial
+        fn = fn.func  # type: ignore[attr-defined]
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+
+
+__all__ = ["is_async_callable", "maybe_await", "run_sync"]

@@ -1,0 +1,80 @@
+"""The small interface through which the harness drives an environment.
+
+`harness` never imports `envs`: anything that has these members can be evaluated, which keeps
+the rollout loop readable and testable on its own. `envs.Environment` implements it.
+
+The loop `harness.rollout` runs with it::
+
+    rollout = await env.setup_rollout(example, rollout_index)   # prompt, answer, info, state
+    while True:
+        if rollout.turns >= env.max_turns: stop_reason = "max_turns"; break
+        reply = await client.complete(rollout.messages, tools=env.tool_schemas or None,
+                                      **env.sampling)
+        rollout.completion.append(reply.message); rollout.turns += 1
+        if reply.finish_reason == "length": stop_reason = "length"; break
+        if reason := await env.stop_reason(rollout): stop_reason = reason; break
+        new_messages = await env.respond(rollout)    # tool results or env feedback
+        if new_messages is None: stop_reason = "completed"; break
+        rollout.completion.extend(new_messages)
+        if reason := await env.stop_reason(rollout): stop_reason = reason; break
+    await env.score(rollout)                          # fills reward, scores, score_errors
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol, runtime_checkable
+
+from harness.types import Message, Rollout
+
+
+@runtime_checkable
+class EnvironmentProtocol(Protocol):
+    """What `harness.rollout` / `harness.evaluate` need from an environment.
+
+    Members:
+      name: a short identifier, written to `metadata.json` and compared on resume.
+      max_turns: the most assistant turns one rollout may take (>= 1).
+      sampling: default sampling arguments for the endpoint (e.g. `max_tokens`); the
+        client's own sampling and per-call arguments are merged over these.
+      tool_schemas: the OpenAI `tools=` list; empty when the environment has no tools.
+      get_dataset(split, n, seed): the examples to run, each a mapping with at least a
+        stable `example_id`; iterable more than once.
+      setup_rollout(example, rollout_index): a fresh Rollout for one episode, with the
+        formatted prompt, `answer`, `info`, `task`, and per-rollout `state` already set up.
+        Never shares mutable state between rollouts.
+      respond(rollout): called after each assistant turn that did not end the episode. Runs
+        the assistant's tool calls (concurrently) or the environment's own feedback and
+        returns the messages to append, or None when the episode is over because the model
+        answered (stop_reason "completed").
+      stop_reason(rollout): the name of the stop condition that holds now, or None.
+      score(rollout): scores the finished rollout with the rubric, setting `reward`,
+        `scores` and `score_errors`. Must not raise for a rubric failure: that is recorded
+        on the rollout.
+      config(): a JSON-serialisable description (name, arguments) used to check that a
+        resumed run is the same environment.
+    """
+
+    name: str
+    max_turns: int
+    sampling: Mapping[str, Any]
+
+    @property
+    def tool_schemas(self) -> list[dict[str, Any]]: ...
+
+    def get_dataset(
+        self, split: str = "eval", n: int | None = None, seed: int | None = None
+    ) -> Iterable[Mapping[str, Any]]: ...
+
+    async def setup_rollout(self, example: Mapping[str, Any], rollout_index: int = 0) -> Rollout: ...
+
+    async def respond(self, rollout: Rollout) -> list[Message] | None: ...
+
+    async def stop_reason(self, rollout: Rollout) -> str | None: ...
+
+    async def score(self, rollout: Rollout) -> None: ...
+
+    def config(self) -> dict[str, Any]: ...
+
+
+__all__ = ["EnvironmentProtocol"]

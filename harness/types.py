@@ -1,0 +1,198 @@
+"""The data model every layer shares: chat messages and the Rollout record.
+
+A `Rollout` is the one thing a rubric scores and the one thing written to disk, so it is
+forgiving on input (plain dicts, a bare string completion, unknown keys kept in `info`)
+and exact on output (NaN rewards survive a JSON round trip as `null`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+Role = Literal["system", "user", "assistant", "tool", "developer"]
+
+
+class FunctionCall(BaseModel):
+    """The function part of an OpenAI tool call; `arguments` is the raw JSON text."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    arguments: str = "{}"
+
+    @field_validator("arguments", mode="before")
+    @classmethod
+    def _arguments_as_text(cls, value: Any) -> Any:
+        if isinstance(value, (dict, list)):
+            import json
+
+            return json.dumps(value)
+        return "" if value is None else value
+
+
+class ToolCall(BaseModel):
+    """One tool call made by the assistant (OpenAI shape)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str = ""
+    type: str = "function"
+    function: FunctionCall
+
+    @property
+    def name(self) -> str:
+        return self.function.name
+
+    @property
+    def arguments(self) -> str:
+        return self.function.arguments
+
+
+class Message(BaseModel):
+    """An OpenAI chat message. Extra provider fields (e.g. `reasoning_content`) are kept."""
+
+    model_config = ConfigDict(extra="allow")
+
+    role: Role
+    content: str | list[dict[str, Any]] | None = None
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+
+    @property
+    def text(self) -> str:
+        """The message's text, joining the text parts of multi-part content."""
+        if self.content is None:
+            return ""
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(str(p.get("text", "")) for p in self.content if isinstance(p, dict))
+
+    def to_openai(self) -> dict[str, Any]:
+        """The dict to send to an OpenAI-compatible endpoint (no null fields)."""
+        return self.model_dump(exclude_none=True)
+
+
+class Usage(BaseModel):
+    """Token counts; add two with `+`."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+        )
+
+
+def as_messages(value: Any, default_role: Role = "user") -> list[Message]:
+    """Accept a string, one message dict, or a list of them, and return validated messages."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [Message(role=default_role, content=value)]
+    if isinstance(value, (Message, dict)):
+        value = [value]
+    return [m if isinstance(m, Message) else Message.model_validate(m) for m in value]
+
+
+def _nan_if_none(value: Any) -> Any:
+    return math.nan if value is None else value
+
+
+class Rollout(BaseModel):
+    """The record of one episode: the conversation, how it ended, and how it scored."""
+
+    model_config = ConfigDict(validate_assignment=False)
+
+    example_id: int | str = 0
+    rollout_index: int = 0
+    prompt: list[Message] = Field(default_factory=list)
+    completion: list[Message] = Field(default_factory=list)
+    answer: Any = None
+    info: dict[str, Any] = Field(default_factory=dict)
+    task: str | None = None
+    state: dict[str, Any] = Field(default_factory=dict)
+    turns: int = 0
+    stop_reason: str | None = None
+    error: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+    timing: dict[str, float] = Field(default_factory=dict)
+    reward: float = math.nan
+    scores: dict[str, float] = Field(default_factory=dict)
+    # Why a node is unscored (dotted path -> reason), and per-node extras such as a judge's
+    # raw reply, so a user can see why a rollout scored what it scored.
+    score_errors: dict[str, str] = Field(default_factory=dict)
+    score_details: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _coerce(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if "completion" in data:
+            data["completion"] = as_messages(data["completion"], default_role="assistant")
+        if "prompt" in data:
+            data["prompt"] = as_messages(data["prompt"], default_role="user")
+        unknown = [k for k in data if k not in cls.model_fields]
+        if unknown:
+            info = dict(data.get("info") or {})
+            for key in unknown:
+                info.setdefault(key, data.pop(key))
+            data["info"] = info
+        if data.get("info") is None:
+            data["info"] = {}
+        if data.get("state") is None:
+            data["state"] = {}
+        return data
+
+    @field_validator("reward", mode="before")
+    @classmethod
+    def _reward_null_is_nan(cls, value: Any) -> Any:
+        return _nan_if_none(value)
+
+    @field_validator("scores", mode="before")
+    @classmethod
+    def _scores_null_is_nan(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: _nan_if_none(v) for k, v in value.items()}
+        return value
+
+    @property
+    def messages(self) -> list[Message]:
+        """The whole conversation: prompt then completion."""
+        return [*self.prompt, *self.completion]
+
+    @property
+    def response(self) -> str:
+        """Text of the last assistant message ("" if the model never answered)."""
+        for message in reversed(self.completion):
+            if message.role == "assistant":
+                return message.text
+        return ""
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        """Every tool call the assistant made, in order."""
+        return [call for m in self.completion if m.role == "assistant" for call in (m.tool_calls or [])]
+
+    @property
+    def key(self) -> tuple[str, int]:
+        """(example_id, rollout_index) as used for resume; ids compare as text."""
+        return (str(self.example_id), self.rollout_index)
+
+    @property
+    def scored(self) -> bool:
+        return not math.isnan(self.reward)
+
+
+__all__ = ["FunctionCall", "Message", "Role", "Rollout", "ToolCall", "Usage", "as_messages"]
