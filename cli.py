@@ -1,10 +1,28 @@
-"""The `rubric` command line: parses arguments, calls the packages, prints."""
+"""The `rubric` command line: parses arguments, calls the packages, prints.
+
+Every failure a user can cause (unknown environment, bad JSON, unreachable endpoint, missing
+key variable, existing output directory) is a `CliError`: one clear line naming the fix and a
+non-zero exit, with the traceback only under `--debug`.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import re
 import sys
+import time
+from contextlib import ExitStack
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+EXIT_USAGE = 2
+
+
+class CliError(Exception):
+    """A user-facing error: printed as one line, no traceback."""
 
 
 def _version() -> str:
@@ -14,6 +32,296 @@ def _version() -> str:
         return "0+unknown"
 
 
+def _json_arg(text: str | None, flag: str) -> dict[str, Any]:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CliError(f"{flag} is not valid JSON ({exc.msg} at column {exc.colno}): {text!r}; "
+                       f"pass an object such as '{{\"key\": 1}}'") from None
+    if not isinstance(value, dict):
+        raise CliError(f"{flag} must be a JSON object like '{{\"key\": 1}}', got {type(value).__name__}")
+    return value
+
+
+def _console():
+    from rich.console import Console
+
+    return Console()
+
+
+# ---------------------------------------------------------------------------------------------
+# shared pieces
+
+
+def _load_env(spec: str, env_args: dict[str, Any]):
+    from envs import load_environment
+
+    try:
+        return load_environment(spec, **env_args)
+    except (KeyError, LookupError, FileNotFoundError, ModuleNotFoundError) as exc:
+        message = exc.args[0] if exc.args else str(exc)
+        raise CliError(f"cannot load environment {spec!r}: {message}") from exc
+    except TypeError as exc:
+        raise CliError(f"environment {spec!r} rejected its arguments (-a/--env-args): {exc}") from exc
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "run"
+
+
+def _check_reachable(base_url: str, timeout: float = 5.0) -> None:
+    """Fail fast, before any rollout, when nothing answers at the endpoint."""
+    import urllib.error
+    import urllib.request
+
+    url = base_url.rstrip("/") + "/models"
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method="GET"), timeout=timeout):
+            return
+    except urllib.error.HTTPError:
+        return  # something answered (401/404 are fine: the server is there)
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise CliError(f"cannot reach the endpoint at {base_url} ({reason}); start the server or "
+                       f"fix -b/--base-url") from None
+
+
+def _resolve_key(args: argparse.Namespace, base_url: str | None) -> str | None:
+    var = args.api_key_var
+    key = os.environ.get(var)
+    if key:
+        return key
+    explicit = var != "OPENAI_API_KEY"
+    if explicit or base_url is None:
+        raise CliError(f"environment variable {var} is not set; export {var}=<your key> "
+                       f"or name another variable with -k/--api-key-var")
+    return "EMPTY"  # local OpenAI-compatible servers (vLLM, llama.cpp) accept any key
+
+
+def _sampling(args: argparse.Namespace) -> dict[str, Any]:
+    sampling = _json_arg(args.sampling, "-S/--sampling")
+    if args.max_tokens is not None:
+        sampling["max_tokens"] = args.max_tokens
+    if args.temperature is not None:
+        sampling["temperature"] = args.temperature
+    return sampling
+
+
+# ---------------------------------------------------------------------------------------------
+# rubric eval
+
+
+def _output_dir(args: argparse.Namespace, env_name: str) -> tuple[Path, bool]:
+    if args.resume:
+        path = Path(args.resume)
+        if not (path / "results.jsonl").exists() and not (path / "metadata.json").exists():
+            raise CliError(f"--resume {path}: no earlier run there (no results.jsonl/metadata.json); "
+                           f"check the path or start a new run with -o")
+        return path, True
+    if args.output_dir:
+        path = Path(args.output_dir)
+    else:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        path = Path("runs") / f"{_slug(env_name)}--{_slug(args.model)}--{stamp}"
+    if path.exists() and any(path.iterdir()):
+        raise CliError(f"output directory {path} already exists and is not empty; "
+                       f"pass --resume {path} to continue it or choose another -o/--output-dir")
+    return path, False
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from harness.client import Client
+    from harness.evaluate import evaluate
+    from harness.aio import run_sync
+
+    env_args = _json_arg(args.env_args, "-a/--env-args")
+    sampling = _sampling(args)
+    env = _load_env(args.env, env_args)
+    if args.max_turns is not None:
+        if args.max_turns < 1:
+            raise CliError("--max-turns must be at least 1")
+        env.max_turns = args.max_turns
+    env_name = getattr(env, "name", None) or args.env
+    output_dir, resume = _output_dir(args, env_name)
+
+    with ExitStack() as stack:
+        if args.model.startswith("scripted:"):
+            base_url, api_key, model = _start_scripted(stack, env, args.model.split(":", 1)[1]), "scripted", args.model
+        else:
+            base_url = args.base_url or os.environ.get("OPENAI_BASE_URL")
+            api_key = _resolve_key(args, base_url)
+            model = args.model
+            _check_reachable(base_url or "https://api.openai.com/v1")
+        client = Client(model, base_url=base_url, api_key=api_key, max_concurrency=args.concurrency,
+                        max_retries=args.max_retries, timeout=args.timeout)
+        try:
+            results = run_sync(evaluate(
+                env, client, num_examples=args.num_examples, rollouts_per_example=args.rollouts_per_example,
+                concurrency=args.concurrency, output_dir=output_dir, resume=resume,
+                progress=not args.no_progress, seed=args.seed, split=args.split, sampling=sampling or None,
+            ))
+        except FileExistsError as exc:
+            raise CliError(str(exc)) from exc
+        except ValueError as exc:
+            if resume:
+                raise CliError(f"cannot resume {output_dir}: {exc}") from exc
+            raise
+        finally:
+            run_sync(client.aclose())
+
+    console = _console()
+    console.print(results)
+    console.print(f"Results written to [bold]{output_dir}[/bold]", soft_wrap=True)
+    summary = results.summary
+    errors = _summary_value(summary, "errors")
+    if errors:
+        console.print(f"[yellow]{errors} rollout(s) ended with an error; see them with "
+                      f"`rubric view {output_dir} --errors`[/yellow]", soft_wrap=True)
+    return 0
+
+
+def _summary_value(summary: Any, key: str) -> Any:
+    return summary.get(key) if isinstance(summary, dict) else getattr(summary, key, None)
+
+
+def _start_scripted(stack: ExitStack, env: Any, policy_name: str) -> str:
+    from harness.scripted import ScriptedEndpoint
+
+    policies = getattr(env, "scripted_policies", {}) or {}
+    if policy_name not in policies:
+        available = ", ".join(sorted(policies)) or "none"
+        raise CliError(f"environment {getattr(env, 'name', '?')!r} has no scripted policy {policy_name!r} "
+                       f"(available: {available}); use -m scripted:<one of those> or a real model")
+    endpoint = stack.enter_context(ScriptedEndpoint(policies[policy_name]))
+    return endpoint.base_url
+
+
+# ---------------------------------------------------------------------------------------------
+# rubric view / score / list / endpoint
+
+
+def _load_run(path: str):
+    from harness.results import load_results
+
+    if not Path(path).exists():
+        raise CliError(f"no results directory at {path}; pass the directory `rubric eval` wrote (see its last line)")
+    try:
+        return load_results(path)
+    except FileNotFoundError as exc:
+        raise CliError(f"{path} holds no results ({exc}); pass a directory written by `rubric eval`") from exc
+
+
+def cmd_view(args: argparse.Namespace) -> int:
+    from harness.render import render_rollout, select_rollouts
+
+    results = _load_run(args.dir)
+    console = _console()
+    console.print(results)
+    try:
+        chosen = select_rollouts(list(results.rollouts), rollout_id=args.rollout, worst=args.worst,
+                                 best=args.best, errors=args.errors)
+    except KeyError as exc:
+        raise CliError(exc.args[0]) from exc
+    for rollout in chosen:
+        console.rule()
+        console.print(render_rollout(rollout))
+    return 0
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from harness.aio import run_sync
+    from harness.results import EvalResults
+
+    results = _load_run(args.dir)
+    metadata = results.metadata or {}
+    env_meta = metadata.get("env", {}) if isinstance(metadata, dict) else {}
+    spec = args.env or env_meta.get("load_spec") or env_meta.get("name")
+    if not spec:
+        raise CliError(f"{args.dir}/metadata.json does not say which environment made it; pass it: rubric score DIR ENV")
+    env_args = _json_arg(args.env_args, "-a/--env-args") if args.env_args else dict(env_meta.get("load_kwargs") or {})
+    env = _load_env(spec, env_args)
+    out = Path(args.output) if args.output else Path(args.dir) / f"results.rescored-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
+    if out.exists():
+        raise CliError(f"{out} already exists; choose another -o/--output")
+
+    async def rescore() -> list[Any]:
+        import asyncio
+        import math
+
+        fresh = []
+        for old in results.rollouts:
+            copy = old.model_copy(deep=True)
+            copy.reward, copy.scores, copy.score_errors, copy.score_details = math.nan, {}, {}, {}
+            fresh.append(copy)
+        limit = asyncio.Semaphore(args.concurrency)
+
+        async def one(r: Any) -> None:
+            async with limit:
+                await env.score(r)
+
+        await asyncio.gather(*(one(r) for r in fresh))
+        return fresh
+
+    rescored = run_sync(rescore())
+    new = EvalResults(rescored, metadata={**metadata, "rescored_from": str(args.dir), "rescored_with": spec})
+    new.to_jsonl(out)
+    console = _console()
+    console.print(new)
+    old_mean = _summary_value(results.summary, "mean_reward")
+    new_mean = _summary_value(new.summary, "mean_reward")
+    console.print(f"mean reward {_fmt(old_mean)} -> {_fmt(new_mean)}; re-scored rollouts written to [bold]{out}[/bold]",
+                  soft_wrap=True)
+    return 0
+
+
+def _fmt(value: Any) -> str:
+    return "n/a" if value is None else f"{value:.4f}" if isinstance(value, float) else str(value)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from envs import list_environments
+
+    found = list_environments()
+    table = Table(title="installed environments")
+    for column in ("name", "distribution", "version", "entry point"):
+        table.add_column(column)
+    for item in found:
+        row = item if isinstance(item, dict) else getattr(item, "__dict__", {})
+        table.add_row(str(row.get("name", "")), str(row.get("distribution", "")), str(row.get("version", "")),
+                      str(row.get("value", row.get("entry_point", ""))))
+    _console().print(table if found else "no environments installed (group rubric.environments)")
+    return 0
+
+
+def cmd_endpoint(args: argparse.Namespace) -> int:
+    from harness.scripted import ScriptedEndpoint
+
+    env_spec, policy_name = (args.policy.split(":", 1) if ":" in args.policy else (args.env, args.policy))
+    if not env_spec:
+        raise CliError("say whose policy to serve: --policy ENV:POLICY (e.g. gsm8k:oracle) or --env ENV --policy POLICY")
+    env = _load_env(env_spec, _json_arg(args.env_args, "-a/--env-args"))
+    policies = getattr(env, "scripted_policies", {}) or {}
+    if policy_name not in policies:
+        raise CliError(f"environment {env_spec!r} has no scripted policy {policy_name!r} "
+                       f"(available: {', '.join(sorted(policies)) or 'none'})")
+    endpoint = ScriptedEndpoint(policies[policy_name], host=args.host, port=args.port, latency=args.latency,
+                                rate_429=args.rate_429, rate_500=args.rate_500)
+    print(f"serving {env_spec}:{policy_name} at http://{args.host}:{args.port}/v1 (Ctrl-C stops)", flush=True)
+    try:
+        endpoint.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# argument parsing
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rubric",
@@ -21,7 +329,66 @@ def build_parser() -> argparse.ArgumentParser:
         "them against any OpenAI-compatible endpoint.",
     )
     parser.add_argument("--version", action="version", version=f"rubric {_version()}")
-    parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    ev = sub.add_parser("eval", help="run an environment against a model and score every rollout")
+    ev.add_argument("env", metavar="ENV", help="registered name, path to a .py file, or module:function")
+    ev.add_argument("-m", "--model", required=True,
+                    help="model name at the endpoint, or scripted:POLICY for the built-in offline endpoint")
+    ev.add_argument("-b", "--base-url", help="OpenAI-compatible base URL (default: $OPENAI_BASE_URL or OpenAI)")
+    ev.add_argument("-k", "--api-key-var", default="OPENAI_API_KEY", help="name of the env var holding the key")
+    ev.add_argument("-n", "--num-examples", type=int, help="examples to run (default: all)")
+    ev.add_argument("-r", "--rollouts-per-example", type=int, default=1)
+    ev.add_argument("-c", "--concurrency", type=int, default=64, help="rollouts (and requests) in flight")
+    ev.add_argument("--max-turns", type=int, help="override the environment's max_turns")
+    ev.add_argument("-t", "--max-tokens", type=int)
+    ev.add_argument("-T", "--temperature", type=float)
+    ev.add_argument("-S", "--sampling", help="JSON object of extra sampling arguments")
+    ev.add_argument("-a", "--env-args", help="JSON object passed to load_environment")
+    ev.add_argument("--split", default="eval", choices=["eval", "train"])
+    ev.add_argument("--seed", type=int, help="shuffle examples with this seed")
+    ev.add_argument("-o", "--output-dir", help="results directory (default runs/<env>--<model>--<time>)")
+    ev.add_argument("--resume", metavar="DIR", help="continue an interrupted run in DIR")
+    ev.add_argument("--max-retries", type=int, default=5)
+    ev.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
+    ev.add_argument("--no-progress", action="store_true")
+    ev.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
+    ev.set_defaults(func=cmd_eval)
+
+    vw = sub.add_parser("view", help="show a run's summary and whole conversations")
+    vw.add_argument("dir", metavar="DIR")
+    vw.add_argument("--rollout", metavar="ID", help="example id, or EXAMPLE:ROLLOUT_INDEX")
+    vw.add_argument("--worst", type=int, metavar="N")
+    vw.add_argument("--best", type=int, metavar="N")
+    vw.add_argument("--errors", action="store_true", help="show rollouts that errored or have unscored nodes")
+    vw.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
+    vw.set_defaults(func=cmd_view)
+
+    sc = sub.add_parser("score", help="re-score saved rollouts with the environment's current rubric")
+    sc.add_argument("dir", metavar="DIR")
+    sc.add_argument("env", metavar="ENV", nargs="?", help="default: the environment recorded in DIR")
+    sc.add_argument("-a", "--env-args", help="JSON object passed to load_environment")
+    sc.add_argument("-o", "--output", help="new results file (default DIR/results.rescored-<time>.jsonl)")
+    sc.add_argument("-c", "--concurrency", type=int, default=64)
+    sc.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
+    sc.set_defaults(func=cmd_score)
+
+    ls = sub.add_parser("list", help="list installed environments")
+    ls.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
+    ls.set_defaults(func=cmd_list)
+
+    ep = sub.add_parser("endpoint", help="serve the scripted OpenAI-compatible endpoint")
+    ep.add_argument("--policy", required=True, help="ENV:POLICY, e.g. gsm8k:oracle (or POLICY with --env)")
+    ep.add_argument("--env", help="environment whose policy to serve")
+    ep.add_argument("-a", "--env-args", help="JSON object passed to load_environment")
+    ep.add_argument("--host", default="127.0.0.1")
+    ep.add_argument("--port", type=int, default=8000)
+    ep.add_argument("--latency", type=float, default=0.0, help="seconds added to every response")
+    ep.add_argument("--rate-429", type=float, default=0.0)
+    ep.add_argument("--rate-500", type=float, default=0.0)
+    ep.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
+    ep.set_defaults(func=cmd_endpoint)
     return parser
 
 
@@ -31,7 +398,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
-    return 0
+    try:
+        return args.func(args)
+    except CliError as exc:
+        if args.debug:
+            raise
+        print(f"rubric {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"rubric {args.command}: interrupted; finished rollouts are kept", file=sys.stderr)
+        return 130
+    except Exception as exc:  # an unexpected failure still prints one line unless --debug
+        if args.debug:
+            raise
+        print(f"rubric {args.command}: error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)",
+              file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -1,0 +1,210 @@
+"""Harness overhead: `env.evaluate` against a bare `openai.AsyncOpenAI` loop doing the same work.
+
+Both sides run the same 2-turn tool conversation (turn 1: the model calls `add`; the tool
+runs; turn 2: the model answers) for N rollouts against the scripted endpoint, which runs
+in a separate process so the server's CPU is not charged to either side.
+
+    python benchmarks/bench_harness.py                 # 1000 rollouts, 64 @ 0 ms and 256 @ 20 ms
+    python benchmarks/bench_harness.py -n 300 --repeats 1
+
+What is measured, per variant, each in a fresh Python process (so one variant's imports,
+caches and memory high-water mark cannot flatter or penalise the next):
+- wall: seconds for the N rollouts (after imports and one warm-up request).
+- cpu: `time.process_time()` over the same span: this process's user+system CPU, all threads.
+- RSS growth: `ru_maxrss` (peak resident set) at the end minus the RSS just before the run
+  (MiB): how much memory the run itself needed. Imports (the harness loads `datasets`/pyarrow;
+  the bare loop does not) are shown separately as "base RSS" (after imports, before the run)
+  and are not part of the ratio.
+Variants: "bare" (openai + semaphore + asyncio.gather), "harness" (env.evaluate, nothing
+written), "harness+disk" (env.evaluate with output_dir: every rollout appended to results.jsonl).
+Each (config, variant) runs `--repeats` times, interleaved; the median is reported.
+Targets: at 256 / 20 ms, harness wall <= 1.15x and CPU <= 1.5x of the bare loop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+VARIANTS = ("bare", "harness", "harness+disk")
+CONFIGS = ((64, 0.0), (256, 0.020))
+TOOLS = [{"type": "function", "function": {
+    "name": "add", "description": "Add two integers.",
+    "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                   "required": ["a", "b"]}}}]
+
+
+def add(a: int, b: int) -> int:
+    """Add two integers.
+
+    Args:
+        a: the first addend
+        b: the second addend
+    """
+    return a + b
+
+
+def policy(messages: list[dict[str, Any]], tools: Any) -> Any:
+    """Turn 1: call add(a, b) from the question; turn 2: answer with the tool's result."""
+    last = messages[-1]
+    if last["role"] == "tool":
+        return last["content"]
+    a, b = (int(x) for x in last["content"].removeprefix("What is ").removesuffix("?").split("+"))
+    return {"tool_calls": [{"function": {"name": "add", "arguments": {"a": a, "b": b}}}]}
+
+
+def _questions(n: int) -> list[dict[str, str]]:
+    return [{"question": f"What is {i}+{i + 1}?", "answer": str(2 * i + 1)} for i in range(n)]
+
+
+def _rss_mib() -> float:
+    """Current resident set size (Linux /proc), MiB."""
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+# -- the two contestants (each runs inside a fresh worker process) ----------------------------
+
+
+async def _bare(base_url: str, concurrency: int, n: int) -> dict[str, float]:
+    import importlib
+
+    import openai
+
+    # The SDK's own HTTP client class with a pool as large as the concurrency (whichever
+    # httpx package this SDK generation uses), as any careful hand-written loop would do.
+    http_cls = openai.DefaultAsyncHttpxClient
+    http = importlib.import_module(next(b.__module__.split(".")[0] for b in http_cls.__mro__
+                                        if b.__name__ == "AsyncClient"))
+    limits = http.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="x", max_retries=0,
+                                http_client=http_cls(limits=limits, timeout=120))
+    limit = asyncio.Semaphore(concurrency)
+    tools = {"add": add}
+
+    async def one(row: dict[str, str]) -> float:
+        async with limit:
+            messages: list[dict[str, Any]] = [{"role": "user", "content": row["question"]}]
+            first = await client.chat.completions.create(model="scripted", messages=messages, tools=TOOLS)
+            message = first.choices[0].message
+            messages.append(message.model_dump(exclude_none=True))
+            for call in message.tool_calls or []:
+                result = tools[call.function.name](**json.loads(call.function.arguments))
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": str(result)})
+            second = await client.chat.completions.create(model="scripted", messages=messages, tools=TOOLS)
+            return float(second.choices[0].message.content == row["answer"])
+
+    await client.chat.completions.create(model="scripted", messages=[{"role": "user", "content": "What is 1+2?"}])
+    rows = _questions(n)
+    rss0, cpu0, t0 = _rss_mib(), time.process_time(), time.perf_counter()
+    rewards = await asyncio.gather(*(one(row) for row in rows))
+    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    await client.close()
+    assert sum(rewards) == n, f"bare loop: only {sum(rewards)} of {n} rollouts answered correctly"
+    return {"wall": wall, "cpu": cpu, "rss0": rss0}
+
+
+async def _harness(base_url: str, concurrency: int, n: int, disk: bool) -> dict[str, float]:
+    from envs import ToolEnv
+    from harness.client import Client
+
+    def correct(response: str, answer: str) -> float:
+        return float(response == answer)
+
+    env = ToolEnv(_questions(n), correct, tools=[add], name="bench-add")
+    client = Client("scripted", base_url=base_url, api_key="x", max_concurrency=concurrency)
+    await client.complete([{"role": "user", "content": "What is 1+2?"}])
+    with tempfile.TemporaryDirectory() as tmp:
+        rss0, cpu0, t0 = _rss_mib(), time.process_time(), time.perf_counter()
+        results = await env.aevaluate(client, concurrency=concurrency, progress=False,
+                                      output_dir=Path(tmp) / "run" if disk else None)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    await client.aclose()
+    s = results.summary
+    assert s.rollouts == n and s.mean_reward == 1.0 and s.errors == 0, f"harness run went wrong: {s}"
+    return {"wall": wall, "cpu": cpu, "rss0": rss0}
+
+
+def _worker(variant: str, base_url: str, concurrency: int, n: int) -> None:
+    base = _rss_mib()
+    if variant == "bare":
+        out = asyncio.run(_bare(base_url, concurrency, n))
+    else:
+        out = asyncio.run(_harness(base_url, concurrency, n, disk=variant == "harness+disk"))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    out.update(start_rss=base, base_rss=out.pop("rss0"), peak_rss=peak)
+    out["rss_growth"] = max(0.0, peak - out["base_rss"])
+    print(json.dumps(out))
+
+
+# -- the driver ----------------------------------------------------------------------------
+
+
+def _run_worker(variant: str, base_url: str, concurrency: int, n: int) -> dict[str, float]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, __file__, "--worker", variant, base_url, str(concurrency), str(n)],
+                          capture_output=True, text=True, env=env, timeout=900)
+    if proc.returncode != 0:
+        raise SystemExit(f"{variant} worker failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("-n", "--rollouts", type=int, default=1000)
+    parser.add_argument("--repeats", type=int, default=3, help="runs per (config, variant); the median is shown")
+    parser.add_argument("--worker", nargs=4, metavar=("VARIANT", "BASE_URL", "CONCURRENCY", "N"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        variant, base_url, concurrency, n = args.worker
+        _worker(variant, base_url, int(concurrency), int(n))
+        return
+
+    sys.path.insert(0, str(ROOT))
+    from harness.scripted import ScriptedEndpoint
+
+    print(f"{args.rollouts} rollouts x 2 requests each, scripted endpoint in its own process, "
+          f"median of {args.repeats}; {os.cpu_count()} CPUs")
+    header = f"{'config':<14}{'variant':<14}{'wall s':>8}{'cpu s':>8}{'base RSS':>10}{'RSS growth':>12}"
+    verdicts = []
+    for concurrency, latency in CONFIGS:
+        with ScriptedEndpoint(policy, latency=latency, process=True, model="scripted") as endpoint:
+            runs: dict[str, list[dict[str, float]]] = {v: [] for v in VARIANTS}
+            for _ in range(args.repeats):
+                for variant in VARIANTS:
+                    runs[variant].append(_run_worker(variant, endpoint.base_url, concurrency, args.rollouts))
+        med = {v: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for v, rs in runs.items()}
+        config = f"{concurrency} @ {latency * 1000:.0f} ms"
+        print()
+        print(header)
+        for variant in VARIANTS:
+            m = med[variant]
+            print(f"{config:<14}{variant:<14}{m['wall']:>8.2f}{m['cpu']:>8.2f}{m['base_rss']:>8.0f}MB"
+                  f"{m['rss_growth']:>10.0f}MB")
+        bare = med["bare"]
+        for variant in VARIANTS[1:]:
+            m = med[variant]
+            wall_ratio, cpu_ratio = m["wall"] / bare["wall"], m["cpu"] / bare["cpu"]
+            growth = f"{m['rss_growth'] / bare['rss_growth']:.2f}x" if bare["rss_growth"] > 1 else "n/a"
+            print(f"  {variant} / bare: wall {wall_ratio:.2f}x, cpu {cpu_ratio:.2f}x, RSS growth {growth}")
+            if (concurrency, latency) == CONFIGS[-1] and variant == "harness":
+                verdicts.append(("wall <= 1.15x", wall_ratio <= 1.15))
+                verdicts.append(("cpu <= 1.5x", cpu_ratio <= 1.5))
+    print()
+    for name, ok in verdicts:
+        print(f"target at {CONFIGS[-1][0]} @ {CONFIGS[-1][1] * 1000:.0f} ms, {name}: {'met' if ok else 'MISSED'}")
+
+
+if __name__ == "__main__":
+    main()

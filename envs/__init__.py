@@ -1,0 +1,30 @@
+"""Environments: a dataset, a prompt format, optional tools and a rubric, run by `harness`.
+
+`Environment` (and its presets `SingleTurnEnv`, `ToolEnv`, `MultiTurnEnv`) implements
+`harness.protocol.EnvironmentProtocol`; `load_environment` finds installed environment
+packages by name. `datasets` is imported only when a dataset is actually built.
+"""
+
+from __future__ import annotations
+
+from envs.conditions import stop
+from envs.environment import Environment
+from envs.presets import MultiTurnEnv, SingleTurnEnv, ToolEnv
+from envs.registry import EnvironmentNotFoundError, RegisteredEnvironment, list_environments, load_environment
+from envs.tools import Tool, ToolResult, call_tool, tool
+
+__all__ = [
+    "Environment",
+    "EnvironmentNotFoundError",
+    "MultiTurnEnv",
+    "RegisteredEnvironment",
+    "SingleTurnEnv",
+    "Tool",
+    "ToolEnv",
+    "ToolResult",
+    "call_tool",
+    "list_environments",
+    "load_environment",
+    "stop",
+    "tool",
+]

@@ -1,0 +1,362 @@
+"""`Environment`: a dataset, a prompt format, optional tools and a rubric, checked together.
+
+Everything that can be wrong with that combination (a missing column, a template reading a
+column that does not exist, a rubric leaf asking for one, duplicate tool names) is reported
+when the environment is built, with what is available listed, because the alternative is
+finding out after a thousand paid requests. The per-rollout methods (`setup_rollout`,
+`respond`, `stop_reason`, `score`) are what `harness.rollout` drives; see
+`harness.protocol.EnvironmentProtocol` for the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from harness.aio import maybe_await, run_sync
+from harness.types import Message, Rollout, ToolCall, as_messages
+
+from envs import dataset as ds_utils
+from envs.conditions import stop_condition_names
+from envs.inputs import as_rubric, build_tools
+from envs.prompts import Template
+from envs.tools import Tool, ToolResult, call_tool
+
+if TYPE_CHECKING:  # pragma: no cover
+    from datasets import Dataset
+
+#: Row columns that a rollout stores in its own fields rather than in `info`.
+_ROLLOUT_FIELDS = frozenset(ds_utils.STANDARD_COLUMNS)
+
+
+class Environment:
+    """A task to evaluate or train on; implements `harness.protocol.EnvironmentProtocol`.
+
+    Args:
+        dataset: a `datasets.Dataset`, a `DatasetDict` (with `split=`), a list of row dicts,
+            or a path to a .jsonl/.json/.csv/.parquet file. Rows need `prompt` (text or
+            messages) or `question`; `answer`, `info` (dict or JSON text), `task`, `id` are
+            optional, and any other column reaches the rubric through the rollout's `info`.
+        rubric: a `rubrics.Rubric`, a plain reward function, or a list/dict of them
+            (averaged: `rubrics.WeightedSum` with weights 1/n).
+        system_prompt: text, or a jinja2 template over the row's columns.
+        prompt_template: jinja2 template for the user turn (default: the row's `question`).
+            When given it renders the user turn for every row, whether or not it has `prompt`.
+        tools: functions or `envs.Tool`s the model may call.
+        parser: `parser(text) -> str | None` (or an object with `parse_answer(text)`) that
+            pulls the answer out of the final response; see `parse_answer`.
+        max_turns: the most assistant turns per rollout (default: the class's `default_max_turns`).
+        sampling: default sampling arguments for the endpoint, e.g. {"max_tokens": 512}.
+        eval_dataset: a separate dataset for `get_dataset("eval")`; same columns as `dataset`.
+        name: identifier written to results (default: the registry name or the class name).
+        columns: {standard name: your column}, e.g. {"question": "problem"}.
+        split: which split of a `DatasetDict` to use as `dataset`.
+    """
+
+    default_max_turns: ClassVar[int] = 10
+
+    def __init__(
+        self,
+        dataset: Any,
+        rubric: Any,
+        *,
+        system_prompt: str | None = None,
+        prompt_template: str | None = None,
+        tools: Sequence[Callable[..., Any] | Tool] | None = None,
+        parser: Any = None,
+        max_turns: int | None = None,
+        sampling: Mapping[str, Any] | None = None,
+        eval_dataset: Any = None,
+        name: str | None = None,
+        columns: Mapping[str, str] | None = None,
+        split: str | None = None,
+    ) -> None:
+        self.max_turns = _check_max_turns(self.default_max_turns if max_turns is None else max_turns)
+        if sampling is not None and not isinstance(sampling, Mapping):
+            raise TypeError(f"sampling must be a dict such as {{'max_tokens': 512}}, got {type(sampling).__name__}")
+        self.sampling: dict[str, Any] = dict(sampling or {})
+        if name is not None and (not isinstance(name, str) or not name):
+            raise ValueError(f"name must be a non-empty string, got {name!r}")
+        self._name_given = name is not None
+        self.name: str = name or type(self).__name__
+        self.tools: list[Tool] = build_tools(tools)
+        self._tool_map: dict[str, Tool] = {t.name: t for t in self.tools}
+        if parser is not None and not (callable(parser) or callable(getattr(parser, "parse_answer", None))):
+            raise TypeError(f"parser must be callable (text -> str | None) or have parse_answer(text); got {type(parser).__name__}")
+        self.parser = parser
+        self.rubric = as_rubric(rubric)
+        self.columns = dict(columns or {})
+        self.split = split
+        self.system_prompt = system_prompt
+        self.prompt_template = prompt_template
+        self._system = Template(system_prompt, "system_prompt") if system_prompt is not None else None
+        self._user = Template(prompt_template, "prompt_template") if prompt_template is not None else None
+        self._source_columns: dict[str, set[str]] = {}
+        self.dataset: Dataset = self._prepare(dataset, "dataset", split=split)
+        self.eval_dataset: Dataset | None = None
+        if eval_dataset is not None:
+            self.eval_dataset = self._prepare(eval_dataset, "eval_dataset", split=None)
+            _check_same_columns(self._source_columns)
+        #: Named policies for the scripted endpoint (`--model scripted:NAME`); filled by envs that ship them.
+        self.scripted_policies: dict[str, Callable[..., Any]] = {}
+        #: How the registry built this environment (spec and kwargs), reported by `config()`.
+        self.load_spec: str | None = None
+        self.load_kwargs: dict[str, Any] | None = None
+
+    # ------------------------------------------------------------------ dataset
+
+    def _prepare(self, source: Any, what: str, *, split: str | None) -> Dataset:
+        """Load, rename, normalise and validate one dataset against templates and rubric."""
+        data = ds_utils.rename_columns(ds_utils.load_source(source, split=split, what=what), self.columns, what)
+        self._source_columns[what] = set(data.column_names)
+        if self._user is None and not ({"prompt", "question"} & set(data.column_names)):
+            raise ValueError(
+                f"{what} needs a 'prompt' or a 'question' column (or a prompt_template); "
+                f"available columns: {ds_utils.describe(data.column_names)}; "
+                "map yours with columns={'question': 'your_column'}"
+            )
+        data = ds_utils.normalise(data, what)
+        present = set(data.column_names)
+        for template in (self._system, self._user):
+            if template is not None:
+                template.check(present, what)
+        required = set(getattr(self.rubric, "required_columns", lambda: set())())
+        available = (present - _ROLLOUT_FIELDS) | ds_utils.info_keys(data)  # what reaches rollout.info
+        missing = sorted(required - available)
+        if missing:
+            raise ValueError(
+                f"the rubric asks for column(s) {', '.join(map(repr, missing))} that {what} lacks; "
+                f"available columns (including info keys): {ds_utils.describe(available)}"
+            )
+        return data
+
+    def get_dataset(self, split: str = "eval", n: int | None = None, seed: int | None = None) -> Dataset:
+        """The normalised examples of `split` ("eval" falls back to `dataset` without an eval set).
+
+        `seed` shuffles (reproducibly), then `n` keeps the first n; `example_id`s never change.
+        """
+        if split not in ("eval", "train"):
+            raise ValueError(f"split must be 'eval' or 'train', got {split!r}")
+        data = self.eval_dataset if split == "eval" and self.eval_dataset is not None else self.dataset
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 0):
+            raise ValueError(f"n must be a non-negative integer or None, got {n!r}")
+        if seed is not None:
+            data = data.shuffle(seed=seed)
+        if n is not None and n < len(data):
+            data = data.select(range(n))
+        return data
+
+    def format_prompt(self, row: Mapping[str, Any]) -> list[Message]:
+        """The prompt messages for one row: system prompt, then the rendered question or given prompt."""
+        messages: list[Message] = []
+        if self._user is not None:
+            messages.append(Message(role="user", content=self._user.render(row)))
+        elif row.get("prompt") is not None:
+            messages.extend(as_messages(row["prompt"]))
+        elif row.get("question") is not None:
+            messages.append(Message(role="user", content=str(row["question"])))
+        else:
+            raise ValueError(
+                f"example {row.get('example_id')!r} has neither a prompt nor a question "
+                f"(columns: {ds_utils.describe(k for k, v in row.items() if v is not None)})"
+            )
+        if self._system is not None and not (messages and messages[0].role == "system"):
+            messages.insert(0, Message(role="system", content=self._system.render(row)))
+        return messages
+
+    @property
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """The OpenAI `tools=` list (empty without tools)."""
+        return [t.schema for t in self.tools]
+
+    # ------------------------------------------------------------------ hooks (override in subclasses)
+
+    def setup_state(self, state: dict[str, Any], example: Mapping[str, Any]) -> Any:
+        """Fill the fresh per-rollout `state` from the example (sync or async; may return a new dict)."""
+        return None
+
+    def env_response(self, rollout: Rollout) -> Any:
+        """The environment's reply after a turn without tool calls: messages, a str (one user
+        message), or None to end the episode as "completed". Sync or async."""
+        return None
+
+    def is_done(self, rollout: Rollout) -> Any:
+        """True ends the episode with stop_reason "completed" (sync or async)."""
+        return False
+
+    # ------------------------------------------------------------------ EnvironmentProtocol
+
+    async def setup_rollout(self, example: Mapping[str, Any], rollout_index: int = 0) -> Rollout:
+        """A fresh Rollout for `example` (a row of `get_dataset()`); never shares state between rollouts."""
+        if "example_id" not in example:
+            raise ValueError(
+                "example has no 'example_id'; pass rows from env.get_dataset() "
+                f"(got columns: {ds_utils.describe(example)})"
+            )
+        info = copy.deepcopy(ds_utils.parse_info(example.get("info"), f"example {example['example_id']!r}"))
+        for key, value in example.items():
+            if key not in _ROLLOUT_FIELDS:
+                info.setdefault(key, copy.deepcopy(value))
+        task = example.get("task")
+        state: dict[str, Any] = {}
+        rollout = Rollout(
+            example_id=example["example_id"],
+            rollout_index=rollout_index,
+            prompt=self.format_prompt(example),
+            answer=copy.deepcopy(example.get("answer")),
+            info=info,
+            task=None if task is None else str(task),
+            state=state,
+        )
+        returned = await maybe_await(self.setup_state(rollout.state, example))
+        if isinstance(returned, dict):
+            rollout.state = returned
+        return rollout
+
+    async def respond(self, rollout: Rollout) -> list[Message] | None:
+        """Run the last assistant message's tool calls concurrently, else ask `env_response`."""
+        last = rollout.completion[-1] if rollout.completion else None
+        if last is not None and last.role == "assistant" and last.tool_calls:
+            return await self._run_tool_calls(rollout, last.tool_calls)
+        reply = await maybe_await(self.env_response(rollout))
+        if reply is None:
+            return None
+        try:
+            return as_messages(reply, default_role="user")
+        except (TypeError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
+            raise TypeError(
+                f"{type(self).__name__}.env_response must return a list of messages, a str or None; "
+                f"got {type(reply).__name__}: {exc}"
+            ) from exc
+
+    async def _run_tool_calls(self, rollout: Rollout, calls: list[ToolCall]) -> list[Message]:
+        results = await asyncio.gather(
+            *(call_tool(self._tool_map, call, state=rollout.state, rollout=rollout) for call in calls),
+            return_exceptions=True,
+        )
+        messages: list[Message] = []
+        for call, result in zip(calls, results):
+            if isinstance(result, BaseException):
+                if not isinstance(result, Exception):
+                    raise result  # cancellation and interrupts are not tool failures
+                result = ToolResult(content=f"Error: tool {call.name!r} failed: {type(result).__name__}: {result}",
+                                    error=f"{type(result).__name__}: {result}", tool_call_id=call.id, name=call.name)
+            if result.error:
+                rollout.state.setdefault("tool_errors", []).append(
+                    {"turn": rollout.turns, "tool": call.name, "tool_call_id": call.id, "error": result.error}
+                )
+            content = result.content if result.content or not result.error else f"Error: {result.error}"
+            messages.append(Message(role="tool", content=content, tool_call_id=call.id, name=call.name))
+        return messages
+
+    async def stop_reason(self, rollout: Rollout) -> str | None:
+        """The first `@stop` condition that holds (by method name), "completed" if `is_done`, else None."""
+        for name in stop_condition_names(type(self)):
+            if await maybe_await(getattr(self, name)(rollout)):
+                return name
+        if await maybe_await(self.is_done(rollout)):
+            return "completed"
+        return None
+
+    def parse_answer(self, rollout: Rollout) -> str | None:
+        """The answer extracted from the final response by `parser` (the raw response without one)."""
+        text = rollout.response
+        if self.parser is None:
+            return text
+        parse = getattr(self.parser, "parse_answer", None)
+        return parse(text) if callable(parse) else self.parser(text)
+
+    async def score(self, rollout: Rollout) -> None:
+        """Score with the rubric; with a parser, its result is in `state["parsed_answer"]` first.
+
+        A rubric that raises (rather than recording a failing leaf) leaves reward NaN and the
+        reason in `rollout.error`: one broken rollout never stops an evaluation.
+        """
+        if self.parser is not None:
+            try:
+                rollout.state["parsed_answer"] = self.parse_answer(rollout)
+            except Exception as exc:
+                rollout.state["parsed_answer"] = None
+                _add_error(rollout, f"parser failed: {type(exc).__name__}: {exc}")
+        try:
+            await self.rubric.ascore(rollout)
+        except Exception as exc:
+            rollout.reward = math.nan
+            _add_error(rollout, f"scoring failed: {type(exc).__name__}: {exc}")
+
+    def config(self) -> dict[str, Any]:
+        """What identifies this environment in metadata.json (compared when a run resumes)."""
+        return _jsonable({
+            "class": type(self).__name__,
+            "name": self.name,
+            "max_turns": self.max_turns,
+            "sampling": self.sampling,
+            "tools": [t.name for t in self.tools],
+            "system_prompt": self.system_prompt,
+            "prompt_template": self.prompt_template,
+            "load_spec": self.load_spec,
+            "load_kwargs": self.load_kwargs,
+        })
+
+    # ------------------------------------------------------------------ running
+
+    async def aevaluate(self, model: Any, **kwargs: Any) -> Any:
+        """Evaluate with `model` (a model name or a `harness.Client`); returns `EvalResults`.
+
+        Keyword arguments go to `harness.evaluate.evaluate` (num_examples, rollouts_per_example,
+        concurrency, output_dir, resume, ...). A client built here from a name is closed after.
+        """
+        from harness.client import Client
+        from harness.evaluate import evaluate
+
+        if isinstance(model, str):
+            client = Client(model)
+            try:
+                return await evaluate(self, client, **kwargs)
+            finally:
+                await client.aclose()
+        return await evaluate(self, model, **kwargs)
+
+    def evaluate(self, model: Any, **kwargs: Any) -> Any:
+        """Synchronous `aevaluate` (works in scripts and inside Jupyter)."""
+        return run_sync(self.aevaluate(model, **kwargs))
+
+    def __repr__(self) -> str:
+        tools = f", tools=[{', '.join(self._tool_map)}]" if self.tools else ""
+        eval_part = f", eval_dataset={len(self.eval_dataset)} rows" if self.eval_dataset is not None else ""
+        return (f"{type(self).__name__}(name={self.name!r}, dataset={len(self.dataset)} rows{eval_part}, "
+                f"max_turns={self.max_turns}{tools})")
+
+
+def _check_max_turns(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"max_turns must be an integer >= 1, got {value!r}")
+    return value
+
+
+def _check_same_columns(source_columns: dict[str, set[str]]) -> None:
+    """The eval set must have the train set's columns (ids aside), or the rubric sees different data."""
+    ignore = {"id", "example_id"}
+    a, b = source_columns["dataset"] - ignore, source_columns["eval_dataset"] - ignore
+    if a != b:
+        raise ValueError(
+            "eval_dataset must have the same columns as dataset; "
+            f"only in dataset: {ds_utils.describe(a - b)}; only in eval_dataset: {ds_utils.describe(b - a)} "
+            f"(dataset columns: {ds_utils.describe(a)}; eval_dataset columns: {ds_utils.describe(b)})"
+        )
+
+
+def _add_error(rollout: Rollout, message: str) -> None:
+    rollout.error = message if not rollout.error else f"{rollout.error}; {message}"
+
+
+def _jsonable(value: Any) -> Any:
+    """A JSON-safe copy (unknown objects become their repr) so metadata.json always writes."""
+    return json.loads(json.dumps(value, default=repr))
+
+
+__all__ = ["Environment"]

@@ -1,0 +1,60 @@
+"""Coerce what a user passes as `rubric=` and `tools=` into the objects an environment runs.
+
+Kept apart from `Environment` so the forgiving input rules (a bare function is a rubric, a
+function is a tool) live in one place with their error messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import rubrics
+from envs.tools import Tool
+
+
+def as_rubric(value: Any) -> rubrics.Rubric:
+    """A `Rubric` as is; a function -> `reward(fn)`; a list/dict of them -> `WeightedSum` (equal weights)."""
+    if isinstance(value, rubrics.Rubric):
+        return value
+    if isinstance(value, Mapping) or (isinstance(value, Sequence) and not isinstance(value, (str, bytes))):
+        if not value:
+            raise ValueError("rubric is an empty list/dict; give at least one reward function or Rubric")
+        items = value.values() if isinstance(value, Mapping) else value
+        for item in items:
+            if not callable(item):
+                raise TypeError(f"every rubric entry must be a function or a Rubric, got {type(item).__name__}")
+        return rubrics.WeightedSum(value if isinstance(value, Mapping) else list(value))
+    if callable(value):
+        return rubrics.reward(value)
+    raise TypeError(
+        "rubric must be a rubrics.Rubric, a reward function (e.g. def correct(response, answer) -> float) "
+        f"or a list/dict of them; got {type(value).__name__}"
+    )
+
+
+def build_tools(tools: Sequence[Any] | None) -> list[Tool]:
+    """`Tool`s as given, functions through `Tool.from_function`; names must be unique."""
+    if tools is None:
+        return []
+    if isinstance(tools, (str, bytes)) or not isinstance(tools, Sequence):
+        raise TypeError(f"tools must be a list of functions or envs.Tool objects, got {type(tools).__name__}")
+    built: list[Tool] = []
+    for index, item in enumerate(tools):
+        if isinstance(item, Tool):
+            built.append(item)
+        elif callable(item):
+            built.append(Tool.from_function(item))
+        else:
+            raise TypeError(f"tools[{index}] is a {type(item).__name__}, not a function or envs.Tool")
+    names = [t.name for t in built]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValueError(
+            f"duplicate tool name(s) {', '.join(map(repr, duplicates))}; tool names must be unique "
+            f"(tools: {', '.join(names)}); rename one with envs.tool(name=...)"
+        )
+    return built
+
+
+__all__ = ["as_rubric", "build_tools"]

@@ -1,0 +1,63 @@
+"""The three shapes of episode most tasks need, as thin, checked presets of `Environment`.
+
+- `SingleTurnEnv`: one model turn, no tools (question -> answer -> score).
+- `ToolEnv`: the model calls tools until it answers without calling one, or `max_turns`.
+- `MultiTurnEnv`: subclass it and override `setup_state`, `env_response`, `is_done` and
+  `@stop` conditions to script the other side of a conversation (games, simulated users).
+
+Each preset only fixes defaults and rejects arguments that contradict its shape, so a
+mistake (tools on a single-turn env) fails at construction instead of being ignored.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from envs.environment import Environment
+
+
+class SingleTurnEnv(Environment):
+    """One assistant turn and no tools; `max_turns` is always 1."""
+
+    default_max_turns: ClassVar[int] = 1
+
+    def __init__(self, dataset: Any, rubric: Any, **kwargs: Any) -> None:
+        if kwargs.get("tools"):
+            raise ValueError("SingleTurnEnv takes no tools; use ToolEnv(dataset, rubric, tools=[...]) for tool use")
+        if kwargs.get("max_turns") not in (None, 1):
+            raise ValueError(
+                f"SingleTurnEnv always has max_turns=1 (got {kwargs['max_turns']!r}); "
+                "use MultiTurnEnv or ToolEnv for longer episodes"
+            )
+        super().__init__(dataset, rubric, **kwargs)
+
+
+class ToolEnv(Environment):
+    """The model may call `tools`; the episode ends when it answers without a tool call.
+
+    `max_turns` (default 10) bounds a model that never stops calling tools.
+    """
+
+    default_max_turns: ClassVar[int] = 10
+
+    def __init__(self, dataset: Any, rubric: Any, **kwargs: Any) -> None:
+        if not kwargs.get("tools"):
+            raise ValueError("ToolEnv needs tools=[...] (functions or envs.Tool); without tools use SingleTurnEnv")
+        super().__init__(dataset, rubric, **kwargs)
+
+
+class MultiTurnEnv(Environment):
+    """An environment that talks back: override the hooks to script the other side.
+
+    - `setup_state(state, example)`: per-rollout state (sync or async).
+    - `env_response(rollout)`: the reply after each model turn: messages, a str (one user
+      message), or None to end the episode ("completed").
+    - `is_done(rollout)`: True ends the episode ("completed").
+    - methods decorated with `@envs.stop`: end it with the method's name as `stop_reason`.
+    Tools work too: a turn with tool calls gets the tool results instead of `env_response`.
+    """
+
+    default_max_turns: ClassVar[int] = 10
+
+
+__all__ = ["MultiTurnEnv", "SingleTurnEnv", "ToolEnv"]

@@ -1,0 +1,9 @@
+"""The reference environments: `gsm8k` (single turn), `wordle` (multi-turn game) and
+`python` (tool use with a sandboxed interpreter).
+
+Each module is short on purpose, to be copied as a template for your own environment, and
+ships two scripted policies (`env.scripted_policies["oracle"]` / `["noisy"]`) so the whole
+stack can be exercised offline: `rubric eval gsm8k --model scripted:oracle`.
+They are registered by name under the entry-point group `rubric.environments`
+(pyproject.toml); their data files are found by `envs.reference.data`.
+"""

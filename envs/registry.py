@@ -1,0 +1,187 @@
+"""Find an environment by name, file or import path and build it.
+
+An environment package exposes `load_environment(**kwargs) -> Environment` and declares it
+under the entry-point group `rubric.environments`, so `pip install` is all it takes to make
+it loadable by name (hyphens and underscores are the same, as in package names). A path to a
+`.py` file or `module:function` works without installing anything, for development.
+The spec and kwargs are recorded on the environment so a saved run can be re-created.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import sys
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+ENTRY_POINT_GROUP = "rubric.environments"
+
+
+class EnvironmentNotFoundError(LookupError):
+    """No installed environment, file or module matches the spec; the message lists what exists."""
+
+
+@dataclass(frozen=True)
+class RegisteredEnvironment:
+    """One installed environment: its name, the entry point target and who provides it."""
+
+    name: str
+    value: str
+    distribution: str | None
+    version: str | None
+
+
+def _normalise(name: str) -> str:
+    return name.strip().lower().replace("-", "_")
+
+
+def _entry_points() -> dict[str, list[EntryPoint]]:
+    """Entry points by normalised name; the same distribution found twice counts once."""
+    found: dict[str, list[EntryPoint]] = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        same = found.setdefault(_normalise(ep.name), [])
+        if not any(other.value == ep.value for other in same):
+            same.append(ep)
+    return found
+
+
+def _describe(ep: EntryPoint) -> RegisteredEnvironment:
+    dist = getattr(ep, "dist", None)
+    return RegisteredEnvironment(
+        name=ep.name,
+        value=ep.value,
+        distribution=dist.metadata["Name"] if dist is not None else None,
+        version=dist.version if dist is not None else None,
+    )
+
+
+def list_environments() -> list[RegisteredEnvironment]:
+    """Every environment registered under `rubric.environments`, sorted by name."""
+    return sorted((_describe(ep) for eps in _entry_points().values() for ep in eps), key=lambda e: e.name)
+
+
+def _installed_hint() -> str:
+    names = sorted({e.name for e in list_environments()})
+    return f"installed environments: {', '.join(names)}" if names else f"no environments are installed (entry-point group {ENTRY_POINT_GROUP!r})"
+
+
+def _from_file(path: Path) -> Any:
+    if not path.is_file():
+        raise FileNotFoundError(f"environment file not found: {str(path)!r}")
+    module_name = f"_rubric_env_{path.stem}_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {str(path)!r} as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # dataclasses/pickle look modules up by name
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(module_name, None)
+        raise
+    return _loader_of(module, str(path))
+
+
+def _loader_of(module: ModuleType, where: str) -> Any:
+    loader = getattr(module, "load_environment", None)
+    if not callable(loader):
+        raise EnvironmentNotFoundError(f"{where} defines no load_environment(**kwargs) function; add one that returns an Environment")
+    return loader
+
+
+def _from_import_path(spec: str) -> Any:
+    module_name, _, attr = spec.partition(":")
+    module = importlib.import_module(module_name)
+    target: Any = module
+    for part in attr.split("."):
+        if not hasattr(target, part):
+            raise EnvironmentNotFoundError(f"module {module_name!r} has no attribute {attr!r} (from spec {spec!r})")
+        target = getattr(target, part)
+    if not callable(target):
+        raise TypeError(f"{spec!r} is a {type(target).__name__}, not a function returning an Environment")
+    return target
+
+
+def _from_name(name: str) -> tuple[Any, str]:
+    matches = _entry_points().get(_normalise(name), [])
+    if len(matches) > 1:
+        providers = "; ".join(f"{e.value} from {_describe(e).distribution}" for e in matches)
+        raise EnvironmentNotFoundError(
+            f"environment name {name!r} is registered more than once ({providers}); uninstall one, "
+            "or load it as module:function"
+        )
+    if matches:
+        loaded = matches[0].load()
+        return (_loader_of(loaded, matches[0].value) if isinstance(loaded, ModuleType) else loaded), matches[0].name
+    module_name = _normalise(name)
+    if all(part.isidentifier() for part in module_name.split(".")):
+        try:
+            found = importlib.util.find_spec(module_name)
+        except (ImportError, ValueError):
+            found = None
+        if found is not None:
+            module = importlib.import_module(module_name)
+            if callable(getattr(module, "load_environment", None)):
+                return module.load_environment, name
+    raise EnvironmentNotFoundError(
+        f"no environment named {name!r}; {_installed_hint()}. A path to a .py file or module:function also works"
+    )
+
+
+def load_environment(spec: str, **kwargs: Any) -> Any:
+    """Build the environment `spec` names, passing `kwargs` to its `load_environment`.
+
+    `spec` is an installed name (entry-point group `rubric.environments`), a path to a `.py`
+    file defining `load_environment`, or `module:function`.
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise TypeError(f"environment spec must be a non-empty string, got {spec!r}")
+    registered_name: str | None = None
+    if spec.endswith(".py") or "/" in spec or "\\" in spec:
+        loader = _from_file(Path(spec))
+    elif ":" in spec:
+        loader = _from_import_path(spec)
+    else:
+        loader, registered_name = _from_name(spec)
+    _check_kwargs(loader, kwargs, spec)
+    env = loader(**kwargs)
+    from harness.protocol import EnvironmentProtocol
+
+    if not isinstance(env, EnvironmentProtocol):
+        raise TypeError(f"load_environment of {spec!r} returned an object of type {type(env).__name__}, not an Environment")
+    env.load_spec = spec
+    env.load_kwargs = dict(kwargs)
+    if registered_name is not None and not getattr(env, "_name_given", True):
+        env.name = registered_name
+    return env
+
+
+def _check_kwargs(loader: Any, kwargs: dict[str, Any], spec: str) -> None:
+    """Reject unknown keyword arguments naming the accepted ones (a TypeError, like Python's)."""
+    try:
+        params = inspect.signature(loader).parameters
+    except (TypeError, ValueError):
+        return
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    accepted = [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    unknown = sorted(set(kwargs) - set(accepted))
+    if unknown:
+        raise TypeError(
+            f"environment {spec!r} does not accept argument(s) {', '.join(unknown)}; "
+            f"it accepts: {', '.join(accepted) or 'no arguments'}"
+        )
+
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "EnvironmentNotFoundError",
+    "RegisteredEnvironment",
+    "list_environments",
+    "load_environment",
+]

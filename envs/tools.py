@@ -1,0 +1,372 @@
+"""Tools: plain Python functions the model can call, with schemas derived from type hints.
+
+`Tool.from_function(fn)` (or `@tool`) reads the signature, type hints and docstring once and
+builds the OpenAI tool schema and a pydantic validator for the arguments. `await tool.call(...)`
+never raises for anything the model did wrong or the tool did wrong: unknown tool, bad JSON,
+missing or mistyped arguments, an exception inside the tool and a timeout each come back as a
+`ToolResult` whose content tells the model what happened, so a rollout can carry on.
+
+Return values become the tool message's text: a `str` as is, `None` as the empty string (a
+tool run for its effect says nothing), `bytes` decoded as UTF-8, and anything else that is
+JSON-like (dict, list, tuple, set, bool, pydantic model, dataclass, Enum, ...) as compact JSON;
+other objects as `str(value)`. Numbers are their `str`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import dataclasses
+import enum
+import functools
+import json
+import logging
+import re
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, overload
+
+from pydantic import BaseModel, ValidationError
+from pydantic_core import to_json
+
+from envs.docstrings import describe
+from envs.schema import INJECTED, build_arguments, callable_name, drop_null_defaults
+from harness.aio import is_async_callable, maybe_await
+from harness.types import Message, Rollout, ToolCall
+
+DEFAULT_TIMEOUT: float = 60.0
+"""Seconds a tool may run before its call is abandoned with a timeout message."""
+
+MAX_TOOL_THREADS: int = 64
+"""Threads for sync tools. asyncio's default pool is min(32, cpus + 4) threads, which on a
+small machine would let a handful of slow sync tools stall every concurrent rollout."""
+
+_log = logging.getLogger(__name__)
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_executor: ThreadPoolExecutor | None = None
+
+
+def _thread_pool() -> ThreadPoolExecutor:
+    global _executor
+    if _executor is None:
+        _executor = ThreadPoolExecutor(max_workers=MAX_TOOL_THREADS, thread_name_prefix="rubric-tool")
+    return _executor
+
+
+class ToolResult(BaseModel):
+    """The outcome of one tool call: `content` is what the model sees; `error` is set on failure."""
+
+    content: str
+    name: str
+    error: str | None = None
+    tool_call_id: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def to_message(self) -> Message:
+        """The `tool` role message that answers the assistant's call."""
+        return Message(role="tool", content=self.content, tool_call_id=self.tool_call_id)
+
+
+def serialize_result(value: Any) -> str:
+    """The text of a tool's return value (rules in the module docstring)."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", errors="replace")
+    if isinstance(value, BaseModel):
+        return value.model_dump_json()
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, (dict, list, tuple, set, frozenset, bool, enum.Enum)) or (
+        dataclasses.is_dataclass(value) and not isinstance(value, type)
+    ):
+        return to_json(value, fallback=str).decode()
+    return str(value)
+
+
+class _BadArguments(Exception):
+    """The model's arguments cannot be used; `reason` is short, `detail` is for the model."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.detail = detail
+
+
+def _format_validation(error: ValidationError) -> str:
+    lines = []
+    for item in error.errors(include_url=False):
+        where = ".".join(str(part) for part in item["loc"]) or "(arguments)"
+        line = f"- {where}: {item['msg']}"
+        if item["type"] not in {"missing", "extra_forbidden"}:
+            got = json.dumps(item.get("input"), default=repr)
+            line += f" (got {got[:200]})"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+class Tool:
+    """A function the model can call: its OpenAI schema, a validator, a timeout.
+
+    Attributes: `name`, `description`, `timeout` (seconds, None = no limit), `strict`, `fn`,
+    `parameters` (the JSON Schema of the arguments) and `schema` (the OpenAI tool dict).
+    Calling the Tool object directly calls the function, so decorating does not change how
+    Python code uses it.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        strict: bool = False,
+    ) -> None:
+        if not callable(fn):
+            raise TypeError(f"a tool must be a function, got {type(fn).__name__}: {fn!r}")
+        name = name if name is not None else getattr(fn, "__name__", None)
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise ValueError(
+                f"tool name {name!r} (from {callable_name(fn)!r}) is invalid: OpenAI needs 1-64 "
+                "characters of letters, digits, '_' or '-'; pass name=... to choose one"
+            )
+        if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
+            raise ValueError(f"tool {name!r}: timeout must be a positive number of seconds or None, got {timeout!r}")
+        docs = describe(fn)
+        self.fn = fn
+        self.name = name
+        self.description = description if description is not None else docs.description
+        self.timeout = None if timeout is None else float(timeout)
+        self.strict = bool(strict)
+        self._spec = build_arguments(fn, param_docs=docs.params, strict=self.strict)
+        self.parameters: dict[str, Any] = self._spec.parameters
+        function: dict[str, Any] = {"name": name}
+        if self.description:
+            function["description"] = self.description
+        function["parameters"] = self.parameters
+        if self.strict:
+            function["strict"] = True
+        self.schema: dict[str, Any] = {"type": "function", "function": function}
+        self._is_async = is_async_callable(fn)
+        self._parameters_json = json.dumps(self.parameters, separators=(",", ":"))
+        functools.update_wrapper(self, fn, updated=())
+
+    @classmethod
+    def from_function(
+        cls,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        strict: bool = False,
+    ) -> Tool:
+        """Build a Tool from a function (a Tool passed in is re-built with these options)."""
+        if isinstance(fn, Tool):
+            fn = fn.fn
+        return cls(fn, name=name, description=description, timeout=timeout, strict=strict)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        params = ", ".join(self.parameters.get("properties", {}))
+        return f"Tool(name={self.name!r}, parameters=({params}), timeout={self.timeout}, strict={self.strict})"
+
+    def _parse(self, arguments: str | Mapping[str, Any] | None) -> dict[str, Any]:
+        if arguments is None:
+            return {}
+        if isinstance(arguments, (str, bytes, bytearray)):
+            text = arguments.decode() if isinstance(arguments, (bytes, bytearray)) else arguments
+            if not text.strip():
+                return {}
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise _BadArguments(
+                    f"arguments are not valid JSON ({exc})",
+                    f"the arguments are not valid JSON ({exc}). Send one JSON object.",
+                ) from None
+        else:
+            data = arguments
+        if data is None:
+            return {}
+        if not isinstance(data, Mapping):
+            raise _BadArguments(
+                f"arguments are a JSON {type(data).__name__}, not an object",
+                f"the arguments must be a JSON object of named parameters, got {json.dumps(data, default=repr)[:200]}.",
+            )
+        return dict(data)
+
+    def validate(self, arguments: str | Mapping[str, Any] | None) -> dict[str, Any]:
+        """Parse and validate the model's arguments into the function's keyword arguments.
+
+        Raises ValueError with a readable message on bad input (used directly by tests and
+        by anyone who wants to check a call without running it).
+        """
+        try:
+            return self._validate(arguments)
+        except _BadArguments as exc:
+            raise ValueError(f"tool {self.name!r}: {exc.detail}") from None
+
+    def _validate(self, arguments: str | Mapping[str, Any] | None) -> dict[str, Any]:
+        data = self._parse(arguments)
+        if self.strict:
+            data = drop_null_defaults(data, self._spec.loose_parameters)
+        try:
+            values = self._spec.model.model_validate(data)
+        except ValidationError as exc:
+            problems = _format_validation(exc)
+            raise _BadArguments(
+                "invalid arguments: " + "; ".join(line[2:] for line in problems.splitlines()),
+                "invalid arguments:\n" + problems,
+            ) from None
+        return {param: getattr(values, field) for field, param in self._spec.fields}
+
+    def _failure(self, reason: str, content: str) -> ToolResult:
+        return ToolResult(content=f"Error: {content}", name=self.name, error=reason)
+
+    async def _invoke(self, kwargs: dict[str, Any]) -> Any:
+        args = [kwargs.pop(name) for name in self._spec.positional_only]
+        if self._is_async:
+            return await maybe_await(self.fn(*args, **kwargs))
+        loop = asyncio.get_running_loop()
+        call = functools.partial(contextvars.copy_context().run, self.fn, *args, **kwargs)
+        return await maybe_await(await loop.run_in_executor(_thread_pool(), call))
+
+    async def call(
+        self,
+        arguments: str | Mapping[str, Any] | None = None,
+        *,
+        state: dict[str, Any] | None = None,
+        rollout: Rollout | None = None,
+    ) -> ToolResult:
+        """Validate `arguments` (JSON text or a dict; "" means {}), run the tool, return its result.
+
+        Never raises for a bad call or a failing tool: the ToolResult's content explains the
+        problem to the model and `error` records it. `state` defaults to `rollout.state`.
+        Sync functions run in a worker thread so they never block the event loop; a thread
+        cannot be killed, so a timed-out sync tool is abandoned but runs on in the background.
+        """
+        try:
+            kwargs = self._validate(arguments)
+        except _BadArguments as exc:
+            return self._failure(
+                exc.reason,
+                f"tool {self.name!r} was not run: {exc.detail}\n"
+                f"Expected parameters (JSON Schema): {self._parameters_json}",
+            )
+        if state is None and rollout is not None:
+            state = rollout.state
+        injected = {"state": state, "rollout": rollout}
+        for name in self._spec.injected:
+            if injected[name] is not None or name not in self._spec.injected_defaults:
+                kwargs[name] = injected[name]
+        try:
+            async with asyncio.timeout(self.timeout) as deadline:
+                value = await self._invoke(kwargs)
+        except TimeoutError as exc:
+            if not deadline.expired():
+                return self._raised(exc)
+            return self._failure(
+                f"timed out after {self.timeout:g} s",
+                f"tool {self.name!r} did not finish within {self.timeout:g} seconds and was abandoned.",
+            )
+        except Exception as exc:
+            return self._raised(exc)
+        try:
+            content = serialize_result(value)
+        except Exception as exc:
+            return self._failure(
+                f"result not serialisable: {type(exc).__name__}: {exc}",
+                f"tool {self.name!r} ran but its result could not be turned into text.",
+            )
+        return ToolResult(content=content, name=self.name)
+
+    def _raised(self, exc: BaseException) -> ToolResult:
+        # The model gets one line; the developer can still see the traceback in the log.
+        _log.debug("tool %r raised", self.name, exc_info=exc)
+        text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        return self._failure(text, f"tool {self.name!r} raised {text}")
+
+
+@overload
+def tool(
+    fn: Callable[..., Any], /, *, name: str | None = ..., description: str | None = ...,
+    timeout: float | None = ..., strict: bool = ...,
+) -> Tool: ...
+@overload
+def tool(
+    fn: None = None, /, *, name: str | None = ..., description: str | None = ...,
+    timeout: float | None = ..., strict: bool = ...,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    strict: bool = False,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Decorator form of `Tool.from_function`: `@tool` or `@tool(name=..., timeout=...)`."""
+    if fn is not None:
+        return Tool.from_function(fn, name=name, description=description, timeout=timeout, strict=strict)
+
+    def decorate(function: Callable[..., Any]) -> Tool:
+        return Tool.from_function(function, name=name, description=description, timeout=timeout, strict=strict)
+
+    return decorate
+
+
+async def call_tool(
+    tools: Mapping[str, Tool],
+    tool_call: ToolCall | Mapping[str, Any],
+    *,
+    state: dict[str, Any] | None = None,
+    rollout: Rollout | None = None,
+) -> ToolResult:
+    """Run one assistant tool call against `tools`; never raises for the model's mistakes.
+
+    The result carries the call's id, so `result.to_message()` is the reply to send back.
+    """
+    if not isinstance(tool_call, ToolCall):
+        try:
+            tool_call = ToolCall.model_validate(tool_call)
+        except ValidationError as exc:
+            reason = f"malformed tool call ({exc.error_count()} problem(s))"
+            raw = tool_call.get("id") if isinstance(tool_call, Mapping) else None
+            return ToolResult(
+                content=f"Error: the tool call is malformed:\n{_format_validation(exc)}",
+                name="", error=reason, tool_call_id=raw if isinstance(raw, str) else None,
+            )
+    found = tools.get(tool_call.name)
+    if found is None:
+        available = ", ".join(sorted(tools)) or "(none)"
+        result = ToolResult(
+            content=f"Error: unknown tool {tool_call.name!r}. Available tools: {available}. "
+            "Call one of them by its exact name.",
+            name=tool_call.name,
+            error=f"unknown tool {tool_call.name!r}",
+        )
+    else:
+        result = await found.call(tool_call.arguments, state=state, rollout=rollout)
+    result.tool_call_id = tool_call.id or None
+    return result
+
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "INJECTED",
+    "Tool",
+    "ToolResult",
+    "call_tool",
+    "serialize_result",
+    "tool",
+]

@@ -1,0 +1,338 @@
+"""`Client`: chat completions from any OpenAI-compatible endpoint, bounded and retried.
+
+One `openai.AsyncOpenAI` per event loop, with an HTTP pool exactly as large as the
+concurrency limit (so requests never queue inside the pool where timeouts would fire
+spuriously), the SDK's own retries off, and one tenacity policy (`harness.retry`). Failures
+become `EndpointError`, whose text says what the endpoint answered and never holds the key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import importlib
+import inspect
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+from pydantic import BaseModel, Field
+from tenacity import RetryCallState
+
+from harness.retry import is_retryable, make_retrying, status_of
+from harness.types import Message, Usage
+
+logger = logging.getLogger(__name__)
+
+PLACEHOLDER_KEY = "sk-no-key-required"
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+_HINTS = {
+    401: "check the API key (api_key= or OPENAI_API_KEY)",
+    403: "the key is not allowed to use this model or endpoint",
+    404: "check the model name and base_url (it usually ends in /v1)",
+}
+
+
+class EndpointError(Exception):
+    """The endpoint failed for good: retries exhausted, or a 4xx that retrying cannot fix."""
+
+    def __init__(self, message: str, *, status: int | None = None, attempts: int = 1) -> None:
+        super().__init__(message)
+        self.status = status
+        self.attempts = attempts
+
+
+class Choice(BaseModel):
+    """One generated alternative (`n > 1` gives several)."""
+
+    message: Message
+    finish_reason: str | None = None
+
+
+class Completion(BaseModel):
+    """What `Client.complete` returns: the choices, their token usage, and the endpoint's ids."""
+
+    choices: list[Choice]
+    usage: Usage = Field(default_factory=Usage)
+    model: str | None = None
+    id: str | None = None
+
+    @property
+    def message(self) -> Message:
+        return self.choices[0].message
+
+    @property
+    def finish_reason(self) -> str | None:
+        return self.choices[0].finish_reason
+
+
+class _Secret:
+    """Holds the API key so that no repr, vars() dump or log line can show it."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: str) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return "'***'"
+
+    def scrub(self, text: str) -> str:
+        return text.replace(self.value, "***") if len(self.value) >= 3 else text
+
+
+@functools.cache
+def _create_parameters() -> frozenset[str]:
+    """Keyword arguments `chat.completions.create` accepts in the installed SDK version."""
+    from openai.resources.chat.completions import AsyncCompletions
+
+    return frozenset(inspect.signature(AsyncCompletions.create).parameters) - {"self"}
+
+
+def _http_client(max_connections: int, timeout: float) -> Any:
+    """The SDK's default async HTTP client with a pool sized to the concurrency.
+
+    Works with both SDK generations (httpx for 1.x, httpx2 later) by taking `Limits` from
+    the package that defines the SDK's own client class.
+    """
+    import openai
+
+    cls = openai.DefaultAsyncHttpxClient
+    package = next(base.__module__.split(".")[0] for base in cls.__mro__ if base.__name__ == "AsyncClient")
+    http = importlib.import_module(package)
+    limits = http.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+    return cls(limits=limits, timeout=timeout)
+
+
+def _message_from_sdk(message: Any) -> Message:
+    data = message.model_dump(exclude_none=True, warnings=False) if hasattr(message, "model_dump") else dict(message)
+    calls = []
+    for call in data.get("tool_calls") or []:
+        if "function" not in call and isinstance(call.get("custom"), dict):  # custom tools: text input
+            custom = call.pop("custom")
+            call["function"] = {"name": custom.get("name", ""), "arguments": custom.get("input", "")}
+        calls.append(call)
+    if calls:
+        data["tool_calls"] = calls
+    data.setdefault("role", "assistant")
+    return Message.model_validate(data)
+
+
+class Client:
+    """An OpenAI-compatible chat endpoint with a concurrency limit, retries and token accounting.
+
+    `sampling` holds default request arguments (temperature, max_tokens, ...); per-call
+    arguments override them and a None value removes one. Arguments the installed SDK does
+    not know (e.g. vLLM's `top_k`) are sent in the request body unchanged.
+
+    Counters: `usage` (tokens of every successful call), `requests` (HTTP requests sent,
+    retries included), `retries`, `failures` (calls that ended in EndpointError).
+    Test knobs: `backoff_base`/`backoff_max` (seconds) shape the jittered exponential backoff;
+    `retry_after_max` caps how long a server's Retry-After may make us wait.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        max_concurrency: int = 64,
+        max_retries: int = 5,
+        timeout: float = 120.0,
+        sampling: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+        backoff_base: float = 0.5,
+        backoff_max: float = 30.0,
+        retry_after_max: float = 60.0,
+    ) -> None:
+        if not isinstance(model, str) or not model.strip():
+            raise ValueError(f"Client model must be a non-empty model name, got {model!r}")
+        if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
+            raise ValueError(f"Client max_concurrency={max_concurrency!r} must be an integer >= 1")
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise ValueError(f"Client max_retries={max_retries!r} must be an integer >= 0 (0 = no retries)")
+        for name, value in (("timeout", timeout), ("backoff_max", backoff_max), ("retry_after_max", retry_after_max)):
+            if not isinstance(value, (int, float)) or value <= 0:
+                raise ValueError(f"Client {name}={value!r} must be a positive number of seconds")
+        if not isinstance(backoff_base, (int, float)) or backoff_base < 0:
+            raise ValueError(f"Client backoff_base={backoff_base!r} must be >= 0 seconds")
+        if sampling is not None and not isinstance(sampling, Mapping):
+            raise TypeError("Client sampling must be a mapping like {'temperature': 0.7}, "
+                            f"got {type(sampling).__name__}")
+        if headers is not None and (not isinstance(headers, Mapping)
+                                    or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items())):
+            raise TypeError("Client headers must be a mapping of header names to string values")
+        _check_params(dict(sampling or {}), "sampling")
+
+        self.model = model
+        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        self._key = _Secret(api_key or os.environ.get("OPENAI_API_KEY") or PLACEHOLDER_KEY)
+        self.max_concurrency = max_concurrency
+        self.max_retries = max_retries
+        self.timeout = float(timeout)
+        self.sampling: dict[str, Any] = dict(sampling or {})
+        self.headers: dict[str, str] = dict(headers or {})
+        self.backoff_base = float(backoff_base)
+        self.backoff_max = float(backoff_max)
+        self.retry_after_max = float(retry_after_max)
+
+        self.usage = Usage()
+        self.requests = 0
+        self.retries = 0
+        self.failures = 0
+
+        self._openai: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._semaphore: asyncio.Semaphore | None = None
+
+    def __repr__(self) -> str:
+        return (f"Client(model={self.model!r}, base_url={self.base_url!r}, "
+                f"max_concurrency={self.max_concurrency}, max_retries={self.max_retries}, timeout={self.timeout:g})")
+
+    def config(self) -> dict[str, Any]:
+        """A JSON-serialisable description for results metadata; never the key or header values."""
+        return {"model": self.model, "base_url": self.base_url, "sampling": dict(self.sampling),
+                "max_retries": self.max_retries, "timeout": self.timeout,
+                "max_concurrency": self.max_concurrency, "headers": sorted(self.headers)}
+
+    # -- connection ---------------------------------------------------------------------
+
+    def _connection(self) -> tuple[Any, asyncio.Semaphore]:
+        """The SDK client and semaphore for the running loop (pools cannot cross loops)."""
+        loop = asyncio.get_running_loop()
+        if self._openai is None or self._loop is not loop:
+            import openai
+
+            old, old_loop = self._openai, self._loop
+            if old is not None and old_loop is not None and old_loop.is_running() and not old_loop.is_closed():
+                asyncio.run_coroutine_threadsafe(old.close(), old_loop)  # its pool belongs to that loop
+
+            self._openai = openai.AsyncOpenAI(
+                api_key=self._key.value, base_url=self.base_url, max_retries=0, timeout=self.timeout,
+                default_headers=self.headers or None,
+                http_client=_http_client(self.max_concurrency, self.timeout),
+            )
+            self._semaphore = asyncio.Semaphore(self.max_concurrency)
+            self._loop = loop
+        assert self._semaphore is not None
+        return self._openai, self._semaphore
+
+    async def aclose(self) -> None:
+        """Close the HTTP pool; the client reconnects if used again."""
+        client, self._openai, self._loop = self._openai, None, None
+        if client is not None:
+            await client.close()
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.aclose()
+
+    # -- the call -----------------------------------------------------------------------
+
+    async def complete(
+        self, messages: Sequence[Message | Mapping[str, Any]], *, tools: list[dict[str, Any]] | None = None,
+        **params: Any,
+    ) -> Completion:
+        """One chat completion (retried per the policy); raises EndpointError when it cannot."""
+        if isinstance(messages, (str, bytes, Mapping, Message)) or not isinstance(messages, Sequence):
+            raise TypeError("Client.complete(messages=...) takes a list of messages "
+                            "(harness.Message or {'role': ..., 'content': ...} dicts), "
+                            f"got {type(messages).__name__}")
+        payload = [m.to_openai() if isinstance(m, Message) else dict(m) for m in messages]
+        merged = {k: v for k, v in {**self.sampling, **params}.items() if v is not None}
+        _check_params(merged, "complete()")
+        model = merged.pop("model", self.model)
+        known = _create_parameters()
+        direct = {k: v for k, v in merged.items() if k in known}
+        extra = {k: v for k, v in merged.items() if k not in known}
+        if extra:
+            direct["extra_body"] = {**direct.get("extra_body", {}), **extra}
+        if tools:
+            direct["tools"] = tools
+
+        sdk, semaphore = self._connection()
+        attempts = 0
+        retrying = make_retrying(max_retries=self.max_retries, backoff_base=self.backoff_base,
+                                 backoff_max=self.backoff_max, retry_after_max=self.retry_after_max,
+                                 before_sleep=self._before_sleep)
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    async with semaphore:
+                        attempts += 1
+                        self.requests += 1
+                        raw = await sdk.chat.completions.create(model=model, messages=payload, **direct)
+        except Exception as exc:
+            if not _is_openai_error(exc):
+                raise
+            self.failures += 1
+            raise self._endpoint_error(exc, attempts) from None
+        return self._completion(raw)
+
+    def _before_sleep(self, state: RetryCallState) -> None:
+        self.retries += 1
+        exc = state.outcome.exception() if state.outcome is not None else None
+        wait = state.next_action.sleep if state.next_action is not None else 0.0
+        logger.info("retrying %s in %.2fs (attempt %d failed: %s)", self.model, wait,
+                    state.attempt_number, self._key.scrub(_describe(exc)))
+
+    def _completion(self, raw: Any) -> Completion:
+        if not getattr(raw, "choices", None):
+            self.failures += 1
+            raise EndpointError(self._key.scrub(f"{self.model} at {self.base_url} answered without any choices: "
+                                                f"{str(raw)[:300]}"), status=200)
+        usage = Usage(prompt_tokens=getattr(raw.usage, "prompt_tokens", 0) or 0,
+                      completion_tokens=getattr(raw.usage, "completion_tokens", 0) or 0)
+        self.usage = self.usage + usage
+        choices = [Choice(message=_message_from_sdk(c.message), finish_reason=c.finish_reason) for c in raw.choices]
+        return Completion(choices=choices, usage=usage, model=getattr(raw, "model", None), id=getattr(raw, "id", None))
+
+    def _endpoint_error(self, exc: BaseException, attempts: int) -> EndpointError:
+        status = status_of(exc)
+        after = f" after {attempts} attempt{'s' if attempts != 1 else ''}" if is_retryable(exc) else ""
+        text = f"{self.model} at {self.base_url}: {_describe(exc, self.timeout)}{after}"
+        if status in _HINTS:
+            text += f" ({_HINTS[status]})"
+        return EndpointError(self._key.scrub(text), status=status, attempts=attempts)
+
+
+def _check_params(params: Mapping[str, Any], where: str) -> None:
+    for name in ("messages", "stream"):
+        if params.get(name) not in (None, False):
+            raise ValueError(f"{where} got {name}={params[name]!r}: the Client sets messages itself and does "
+                             "not stream; remove it")
+
+
+def _is_openai_error(exc: BaseException) -> bool:
+    import openai
+
+    return isinstance(exc, openai.OpenAIError)
+
+
+def _describe(exc: BaseException | None, timeout: float | None = None) -> str:
+    """What went wrong, in the endpoint's own words where it gave any."""
+    import openai
+
+    if exc is None:
+        return "unknown failure"
+    if isinstance(exc, openai.APITimeoutError):
+        return f"no answer within the {timeout:g}s timeout" if timeout else "request timed out"
+    if isinstance(exc, openai.APIConnectionError):
+        cause = exc.__cause__ or exc.__context__
+        return f"connection failed ({type(cause).__name__ + ': ' if cause else ''}{cause or exc})"
+    if isinstance(exc, openai.APIStatusError):
+        body = exc.body
+        message = body.get("message") if isinstance(body, Mapping) else None
+        if not message:
+            message = body if isinstance(body, str) and body else exc.message
+        return f"HTTP {exc.status_code}: {message}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+__all__ = ["Choice", "Client", "Completion", "EndpointError"]

@@ -1,0 +1,198 @@
+"""What `evaluate` returns and `load_results` reads back: rollouts + summary + metadata.
+
+Printing one (terminal, `print`, Jupyter) shows the summary as a table, with each rubric
+node's mean indented under its parent, so the numbers a run is judged by are one glance away.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.storage import METADATA_FILE, RESULTS_FILE, iter_rollouts, read_metadata
+from harness.summary import Summary, summarize
+from harness.types import Rollout
+
+if TYPE_CHECKING:  # pragma: no cover
+    from datasets import Dataset
+    from rich.table import Table
+
+
+def _fmt(value: float | None, digits: int = 4) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    return f"{value:.{digits}f}"
+
+
+class EvalResults:
+    """The rollouts of a run, its `summary` (harness.summary.Summary) and its `metadata`."""
+
+    def __init__(self, rollouts: Iterable[Rollout | Mapping[str, Any]], *, metadata: Mapping[str, Any] | None = None,
+                 summary: Summary | None = None) -> None:
+        self.rollouts: list[Rollout] = [r if isinstance(r, Rollout) else Rollout.model_validate(r) for r in rollouts]
+        self.metadata: dict[str, Any] = dict(metadata or {})
+        self._summary = summary
+
+    @property
+    def summary(self) -> Summary:
+        """Computed from the rollouts on first use (wall time taken from the metadata)."""
+        if self._summary is None:
+            recorded = self.metadata.get("summary") or {}
+            arguments = self.metadata.get("arguments") or {}
+            summary = summarize(self.rollouts, max_k=arguments.get("rollouts_per_example"))
+            wall = recorded.get("wall_seconds")
+            if wall:  # the run's own timing; a loaded or re-scored copy has none of its own
+                rate = recorded.get("rollouts_per_second") or summary.rollouts / wall
+                summary = summary.model_copy(update={"wall_seconds": wall, "rollouts_per_second": rate})
+            self._summary = summary
+        return self._summary
+
+    def __len__(self) -> int:
+        return len(self.rollouts)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self.rollouts)
+
+    def __getitem__(self, index: int) -> Rollout:
+        return self.rollouts[index]
+
+    # -- export -----------------------------------------------------------------------------
+
+    def to_jsonl(self, path: str | Path) -> Path:
+        """Write one rollout per line (the `results.jsonl` format); returns the path."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as handle:
+            for rollout in self.rollouts:
+                handle.write(rollout.model_dump_json().encode() + b"\n")
+        return path
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """Flat, Arrow-friendly rows: messages and free-form fields as JSON strings, usage as
+        two integer columns, `scores` with the same keys (NaN where missing) in every row."""
+        paths = sorted({p for r in self.rollouts for p in r.scores}, key=lambda p: tuple(p.split(".")))
+        timing_keys = sorted({k for r in self.rollouts for k in r.timing})
+        id_types = {type(r.example_id) for r in self.rollouts}
+        rows = []
+        for r in self.rollouts:
+            rows.append({
+                "example_id": r.example_id if len(id_types) == 1 else str(r.example_id),
+                "rollout_index": r.rollout_index,
+                "prompt": json.dumps([m.model_dump(exclude_none=True) for m in r.prompt]),
+                "completion": json.dumps([m.model_dump(exclude_none=True) for m in r.completion]),
+                "answer": json.dumps(r.answer, default=str),
+                "info": json.dumps(r.info, default=str),
+                "task": r.task,
+                "state": json.dumps(r.state, default=str),
+                "turns": r.turns,
+                "stop_reason": r.stop_reason,
+                "error": r.error,
+                "prompt_tokens": r.usage.prompt_tokens,
+                "completion_tokens": r.usage.completion_tokens,
+                "timing": {k: float(r.timing.get(k, math.nan)) for k in timing_keys},
+                "reward": r.reward,
+                "scores": {p: float(r.scores.get(p, math.nan)) for p in paths},
+                "score_errors": json.dumps(r.score_errors),
+                "score_details": json.dumps(r.score_details, default=str),
+            })
+        return rows
+
+    def to_dataset(self) -> Dataset:
+        """A Hugging Face `datasets.Dataset`, one row per rollout (see `to_records`)."""
+        from datasets import Dataset
+
+        rows = self.to_records()
+        if not rows:
+            return Dataset.from_dict({})
+        return Dataset.from_list(rows)
+
+    # -- display ----------------------------------------------------------------------------
+
+    def table(self) -> Table:
+        """The summary as a rich table."""
+        from rich.table import Table
+        from rich.text import Text
+
+        s = self.summary
+        title = "evaluation"
+        env = self.metadata.get("env") or {}
+        model = self.metadata.get("model") or {}
+        if env.get("name") or model.get("model"):
+            title = f"{env.get('name', '?')} · {model.get('model', '?')}"
+        table = Table(title=title, show_header=False, title_justify="left")
+        table.add_column("metric", style="bold")
+        table.add_column("value", justify="right")
+        table.add_row("rollouts", f"{s.rollouts} ({s.examples} examples)")
+        reward = _fmt(s.mean_reward)
+        if s.reward_stderr is not None:
+            reward += f" ± {s.reward_stderr:.4f}"
+        table.add_row("mean reward", reward + f"  (over {s.scored} scored)")
+        for path, mean in s.node_means.items():
+            depth = path.count(".") + 1
+            table.add_row(Text("  " * depth + path.rsplit(".", 1)[-1], style="not bold"), _fmt(mean))
+        for k, value in s.pass_at_k.items():
+            table.add_row(f"pass@{k}", _fmt(value))
+        table.add_row("stop reasons", ", ".join(f"{name} {n}" for name, n in s.stop_reasons.items()) or "-")
+        table.add_row("errors", Text(str(s.errors), style="red" if s.errors else ""))
+        if s.unscored:
+            reasons = "; ".join(f"{why} ({n})" for why, n in s.unscored_reasons)
+            table.add_row("unscored", Text(f"{s.unscored} unscored: {reasons}", style="yellow"))
+        else:
+            table.add_row("unscored", "0")
+        table.add_row("tokens", f"prompt {s.prompt_tokens:,} · completion {s.completion_tokens:,}")
+        if s.wall_seconds is not None:
+            rate = f" · {s.rollouts_per_second:.1f} rollouts/s" if s.rollouts_per_second else ""
+            table.add_row("wall time", f"{s.wall_seconds:.1f}s{rate}")
+        status = self.metadata.get("status")
+        if status and status != "completed":
+            table.add_row("status", Text(str(status), style="yellow"))
+        return table
+
+    def __rich__(self) -> Table:
+        return self.table()
+
+    def _render(self, **console_args: Any) -> Any:
+        from rich.console import Console
+
+        console = Console(file=io.StringIO(), width=100, record=True, force_terminal=False, color_system=None,
+                          **console_args)
+        console.print(self.table())
+        return console
+
+    def __str__(self) -> str:
+        return self._render().export_text().rstrip()
+
+    def __repr__(self) -> str:
+        s = self.summary
+        return f"EvalResults(rollouts={s.rollouts}, mean_reward={_fmt(s.mean_reward)}, errors={s.errors})"
+
+    def _repr_html_(self) -> str:
+        return self._render().export_html(inline_styles=True)
+
+
+def load_results(path: str | Path) -> EvalResults:
+    """Read a run directory written by `evaluate` (or a bare results .jsonl file) back.
+
+    A torn last line (the run was killed mid-write) is skipped, not repaired: reading never
+    changes the files.
+    """
+    path = Path(path)
+    if path.is_file():
+        return EvalResults(iter_rollouts(path))
+    if not path.is_dir():
+        raise FileNotFoundError(f"no results at {path}: pass a directory written by evaluate(output_dir=...)")
+    results = path / RESULTS_FILE
+    metadata = read_metadata(path)
+    if not results.exists():
+        if metadata is None:
+            raise FileNotFoundError(f"{path} has neither {RESULTS_FILE} nor {METADATA_FILE}; "
+                                    f"pass a directory written by evaluate(output_dir=...)")
+        return EvalResults([], metadata=metadata)
+    return EvalResults(iter_rollouts(results), metadata=metadata)
+
+
+__all__ = ["EvalResults", "load_results"]

@@ -1,0 +1,149 @@
+"""The numbers a run is judged by, computed from its rollouts alone.
+
+Kept apart from running and storage so the same summary comes out of a live run, a run read
+back from disk, and a re-scored copy.
+
+Definitions:
+- mean reward and its standard error (sample std / sqrt(n)) are over *scored* rollouts only;
+  an unscored rollout (reward NaN: a rubric leaf failed, or the rollout errored) is counted
+  and explained instead, never averaged in as 0.
+- a node's mean is over the rollouts where that node has a non-NaN score.
+- pass@k uses the unbiased estimator 1 - C(n-c, k) / C(n, k) per example (n scored rollouts,
+  c of them passing), averaged over the examples with n >= k. A rollout *passes* when its
+  reward >= 1.0 - 1e-9, i.e. it earned the full reward.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable
+from pydantic import BaseModel, Field
+
+from harness.types import Rollout
+
+PASS_THRESHOLD = 1.0 - 1e-9
+
+
+class Summary(BaseModel):
+    """Aggregate statistics of a set of rollouts (see the module docstring for definitions)."""
+
+    rollouts: int = 0
+    examples: int = 0
+    scored: int = 0
+    mean_reward: float | None = None
+    reward_stderr: float | None = None
+    node_means: dict[str, float] = Field(default_factory=dict)
+    pass_at_k: dict[int, float] = Field(default_factory=dict)
+    stop_reasons: dict[str, int] = Field(default_factory=dict)
+    errors: int = 0
+    unscored: int = 0
+    unscored_reasons: list[tuple[str, int]] = Field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    wall_seconds: float | None = None
+    rollouts_per_second: float | None = None
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased probability that at least one of k draws (without replacement) of n passes."""
+    if k > n or k < 1:
+        raise ValueError(f"pass@k needs 1 <= k <= n, got k={k}, n={n}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def mean_and_stderr(values: list[float]) -> tuple[float | None, float | None]:
+    """Mean and standard error of the mean (None where undefined: no values / one value)."""
+    n = len(values)
+    if n == 0:
+        return None, None
+    mean = math.fsum(values) / n
+    if n < 2:
+        return mean, None
+    variance = math.fsum((v - mean) ** 2 for v in values) / (n - 1)
+    return mean, math.sqrt(variance / n)
+
+
+def _unscored_reasons(rollout: Rollout) -> set[str]:
+    if rollout.error:
+        return {f"rollout error ({rollout.error.split(':', 1)[0]})"}
+    # Root causes: errors on nodes none of whose descendants also failed.
+    paths = list(rollout.score_errors)
+    leaves = [p for p in paths if not any(q != p and (p == "" or q.startswith(p + ".")) for q in paths)]
+    return {rollout.score_errors[p] for p in leaves} or {"no reason recorded"}
+
+
+def _path_key(path: str) -> tuple[str, ...]:
+    return tuple(path.split("."))
+
+
+def summarize(
+    rollouts: Iterable[Rollout],
+    *,
+    wall_seconds: float | None = None,
+    timed_rollouts: int | None = None,
+    max_k: int | None = None,
+    top_reasons: int = 3,
+) -> Summary:
+    """Summarise `rollouts`. `timed_rollouts` is how many of them ran within `wall_seconds`
+    (all by default; fewer when a resumed run only ran the missing ones). `max_k` bounds
+    pass@k (default: the most rollouts any example has)."""
+    rollouts = list(rollouts)
+    rewards: list[float] = []
+    node_values: dict[str, list[float]] = {}
+    per_example: dict[str, list[int]] = {}  # example -> [n scored, c passing]
+    counts: dict[str, int] = {}
+    stop_reasons: Counter[str] = Counter()
+    reasons: Counter[str] = Counter()
+    errors = unscored = prompt_tokens = completion_tokens = 0
+    for r in rollouts:
+        stop_reasons[r.stop_reason or "unknown"] += 1
+        example = str(r.example_id)
+        counts[example] = counts.get(example, 0) + 1
+        prompt_tokens += r.usage.prompt_tokens
+        completion_tokens += r.usage.completion_tokens
+        if r.error:
+            errors += 1
+        for path, value in r.scores.items():
+            if value is not None and not math.isnan(value):
+                node_values.setdefault(path, []).append(value)
+        reward = r.reward
+        if reward is None or math.isnan(reward):
+            unscored += 1
+            reasons.update(_unscored_reasons(r))
+            continue
+        rewards.append(reward)
+        tally = per_example.setdefault(example, [0, 0])
+        tally[0] += 1
+        tally[1] += reward >= PASS_THRESHOLD
+    mean, stderr = mean_and_stderr(rewards)
+    k_limit = max_k if max_k is not None else max(counts.values(), default=0)
+    passes: dict[int, float] = {}
+    for k in range(1, k_limit + 1):
+        eligible = [pass_at_k(n, c, k) for n, c in per_example.values() if n >= k]
+        if eligible:
+            passes[k] = math.fsum(eligible) / len(eligible)
+    timed = len(rollouts) if timed_rollouts is None else timed_rollouts
+    rate = timed / wall_seconds if wall_seconds and wall_seconds > 0 else None
+    return Summary(
+        rollouts=len(rollouts),
+        examples=len(counts),
+        scored=len(rewards),
+        mean_reward=mean,
+        reward_stderr=stderr,
+        node_means={p: math.fsum(v) / len(v) for p, v in sorted(node_values.items(), key=lambda kv: _path_key(kv[0]))},
+        pass_at_k=passes,
+        stop_reasons=dict(stop_reasons.most_common()),
+        errors=errors,
+        unscored=unscored,
+        unscored_reasons=reasons.most_common(top_reasons),
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        wall_seconds=wall_seconds,
+        rollouts_per_second=rate,
+    )
+
+
+__all__ = ["PASS_THRESHOLD", "Summary", "mean_and_stderr", "pass_at_k", "summarize"]

@@ -1,0 +1,57 @@
+"""The reward side: a Rubric tree that scores a Rollout, node by node.
+
+    from rubrics import reward, WeightedSum, Gate
+    rubric = WeightedSum({"correct": correct, "format": Gate(has_tags, 1.0)}, weights=[0.8, 0.2])
+    rubric({"completion": "...", "answer": "42"})     # -> float; rollout.scores has every node
+
+`LLMJudge` and the `judges` / `parsers` modules load lazily, on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from typing import TYPE_CHECKING, Any
+
+from rubrics.containers import Gate, RubricDict, RubricList, Sequential, WeightedSum
+from rubrics.leaf import FunctionRubric, reward
+from rubrics.module import RemovableHandle, Rubric, ScoringError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rubrics import judges, parsers
+    from rubrics.judge import LLMJudge
+
+_LAZY_ATTRS = {"LLMJudge": "rubrics.judge"}
+_LAZY_MODULES = ("judges", "parsers")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY_MODULES:
+        value = importlib.import_module(f"rubrics.{name}")
+    elif name in _LAZY_ATTRS:
+        value = getattr(importlib.import_module(_LAZY_ATTRS[name]), name)
+    else:
+        raise AttributeError(f"module 'rubrics' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def _available(module: str) -> bool:
+    # `from rubrics import *` must not fail while a lazily loaded module is absent.
+    return importlib.util.find_spec(module) is not None
+
+
+__all__ = [
+    "FunctionRubric",
+    "Gate",
+    "RemovableHandle",
+    "Rubric",
+    "RubricDict",
+    "RubricList",
+    "ScoringError",
+    "Sequential",
+    "WeightedSum",
+    "reward",
+    *(name for name, module in _LAZY_ATTRS.items() if _available(module)),
+    *(name for name in _LAZY_MODULES if _available(f"rubrics.{name}")),
+]

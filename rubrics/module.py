@@ -1,0 +1,481 @@
+"""The Rubric base class: an `nn.Module`-like tree node that scores a Rollout.
+
+Why a tree: a reward is usually "a few checks, weighted, some of them prerequisites", and a
+user debugging a low reward needs every node's score, not just the total. So every node's
+score lands in `rollout.scores` under its dotted path, failures are NaN with a reason instead
+of a silent 0, and the tree prints, saves and loads like a PyTorch model.
+
+Scoring paths are computed per call (held in a context variable while a node runs), so one
+tree can score many rollouts concurrently. A tree with no async part is scored directly in
+the calling thread with no event loop at all: that is the hot path of large evaluations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import inspect
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from types import MappingProxyType
+from typing import Any, ClassVar
+
+from harness.aio import is_async_callable, run_sync
+from harness.types import Rollout
+from rubrics.scoring import (
+    GENERATION,
+    HOOK_IDS,
+    NAN,
+    SCOPE,
+    ForwardHook,
+    PreHook,
+    RemovableHandle,
+    Scope,
+    ScoringError,
+    as_rollout,
+    bump_generation,
+    check_name,
+    check_on_error,
+    clear_scores,
+    coerce_sync,
+    config_names,
+    export_value,
+    failure_reason,
+    join_path,
+    path_under,
+    snake_name,
+    to_score,
+    validate_batch,
+)
+
+
+class Rubric:
+    """A node of a reward tree. Subclass it and implement `forward(self, rollout) -> float`.
+
+    `forward` may be `def` or `async def`. It may score registered children by calling them:
+    `self.child(rollout)` in a sync forward, `await self.child.ascore(rollout)` in an async
+    one; their scores are recorded under their paths. A sync forward can only call sync
+    children (it cannot wait for an async one without blocking a loop): make forward
+    `async def` when a child may be async. Containers that can run children concurrently
+    may also define `async def aforward(self, rollout)`, used on the async path.
+
+    Override points for subclasses:
+      config_fields: class attribute naming attributes that `state_dict()` saves and
+        `load_state_dict()` restores (list only your own; base classes' are added).
+      extra_repr(): text shown in `repr()` for this node.
+      node_required_columns(): dataset columns this node itself reads.
+      record_detail / record_error / ScoringError: report per-rollout details or a failure.
+    """
+
+    config_fields: ClassVar[tuple[str, ...]] = ("on_error",)
+    _scoreable: ClassVar[bool] = True
+
+    name: str | None = None
+    on_error: float | None = None
+    last_score: float | None = None
+    last_error: BaseException | None = None
+    _pre_hooks: dict[int, PreHook] = MappingProxyType({})  # type: ignore[assignment]
+    _hooks: dict[int, ForwardHook] = MappingProxyType({})  # type: ignore[assignment]
+
+    def __init__(self, *, name: str | None = None, on_error: float | None = None) -> None:
+        cls = type(self)
+        if cls._scoreable and cls.forward is Rubric.forward and getattr(cls, "aforward", None) is None:
+            raise TypeError(f"{cls.__name__} must define forward(self, rollout) -> float (def or async def)")
+        d = self.__dict__
+        d["_children"] = {}
+        d["_pre_hooks"] = {}
+        d["_hooks"] = {}
+        d["_sync_cache"] = (-1, False)
+        if name is not None:
+            self.name = check_name(name, "name")
+        self.on_error = on_error
+
+    # ------------------------------------------------------------------ attributes / children
+    def __setattr__(self, name: str, value: Any) -> None:
+        if isinstance(value, Rubric):
+            self.add_rubric(name, value)
+        elif name in self.__dict__.get("_children", ()):
+            if value is not None:
+                raise TypeError(
+                    f"cannot assign {type(value).__name__} to child rubric {name!r} of {self.label}; "
+                    "assign a Rubric, or None to remove it"
+                )
+            self._remove_child(name)
+        elif name == "on_error":
+            object.__setattr__(self, name, check_on_error(value))
+        else:
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name: str) -> Any:
+        children = self.__dict__.get("_children")
+        if children is not None and name in children:
+            return children[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        if name in self.__dict__.get("_children", ()):
+            self._remove_child(name)
+        else:
+            object.__delattr__(self, name)
+
+    def __dir__(self) -> Iterable[str]:
+        return [*super().__dir__(), *self.__dict__.get("_children", ())]
+
+    def add_rubric(self, name: str, rubric: Rubric) -> None:
+        """Register `rubric` as a child called `name` (what attribute assignment does)."""
+        children = self.__dict__.get("_children")
+        if children is None:
+            raise RuntimeError(f"call super().__init__() in {type(self).__name__}.__init__ before assigning child rubrics")
+        check_name(name, f"child name of {self.label}")
+        if not isinstance(rubric, Rubric):
+            raise TypeError(f"child {name!r} of {self.label} must be a Rubric, got {type(rubric).__name__}")
+        if name not in children and hasattr(type(self), name):
+            raise ValueError(f"{name!r} is an attribute of {type(self).__name__}; give the child rubric another name")
+        if rubric is self or any(node is self for node in rubric.rubrics()):
+            raise ValueError(f"adding {rubric.label} as {name!r} under {self.label} would make a cycle")
+        self.__dict__.pop(name, None)
+        children[name] = rubric
+        bump_generation()
+
+    def _remove_child(self, name: str) -> None:
+        del self._children[name]
+        self._on_child_removed(name)
+        bump_generation()
+
+    def _on_child_removed(self, name: str) -> None:
+        """Hook for containers that keep per-child config (weights)."""
+
+    @property
+    def label(self) -> str:
+        """How messages name this node: its name, else its class."""
+        return repr(self.name) if self.name else type(self).__name__
+
+    def children(self) -> Iterator[Rubric]:
+        return iter(list(self._children.values()))
+
+    def named_children(self) -> Iterator[tuple[str, Rubric]]:
+        return iter(list(self._children.items()))
+
+    def named_rubrics(self, prefix: str = "") -> Iterator[tuple[str, Rubric]]:
+        """Every descendant (not self) with its dotted path, depth-first, parent first."""
+        for name, child in list(self._children.items()):
+            path = join_path(prefix, name)
+            yield path, child
+            yield from child.named_rubrics(path)
+
+    def rubrics(self) -> Iterator[Rubric]:
+        for _, node in self.named_rubrics():
+            yield node
+
+    def get_rubric(self, path: str) -> Rubric:
+        """The descendant at dotted `path` ("" is self); KeyError names what is missing."""
+        node: Rubric = self
+        walked = ""
+        for part in path.split(".") if path else []:
+            children = node._children
+            if part not in children:
+                where = f"{walked!r}" if walked else "the root"
+                raise KeyError(
+                    f"no rubric at {path!r}: {where} has no child {part!r} "
+                    f"(children: {', '.join(children) or 'none'})"
+                )
+            node = children[part]
+            walked = join_path(walked, part)
+        return node
+
+    def required_columns(self) -> set[str]:
+        """Dataset columns (keys of `rollout.info`) the whole tree needs, without defaults."""
+        columns = set(self.node_required_columns())
+        for node in self.rubrics():
+            columns |= node.node_required_columns()
+        return columns
+
+    def node_required_columns(self) -> set[str]:
+        """Columns this node alone reads; leaves and judges override it."""
+        return set()
+
+    # ------------------------------------------------------------------ hooks
+    def register_forward_pre_hook(self, hook: PreHook) -> RemovableHandle:
+        """`hook(node, rollout)` runs before `forward` (sync or async); a raise fails the node."""
+        return self._add_hook("_pre_hooks", hook)
+
+    def register_forward_hook(self, hook: ForwardHook) -> RemovableHandle:
+        """`hook(node, rollout, score)` runs after `forward`; a returned number replaces the score."""
+        return self._add_hook("_hooks", hook)
+
+    def _add_hook(self, attr: str, hook: Callable[..., Any]) -> RemovableHandle:
+        if not callable(hook):
+            raise TypeError(f"a hook must be callable, got {type(hook).__name__}")
+        hooks = self.__dict__[attr]
+        key = next(HOOK_IDS)
+        hooks[key] = hook
+        bump_generation()
+        return RemovableHandle(hooks, key)
+
+    # ------------------------------------------------------------------ state
+    def reset(self) -> None:
+        """Forget `last_score`/`last_error` here and below (override and call super for more)."""
+        self.__dict__["last_score"] = None
+        self.__dict__["last_error"] = None
+        for child in self.children():
+            child.reset()
+
+    def state_dict(self) -> dict[str, Any]:
+        """Every node's config (`config_fields`) by dotted key, e.g. {"gate.threshold": 0.5}."""
+        out: dict[str, Any] = {}
+        for prefix, node in [("", self), *self.named_rubrics()]:
+            for field in config_names(type(node)):
+                out[join_path(prefix, field)] = export_value(getattr(node, field))
+        return out
+
+    def load_state_dict(self, state: Mapping[str, Any], strict: bool = True) -> None:
+        """Restore config saved by `state_dict()`; all-or-nothing (a bad value changes nothing)."""
+        targets = {
+            join_path(prefix, field): (node, field)
+            for prefix, node in [("", self), *self.named_rubrics()]
+            for field in config_names(type(node))
+        }
+        unknown = sorted(set(state) - set(targets))
+        missing = sorted(set(targets) - set(state))
+        if strict and (unknown or missing):
+            raise KeyError(f"state_dict does not match this rubric tree: unexpected keys {unknown}, missing keys {missing}")
+        previous = self.state_dict()
+        try:
+            for key, value in state.items():
+                if key in targets:
+                    node, field = targets[key]
+                    setattr(node, field, copy.deepcopy(value))
+        except Exception:
+            for key, value in previous.items():
+                node, field = targets[key]
+                setattr(node, field, value)
+            raise
+
+    # ------------------------------------------------------------------ per-rollout reporting
+    def record_detail(self, rollout: Rollout, detail: Mapping[str, Any]) -> None:
+        """From inside `forward`: merge `detail` into `rollout.score_details[<this node's path>]`.
+
+        Use it for what explains a score (a judge's raw reply, the parsed verdict). For
+        Rubric subclasses: a plain reward function reports failure by raising instead.
+        """
+        path = self._own_scope(rollout, "record_detail").path
+        rollout.score_details.setdefault(path, {}).update(detail)
+
+    def record_error(self, rollout: Rollout, reason: str) -> None:
+        """From inside `forward`: mark this node unscored (NaN, or `on_error`) with `reason`.
+
+        The value `forward` returns afterwards is ignored. Same effect as raising
+        `ScoringError(reason)`, for code that prefers not to raise.
+        """
+        self._own_scope(rollout, "record_error").fail(ScoringError(reason))
+
+    def _own_scope(self, rollout: Rollout, what: str) -> Scope:
+        scope = SCOPE.get()
+        if scope is None or scope.node is not self or scope.rollout is not rollout:
+            raise RuntimeError(f"{self.label}.{what}() must be called from inside its own forward() for that rollout")
+        return scope
+
+    def _child_prefix(self) -> str:
+        """The path of this node in the current scoring call ("" when called outside one)."""
+        scope = SCOPE.get()
+        return scope.path if scope is not None and scope.node is self else ""
+
+    # ------------------------------------------------------------------ scoring entry points
+    def forward(self, rollout: Rollout) -> float:
+        """Score one rollout. Subclasses implement this (sync or async)."""
+        raise TypeError(f"{type(self).__name__} has no score of its own; it is a container of rubrics")
+
+    def __call__(self, rollout: Rollout | Mapping[str, Any]) -> float:
+        """Score synchronously; works in scripts and inside a running loop (Jupyter)."""
+        r = rollout if type(rollout) is Rollout else as_rollout(rollout)
+        scope = SCOPE.get()
+        if scope is not None and scope.rollout is r:
+            path = path_under(scope, self)
+        else:
+            self._check_scoreable()
+            path = ""
+            clear_scores(r)
+        if self._is_sync_tree():
+            return self._score_sync(r, path)
+        return run_sync(self._score_async(r, path))
+
+    async def ascore(self, rollout: Rollout | Mapping[str, Any]) -> float:
+        """Score and fill the rollout (`reward`, `scores`, `score_errors`, `score_details`)."""
+        r = as_rollout(rollout)
+        scope = SCOPE.get()
+        if scope is not None and scope.rollout is r:
+            return await self._score_async(r, path_under(scope, self))
+        self._check_scoreable()
+        clear_scores(r)
+        return await self._score_async(r, "")
+
+    def score_batch(self, rollouts: Iterable[Rollout | Mapping[str, Any]], *, concurrency: int = 64) -> list[float]:
+        """Score many; a failing item is NaN on its own rollout and never stops the batch."""
+        self._check_scoreable()
+        items = validate_batch(rollouts, concurrency)
+        if self._is_sync_tree():
+            out = []
+            for r in items:
+                clear_scores(r)
+                out.append(self._score_sync(r, ""))
+            return out
+        return run_sync(self.ascore_batch(items, concurrency=concurrency))
+
+    async def ascore_batch(
+        self, rollouts: Iterable[Rollout | Mapping[str, Any]], *, concurrency: int = 64
+    ) -> list[float]:
+        """Score many concurrently, at most `concurrency` at a time; results in input order."""
+        self._check_scoreable()
+        items = validate_batch(rollouts, concurrency)
+        if self._is_sync_tree():
+            out = []
+            for i, r in enumerate(items):
+                clear_scores(r)
+                out.append(self._score_sync(r, ""))
+                if i % 256 == 255:
+                    await asyncio.sleep(0)  # let other tasks run during a long CPU-only batch
+            return out
+        semaphore = asyncio.Semaphore(concurrency)
+
+        async def one(r: Rollout) -> float:
+            async with semaphore:
+                clear_scores(r)
+                return await self._score_async(r, "")
+
+        return list(await asyncio.gather(*(one(r) for r in items)))
+
+    def _check_scoreable(self) -> None:
+        if not self._scoreable:
+            raise TypeError(
+                f"{type(self).__name__} only holds rubrics and has no score; index it, or wrap it: "
+                f"WeightedSum(my_{snake_name(type(self).__name__)}) / Sequential(*items)"
+            )
+
+    # ------------------------------------------------------------------ scoring engine
+    def _own_is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.forward)
+
+    def _is_sync_tree(self) -> bool:
+        generation, answer = self._sync_cache
+        if generation == GENERATION[0]:
+            return answer
+        answer = (
+            not self._own_is_async()
+            and not any(is_async_callable(h) for h in (*self._pre_hooks.values(), *self._hooks.values()))
+            and all(child._is_sync_tree() for child in self._children.values())
+        )
+        self.__dict__["_sync_cache"] = (GENERATION[0], answer)
+        return answer
+
+    def _score_sync(self, rollout: Rollout, path: str) -> float:
+        # The hot path of large evaluations: keep it flat (no helper calls on success).
+        scope = Scope(self, path, rollout)
+        token = SCOPE.set(scope)
+        try:
+            try:
+                if self._pre_hooks:
+                    for pre in tuple(self._pre_hooks.values()):  # a hook may remove itself
+                        pre(self, rollout)
+                raw = self.forward(rollout)
+                kind = type(raw)
+                score = raw if kind is float else float(raw) if kind is bool or kind is int else coerce_sync(raw, self)
+            except Exception as exc:
+                score = scope.fail(exc)
+            if scope.error is not None or score != score:
+                score = self._settle(scope, score)
+            if self._hooks:
+                try:
+                    for post in tuple(self._hooks.values()):
+                        out = post(self, rollout, score)
+                        if out is not None:
+                            score = to_score(out, post)
+                except Exception as exc:
+                    score = self._settle(scope, scope.fail(exc))
+            d = self.__dict__
+            d["last_score"] = score
+            d["last_error"] = scope.exc
+            if path:
+                rollout.scores[path] = score
+            else:
+                rollout.reward = score
+            if scope.error is not None:
+                rollout.score_errors[path] = scope.error
+            return score
+        finally:
+            SCOPE.reset(token)
+
+    async def _score_async(self, rollout: Rollout, path: str) -> float:
+        if self._is_sync_tree():
+            return self._score_sync(rollout, path)
+        scope = Scope(self, path, rollout)
+        token = SCOPE.set(scope)
+        try:
+            try:
+                for pre in tuple(self._pre_hooks.values()):
+                    result = pre(self, rollout)
+                    if inspect.isawaitable(result):
+                        await result
+                aforward = getattr(type(self), "aforward", None)
+                raw = await aforward(self, rollout) if aforward is not None else self.forward(rollout)
+                if inspect.isawaitable(raw):
+                    raw = await raw
+                score = to_score(raw, self)
+            except Exception as exc:
+                score = scope.fail(exc)
+            score = self._settle(scope, score)
+            try:
+                for post in tuple(self._hooks.values()):
+                    out = post(self, rollout, score)
+                    if inspect.isawaitable(out):
+                        out = await out
+                    if out is not None:
+                        score = to_score(out, post)
+            except Exception as exc:
+                score = self._settle(scope, scope.fail(exc))
+            self._record(scope, score)
+            return score
+        finally:
+            SCOPE.reset(token)
+
+    def _settle(self, scope: Scope, score: float) -> float:
+        if scope.error is not None:
+            score = NAN
+        if score != score and self.on_error is not None:
+            score = self.on_error
+        return score
+
+    def _record(self, scope: Scope, score: float) -> None:
+        d = self.__dict__
+        d["last_score"] = score
+        d["last_error"] = scope.exc
+        rollout = scope.rollout
+        if scope.path:
+            rollout.scores[scope.path] = score
+        else:
+            rollout.reward = score
+        if scope.error is not None:
+            rollout.score_errors[scope.path] = scope.error
+
+    # ------------------------------------------------------------------ display
+    def extra_repr(self) -> str:
+        """Extra text for `repr()`, like `nn.Module.extra_repr`."""
+        return f"on_error={self.on_error:g}" if self.on_error is not None else ""
+
+    def __repr__(self) -> str:
+        from rubrics.render import render_text
+
+        return render_text(self)
+
+    def _repr_html_(self) -> str:
+        from rubrics.render import render_html
+
+        return render_html(self)
+
+    def _child_note(self, name: str) -> str:
+        """Per-child annotation for `repr()` (WeightedSum shows the weight)."""
+        return ""
+
+
+__all__ = [
+    "NAN", "RemovableHandle", "Rubric", "ScoringError", "as_rollout", "check_name", "coerce_sync",
+    "failure_reason", "join_path", "snake_name", "to_score",
+]  # fmt: skip

@@ -1,0 +1,215 @@
+"""The machinery under `Rubric`: the per-call scoring scope and small shared helpers.
+
+While a node scores a rollout, a `Scope` (node, dotted path, rollout, error) sits in a context
+variable. That is how a child called from inside `forward` learns its path, and how
+`record_error` / `record_detail` find the rollout's entry, without any state on the shared
+tree: many rollouts can be scored through one tree at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import copy
+import inspect
+import math
+import re
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from harness.aio import run_sync
+from harness.types import Rollout
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rubrics.module import Rubric
+
+NAN = math.nan
+PreHook = Callable[["Rubric", Rollout], Any]
+ForwardHook = Callable[["Rubric", Rollout, float], Any]
+
+
+class ScoringError(Exception):
+    """Raise inside `forward` to mark the node unscored (NaN) with `str(error)` as the reason.
+
+    Unlike other exceptions, its reason is recorded without the exception type in front,
+    so it reads as a plain explanation ("judge reply had no verdict").
+    """
+
+
+class Scope:
+    """What one node is doing right now: which rollout, under which path, and its error."""
+
+    __slots__ = ("node", "path", "rollout", "error", "exc")
+
+    def __init__(self, node: Rubric, path: str, rollout: Rollout) -> None:
+        self.node = node
+        self.path = path
+        self.rollout = rollout
+        self.error: str | None = None
+        self.exc: BaseException | None = None
+
+    def fail(self, exc: BaseException) -> float:
+        self.exc = exc
+        self.error = failure_reason(exc)
+        return NAN
+
+
+def failure_reason(exc: BaseException) -> str:
+    """The text recorded in `rollout.score_errors` for an exception raised while scoring."""
+    return str(exc) if isinstance(exc, ScoringError) else f"{type(exc).__name__}: {exc}"
+
+
+SCOPE: contextvars.ContextVar[Scope | None] = contextvars.ContextVar("rubric_scope", default=None)
+# Bumped whenever any tree's shape or hooks change, invalidating every cached "is this
+# subtree fully synchronous?" answer. A global counter is cheaper than parent pointers.
+GENERATION = [0]
+
+
+def bump_generation() -> None:
+    GENERATION[0] += 1
+
+
+def join_path(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else name
+
+
+def snake_name(text: str) -> str:
+    """`WeightedSum` -> `weighted_sum`; anything that is not an identifier char becomes `_`."""
+    text = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", text).lower()
+    text = re.sub(r"\W+", "_", text).strip("_")
+    return text or "rubric"
+
+
+def to_score(value: Any, source: object) -> float:
+    """A number (bool/int/float/numpy scalar) as float; anything else is the node's error."""
+    if type(value) is float:
+        return value
+    if value is not None and not isinstance(value, (str, bytes)):
+        with contextlib.suppress(TypeError, ValueError):  # falls through to the clear error below
+            return float(value)
+    label = getattr(source, "label", None) or getattr(source, "__name__", None) or repr(source)
+    raise TypeError(
+        f"{label} returned {type(value).__name__} {repr(value)[:80]}; a reward must be a number "
+        "(float, int or bool)"
+    )
+
+
+def as_rollout(value: Any) -> Rollout:
+    """Accept a Rollout or a mapping that validates into one (notebook-friendly samples)."""
+    if isinstance(value, Rollout):
+        return value
+    if isinstance(value, Mapping):
+        return Rollout.model_validate(dict(value))
+    raise TypeError(
+        f"a rubric scores a Rollout or a dict such as {{'completion': ..., 'answer': ...}}, "
+        f"got {type(value).__name__}"
+    )
+
+
+async def await_it(awaitable: Awaitable[Any]) -> Any:
+    return await awaitable
+
+
+def coerce_sync(raw: Any, node: Rubric) -> float:
+    """A sync forward's result as a float; an awaitable it returned is run to completion."""
+    if type(raw) is int or type(raw) is bool:
+        return float(raw)
+    if inspect.isawaitable(raw):
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            raw = run_sync(await_it(raw))
+        else:  # cannot block a running loop to wait for it
+            if inspect.iscoroutine(raw):
+                raw.close()
+            raise TypeError(f"{node.label} is a sync function that returned an awaitable; declare it `async def`")
+    return to_score(raw, node)
+
+
+class RemovableHandle:
+    """Returned by hook registration; `.remove()` detaches the hook (idempotent)."""
+
+    __slots__ = ("_hooks", "_key")
+
+    def __init__(self, hooks: dict[int, Any], key: int) -> None:
+        self._hooks, self._key = hooks, key
+
+    def remove(self) -> None:
+        if self._hooks.pop(self._key, None) is not None:
+            bump_generation()
+
+
+_CONFIG_CACHE: dict[type, tuple[str, ...]] = {}
+HOOK_IDS = iter(range(1, 1 << 62))
+
+
+def config_names(cls: type) -> tuple[str, ...]:
+    """Every `config_fields` entry declared along the class's MRO, base classes first."""
+    names = _CONFIG_CACHE.get(cls)
+    if names is None:
+        seen: dict[str, None] = {}
+        for klass in reversed(cls.__mro__):
+            for field in klass.__dict__.get("config_fields", ()):
+                seen[field] = None
+        names = _CONFIG_CACHE[cls] = tuple(seen)
+    return names
+
+
+def export_value(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: export_value(v) for k, v in value.items()}
+    return copy.deepcopy(value)
+
+
+def check_on_error(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)):
+        raise TypeError(f"on_error must be a number (the score to use when the node fails), got {value!r}")
+    value = float(value)
+    return None if math.isnan(value) else value
+
+
+def check_name(name: Any, what: str) -> str:
+    if not isinstance(name, str) or not name or "." in name:
+        raise ValueError(f"{what} must be a non-empty string without '.', got {name!r}")
+    return name
+
+
+def path_under(scope: Scope, node: Rubric) -> str:
+    """Path of `node` when the node scoring now calls it: it must be in that node's tree."""
+    parent = scope.node
+    for name, child in parent._children.items():
+        if child is node:
+            return join_path(scope.path, name)
+    for path, child in parent.named_rubrics():
+        if child is node:
+            return join_path(scope.path, path)
+    raise ValueError(
+        f"{node.label} is not a child of {parent.label}; assign it as an attribute "
+        f"(self.x = ...) so its score gets a path"
+    )
+
+
+def clear_scores(rollout: Rollout) -> None:
+    rollout.scores.clear()
+    rollout.score_errors.clear()
+    rollout.score_details.clear()
+
+
+def validate_batch(rollouts: Iterable[Any], concurrency: int) -> list[Rollout]:
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ValueError(f"concurrency must be an int >= 1, got {concurrency!r}")
+    items = []
+    for i, value in enumerate(rollouts):
+        try:
+            items.append(as_rollout(value))
+        except TypeError as exc:
+            raise TypeError(f"item {i} of the batch: {exc}") from None
+        except ValueError as exc:  # pydantic's ValidationError
+            raise ValueError(f"item {i} of the batch is not a valid rollout: {exc}") from exc
+    return items
+
+
+__all__ = ["NAN", "RemovableHandle", "Scope", "ScoringError", "as_rollout", "failure_reason", "to_score"]

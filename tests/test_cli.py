@@ -1,0 +1,231 @@
+"""The real `rubric` executable in a subprocess: eval, resume, view, score, list, endpoint, errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+RUBRIC = shutil.which("rubric")
+pytestmark = pytest.mark.skipif(RUBRIC is None, reason="the rubric console script is not installed")
+
+
+def run(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
+    return subprocess.run([RUBRIC, *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
+
+
+def read_rollouts(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_help_and_version(tmp_path: Path) -> None:
+    help_text = run("--help", cwd=tmp_path)
+    assert help_text.returncode == 0
+    for command in ("eval", "view", "score", "list", "endpoint"):
+        assert command in help_text.stdout
+    version = run("--version", cwd=tmp_path)
+    assert version.returncode == 0 and version.stdout.startswith("rubric ")
+
+
+def test_eval_oracle_writes_results_and_prints_summary(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    proc = run("eval", "gsm8k", "-m", "scripted:oracle", "-n", "6", "-r", "2", "-o", str(out), "--no-progress", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "mean reward" in proc.stdout and "1.0000" in proc.stdout
+    assert "pass@2" in proc.stdout
+    assert "correct" in proc.stdout and "format" in proc.stdout  # every node's mean
+    assert f"Results written to {out}" in proc.stdout
+    rollouts = read_rollouts(out / "results.jsonl")
+    assert len(rollouts) == 12
+    assert {r["reward"] for r in rollouts} == {1.0}
+    metadata = json.loads((out / "metadata.json").read_text())
+    assert metadata["env"]["name"] == "gsm8k"
+
+
+def test_eval_default_output_dir_under_runs(tmp_path: Path) -> None:
+    proc = run("eval", "gsm8k", "-m", "scripted:noisy", "-n", "3", "--no-progress", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    dirs = list((tmp_path / "runs").iterdir())
+    assert len(dirs) == 1 and dirs[0].name.startswith("gsm8k--scripted-noisy--")
+    assert len(read_rollouts(dirs[0] / "results.jsonl")) == 3
+
+
+def test_eval_sampling_and_max_turns_reach_the_run(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    proc = run("eval", "wordle", "-m", "scripted:noisy", "-n", "4", "--max-turns", "2", "-t", "64", "-T", "0.5",
+               "-S", '{"top_p": 0.9}', "-a", '{"num_games": 4}', "-o", str(out), "--no-progress", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    rollouts = read_rollouts(out / "results.jsonl")
+    assert len(rollouts) == 4
+    assert all(r["turns"] <= 2 for r in rollouts)
+    metadata = json.loads((out / "metadata.json").read_text())
+    text = json.dumps(metadata)
+    assert '"top_p": 0.9' in text and '"max_tokens": 64' in text
+
+
+def test_resume_runs_only_missing_rollouts(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    first = run("eval", "gsm8k", "-m", "scripted:oracle", "-n", "10", "-o", str(out), "--no-progress", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    results = out / "results.jsonl"
+    lines = results.read_text().splitlines()
+    # Keep 4 finished rollouts and a torn fifth line, as a kill mid-write would leave.
+    results.write_text("\n".join(lines[:4]) + "\n" + lines[4][: len(lines[4]) // 2])
+    resumed = run("eval", "gsm8k", "-m", "scripted:oracle", "-n", "10", "--resume", str(out), "--no-progress", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    rollouts = read_rollouts(results)
+    keys = [(r["example_id"], r["rollout_index"]) for r in rollouts]
+    assert len(keys) == 10 and len(set(keys)) == 10
+
+
+def test_view_shows_conversations_and_node_scores(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    assert run("eval", "python", "-m", "scripted:oracle", "-n", "2", "-o", str(out), "--no-progress", cwd=tmp_path).returncode == 0
+    example_id = read_rollouts(out / "results.jsonl")[0]["example_id"]
+    proc = run("view", str(out), "--rollout", str(example_id), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "run_python(" in proc.stdout  # the tool call
+    assert "tool result" in proc.stdout
+    assert "correct" in proc.stdout and "scores" in proc.stdout
+    worst = run("view", str(out), "--worst", "1", "--best", "1", cwd=tmp_path)
+    assert worst.returncode == 0 and worst.stdout.count("example ") >= 2
+    missing = run("view", str(out), "--rollout", "no-such-id", cwd=tmp_path)
+    assert missing.returncode != 0 and "no rollout with id" in missing.stderr
+
+
+def test_score_rescores_into_a_new_file_without_model_calls(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    assert run("eval", "gsm8k", "-m", "scripted:noisy", "-n", "8", "-o", str(out), "--no-progress", cwd=tmp_path).returncode == 0
+    original = read_rollouts(out / "results.jsonl")
+    # A rubric change: an environment file whose rubric gives 1.0 only to answers of 0 tokens or more (always 1).
+    env_file = tmp_path / "always_one.py"
+    env_file.write_text(
+        "from envs.reference.gsm8k import load_environment as base\n"
+        "from rubrics import reward\n\n"
+        "def load_environment(**kwargs):\n"
+        "    env = base(**kwargs)\n"
+        "    env.rubric = reward(lambda response: 1.0, name='anything')\n"
+        "    return env\n"
+    )
+    proc = run("score", str(out), str(env_file), "-o", str(tmp_path / "rescored.jsonl"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    rescored = read_rollouts(tmp_path / "rescored.jsonl")
+    assert len(rescored) == len(original)
+    assert {r["reward"] for r in rescored} == {1.0}
+    assert [r["completion"] for r in rescored] == [r["completion"] for r in original]
+    assert read_rollouts(out / "results.jsonl") == original  # the original file is untouched
+    # Without ENV it uses the environment recorded in the run and reproduces the rewards.
+    again = run("score", str(out), cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    new_files = list(out.glob("results.rescored-*.jsonl"))
+    assert len(new_files) == 1
+    assert [r["reward"] for r in read_rollouts(new_files[0])] == [r["reward"] for r in original]
+
+
+def test_list_shows_reference_environments(tmp_path: Path) -> None:
+    proc = run("list", cwd=tmp_path)
+    assert proc.returncode == 0
+    for name in ("gsm8k", "wordle", "python"):
+        assert name in proc.stdout
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_endpoint_serves_and_eval_uses_it(tmp_path: Path) -> None:
+    port = _free_port()
+    server = subprocess.Popen([RUBRIC, "endpoint", "--policy", "gsm8k:oracle", "--port", str(port)],
+                              cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            pytest.fail("rubric endpoint did not start listening")
+        env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+        proc = subprocess.run(
+            [RUBRIC, "eval", "gsm8k", "-m", "any-model", "-b", f"http://127.0.0.1:{port}/v1", "-n", "3",
+             "-o", str(tmp_path / "run"), "--no-progress"],
+            cwd=tmp_path, env={**env, "COLUMNS": "200"}, capture_output=True, text=True, timeout=90)
+        assert proc.returncode == 0, proc.stderr
+        assert "1.0000" in proc.stdout
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["eval", "no-such-env", "-m", "scripted:oracle"], "no environment named 'no-such-env'"),
+        (["eval", "gsm8k", "-m", "scripted:oracle", "-a", "{bad"], "-a/--env-args is not valid JSON"),
+        (["eval", "gsm8k", "-m", "scripted:oracle", "-S", "[1]"], "-S/--sampling must be a JSON object"),
+        (["eval", "gsm8k", "-m", "m", "-b", "http://127.0.0.1:9/v1"], "cannot reach the endpoint"),
+        (["eval", "gsm8k", "-m", "m", "-k", "RUBRIC_TEST_UNSET_KEY"], "RUBRIC_TEST_UNSET_KEY is not set"),
+        (["eval", "gsm8k", "-m", "scripted:nope"], "no scripted policy 'nope'"),
+        (["view", "does-not-exist"], "no results directory"),
+    ],
+)
+def test_errors_are_one_clear_line(tmp_path: Path, args: list[str], message: str) -> None:
+    proc = run(*args, cwd=tmp_path, env={"OPENAI_API_KEY": ""})
+    assert proc.returncode != 0
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_existing_output_dir_needs_resume(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "results.jsonl").write_text("")
+    proc = run("eval", "gsm8k", "-m", "scripted:oracle", "-o", str(out), cwd=tmp_path)
+    assert proc.returncode != 0
+    assert "already exists" in proc.stderr and "--resume" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_debug_shows_traceback(tmp_path: Path) -> None:
+    proc = run("--debug", "eval", "no-such-env", "-m", "scripted:oracle", cwd=tmp_path)
+    assert proc.returncode != 0
+    assert "Traceback" in proc.stderr
+
+
+def test_errors_in_rollouts_still_exit_zero_but_say_so(tmp_path: Path) -> None:
+    env_file = tmp_path / "broken.py"
+    env_file.write_text(
+        "from envs import MultiTurnEnv\n\n"
+        "class Broken(MultiTurnEnv):\n"
+        "    def env_response(self, rollout):\n"
+        "        raise RuntimeError('feedback bug')\n\n"
+        "def load_environment():\n"
+        "    env = Broken([{'question': 'q', 'answer': 'a'}], lambda response: 1.0, max_turns=3, name='broken')\n"
+        "    env.scripted_policies = {'echo': lambda messages, tools: 'hello'}\n"
+        "    return env\n"
+    )
+    proc = run("eval", str(env_file), "-m", "scripted:echo", "-o", str(tmp_path / "run"), "--no-progress", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "ended with an error" in proc.stdout
+    rollouts = read_rollouts(tmp_path / "run" / "results.jsonl")
+    assert rollouts[0]["stop_reason"] == "error" and "feedback bug" in rollouts[0]["error"]
+
+
+def test_help_starts_without_heavy_imports() -> None:
+    code = "import sys, cli; cli.build_parser(); print('datasets' in sys.modules, 'openai' in sys.modules)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert proc.stdout.strip() == "False False"
