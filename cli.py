@@ -194,7 +194,8 @@ def _start_scripted(stack: ExitStack, env: Any, policy_name: str) -> str:
         available = ", ".join(sorted(policies)) or "none"
         raise CliError(f"environment {getattr(env, 'name', '?')!r} has no scripted policy {policy_name!r} "
                        f"(available: {available}); use -m scripted:<one of those> or a real model")
-    endpoint = stack.enter_context(ScriptedEndpoint(policies[policy_name]))
+    # In its own process, so the server does not share the GIL with the harness it serves.
+    endpoint = stack.enter_context(ScriptedEndpoint(policies[policy_name], process=True))
     return endpoint.base_url
 
 
@@ -310,9 +311,11 @@ def cmd_endpoint(args: argparse.Namespace) -> int:
                        f"(available: {', '.join(sorted(policies)) or 'none'})")
     endpoint = ScriptedEndpoint(policies[policy_name], host=args.host, port=args.port, latency=args.latency,
                                 rate_429=args.rate_429, rate_500=args.rate_500)
-    print(f"serving {env_spec}:{policy_name} at http://{args.host}:{args.port}/v1 (Ctrl-C stops)", flush=True)
+    def announce(url: str) -> None:
+        print(f"serving {env_spec}:{policy_name} at {url} (Ctrl-C stops)", flush=True)
+
     try:
-        endpoint.serve_forever()
+        endpoint.serve_forever(ready=announce)
     except KeyboardInterrupt:
         pass
     return 0

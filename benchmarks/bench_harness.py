@@ -15,8 +15,12 @@ caches and memory high-water mark cannot flatter or penalise the next):
   (MiB): how much memory the run itself needed. Imports (the harness loads `datasets`/pyarrow;
   the bare loop does not) are shown separately as "base RSS" (after imports, before the run)
   and are not part of the ratio.
-Variants: "bare" (openai + semaphore + asyncio.gather), "harness" (env.evaluate, nothing
-written), "harness+disk" (env.evaluate with output_dir: every rollout appended to results.jsonl).
+Variants: "bare" (openai + semaphore + asyncio.gather, calling `add` inline), "harness"
+(env.evaluate with an `async def` tool, which runs on the loop just as the bare loop's call
+does; nothing written), "harness+disk" (the same with output_dir: every rollout appended to
+results.jsonl), "harness+thread" (a plain sync tool, which the harness runs in a worker thread
+so a blocking tool can never stall the loop; the bare loop does no such thing, so this row
+shows what that safety costs on a CPU-saturated loop rather than harness overhead).
 Each (config, variant) runs `--repeats` times, interleaved; the median is reported.
 Targets: at 256 / 20 ms, harness wall <= 1.15x and CPU <= 1.5x of the bare loop.
 """
@@ -37,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-VARIANTS = ("bare", "harness", "harness+disk")
+VARIANTS = ("bare", "harness", "harness+disk", "harness+thread")
 CONFIGS = ((64, 0.0), (256, 0.020))
 TOOLS = [{"type": "function", "function": {
     "name": "add", "description": "Add two integers.",
@@ -47,6 +51,16 @@ TOOLS = [{"type": "function", "function": {
 
 def add(a: int, b: int) -> int:
     """Add two integers.
+
+    Args:
+        a: the first addend
+        b: the second addend
+    """
+    return a + b
+
+
+async def add_inline(a: int, b: int) -> int:
+    """Add two integers (an `async def` tool runs on the event loop, as the bare loop runs `add`).
 
     Args:
         a: the first addend
@@ -115,14 +129,17 @@ async def _bare(base_url: str, concurrency: int, n: int) -> dict[str, float]:
     return {"wall": wall, "cpu": cpu, "rss0": rss0}
 
 
-async def _harness(base_url: str, concurrency: int, n: int, disk: bool) -> dict[str, float]:
-    from envs import ToolEnv
+async def _harness(base_url: str, concurrency: int, n: int, disk: bool, thread: bool) -> dict[str, float]:
+    from envs import Tool, ToolEnv
     from harness.client import Client
 
     def correct(response: str, answer: str) -> float:
         return float(response == answer)
 
-    env = ToolEnv(_questions(n), correct, tools=[add], name="bench-add")
+    # By default the tool runs on the loop, exactly as the bare loop calls `add`; "+thread" uses
+    # the sync `add`, which the harness (by contract) runs in a worker thread.
+    tool = Tool(add if thread else add_inline, name="add")
+    env = ToolEnv(_questions(n), correct, tools=[tool], name="bench-add")
     client = Client("scripted", base_url=base_url, api_key="x", max_concurrency=concurrency)
     await client.complete([{"role": "user", "content": "What is 1+2?"}])
     with tempfile.TemporaryDirectory() as tmp:
@@ -141,7 +158,8 @@ def _worker(variant: str, base_url: str, concurrency: int, n: int) -> None:
     if variant == "bare":
         out = asyncio.run(_bare(base_url, concurrency, n))
     else:
-        out = asyncio.run(_harness(base_url, concurrency, n, disk=variant == "harness+disk"))
+        out = asyncio.run(_harness(base_url, concurrency, n, disk=variant == "harness+disk",
+                                   thread=variant == "harness+thread"))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     out.update(start_rss=base, base_rss=out.pop("rss0"), peak_rss=peak)
     out["rss_growth"] = max(0.0, peak - out["base_rss"])

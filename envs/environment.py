@@ -234,10 +234,19 @@ class Environment:
             ) from exc
 
     async def _run_tool_calls(self, rollout: Rollout, calls: list[ToolCall]) -> list[Message]:
-        results = await asyncio.gather(
-            *(call_tool(self._tool_map, call, state=rollout.state, rollout=rollout) for call in calls),
-            return_exceptions=True,
-        )
+        results: list[ToolResult | BaseException]
+        if len(calls) == 1:
+            # The common case skips gather's task creation: on a busy loop every extra task
+            # is another wait for a loop turn, which a run of thousands of rollouts pays.
+            try:
+                results = [await call_tool(self._tool_map, calls[0], state=rollout.state, rollout=rollout)]
+            except Exception as exc:
+                results = [exc]
+        else:
+            results = await asyncio.gather(
+                *(call_tool(self._tool_map, call, state=rollout.state, rollout=rollout) for call in calls),
+                return_exceptions=True,
+            )
         messages: list[Message] = []
         for call, result in zip(calls, results):
             if isinstance(result, BaseException):
@@ -311,10 +320,11 @@ class Environment:
         concurrency, output_dir, resume, ...). A client built here from a name is closed after.
         """
         from harness.client import Client
-        from harness.evaluate import evaluate
+        from harness.evaluate import DEFAULT_CONCURRENCY, evaluate
 
         if isinstance(model, str):
-            client = Client(model)
+            # Size the connection pool to the run, so `concurrency` above the default is real.
+            client = Client(model, max_concurrency=max(1, int(kwargs.get("concurrency") or DEFAULT_CONCURRENCY)))
             try:
                 return await evaluate(self, client, **kwargs)
             finally:

@@ -142,8 +142,10 @@ def load_environment(spec: str, **kwargs: Any) -> Any:
     if not isinstance(spec, str) or not spec.strip():
         raise TypeError(f"environment spec must be a non-empty string, got {spec!r}")
     registered_name: str | None = None
+    recorded_spec = spec
     if spec.endswith(".py") or "/" in spec or "\\" in spec:
         loader = _from_file(Path(spec))
+        recorded_spec = str(Path(spec).resolve())  # so `rubric score` finds it from any directory
     elif ":" in spec:
         loader = _from_import_path(spec)
     else:
@@ -154,7 +156,7 @@ def load_environment(spec: str, **kwargs: Any) -> Any:
 
     if not isinstance(env, EnvironmentProtocol):
         raise TypeError(f"load_environment of {spec!r} returned an object of type {type(env).__name__}, not an Environment")
-    env.load_spec = spec
+    env.load_spec = recorded_spec
     env.load_kwargs = dict(kwargs)
     if registered_name is not None and not getattr(env, "_name_given", True):
         env.name = registered_name

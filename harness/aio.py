@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
+CANCEL_GRACE_SECONDS = 10.0
+
 _loop: asyncio.AbstractEventLoop | None = None
 _thread: threading.Thread | None = None
 _lock = threading.Lock()
@@ -45,11 +47,22 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
             "a synchronous rubric/environment call was made from inside rubric's own event loop; "
             "use the async form (await .ascore(...) / .aevaluate(...)) there"
         )
-    future = asyncio.run_coroutine_threadsafe(coro, loop)
+    finished = threading.Event()
+
+    async def tracked() -> T:
+        try:
+            return await coro
+        finally:
+            finished.set()
+
+    future = asyncio.run_coroutine_threadsafe(tracked(), loop)
     try:
         return future.result()
     except KeyboardInterrupt:
+        # Ctrl-C lands in this thread; cancel the work and give its cleanup (closing files,
+        # writing an "interrupted" status) a bounded moment before the interrupt propagates.
         future.cancel()
+        finished.wait(timeout=CANCEL_GRACE_SECONDS)
         raise
 
 

@@ -19,9 +19,8 @@ from types import TracebackType
 from typing import Any
 
 from pydantic import BaseModel, Field
-from tenacity import RetryCallState
 
-from harness.retry import is_retryable, make_retrying, status_of
+from harness.retry import call_with_retries, is_retryable, status_of
 from harness.types import Message, Usage
 
 logger = logging.getLogger(__name__)
@@ -124,8 +123,9 @@ class Client:
     """An OpenAI-compatible chat endpoint with a concurrency limit, retries and token accounting.
 
     `sampling` holds default request arguments (temperature, max_tokens, ...); per-call
-    arguments override them and a None value removes one. Arguments the installed SDK does
-    not know (e.g. vLLM's `top_k`) are sent in the request body unchanged.
+    arguments override them and a None value removes one; `model=` overrides the model for
+    one call. Arguments the installed SDK does not know (e.g. vLLM's `top_k`) are sent in the
+    request body unchanged.
 
     Counters: `usage` (tokens of every successful call), `requests` (HTTP requests sent,
     retries included), `retries`, `failures` (calls that ended in EndpointError).
@@ -258,16 +258,18 @@ class Client:
 
         sdk, semaphore = self._connection()
         attempts = 0
-        retrying = make_retrying(max_retries=self.max_retries, backoff_base=self.backoff_base,
-                                 backoff_max=self.backoff_max, retry_after_max=self.retry_after_max,
-                                 before_sleep=self._before_sleep)
+
+        async def send() -> Any:
+            nonlocal attempts
+            async with semaphore:
+                attempts += 1
+                self.requests += 1
+                return await sdk.chat.completions.create(model=model, messages=payload, **direct)
+
         try:
-            async for attempt in retrying:
-                with attempt:
-                    async with semaphore:
-                        attempts += 1
-                        self.requests += 1
-                        raw = await sdk.chat.completions.create(model=model, messages=payload, **direct)
+            raw = await call_with_retries(send, max_retries=self.max_retries, backoff_base=self.backoff_base,
+                                          backoff_max=self.backoff_max, retry_after_max=self.retry_after_max,
+                                          on_retry=self._on_retry)
         except Exception as exc:
             if not _is_openai_error(exc):
                 raise
@@ -275,12 +277,10 @@ class Client:
             raise self._endpoint_error(exc, attempts) from None
         return self._completion(raw)
 
-    def _before_sleep(self, state: RetryCallState) -> None:
+    def _on_retry(self, exc: BaseException, failed_attempt: int, wait: float) -> None:
         self.retries += 1
-        exc = state.outcome.exception() if state.outcome is not None else None
-        wait = state.next_action.sleep if state.next_action is not None else 0.0
-        logger.info("retrying %s in %.2fs (attempt %d failed: %s)", self.model, wait,
-                    state.attempt_number, self._key.scrub(_describe(exc)))
+        logger.info("retrying %s in %.2fs (attempt %d failed: %s)", self.model, wait, failed_attempt,
+                    self._key.scrub(_describe(exc)))
 
     def _completion(self, raw: Any) -> Completion:
         if not getattr(raw, "choices", None):

@@ -33,6 +33,8 @@ _MODEL_IDENTITY = ("model", "sampling")
 _VERSIONED = ("rubric", "openai", "datasets", "pydantic", "rich")
 
 
+DEFAULT_CONCURRENCY = 64
+
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
@@ -160,7 +162,7 @@ async def evaluate(
     *,
     num_examples: int | None = None,
     rollouts_per_example: int = 1,
-    concurrency: int = 64,
+    concurrency: int = DEFAULT_CONCURRENCY,
     output_dir: str | Path | None = None,
     resume: bool = False,
     progress: bool = True,

@@ -40,7 +40,7 @@ def render_message(message: Message) -> RenderableType:
     title = message.role if not message.tool_call_id else f"tool result [{message.tool_call_id}]"
     if message.name:
         title += f" ({message.name})"
-    return Panel(Group(*parts) if parts else Text("(empty)", style="dim"), title=title,
+    return Panel(Group(*parts) if parts else Text("(empty)", style="dim"), title=Text(title),
                  title_align="left", border_style=_ROLE_STYLE.get(message.role, "white"))
 
 
@@ -50,8 +50,9 @@ def score_table(rollout: Rollout) -> Table:
     table.add_column("node")
     table.add_column("score", justify="right")
     table.add_column("why unscored / detail", overflow="fold")
-    table.add_row(Text("reward", style="bold"), _fmt_score(rollout.reward), "")
-    paths = sorted(set(rollout.scores) | set(rollout.score_errors))
+    # The root node has no path: its reason, if any, is stored under "".
+    table.add_row(Text("reward", style="bold"), _fmt_score(rollout.reward), rollout.score_errors.get("", ""))
+    paths = sorted((set(rollout.scores) | set(rollout.score_errors)) - {""})
     for path in paths:
         depth = path.count(".") + 1
         score = rollout.scores.get(path, math.nan)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,7 +54,7 @@ class EvalResults:
     def __len__(self) -> int:
         return len(self.rollouts)
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[Rollout]:
         return iter(self.rollouts)
 
     def __getitem__(self, index: int) -> Rollout:

@@ -7,12 +7,16 @@ their own. The `openai` SDK's own retries are switched off so there is exactly o
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
+import random
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
 
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_random_exponential
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+
+T = TypeVar("T")
 
 RETRYABLE_STATUSES = frozenset({408, 429})
 
@@ -65,35 +69,65 @@ def _response_headers(exc: BaseException | None) -> Mapping[str, str] | None:
     return getattr(response, "headers", None)
 
 
-def make_retrying(
+def backoff_delay(exc: BaseException | None, attempt: int, *, backoff_base: float, backoff_max: float,
+                  retry_after_max: float) -> float:
+    """Seconds to wait after failed attempt number `attempt` (1-based).
+
+    A positive Retry-After (capped at `retry_after_max`, so a hostile or buggy header cannot
+    stall a run) is the server's explicit instruction and wins; otherwise exponential backoff
+    with full jitter.
+    """
+    retry_after = parse_retry_after(_response_headers(exc))
+    if retry_after:
+        return min(retry_after, retry_after_max)
+    return random.uniform(0.0, min(backoff_max, backoff_base * 2.0**attempt))
+
+
+async def call_with_retries(
+    send: Callable[[], Awaitable[T]],
     *,
     max_retries: int,
     backoff_base: float,
     backoff_max: float,
     retry_after_max: float,
-    before_sleep: Callable[[RetryCallState], Any] | None = None,
-) -> AsyncRetrying:
-    """A tenacity controller: exponential backoff with full jitter, or the server's Retry-After.
+    on_retry: Callable[[BaseException, int, float], Any] | None = None,
+) -> T:
+    """Await `send()`, retrying transient failures at most `max_retries` times.
 
-    A positive Retry-After (capped at `retry_after_max`, so a hostile or buggy header cannot
-    stall a run) replaces the computed backoff; it is a server's explicit instruction.
+    The first attempt runs bare: almost every call succeeds first time, and building
+    tenacity's controller per call costs a measurable share of a fast endpoint's round trip.
+    Only after a retryable failure does tenacity take over the remaining attempts.
     """
-    backoff = wait_random_exponential(multiplier=backoff_base, max=backoff_max)
+    delays = {"backoff_base": backoff_base, "backoff_max": backoff_max, "retry_after_max": retry_after_max}
+    try:
+        return await send()
+    except Exception as exc:
+        if max_retries < 1 or not is_retryable(exc):
+            raise
+        delay = backoff_delay(exc, 1, **delays)
+        if on_retry is not None:
+            on_retry(exc, 1, delay)
+        await asyncio.sleep(delay)
 
     def wait(state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome is not None else None
-        retry_after = parse_retry_after(_response_headers(exc))
-        if retry_after:
-            return min(retry_after, retry_after_max)
-        return float(backoff(state))
+        return backoff_delay(exc, state.attempt_number + 1, **delays)
 
-    return AsyncRetrying(
-        stop=stop_after_attempt(max_retries + 1),
+    def before_sleep(state: RetryCallState) -> None:
+        if on_retry is not None and state.outcome is not None and state.next_action is not None:
+            on_retry(state.outcome.exception(), state.attempt_number + 1, state.next_action.sleep)
+
+    retrying = AsyncRetrying(
+        stop=stop_after_attempt(max_retries),
         wait=wait,
         retry=retry_if_exception(is_retryable),
         before_sleep=before_sleep,
         reraise=True,
     )
+    async for attempt in retrying:
+        with attempt:
+            result = await send()
+    return result
 
 
-__all__ = ["RETRYABLE_STATUSES", "is_retryable", "make_retrying", "parse_retry_after", "status_of"]
+__all__ = ["RETRYABLE_STATUSES", "backoff_delay", "call_with_retries", "is_retryable", "parse_retry_after", "status_of"]

@@ -62,6 +62,10 @@ class Request:
         finally:
             if not watcher.done():
                 watcher.cancel()
+                # Let the cancelled read finish before anyone reads this stream again: a
+                # pending read would make the next `readuntil` fail ("another coroutine is
+                # already waiting for incoming data") and drop the keep-alive connection.
+                await asyncio.gather(watcher, return_exceptions=True)
         if watcher in done:
             watcher.exception()  # a reset counts as gone too; mark the exception retrieved
             self.client_gone = True

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+
+from harness.types import Message
 from datasets import Dataset, DatasetDict
 
 from envs import Environment
@@ -252,10 +254,17 @@ def test_rubric_column_missing_lists_available() -> None:
     assert "available columns (including info keys): level, question" in str(err.value)
 
 
-def test_rubric_column_found_as_column_or_info_key() -> None:
-    Environment(ROWS, by_difficulty)
-    Environment([{"question": "q", "info": {"difficulty": "easy"}}], by_difficulty)
-    Environment([{"question": "q", "info": json.dumps({"difficulty": "easy"})}], by_difficulty)
+async def test_rubric_column_found_as_column_or_info_key() -> None:
+    for dataset in (
+        [{"question": "q", "difficulty": "easy"}],
+        [{"question": "q", "info": {"difficulty": "easy"}}],
+        [{"question": "q", "info": json.dumps({"difficulty": "easy"})}],
+    ):
+        env = Environment(dataset, by_difficulty)
+        rollout = await env.setup_rollout(next(iter(env.get_dataset())))
+        rollout.completion.append(Message(role="assistant", content="2"))
+        await env.score(rollout)
+        assert rollout.reward == 1.0, dataset
 
 
 def test_rubric_check_applies_to_eval_dataset() -> None:

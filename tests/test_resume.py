@@ -171,9 +171,25 @@ def _keys_tolerant(path: Path) -> list[tuple[str, int]]:
 
 
 
-def _start_child(base_url: str, out: Path, *, concurrency: int) -> subprocess.Popen[bytes]:
+# The sync face (what `env.evaluate(...)` and the CLI use): the work runs on run_sync's loop thread.
+_CHILD_SYNC = textwrap.dedent(
+    """
+    import sys
+    from harness.aio import run_sync
+    from harness.client import Client
+    from harness.evaluate import evaluate
+    from test_rollout_fakes import FakeEnv
+
+    client = Client("scripted", base_url=sys.argv[1], max_retries=0)
+    run_sync(evaluate(FakeEnv(n=30), client, rollouts_per_example=2, concurrency=int(sys.argv[3]),
+                      output_dir=sys.argv[2], progress=False))
+    """
+)
+
+
+def _start_child(base_url: str, out: Path, *, concurrency: int, code: str = _CHILD) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.Popen([sys.executable, "-c", _CHILD, base_url, str(out), str(concurrency)], env=env,
+    return subprocess.Popen([sys.executable, "-c", code, base_url, str(out), str(concurrency)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
@@ -191,10 +207,11 @@ async def _kill_after_lines(child: subprocess.Popen[bytes], results_file: Path, 
         child.wait(30)
 
 
-async def test_ctrl_c_under_asyncio_run_marks_the_run_interrupted(tmp_path: Path) -> None:
+@pytest.mark.parametrize("code", [_CHILD, _CHILD_SYNC], ids=["asyncio.run", "run_sync"])
+async def test_ctrl_c_marks_the_run_interrupted(tmp_path: Path, code: str) -> None:
     out = tmp_path / "run"
     async with serve(sum_policy, latency=0.03) as (endpoint, client):
-        child = _start_child(endpoint.base_url, out, concurrency=2)
+        child = _start_child(endpoint.base_url, out, concurrency=2, code=code)
         await _kill_after_lines(child, out / "results.jsonl", 4, signal.SIGINT)
         stderr = child.stderr.read().decode()
         assert child.returncode != 0 and "KeyboardInterrupt" in stderr
