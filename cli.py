@@ -8,6 +8,7 @@ non-zero exit, with the traceback only under `--debug`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -63,8 +64,8 @@ def _load_env(spec: str, env_args: dict[str, Any]):
     except (KeyError, LookupError, FileNotFoundError, ModuleNotFoundError) as exc:
         message = exc.args[0] if exc.args else str(exc)
         raise CliError(f"cannot load environment {spec!r}: {message}") from exc
-    except TypeError as exc:
-        raise CliError(f"environment {spec!r} rejected its arguments (-a/--env-args): {exc}") from exc
+    except TypeError as exc:  # unknown or mistyped -a/--env-args, named by the registry
+        raise CliError(f"cannot load environment {spec!r}: {exc}") from exc
 
 
 def _slug(text: str) -> str:
@@ -132,9 +133,9 @@ def _output_dir(args: argparse.Namespace, env_name: str) -> tuple[Path, bool]:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    from harness.aio import run_sync
     from harness.client import Client
     from harness.evaluate import evaluate
-    from harness.aio import run_sync
 
     env_args = _json_arg(args.env_args, "-a/--env-args")
     sampling = _sampling(args)
@@ -165,8 +166,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         except FileExistsError as exc:
             raise CliError(str(exc)) from exc
         except ValueError as exc:
-            if resume:
-                raise CliError(f"cannot resume {output_dir}: {exc}") from exc
+            if resume:  # a settings mismatch: one line, each difference separated by "; "
+                raise CliError("; ".join(line.strip().rstrip(":") for line in str(exc).splitlines() if line.strip())) from exc
             raise
         finally:
             run_sync(client.aclose())
@@ -314,10 +315,8 @@ def cmd_endpoint(args: argparse.Namespace) -> int:
     def announce(url: str) -> None:
         print(f"serving {env_spec}:{policy_name} at {url} (Ctrl-C stops)", flush=True)
 
-    try:
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a standalone server stops
         endpoint.serve_forever(ready=announce)
-    except KeyboardInterrupt:
-        pass
     return 0
 
 

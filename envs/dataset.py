@@ -13,6 +13,7 @@ not pay for it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import uuid
@@ -183,14 +184,13 @@ def normalise(ds: Dataset, what: str = "dataset") -> Dataset:
     if isinstance(ds.features["info"], dict) and all(value is not None for value in raw):
         return ds  # already a struct column of dicts: nothing to convert
     base = ds.remove_columns("info")
-    try:
+    # pyarrow raises when rows' info values disagree on type; the JSON fallback covers that.
+    with contextlib.suppress(Exception):
         candidate = _add_column(base, "info", infos)
         # Arrow stores dicts as one struct type: rows with different keys would gain the
         # other rows' keys as None, silently overriding a reward function's defaults.
         if _column(candidate, "info") == infos:
             return candidate
-    except Exception:  # pyarrow: rows whose info values disagree on type
-        pass
     # Keep the (validated) JSON text instead; `parse_info` turns it into a dict per rollout.
     return _add_column(base, "info", [json.dumps(info, default=str) for info in infos])
 

@@ -18,6 +18,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 from pydantic.fields import FieldInfo
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 
 INJECTED: frozenset[str] = frozenset({"state", "rollout"})
 """Parameter names the harness fills in; they never appear in the schema."""
@@ -55,6 +56,21 @@ class ArgumentSpec:
     parameters: dict[str, Any]
     loose_parameters: dict[str, Any]
 
+
+
+class _ArgumentsJsonSchema(GenerateJsonSchema):
+    """Makes the schema say what validation does, on every pydantic version.
+
+    A stdlib dataclass inside the arguments model inherits its `extra="forbid"`, so unknown
+    keys are rejected; pydantic before 2.14 left `additionalProperties: false` out of the
+    schema, which would tell the model that extra keys are fine.
+    """
+
+    def dataclass_schema(self, schema: Any) -> JsonSchemaValue:
+        json_schema = super().dataclass_schema(schema)
+        if (schema.get("config") or {}).get("extra_fields_behavior") == "forbid" and "properties" in json_schema:
+            json_schema.setdefault("additionalProperties", False)
+        return json_schema
 
 def callable_name(fn: Callable[..., Any]) -> str:
     """A readable name for error messages (qualified name of the underlying function)."""
@@ -181,7 +197,7 @@ def build_arguments(
         )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # non-JSON defaults are simply left out of the schema
-            raw = model.model_json_schema(by_alias=True)
+            raw = model.model_json_schema(by_alias=True, schema_generator=_ArgumentsJsonSchema)
     except Exception as exc:
         raise _diagnose(owner, annotations, exc) from exc
     loose = clean_schema(raw)

@@ -14,7 +14,12 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+)
 
 T = TypeVar("T")
 
@@ -38,23 +43,26 @@ def is_retryable(exc: BaseException) -> bool:
     return False
 
 
+def _number(text: str | None) -> float | None:
+    try:
+        return float(text) if text is not None else None
+    except ValueError:
+        return None
+
+
 def parse_retry_after(headers: Mapping[str, str] | None, *, now: float | None = None) -> float | None:
     """Seconds to wait per `retry-after-ms` / `Retry-After` (seconds or HTTP date); None if absent/bad."""
     if not headers:
         return None
-    millis = headers.get("retry-after-ms")
+    millis = _number(headers.get("retry-after-ms"))
     if millis is not None:
-        try:
-            return max(0.0, float(millis) / 1000.0)
-        except ValueError:
-            pass
+        return max(0.0, millis / 1000.0)
     value = headers.get("retry-after")
     if value is None:
         return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
+    seconds = _number(value)
+    if seconds is not None:
+        return max(0.0, seconds)
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):

@@ -106,8 +106,9 @@ async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
         except ValueError as exc:
             raise HTTPProtocolError(f"bad chunk size line {size_line!r}") from exc
         if size == 0:
-            while (await reader.readuntil(b"\r\n")) != b"\r\n":  # trailers
-                pass
+            trailer = await reader.readuntil(b"\r\n")
+            while trailer != b"\r\n":  # skip trailers up to the blank line
+                trailer = await reader.readuntil(b"\r\n")
             return b"".join(parts)
         total += size
         if total > MAX_BODY_BYTES:

@@ -9,6 +9,7 @@ and explained.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -174,12 +175,10 @@ def _json_objects(text: str) -> list[dict[str, Any]]:
             objects.append(value)
     if objects:
         return objects
-    try:
+    with contextlib.suppress(json.JSONDecodeError):
         value = json.loads(text)
         if isinstance(value, dict):
             return [value]
-    except json.JSONDecodeError:
-        pass
     decoder = json.JSONDecoder()
     position = text.find("{")
     while position >= 0:

@@ -86,6 +86,15 @@ def test_resume_runs_only_missing_rollouts(tmp_path: Path) -> None:
     assert len(keys) == 10 and len(set(keys)) == 10
 
 
+def test_resume_with_other_settings_is_one_clear_line(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    assert run("eval", "gsm8k", "-m", "scripted:oracle", "-n", "3", "-o", str(out), "--no-progress", cwd=tmp_path).returncode == 0
+    proc = run("eval", "gsm8k", "-m", "scripted:noisy", "-n", "3", "--resume", str(out), "--no-progress", cwd=tmp_path)
+    assert proc.returncode != 0
+    assert 'model.model: was "scripted:oracle", now "scripted:noisy"' in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
 def test_view_shows_conversations_and_node_scores(tmp_path: Path) -> None:
     out = tmp_path / "run"
     assert run("eval", "python", "-m", "scripted:oracle", "-n", "2", "-o", str(out), "--no-progress", cwd=tmp_path).returncode == 0
@@ -179,6 +188,7 @@ def test_endpoint_serves_and_eval_uses_it(tmp_path: Path) -> None:
         (["eval", "gsm8k", "-m", "m", "-k", "RUBRIC_TEST_UNSET_KEY"], "RUBRIC_TEST_UNSET_KEY is not set"),
         (["eval", "gsm8k", "-m", "scripted:nope"], "no scripted policy 'nope'"),
         (["view", "does-not-exist"], "no results directory"),
+        (["eval", "gsm8k", "-m", "scripted:oracle", "-a", '{"no_such_arg": 1}'], "does not accept argument(s) no_such_arg"),
     ],
 )
 def test_errors_are_one_clear_line(tmp_path: Path, args: list[str], message: str) -> None:

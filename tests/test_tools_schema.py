@@ -156,7 +156,8 @@ def test_typeddict_and_dataclass() -> None:
                 "required": ["title", "year"],
                 "type": "object",
             },
-            "box": {
+            "box": {  # unknown keys are rejected, and the schema says so
+                "additionalProperties": False,
                 "properties": {"width": {"type": "integer"}, "label": {"default": "box", "type": "string"}},
                 "required": ["width"],
                 "type": "object",
