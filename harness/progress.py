@@ -49,7 +49,7 @@ class RunStats:
 class ProgressDisplay:
     """A rich progress bar over `RunStats`; does nothing when disabled or not on a terminal."""
 
-    def __init__(self, stats: RunStats, *, enabled: bool = True, description: str = "evaluating",
+    def __init__(self, stats: RunStats, *, enabled: bool = True, description: str = "eval",
                  refresh_per_second: float = 4.0) -> None:
         self.stats = stats
         self._progress: Any = None
@@ -69,8 +69,8 @@ class ProgressDisplay:
                 reward = "n/a" if mean is None else f"{mean:.3f}"
                 style = "red" if stats.errors else "dim"
                 return Text.assemble(
-                    f"{stats.done}/{stats.total}  {stats.rate:.1f} rollouts/s  reward {reward}  ",
-                    (f"errors {stats.errors}", style),
+                    f"{stats.done}/{stats.total} · {stats.rate:.1f} rollouts/s · reward {reward} · ",
+                    (f"errors {stats.errors}", style), no_wrap=True,
                 )
 
         class _Bar(BarColumn):
@@ -79,7 +79,7 @@ class ProgressDisplay:
                 return super().render(task)
 
         self._progress = Progress(
-            TextColumn("[bold]{task.description}"), _Bar(), _Stats(), TimeElapsedColumn(),
+            TextColumn("[bold]{task.description}"), _Bar(bar_width=16), _Stats(), TimeElapsedColumn(),
             console=console, refresh_per_second=refresh_per_second, transient=False,
         )
         self._task = self._progress.add_task(description, total=stats.total, completed=stats.done)

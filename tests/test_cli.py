@@ -239,3 +239,42 @@ def test_help_starts_without_heavy_imports() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                           cwd=Path(__file__).resolve().parents[1])
     assert proc.stdout.strip() == "False False"
+
+
+def _run_in_terminal(args: list[str], cwd: Path, timeout: float = 90) -> str:
+    """Run `rubric` with a pseudo-terminal as stdout/stderr, as a person at a shell would."""
+    import pty
+    import select
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([RUBRIC, *args], cwd=cwd, stdin=subprocess.DEVNULL, stdout=follower, stderr=follower,
+                            env={**os.environ, "COLUMNS": "100", "TERM": "xterm"})
+    os.close(follower)
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([leader], [], [], 0.2)
+        if ready:
+            try:
+                data = os.read(leader, 65536)
+            except OSError:  # the child closed the terminal
+                break
+            if not data:
+                break
+            chunks.append(data)
+        elif proc.poll() is not None:
+            break
+    proc.wait(timeout=10)
+    os.close(leader)
+    assert proc.returncode == 0
+    return b"".join(chunks).decode(errors="replace")
+
+
+def test_progress_bar_shows_on_a_terminal_only(tmp_path: Path) -> None:
+    shown = _run_in_terminal(["eval", "gsm8k", "-m", "scripted:noisy", "-n", "30", "-o", str(tmp_path / "a")], tmp_path)
+    assert "30/30 · " in shown and "rollouts/s · reward 0." in shown and "errors 0" in shown
+    piped = run("eval", "gsm8k", "-m", "scripted:noisy", "-n", "30", "-o", str(tmp_path / "b"), cwd=tmp_path)
+    assert piped.returncode == 0 and "rollouts/s · reward" not in piped.stdout + piped.stderr
+    quiet = _run_in_terminal(["eval", "gsm8k", "-m", "scripted:noisy", "-n", "30", "-o", str(tmp_path / "c"),
+                              "--no-progress"], tmp_path)
+    assert "rollouts/s · reward" not in quiet and "mean reward" in quiet

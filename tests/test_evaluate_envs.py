@@ -100,3 +100,20 @@ def test_sync_env_evaluate_streams_and_resumes(tmp_path: Path) -> None:
     assert len(first.rollouts) == 3 and len(again.rollouts) == 3 and requests == 3
     assert first.summary.mean_reward == 1.0
 
+
+
+async def test_sync_env_evaluate_inside_a_running_loop_with_a_model_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    # What a notebook does: a sync call while an event loop is running in this thread, with
+    # the endpoint taken from OPENAI_BASE_URL / OPENAI_API_KEY.
+    from harness.scripted import ScriptedEndpoint
+
+    env = ToolEnv(ROWS, correct, tools=[add], name="adder")
+    with ScriptedEndpoint(sum_policy) as endpoint:
+        monkeypatch.setenv("OPENAI_BASE_URL", endpoint.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-secret")
+        results = env.evaluate("scripted", num_examples=4, concurrency=128, progress=False)
+        requests = endpoint.stats.requests
+    assert len(results.rollouts) == 4 and results.summary.mean_reward == 1.0
+    assert requests == 8  # two turns each: tool call, then answer
+    assert results.metadata["model"]["max_concurrency"] == 128
+    assert "sk-test-not-secret" not in json.dumps(results.metadata)

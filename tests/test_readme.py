@@ -64,3 +64,15 @@ def test_readme_documents_every_cli_command() -> None:
     commands = next(a for a in parser._actions if a.dest == "command").choices
     for name in commands:
         assert f"`rubric {name}" in README, f"README does not document `rubric {name}`"
+
+
+@pytest.mark.skipif(shutil.which("rubric") is None, reason="the rubric console script is not installed")
+def test_quick_start_command_runs_as_written(tmp_path: Path) -> None:
+    install_and_run = code_block("bash", "scripted:oracle\n").strip()
+    command = install_and_run.split("&&")[-1].split()
+    assert command[:2] == ["rubric", "eval"]
+    proc = subprocess.run([shutil.which("rubric"), *command[1:]], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=180, env={**os.environ, "COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stderr
+    assert "mean reward" in proc.stdout and "1.0000 ± 0.0000" in proc.stdout
+    assert "Results written to runs/gsm8k--scripted-oracle--" in proc.stdout
