@@ -11,7 +11,12 @@ import pytest
 
 import envs
 from envs.reference import data
-from envs.reference.scripting import RowLookup, first_user_text, message_text, seeded_rng
+from envs.reference.scripting import (
+    RowLookup,
+    first_user_text,
+    message_text,
+    seeded_rng,
+)
 
 
 def test_data_path_prefers_the_checkout():
@@ -77,3 +82,11 @@ def test_reference_environments_are_registered(name: str):
 def test_registry_rejects_unknown_arguments():
     with pytest.raises(TypeError, match="does not accept argument"):
         envs.load_environment("wordle", colour="green")
+
+
+def test_evaluate_with_an_unknown_policy_names_the_available_ones() -> None:
+    from envs.reference.scripting import evaluate_with_policy
+
+    env = envs.load_environment("gsm8k")
+    with pytest.raises(KeyError, match="no scripted policy 'psychic'; available: noisy, oracle"):
+        evaluate_with_policy(env, "psychic", num_examples=1)

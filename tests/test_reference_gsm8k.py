@@ -12,16 +12,7 @@ import pytest
 
 from envs.reference import gsm8k, make_gsm8k
 from envs.reference.data import REPO_DATASETS, read_jsonl
-from harness import Client, ScriptedEndpoint, run_sync
-
-
-def run_policy(env, policy: str, n: int = 20):
-    with ScriptedEndpoint(env.scripted_policies[policy]) as endpoint:
-        client = Client("scripted", base_url=endpoint.base_url, max_retries=0)
-        try:
-            return env.evaluate(client, num_examples=n, progress=False)
-        finally:
-            run_sync(client.aclose())
+from envs.reference.scripting import evaluate_with_policy
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -119,7 +110,7 @@ def test_bundled_environment_shape():
 
 def test_oracle_scores_exactly_one():
     env = gsm8k.load_environment()
-    results = run_policy(env, "oracle")
+    results = evaluate_with_policy(env, "oracle", num_examples=20, progress=False)
     assert len(results.rollouts) == 20
     assert all(r.error is None and r.stop_reason == "completed" for r in results.rollouts)
     assert [r.reward for r in results.rollouts] == [1.0] * 20
@@ -128,11 +119,11 @@ def test_oracle_scores_exactly_one():
 
 def test_noisy_policy_scores_strictly_between_zero_and_one():
     env = gsm8k.load_environment()
-    rewards = [r.reward for r in run_policy(env, "noisy").rollouts]
+    rewards = [r.reward for r in evaluate_with_policy(env, "noisy", num_examples=20, progress=False).rollouts]
     mean = sum(rewards) / len(rewards)
     assert 0.0 < mean < 1.0
     assert {0.0, 1.0} <= set(rewards)  # both outright failures and successes happen
-    assert rewards == [r.reward for r in run_policy(env, "noisy").rollouts]  # seeded: reproducible
+    assert rewards == [r.reward for r in evaluate_with_policy(env, "noisy", num_examples=20, progress=False).rollouts]  # seeded: reproducible
 
 
 def test_policies_refuse_unknown_questions():
