@@ -132,17 +132,28 @@ def _output_dir(args: argparse.Namespace, env_name: str) -> tuple[Path, bool]:
     return path, False
 
 
+def _check_counts(args: argparse.Namespace) -> None:
+    """Reject impossible numbers before anything is loaded or started."""
+    for flag, value, least in (("-n/--num-examples", args.num_examples, 1),
+                               ("-r/--rollouts-per-example", args.rollouts_per_example, 1),
+                               ("-c/--concurrency", args.concurrency, 1), ("--max-turns", args.max_turns, 1),
+                               ("-t/--max-tokens", args.max_tokens, 1), ("--max-retries", args.max_retries, 0)):
+        if value is not None and value < least:
+            raise CliError(f"{flag} must be at least {least}, got {value}")
+    if args.timeout <= 0:
+        raise CliError(f"--timeout must be a positive number of seconds, got {args.timeout}")
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     from harness.aio import run_sync
     from harness.client import Client
     from harness.evaluate import evaluate
 
+    _check_counts(args)
     env_args = _json_arg(args.env_args, "-a/--env-args")
     sampling = _sampling(args)
     env = _load_env(args.env, env_args)
     if args.max_turns is not None:
-        if args.max_turns < 1:
-            raise CliError("--max-turns must be at least 1")
         env.max_turns = args.max_turns
     env_name = getattr(env, "name", None) or args.env
     output_dir, resume = _output_dir(args, env_name)

@@ -188,6 +188,9 @@ def test_endpoint_serves_and_eval_uses_it(tmp_path: Path) -> None:
         (["eval", "gsm8k", "-m", "m", "-k", "RUBRIC_TEST_UNSET_KEY"], "RUBRIC_TEST_UNSET_KEY is not set"),
         (["eval", "gsm8k", "-m", "scripted:nope"], "no scripted policy 'nope'"),
         (["view", "does-not-exist"], "no results directory"),
+        (["eval", "gsm8k", "-m", "scripted:oracle", "-c", "0"], "-c/--concurrency must be at least 1, got 0"),
+        (["eval", "gsm8k", "-m", "scripted:oracle", "-r", "0"], "-r/--rollouts-per-example must be at least 1"),
+        (["eval", "gsm8k", "-m", "scripted:oracle", "--timeout", "0"], "--timeout must be a positive number"),
         (["eval", "gsm8k", "-m", "scripted:oracle", "-a", '{"no_such_arg": 1}'], "does not accept argument(s) no_such_arg"),
     ],
 )
