@@ -8,8 +8,10 @@ code works either way, and a clear error says where we looked when neither has t
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,4 +61,16 @@ def write_jsonl(rows: list[dict[str, Any]], path: str | Path) -> None:
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
-__all__ = ["REPO_DATASETS", "data_path", "read_jsonl", "search_dirs", "write_jsonl"]
+def generator_main(generate: Callable[[int, int], list[dict[str, Any]]], *, description: str, default_n: int,
+                   default_out: str, noun: str, argv: list[str] | None = None) -> None:
+    """The shared command line of the seeded data generators: --seed, --n, --out."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--n", type=int, default=default_n)
+    parser.add_argument("--out", type=Path, default=Path(default_out))
+    args = parser.parse_args(argv)
+    write_jsonl(generate(args.n, args.seed), args.out)
+    print(f"wrote {args.n} {noun} to {args.out}")
+
+
+__all__ = ["REPO_DATASETS", "data_path", "generator_main", "read_jsonl", "search_dirs", "write_jsonl"]

@@ -19,12 +19,11 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from rubrics import WeightedSum
-from rubrics.parsers import extract_after, extract_last_number
-
 from envs import SingleTurnEnv
 from envs.reference.data import data_path, read_jsonl
 from envs.reference.scripting import RowLookup, seeded_rng
+from rubrics import WeightedSum
+from rubrics.parsers import extract_after, extract_last_number
 
 SYSTEM_PROMPT = (
     "Solve the math word problem. Think step by step, showing your reasoning, then give the "

@@ -11,12 +11,10 @@ Each row: `id`, `question`, `answer` (worked reasoning ending in "#### N", as GS
 
 from __future__ import annotations
 
-import argparse
 import random
 from collections.abc import Callable
-from pathlib import Path
 
-from envs.reference.data import write_jsonl
+from envs.reference.data import generator_main
 
 NAMES = [
     "Amara", "Bilal", "Chen", "Dalia", "Emeka", "Farah", "Goran", "Hana", "Ines", "Jonas",
@@ -204,13 +202,8 @@ def generate(n: int, seed: int = 0) -> list[dict[str, str]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--n", type=int, default=200)
-    parser.add_argument("--out", type=Path, default=Path("datasets/gsm8k_synthetic.jsonl"))
-    args = parser.parse_args(argv)
-    write_jsonl(generate(args.n, args.seed), args.out)
-    print(f"wrote {args.n} problems to {args.out}")
+    generator_main(generate, description=__doc__.splitlines()[0], default_n=200,
+                   default_out="datasets/gsm8k_synthetic.jsonl", noun="problems", argv=argv)
 
 
 if __name__ == "__main__":

@@ -11,15 +11,13 @@ Same seed -> byte-identical file.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
 import math
 import random
 from collections.abc import Callable
-from pathlib import Path
 
-from envs.reference.data import write_jsonl
+from envs.reference.data import generator_main
 
 # A family draws its parameters from `rng` and returns (question, code, independent answer).
 Question = tuple[str, str, int]
@@ -186,13 +184,8 @@ def generate(n: int = 30, seed: int = 0) -> list[dict[str, object]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--n", type=int, default=30)
-    parser.add_argument("--out", type=Path, default=Path("datasets/python_questions.jsonl"))
-    args = parser.parse_args(argv)
-    write_jsonl(generate(args.n, args.seed), args.out)
-    print(f"wrote {args.n} questions to {args.out}")
+    generator_main(generate, description=__doc__.splitlines()[0], default_n=30,
+                   default_out="datasets/python_questions.jsonl", noun="questions", argv=argv)
 
 
 if __name__ == "__main__":

@@ -22,14 +22,13 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from harness.types import Rollout
-from rubrics import WeightedSum
-from rubrics.parsers import extract_last_number, extract_xml
-
 from envs import Tool, ToolEnv
 from envs.reference.data import data_path, read_jsonl
 from envs.reference.sandbox import SandboxLimits, run_code
 from envs.reference.scripting import RowLookup, seeded_rng
+from harness.types import Rollout
+from rubrics import WeightedSum
+from rubrics.parsers import extract_last_number, extract_xml
 
 QUESTIONS_FILE = "python_questions.jsonl"
 SYSTEM_PROMPT = (

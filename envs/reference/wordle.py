@@ -24,13 +24,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.types import Rollout
-from rubrics import Gate, Sequential, WeightedSum
-from rubrics.parsers import extract_xml
-
 from envs import MultiTurnEnv, Tool, stop
 from envs.reference.data import data_path
 from envs.reference.scripting import RowLookup, seeded_rng
+from harness.types import Rollout
+from rubrics import Gate, Sequential, WeightedSum
+from rubrics.parsers import extract_xml
 
 WORD_LENGTH = 5
 WORDS_FILE = "wordle_words.txt"
