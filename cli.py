@@ -39,8 +39,10 @@ def _json_arg(text: str | None, flag: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise CliError(f"{flag} is not valid JSON ({exc.msg} at column {exc.colno}): {text!r}; "
-                       f"pass an object such as '{{\"key\": 1}}'") from None
+        raise CliError(
+            f"{flag} is not valid JSON ({exc.msg} at column {exc.colno}): {text!r}; "
+            f"pass an object such as '{{\"key\": 1}}'"
+        ) from None
     if not isinstance(value, dict):
         raise CliError(f"{flag} must be a JSON object like '{{\"key\": 1}}', got {type(value).__name__}")
     return value
@@ -85,8 +87,9 @@ def _check_reachable(base_url: str, timeout: float = 5.0) -> None:
         return  # something answered (401/404 are fine: the server is there)
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
-        raise CliError(f"cannot reach the endpoint at {base_url} ({reason}); start the server or "
-                       f"fix -b/--base-url") from None
+        raise CliError(
+            f"cannot reach the endpoint at {base_url} ({reason}); start the server or fix -b/--base-url"
+        ) from None
 
 
 def _resolve_key(args: argparse.Namespace, base_url: str | None) -> str | None:
@@ -96,8 +99,10 @@ def _resolve_key(args: argparse.Namespace, base_url: str | None) -> str | None:
         return key
     explicit = var != "OPENAI_API_KEY"
     if explicit or base_url is None:
-        raise CliError(f"environment variable {var} is not set; export {var}=<your key> "
-                       f"or name another variable with -k/--api-key-var")
+        raise CliError(
+            f"environment variable {var} is not set; export {var}=<your key> "
+            f"or name another variable with -k/--api-key-var"
+        )
     return "EMPTY"  # local OpenAI-compatible servers (vLLM, llama.cpp) accept any key
 
 
@@ -118,8 +123,10 @@ def _output_dir(args: argparse.Namespace, env_name: str) -> tuple[Path, bool]:
     if args.resume:
         path = Path(args.resume)
         if not (path / "results.jsonl").exists() and not (path / "metadata.json").exists():
-            raise CliError(f"--resume {path}: no earlier run there (no results.jsonl/metadata.json); "
-                           f"check the path or start a new run with -o")
+            raise CliError(
+                f"--resume {path}: no earlier run there (no results.jsonl/metadata.json); "
+                f"check the path or start a new run with -o"
+            )
         return path, True
     if args.output_dir:
         path = Path(args.output_dir)
@@ -127,17 +134,23 @@ def _output_dir(args: argparse.Namespace, env_name: str) -> tuple[Path, bool]:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         path = Path("runs") / f"{_slug(env_name)}--{_slug(args.model)}--{stamp}"
     if path.exists() and any(path.iterdir()):
-        raise CliError(f"output directory {path} already exists and is not empty; "
-                       f"pass --resume {path} to continue it or choose another -o/--output-dir")
+        raise CliError(
+            f"output directory {path} already exists and is not empty; "
+            f"pass --resume {path} to continue it or choose another -o/--output-dir"
+        )
     return path, False
 
 
 def _check_counts(args: argparse.Namespace) -> None:
     """Reject impossible numbers before anything is loaded or started."""
-    for flag, value, least in (("-n/--num-examples", args.num_examples, 1),
-                               ("-r/--rollouts-per-example", args.rollouts_per_example, 1),
-                               ("-c/--concurrency", args.concurrency, 1), ("--max-turns", args.max_turns, 1),
-                               ("-t/--max-tokens", args.max_tokens, 1), ("--max-retries", args.max_retries, 0)):
+    for flag, value, least in (
+        ("-n/--num-examples", args.num_examples, 1),
+        ("-r/--rollouts-per-example", args.rollouts_per_example, 1),
+        ("-c/--concurrency", args.concurrency, 1),
+        ("--max-turns", args.max_turns, 1),
+        ("-t/--max-tokens", args.max_tokens, 1),
+        ("--max-retries", args.max_retries, 0),
+    ):
         if value is not None and value < least:
             raise CliError(f"{flag} must be at least {least}, got {value}")
     if args.timeout <= 0:
@@ -160,25 +173,47 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     with ExitStack() as stack:
         if args.model.startswith("scripted:"):
-            base_url, api_key, model = _start_scripted(stack, env, args.model.split(":", 1)[1]), "scripted", args.model
+            base_url, api_key, model = (
+                _start_scripted(stack, env, args.model.split(":", 1)[1]),
+                "scripted",
+                args.model,
+            )
         else:
             base_url = args.base_url or os.environ.get("OPENAI_BASE_URL")
             api_key = _resolve_key(args, base_url)
             model = args.model
             _check_reachable(base_url or "https://api.openai.com/v1")
-        client = Client(model, base_url=base_url, api_key=api_key, max_concurrency=args.concurrency,
-                        max_retries=args.max_retries, timeout=args.timeout)
+        client = Client(
+            model,
+            base_url=base_url,
+            api_key=api_key,
+            max_concurrency=args.concurrency,
+            max_retries=args.max_retries,
+            timeout=args.timeout,
+        )
         try:
-            results = run_sync(evaluate(
-                env, client, num_examples=args.num_examples, rollouts_per_example=args.rollouts_per_example,
-                concurrency=args.concurrency, output_dir=output_dir, resume=resume,
-                progress=not args.no_progress, seed=args.seed, split=args.split, sampling=sampling or None,
-            ))
+            results = run_sync(
+                evaluate(
+                    env,
+                    client,
+                    num_examples=args.num_examples,
+                    rollouts_per_example=args.rollouts_per_example,
+                    concurrency=args.concurrency,
+                    output_dir=output_dir,
+                    resume=resume,
+                    progress=not args.no_progress,
+                    seed=args.seed,
+                    split=args.split,
+                    sampling=sampling or None,
+                )
+            )
         except FileExistsError as exc:
             raise CliError(str(exc)) from exc
         except ValueError as exc:
             if resume:  # a settings mismatch: one line, each difference separated by "; "
-                raise CliError("; ".join(line.strip().rstrip(":") for line in str(exc).splitlines() if line.strip())) from exc
+                raise CliError(
+                    "; ".join(line.strip().rstrip(":") for line in str(exc).splitlines() if line.strip())
+                ) from exc
             raise
         finally:
             run_sync(client.aclose())
@@ -189,8 +224,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     summary = results.summary
     errors = _summary_value(summary, "errors")
     if errors:
-        console.print(f"[yellow]{errors} rollout(s) ended with an error; see them with "
-                      f"`rubric view {output_dir} --errors`[/yellow]", soft_wrap=True)
+        console.print(
+            f"[yellow]{errors} rollout(s) ended with an error; see them with "
+            f"`rubric view {output_dir} --errors`[/yellow]",
+            soft_wrap=True,
+        )
     return 0
 
 
@@ -204,8 +242,10 @@ def _start_scripted(stack: ExitStack, env: Any, policy_name: str) -> str:
     policies = getattr(env, "scripted_policies", {}) or {}
     if policy_name not in policies:
         available = ", ".join(sorted(policies)) or "none"
-        raise CliError(f"environment {getattr(env, 'name', '?')!r} has no scripted policy {policy_name!r} "
-                       f"(available: {available}); use -m scripted:<one of those> or a real model")
+        raise CliError(
+            f"environment {getattr(env, 'name', '?')!r} has no scripted policy {policy_name!r} "
+            f"(available: {available}); use -m scripted:<one of those> or a real model"
+        )
     # In its own process, so the server does not share the GIL with the harness it serves.
     endpoint = stack.enter_context(ScriptedEndpoint(policies[policy_name], process=True))
     return endpoint.base_url
@@ -219,7 +259,9 @@ def _load_run(path: str):
     from harness.results import load_results
 
     if not Path(path).exists():
-        raise CliError(f"no results directory at {path}; pass the directory `rubric eval` wrote (see its last line)")
+        raise CliError(
+            f"no results directory at {path}; pass the directory `rubric eval` wrote (see its last line)"
+        )
     try:
         return load_results(path)
     except FileNotFoundError as exc:
@@ -233,8 +275,13 @@ def cmd_view(args: argparse.Namespace) -> int:
     console = _console()
     console.print(results)
     try:
-        chosen = select_rollouts(list(results.rollouts), rollout_id=args.rollout, worst=args.worst,
-                                 best=args.best, errors=args.errors)
+        chosen = select_rollouts(
+            list(results.rollouts),
+            rollout_id=args.rollout,
+            worst=args.worst,
+            best=args.best,
+            errors=args.errors,
+        )
     except KeyError as exc:
         raise CliError(exc.args[0]) from exc
     for rollout in chosen:
@@ -252,10 +299,20 @@ def cmd_score(args: argparse.Namespace) -> int:
     env_meta = metadata.get("env", {}) if isinstance(metadata, dict) else {}
     spec = args.env or env_meta.get("load_spec") or env_meta.get("name")
     if not spec:
-        raise CliError(f"{args.dir}/metadata.json does not say which environment made it; pass it: rubric score DIR ENV")
-    env_args = _json_arg(args.env_args, "-a/--env-args") if args.env_args else dict(env_meta.get("load_kwargs") or {})
+        raise CliError(
+            f"{args.dir}/metadata.json does not say which environment made it; pass it: rubric score DIR ENV"
+        )
+    env_args = (
+        _json_arg(args.env_args, "-a/--env-args")
+        if args.env_args
+        else dict(env_meta.get("load_kwargs") or {})
+    )
     env = _load_env(spec, env_args)
-    out = Path(args.output) if args.output else Path(args.dir) / f"results.rescored-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
+    out = (
+        Path(args.output)
+        if args.output
+        else Path(args.dir) / f"results.rescored-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
+    )
     if out.exists():
         raise CliError(f"{out} already exists; choose another -o/--output")
 
@@ -284,8 +341,10 @@ def cmd_score(args: argparse.Namespace) -> int:
     console.print(new)
     old_mean = _summary_value(results.summary, "mean_reward")
     new_mean = _summary_value(new.summary, "mean_reward")
-    console.print(f"mean reward {_fmt(old_mean)} -> {_fmt(new_mean)}; re-scored rollouts written to [bold]{out}[/bold]",
-                  soft_wrap=True)
+    console.print(
+        f"mean reward {_fmt(old_mean)} -> {_fmt(new_mean)}; re-scored rollouts written to [bold]{out}[/bold]",
+        soft_wrap=True,
+    )
     return 0
 
 
@@ -304,8 +363,12 @@ def cmd_list(args: argparse.Namespace) -> int:
         table.add_column(column)
     for item in found:
         row = item if isinstance(item, dict) else getattr(item, "__dict__", {})
-        table.add_row(str(row.get("name", "")), str(row.get("distribution", "")), str(row.get("version", "")),
-                      str(row.get("value", row.get("entry_point", ""))))
+        table.add_row(
+            str(row.get("name", "")),
+            str(row.get("distribution", "")),
+            str(row.get("version", "")),
+            str(row.get("value", row.get("entry_point", ""))),
+        )
     _console().print(table if found else "no environments installed (group rubric.environments)")
     return 0
 
@@ -313,16 +376,27 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_endpoint(args: argparse.Namespace) -> int:
     from harness.scripted import ScriptedEndpoint
 
-    env_spec, policy_name = (args.policy.split(":", 1) if ":" in args.policy else (args.env, args.policy))
+    env_spec, policy_name = args.policy.split(":", 1) if ":" in args.policy else (args.env, args.policy)
     if not env_spec:
-        raise CliError("say whose policy to serve: --policy ENV:POLICY (e.g. gsm8k:oracle) or --env ENV --policy POLICY")
+        raise CliError(
+            "say whose policy to serve: --policy ENV:POLICY (e.g. gsm8k:oracle) or --env ENV --policy POLICY"
+        )
     env = _load_env(env_spec, _json_arg(args.env_args, "-a/--env-args"))
     policies = getattr(env, "scripted_policies", {}) or {}
     if policy_name not in policies:
-        raise CliError(f"environment {env_spec!r} has no scripted policy {policy_name!r} "
-                       f"(available: {', '.join(sorted(policies)) or 'none'})")
-    endpoint = ScriptedEndpoint(policies[policy_name], host=args.host, port=args.port, latency=args.latency,
-                                rate_429=args.rate_429, rate_500=args.rate_500)
+        raise CliError(
+            f"environment {env_spec!r} has no scripted policy {policy_name!r} "
+            f"(available: {', '.join(sorted(policies)) or 'none'})"
+        )
+    endpoint = ScriptedEndpoint(
+        policies[policy_name],
+        host=args.host,
+        port=args.port,
+        latency=args.latency,
+        rate_429=args.rate_429,
+        rate_500=args.rate_500,
+    )
+
     def announce(url: str) -> None:
         print(f"serving {env_spec}:{policy_name} at {url} (Ctrl-C stops)", flush=True)
 
@@ -347,10 +421,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     ev = sub.add_parser("eval", help="run an environment against a model and score every rollout")
     ev.add_argument("env", metavar="ENV", help="registered name, path to a .py file, or module:function")
-    ev.add_argument("-m", "--model", required=True,
-                    help="model name at the endpoint, or scripted:POLICY for the built-in offline endpoint")
-    ev.add_argument("-b", "--base-url", help="OpenAI-compatible base URL (default: $OPENAI_BASE_URL or OpenAI)")
-    ev.add_argument("-k", "--api-key-var", default="OPENAI_API_KEY", help="name of the env var holding the key")
+    ev.add_argument(
+        "-m",
+        "--model",
+        required=True,
+        help="model name at the endpoint, or scripted:POLICY for the built-in offline endpoint",
+    )
+    ev.add_argument(
+        "-b", "--base-url", help="OpenAI-compatible base URL (default: $OPENAI_BASE_URL or OpenAI)"
+    )
+    ev.add_argument(
+        "-k", "--api-key-var", default="OPENAI_API_KEY", help="name of the env var holding the key"
+    )
     ev.add_argument("-n", "--num-examples", type=int, help="examples to run (default: all)")
     ev.add_argument("-r", "--rollouts-per-example", type=int, default=1)
     ev.add_argument("-c", "--concurrency", type=int, default=64, help="rollouts (and requests) in flight")
@@ -424,8 +506,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # an unexpected failure still prints one line unless --debug
         if args.debug:
             raise
-        print(f"rubric {args.command}: error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)",
-              file=sys.stderr)
+        print(
+            f"rubric {args.command}: error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)",
+            file=sys.stderr,
+        )
         return 1
 
 

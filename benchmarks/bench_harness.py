@@ -43,10 +43,20 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = ("bare", "harness", "harness+disk", "harness+thread")
 CONFIGS = ((64, 0.0), (256, 0.020))
-TOOLS = [{"type": "function", "function": {
-    "name": "add", "description": "Add two integers.",
-    "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-                   "required": ["a", "b"]}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "add",
+            "description": "Add two integers.",
+            "parameters": {
+                "type": "object",
+                "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                "required": ["a", "b"],
+            },
+        },
+    }
+]
 
 
 def add(a: int, b: int) -> int:
@@ -99,11 +109,13 @@ async def _bare(base_url: str, concurrency: int, n: int) -> dict[str, float]:
     # The SDK's own HTTP client class with a pool as large as the concurrency (whichever
     # httpx package this SDK generation uses), as any careful hand-written loop would do.
     http_cls = openai.DefaultAsyncHttpxClient
-    http = importlib.import_module(next(b.__module__.split(".")[0] for b in http_cls.__mro__
-                                        if b.__name__ == "AsyncClient"))
+    http = importlib.import_module(
+        next(b.__module__.split(".")[0] for b in http_cls.__mro__ if b.__name__ == "AsyncClient")
+    )
     limits = http.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    client = openai.AsyncOpenAI(base_url=base_url, api_key="x", max_retries=0,
-                                http_client=http_cls(limits=limits, timeout=120))
+    client = openai.AsyncOpenAI(
+        base_url=base_url, api_key="x", max_retries=0, http_client=http_cls(limits=limits, timeout=120)
+    )
     limit = asyncio.Semaphore(concurrency)
     tools = {"add": add}
 
@@ -119,7 +131,9 @@ async def _bare(base_url: str, concurrency: int, n: int) -> dict[str, float]:
             second = await client.chat.completions.create(model="scripted", messages=messages, tools=TOOLS)
             return float(second.choices[0].message.content == row["answer"])
 
-    await client.chat.completions.create(model="scripted", messages=[{"role": "user", "content": "What is 1+2?"}])
+    await client.chat.completions.create(
+        model="scripted", messages=[{"role": "user", "content": "What is 1+2?"}]
+    )
     rows = _questions(n)
     rss0, cpu0, t0 = _rss_mib(), time.process_time(), time.perf_counter()
     rewards = await asyncio.gather(*(one(row) for row in rows))
@@ -144,8 +158,9 @@ async def _harness(base_url: str, concurrency: int, n: int, disk: bool, thread: 
     await client.complete([{"role": "user", "content": "What is 1+2?"}])
     with tempfile.TemporaryDirectory() as tmp:
         rss0, cpu0, t0 = _rss_mib(), time.process_time(), time.perf_counter()
-        results = await env.aevaluate(client, concurrency=concurrency, progress=False,
-                                      output_dir=Path(tmp) / "run" if disk else None)
+        results = await env.aevaluate(
+            client, concurrency=concurrency, progress=False, output_dir=Path(tmp) / "run" if disk else None
+        )
         wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     await client.aclose()
     s = results.summary
@@ -158,8 +173,11 @@ def _worker(variant: str, base_url: str, concurrency: int, n: int) -> None:
     if variant == "bare":
         out = asyncio.run(_bare(base_url, concurrency, n))
     else:
-        out = asyncio.run(_harness(base_url, concurrency, n, disk=variant == "harness+disk",
-                                   thread=variant == "harness+thread"))
+        out = asyncio.run(
+            _harness(
+                base_url, concurrency, n, disk=variant == "harness+disk", thread=variant == "harness+thread"
+            )
+        )
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     out.update(start_rss=base, base_rss=out.pop("rss0"), peak_rss=peak)
     out["rss_growth"] = max(0.0, peak - out["base_rss"])
@@ -171,8 +189,13 @@ def _worker(variant: str, base_url: str, concurrency: int, n: int) -> None:
 
 def _run_worker(variant: str, base_url: str, concurrency: int, n: int) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, __file__, "--worker", variant, base_url, str(concurrency), str(n)],
-                          capture_output=True, text=True, env=env, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, __file__, "--worker", variant, base_url, str(concurrency), str(n)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
     if proc.returncode != 0:
         raise SystemExit(f"{variant} worker failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -181,8 +204,12 @@ def _run_worker(variant: str, base_url: str, concurrency: int, n: int) -> dict[s
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-n", "--rollouts", type=int, default=1000)
-    parser.add_argument("--repeats", type=int, default=3, help="runs per (config, variant); the median is shown")
-    parser.add_argument("--worker", nargs=4, metavar=("VARIANT", "BASE_URL", "CONCURRENCY", "N"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="runs per (config, variant); the median is shown"
+    )
+    parser.add_argument(
+        "--worker", nargs=4, metavar=("VARIANT", "BASE_URL", "CONCURRENCY", "N"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
     if args.worker:
         variant, base_url, concurrency, n = args.worker
@@ -192,8 +219,10 @@ def main() -> None:
     sys.path.insert(0, str(ROOT))
     from harness.scripted import ScriptedEndpoint
 
-    print(f"{args.rollouts} rollouts x 2 requests each, scripted endpoint in its own process, "
-          f"median of {args.repeats}; {os.cpu_count()} CPUs")
+    print(
+        f"{args.rollouts} rollouts x 2 requests each, scripted endpoint in its own process, "
+        f"median of {args.repeats}; {os.cpu_count()} CPUs"
+    )
     header = f"{'config':<14}{'variant':<14}{'wall s':>8}{'cpu s':>8}{'base RSS':>10}{'RSS growth':>12}"
     verdicts = []
     for concurrency, latency in CONFIGS:
@@ -208,8 +237,10 @@ def main() -> None:
         print(header)
         for variant in VARIANTS:
             m = med[variant]
-            print(f"{config:<14}{variant:<14}{m['wall']:>8.2f}{m['cpu']:>8.2f}{m['base_rss']:>8.0f}MB"
-                  f"{m['rss_growth']:>10.0f}MB")
+            print(
+                f"{config:<14}{variant:<14}{m['wall']:>8.2f}{m['cpu']:>8.2f}{m['base_rss']:>8.0f}MB"
+                f"{m['rss_growth']:>10.0f}MB"
+            )
         bare = med["bare"]
         for variant in VARIANTS[1:]:
             m = med[variant]
@@ -221,7 +252,9 @@ def main() -> None:
                 verdicts.append(("cpu <= 1.5x", cpu_ratio <= 1.5))
     print()
     for name, ok in verdicts:
-        print(f"target at {CONFIGS[-1][0]} @ {CONFIGS[-1][1] * 1000:.0f} ms, {name}: {'met' if ok else 'MISSED'}")
+        print(
+            f"target at {CONFIGS[-1][0]} @ {CONFIGS[-1][1] * 1000:.0f} ms, {name}: {'met' if ok else 'MISSED'}"
+        )
 
 
 if __name__ == "__main__":

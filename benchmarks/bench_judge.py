@@ -38,8 +38,14 @@ def policy(messages: list[dict[str, Any]], tools: Any) -> str:
 
 def make_rollouts(n: int) -> list[Rollout]:
     return [
-        Rollout.model_validate({"example_id": i, "prompt": f"What is {i} + {i}?", "completion": f"It is {2 * i}.",
-                                "answer": str(2 * i)})
+        Rollout.model_validate(
+            {
+                "example_id": i,
+                "prompt": f"What is {i} + {i}?",
+                "completion": f"It is {2 * i}.",
+                "answer": str(2 * i),
+            }
+        )
         for i in range(n)
     ]
 
@@ -61,8 +67,9 @@ async def main(n: int, concurrency: int, latency: float, rounds: int) -> None:
 
         import openai
 
-        sdk = openai.AsyncOpenAI(api_key="x", base_url=ep.base_url, max_retries=0,
-                                 http_client=_http_client(concurrency, 120.0))
+        sdk = openai.AsyncOpenAI(
+            api_key="x", base_url=ep.base_url, max_retries=0, http_client=_http_client(concurrency, 120.0)
+        )
         gate = asyncio.Semaphore(concurrency)
 
         async def via_judge() -> None:
@@ -98,19 +105,28 @@ async def main(n: int, concurrency: int, latency: float, rounds: int) -> None:
         await judge_client.aclose()
         await base_client.aclose()
 
-    print(f"judging {n} distinct rollouts at concurrency {concurrency}, endpoint latency {latency * 1000:g} ms, "
-          f"best of {rounds}")
-    for name, label in (("judge", "LLMJudge.ascore_batch"), ("client", "harness.Client.complete"),
-                        ("sdk", "bare openai.AsyncOpenAI")):
+    print(
+        f"judging {n} distinct rollouts at concurrency {concurrency}, endpoint latency {latency * 1000:g} ms, "
+        f"best of {rounds}"
+    )
+    for name, label in (
+        ("judge", "LLMJudge.ascore_batch"),
+        ("client", "harness.Client.complete"),
+        ("sdk", "bare openai.AsyncOpenAI"),
+    ):
         print(f"  {label:<26} {best[name]:7.3f} s  {n / best[name]:8.0f} judgements/s")
     print(f"  ratio judge / Client      {best['judge'] / best['client']:7.2f}x")
     print(f"  ratio judge / bare SDK    {best['judge'] / best['sdk']:7.2f}x")
-    print(f"  cache: first pass {first:.3f} s, second pass {second:.4f} s "
-          f"({first / max(second, 1e-9):.0f}x faster; hits={stats['hits']}, misses={stats['misses']})")
+    print(
+        f"  cache: first pass {first:.3f} s, second pass {second:.4f} s "
+        f"({first / max(second, 1e-9):.0f}x faster; hits={stats['hits']}, misses={stats['misses']})"
+    )
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--n", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--latency", type=float, default=0.0, help="endpoint latency in seconds")

@@ -43,8 +43,14 @@ WEIGHTS = (0.4, 0.2, 0.1, 0.1, 0.2)
 
 def make_rollouts(n: int) -> list[Rollout]:
     return [
-        Rollout.model_validate({"example_id": i, "completion": f"the answer is {i % 97}", "answer": str(i % 89),
-                                "difficulty": i % 10})
+        Rollout.model_validate(
+            {
+                "example_id": i,
+                "completion": f"the answer is {i % 97}",
+                "answer": str(i % 89),
+                "difficulty": i % 10,
+            }
+        )
         for i in range(n)
     ]
 
@@ -53,9 +59,13 @@ def by_hand(rollouts: list[Rollout]) -> list[float]:
     out = []
     for r in rollouts:
         response, answer = r.response, r.answer
-        total = (WEIGHTS[0] * exact(response, answer) + WEIGHTS[1] * contains(response, answer)
-                 + WEIGHTS[2] * short(response) + WEIGHTS[3] * one_turn(r.completion)
-                 + WEIGHTS[4] * has_digit(response, r.info.get("difficulty", 0)))
+        total = (
+            WEIGHTS[0] * exact(response, answer)
+            + WEIGHTS[1] * contains(response, answer)
+            + WEIGHTS[2] * short(response)
+            + WEIGHTS[3] * one_turn(r.completion)
+            + WEIGHTS[4] * has_digit(response, r.info.get("difficulty", 0))
+        )
         r.reward = total
         out.append(total)
     return out
@@ -87,10 +97,16 @@ def main() -> None:
     if mismatches:
         raise SystemExit(f"tree and hand-written scores disagree on {mismatches} rollouts")
     n = args.n
-    print(f"rollouts: {n:,}  (5-leaf sync WeightedSum vs the same 5 functions by hand; best of {args.repeats})")
+    print(
+        f"rollouts: {n:,}  (5-leaf sync WeightedSum vs the same 5 functions by hand; best of {args.repeats})"
+    )
     print(f"by hand:              {n / hand_s:12,.0f} rollouts/s")
-    print(f"tree score_batch:     {n / tree_s:12,.0f} rollouts/s   tree takes {tree_s / hand_s:.2f}x the hand loop's time")
-    print(f"tree rubric(r) loop:  {n / call_s:12,.0f} rollouts/s   tree takes {call_s / hand_s:.2f}x the hand loop's time")
+    print(
+        f"tree score_batch:     {n / tree_s:12,.0f} rollouts/s   tree takes {tree_s / hand_s:.2f}x the hand loop's time"
+    )
+    print(
+        f"tree rubric(r) loop:  {n / call_s:12,.0f} rollouts/s   tree takes {call_s / hand_s:.2f}x the hand loop's time"
+    )
 
 
 if __name__ == "__main__":

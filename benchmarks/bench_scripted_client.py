@@ -25,9 +25,16 @@ from harness.scripted import ScriptedEndpoint
 
 MESSAGES = [{"role": "user", "content": "what is two plus two"}]
 BODY = json.dumps({"model": "m", "messages": MESSAGES}).encode()
-FIXED = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": [
-    {"index": 0, "message": {"role": "assistant", "content": "4"}, "finish_reason": "stop"}],
-    "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}}).encode()
+FIXED = json.dumps(
+    {
+        "id": "x",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "4"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
+    }
+).encode()
 
 
 def policy(messages: list[dict], tools: list[dict] | None) -> str:
@@ -38,7 +45,7 @@ class _Fixed(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     wbufsize = 1 << 16  # one send per response; unbuffered, Nagle + delayed ACK cap it near 400 req/s
 
-    def do_POST(self) -> None:  # noqa: N802 (stdlib naming)
+    def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -51,8 +58,10 @@ class _Fixed(BaseHTTPRequestHandler):
 
 
 async def _raw_load(port: int, requests: int, connections: int) -> float:
-    request = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-               f"Content-Length: {len(BODY)}\r\n\r\n").encode() + BODY
+    request = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(BODY)}\r\n\r\n"
+    ).encode() + BODY
 
     async def one_connection(count: int) -> None:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -60,8 +69,11 @@ async def _raw_load(port: int, requests: int, connections: int) -> float:
             writer.write(request)
             await writer.drain()
             head = await reader.readuntil(b"\r\n\r\n")
-            length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                          if line.lower().startswith(b"content-length"))
+            length = next(
+                int(line.split(b":")[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length")
+            )
             await reader.readexactly(length)
         writer.close()
 
@@ -76,8 +88,9 @@ async def _client_load(base_url: str, requests: int, concurrency: int, *, bare: 
     import openai
 
     if bare:  # same pool size as Client uses, so the ratio isolates the harness's own work
-        sdk = openai.AsyncOpenAI(base_url=base_url, api_key="x", max_retries=0,
-                                 http_client=_http_client(concurrency, 600.0))
+        sdk = openai.AsyncOpenAI(
+            base_url=base_url, api_key="x", max_retries=0, http_client=_http_client(concurrency, 600.0)
+        )
         semaphore = asyncio.Semaphore(concurrency)
 
         async def call() -> None:
@@ -118,16 +131,24 @@ def main() -> None:
     with ScriptedEndpoint(policy, process=True) as endpoint:
         ours = asyncio.run(_raw_load(endpoint.port, args.requests, args.connections))
         print(f"server  stdlib ThreadingHTTPServer (fixed reply): {baseline:8.0f} req/s")
-        print(f"server  ScriptedEndpoint (policy, process=True):  {ours:8.0f} req/s   ratio {ours / baseline:.2f}x")
+        print(
+            f"server  ScriptedEndpoint (policy, process=True):  {ours:8.0f} req/s   ratio {ours / baseline:.2f}x"
+        )
 
         bare = wrapped = float("inf")
         for _ in range(args.rounds):  # alternate so background load hits both alike
-            bare = min(bare, asyncio.run(_client_load(endpoint.base_url, args.requests, args.concurrency, bare=True)))
-            wrapped = min(wrapped, asyncio.run(_client_load(endpoint.base_url, args.requests, args.concurrency,
-                                                            bare=False)))
+            bare = min(
+                bare, asyncio.run(_client_load(endpoint.base_url, args.requests, args.concurrency, bare=True))
+            )
+            wrapped = min(
+                wrapped,
+                asyncio.run(_client_load(endpoint.base_url, args.requests, args.concurrency, bare=False)),
+            )
         print(f"client  bare openai.AsyncOpenAI:                  {bare * 1e6:8.0f} us CPU/completion")
-        print(f"client  harness.Client.complete:                  {wrapped * 1e6:8.0f} us CPU/completion   "
-              f"ratio {wrapped / bare:.2f}x")
+        print(
+            f"client  harness.Client.complete:                  {wrapped * 1e6:8.0f} us CPU/completion   "
+            f"ratio {wrapped / bare:.2f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -23,9 +23,9 @@ from typing import Annotated, Literal
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pydantic import BaseModel, Field  # noqa: E402
+from pydantic import BaseModel, Field
 
-from envs.tools import Tool, _thread_pool  # noqa: E402
+from envs.tools import Tool, _thread_pool
 
 
 class Unit(enum.Enum):

@@ -44,7 +44,9 @@ def load_source(source: Any, *, split: str | None = None, what: str = "dataset")
     if isinstance(source, datasets.DatasetDict):
         return _pick_split(source, split, what)
     if split is not None:
-        raise ValueError(f"split={split!r} picks a split of a DatasetDict, but {what} is a {type(source).__name__}; drop split=")
+        raise ValueError(
+            f"split={split!r} picks a split of a DatasetDict, but {what} is a {type(source).__name__}; drop split="
+        )
     if isinstance(source, datasets.Dataset):
         return source
     if isinstance(source, (str, os.PathLike)):
@@ -67,7 +69,7 @@ def _pick_split(source: Any, split: str | None, what: str) -> Dataset:
         return source[splits[0]]
     raise ValueError(
         f"{what} is a DatasetDict with several splits ({describe(splits)}); "
-        f"say which one with split=\"{splits[0]}\" or pass {what}[\"{splits[0]}\"]"
+        f'say which one with split="{splits[0]}" or pass {what}["{splits[0]}"]'
     )
 
 
@@ -120,11 +122,15 @@ def _from_rows(rows: Sequence[Any], what: str) -> Dataset:
         raise ValueError(f"{what} is empty; an environment needs at least one example")
     for index, row in enumerate(rows):
         if not isinstance(row, Mapping):
-            raise TypeError(f"{what}[{index}] is a {type(row).__name__}; every row must be a dict of column -> value")
+            raise TypeError(
+                f"{what}[{index}] is a {type(row).__name__}; every row must be a dict of column -> value"
+            )
     # `info` goes in as JSON text: Arrow would give every row the union of all rows' keys.
     # `normalise` parses it back and keeps a dict column when that loses nothing.
     records = [
-        {**row, "info": json.dumps(row["info"], default=str)} if isinstance(row.get("info"), Mapping) else dict(row)
+        {**row, "info": json.dumps(row["info"], default=str)}
+        if isinstance(row.get("info"), Mapping)
+        else dict(row)
         for row in rows
     ]
     try:
@@ -141,7 +147,9 @@ def rename_columns(ds: Dataset, columns: Mapping[str, str] | None, what: str = "
     if not columns:
         return ds
     if not isinstance(columns, Mapping):
-        raise TypeError(f"columns must be a dict of standard name -> your column name, got {type(columns).__name__}")
+        raise TypeError(
+            f"columns must be a dict of standard name -> your column name, got {type(columns).__name__}"
+        )
     present = set(ds.column_names)
     for target, source in columns.items():
         if source not in present:
@@ -211,7 +219,9 @@ def _check_ids(ids: Sequence[Any], what: str) -> None:
         if isinstance(value, bool) or not isinstance(value, (int, str)):
             raise ValueError(f"{what} row {index} has id {value!r}; ids must be strings or integers")
         if value in seen:
-            raise ValueError(f"{what} has duplicate id {value!r} (row {index}); ids must be unique for results to resume")
+            raise ValueError(
+                f"{what} has duplicate id {value!r} (row {index}); ids must be unique for results to resume"
+            )
         seen.add(value)
 
 
@@ -225,7 +235,9 @@ def parse_info(value: Any, where: str = "row") -> dict[str, Any]:
         try:
             parsed = json.loads(value)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{where}: info is a string but not valid JSON ({exc.msg}): {value[:80]!r}") from exc
+            raise ValueError(
+                f"{where}: info is a string but not valid JSON ({exc.msg}): {value[:80]!r}"
+            ) from exc
         if isinstance(parsed, dict):
             return parsed
         value = parsed

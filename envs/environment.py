@@ -17,14 +17,13 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from harness.aio import maybe_await, run_sync
-from harness.types import Message, Rollout, ToolCall, as_messages
-
 from envs import dataset as ds_utils
 from envs.conditions import stop_condition_names
 from envs.inputs import as_rubric, build_tools
 from envs.prompts import Template
 from envs.tools import Tool, ToolResult, call_tool
+from harness.aio import maybe_await, run_sync
+from harness.types import Message, Rollout, ToolCall, as_messages
 
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
@@ -77,7 +76,9 @@ class Environment:
     ) -> None:
         self.max_turns = _check_max_turns(self.default_max_turns if max_turns is None else max_turns)
         if sampling is not None and not isinstance(sampling, Mapping):
-            raise TypeError(f"sampling must be a dict such as {{'max_tokens': 512}}, got {type(sampling).__name__}")
+            raise TypeError(
+                f"sampling must be a dict such as {{'max_tokens': 512}}, got {type(sampling).__name__}"
+            )
         self.sampling: dict[str, Any] = dict(sampling or {})
         if name is not None and (not isinstance(name, str) or not name):
             raise ValueError(f"name must be a non-empty string, got {name!r}")
@@ -86,7 +87,9 @@ class Environment:
         self.tools: list[Tool] = build_tools(tools)
         self._tool_map: dict[str, Tool] = {t.name: t for t in self.tools}
         if parser is not None and not (callable(parser) or callable(getattr(parser, "parse_answer", None))):
-            raise TypeError(f"parser must be callable (text -> str | None) or have parse_answer(text); got {type(parser).__name__}")
+            raise TypeError(
+                f"parser must be callable (text -> str | None) or have parse_answer(text); got {type(parser).__name__}"
+            )
         self.parser = parser
         self.rubric = as_rubric(rubric)
         self.columns = dict(columns or {})
@@ -111,7 +114,9 @@ class Environment:
 
     def _prepare(self, source: Any, what: str, *, split: str | None) -> Dataset:
         """Load, rename, normalise and validate one dataset against templates and rubric."""
-        data = ds_utils.rename_columns(ds_utils.load_source(source, split=split, what=what), self.columns, what)
+        data = ds_utils.rename_columns(
+            ds_utils.load_source(source, split=split, what=what), self.columns, what
+        )
         self._source_columns[what] = set(data.column_names)
         if self._user is None and not ({"prompt", "question"} & set(data.column_names)):
             raise ValueError(
@@ -252,8 +257,12 @@ class Environment:
             if isinstance(result, BaseException):
                 if not isinstance(result, Exception):
                     raise result  # cancellation and interrupts are not tool failures
-                result = ToolResult(content=f"Error: tool {call.name!r} failed: {type(result).__name__}: {result}",
-                                    error=f"{type(result).__name__}: {result}", tool_call_id=call.id, name=call.name)
+                result = ToolResult(
+                    content=f"Error: tool {call.name!r} failed: {type(result).__name__}: {result}",
+                    error=f"{type(result).__name__}: {result}",
+                    tool_call_id=call.id,
+                    name=call.name,
+                )
             if result.error:
                 rollout.state.setdefault("tool_errors", []).append(
                     {"turn": rollout.turns, "tool": call.name, "tool_call_id": call.id, "error": result.error}
@@ -299,17 +308,19 @@ class Environment:
 
     def config(self) -> dict[str, Any]:
         """What identifies this environment in metadata.json (compared when a run resumes)."""
-        return _jsonable({
-            "class": type(self).__name__,
-            "name": self.name,
-            "max_turns": self.max_turns,
-            "sampling": self.sampling,
-            "tools": [t.name for t in self.tools],
-            "system_prompt": self.system_prompt,
-            "prompt_template": self.prompt_template,
-            "load_spec": self.load_spec,
-            "load_kwargs": self.load_kwargs,
-        })
+        return _jsonable(
+            {
+                "class": type(self).__name__,
+                "name": self.name,
+                "max_turns": self.max_turns,
+                "sampling": self.sampling,
+                "tools": [t.name for t in self.tools],
+                "system_prompt": self.system_prompt,
+                "prompt_template": self.prompt_template,
+                "load_spec": self.load_spec,
+                "load_kwargs": self.load_kwargs,
+            }
+        )
 
     # ------------------------------------------------------------------ running
 
@@ -324,7 +335,9 @@ class Environment:
 
         if isinstance(model, str):
             # Size the connection pool to the run, so `concurrency` above the default is real.
-            client = Client(model, max_concurrency=max(1, int(kwargs.get("concurrency") or DEFAULT_CONCURRENCY)))
+            client = Client(
+                model, max_concurrency=max(1, int(kwargs.get("concurrency") or DEFAULT_CONCURRENCY))
+            )
             try:
                 return await evaluate(self, client, **kwargs)
             finally:
@@ -338,8 +351,10 @@ class Environment:
     def __repr__(self) -> str:
         tools = f", tools=[{', '.join(self._tool_map)}]" if self.tools else ""
         eval_part = f", eval_dataset={len(self.eval_dataset)} rows" if self.eval_dataset is not None else ""
-        return (f"{type(self).__name__}(name={self.name!r}, dataset={len(self.dataset)} rows{eval_part}, "
-                f"max_turns={self.max_turns}{tools})")
+        return (
+            f"{type(self).__name__}(name={self.name!r}, dataset={len(self.dataset)} rows{eval_part}, "
+            f"max_turns={self.max_turns}{tools})"
+        )
 
 
 def _check_max_turns(value: Any) -> int:

@@ -23,7 +23,9 @@ def as_rubric(value: Any) -> rubrics.Rubric:
         items = value.values() if isinstance(value, Mapping) else value
         for item in items:
             if not callable(item):
-                raise TypeError(f"every rubric entry must be a function or a Rubric, got {type(item).__name__}")
+                raise TypeError(
+                    f"every rubric entry must be a function or a Rubric, got {type(item).__name__}"
+                )
         return rubrics.WeightedSum(value if isinstance(value, Mapping) else list(value))
     if callable(value):
         return rubrics.reward(value)

@@ -23,7 +23,9 @@ class SingleTurnEnv(Environment):
 
     def __init__(self, dataset: Any, rubric: Any, **kwargs: Any) -> None:
         if kwargs.get("tools"):
-            raise ValueError("SingleTurnEnv takes no tools; use ToolEnv(dataset, rubric, tools=[...]) for tool use")
+            raise ValueError(
+                "SingleTurnEnv takes no tools; use ToolEnv(dataset, rubric, tools=[...]) for tool use"
+            )
         if kwargs.get("max_turns") not in (None, 1):
             raise ValueError(
                 f"SingleTurnEnv always has max_turns=1 (got {kwargs['max_turns']!r}); "
@@ -42,7 +44,9 @@ class ToolEnv(Environment):
 
     def __init__(self, dataset: Any, rubric: Any, **kwargs: Any) -> None:
         if not kwargs.get("tools"):
-            raise ValueError("ToolEnv needs tools=[...] (functions or envs.Tool); without tools use SingleTurnEnv")
+            raise ValueError(
+                "ToolEnv needs tools=[...] (functions or envs.Tool); without tools use SingleTurnEnv"
+            )
         super().__init__(dataset, rubric, **kwargs)
 
 

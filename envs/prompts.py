@@ -15,6 +15,7 @@ import jinja2.meta
 
 _JINJA = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
 
+
 class Template:
     """A compiled template that knows which row columns it reads."""
 
@@ -24,7 +25,9 @@ class Template:
         try:
             tree = _JINJA.parse(text)
         except jinja2.TemplateSyntaxError as exc:
-            raise ValueError(f"{what} is not a valid jinja2 template (line {exc.lineno}: {exc.message})") from exc
+            raise ValueError(
+                f"{what} is not a valid jinja2 template (line {exc.lineno}: {exc.message})"
+            ) from exc
         self.text = text
         self.what = what
         self.variables: set[str] = set(jinja2.meta.find_undeclared_variables(tree))

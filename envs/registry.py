@@ -67,7 +67,11 @@ def list_environments() -> list[RegisteredEnvironment]:
 
 def _installed_hint() -> str:
     names = sorted({e.name for e in list_environments()})
-    return f"installed environments: {', '.join(names)}" if names else f"no environments are installed (entry-point group {ENTRY_POINT_GROUP!r})"
+    return (
+        f"installed environments: {', '.join(names)}"
+        if names
+        else f"no environments are installed (entry-point group {ENTRY_POINT_GROUP!r})"
+    )
 
 
 def _from_file(path: Path) -> Any:
@@ -90,7 +94,9 @@ def _from_file(path: Path) -> Any:
 def _loader_of(module: ModuleType, where: str) -> Any:
     loader = getattr(module, "load_environment", None)
     if not callable(loader):
-        raise EnvironmentNotFoundError(f"{where} defines no load_environment(**kwargs) function; add one that returns an Environment")
+        raise EnvironmentNotFoundError(
+            f"{where} defines no load_environment(**kwargs) function; add one that returns an Environment"
+        )
     return loader
 
 
@@ -100,7 +106,9 @@ def _from_import_path(spec: str) -> Any:
     target: Any = module
     for part in attr.split("."):
         if not hasattr(target, part):
-            raise EnvironmentNotFoundError(f"module {module_name!r} has no attribute {attr!r} (from spec {spec!r})")
+            raise EnvironmentNotFoundError(
+                f"module {module_name!r} has no attribute {attr!r} (from spec {spec!r})"
+            )
         target = getattr(target, part)
     if not callable(target):
         raise TypeError(f"{spec!r} is a {type(target).__name__}, not a function returning an Environment")
@@ -117,7 +125,9 @@ def _from_name(name: str) -> tuple[Any, str]:
         )
     if matches:
         loaded = matches[0].load()
-        return (_loader_of(loaded, matches[0].value) if isinstance(loaded, ModuleType) else loaded), matches[0].name
+        return (_loader_of(loaded, matches[0].value) if isinstance(loaded, ModuleType) else loaded), matches[
+            0
+        ].name
     module_name = _normalise(name)
     if all(part.isidentifier() for part in module_name.split(".")):
         try:
@@ -155,7 +165,9 @@ def load_environment(spec: str, **kwargs: Any) -> Any:
     from harness.protocol import EnvironmentProtocol
 
     if not isinstance(env, EnvironmentProtocol):
-        raise TypeError(f"load_environment of {spec!r} returned an object of type {type(env).__name__}, not an Environment")
+        raise TypeError(
+            f"load_environment of {spec!r} returned an object of type {type(env).__name__}, not an Environment"
+        )
     env.load_spec = recorded_spec
     env.load_kwargs = dict(kwargs)
     if registered_name is not None and not getattr(env, "_name_given", True):

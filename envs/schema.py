@@ -25,14 +25,43 @@ INJECTED: frozenset[str] = frozenset({"state", "rollout"})
 
 # Keywords OpenAI accepts in strict mode; everything else (default, uniqueItems, minLength,
 # discriminator, ...) is dropped from a strict schema. Pydantic still enforces it on input.
-_STRICT_KEYWORDS = frozenset({
-    "type", "properties", "required", "additionalProperties", "items", "enum", "const", "anyOf",
-    "$ref", "$defs", "description", "pattern", "format", "minimum", "maximum",
-    "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minItems", "maxItems",
-})
-_STRICT_FORMATS = frozenset({
-    "date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid",
-})
+_STRICT_KEYWORDS = frozenset(
+    {
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "items",
+        "enum",
+        "const",
+        "anyOf",
+        "$ref",
+        "$defs",
+        "description",
+        "pattern",
+        "format",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "minItems",
+        "maxItems",
+    }
+)
+_STRICT_FORMATS = frozenset(
+    {
+        "date-time",
+        "time",
+        "date",
+        "duration",
+        "email",
+        "hostname",
+        "ipv4",
+        "ipv6",
+        "uuid",
+    }
+)
 _SCHEMA_MAPS = ("properties", "$defs", "patternProperties")
 _SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
 _SCHEMA_ONES = ("items", "additionalProperties", "not", "contains")
@@ -57,7 +86,6 @@ class ArgumentSpec:
     loose_parameters: dict[str, Any]
 
 
-
 class _ArgumentsJsonSchema(GenerateJsonSchema):
     """Makes the schema say what validation does, on every pydantic version.
 
@@ -68,9 +96,12 @@ class _ArgumentsJsonSchema(GenerateJsonSchema):
 
     def dataclass_schema(self, schema: Any) -> JsonSchemaValue:
         json_schema = super().dataclass_schema(schema)
-        if (schema.get("config") or {}).get("extra_fields_behavior") == "forbid" and "properties" in json_schema:
+        if (schema.get("config") or {}).get(
+            "extra_fields_behavior"
+        ) == "forbid" and "properties" in json_schema:
             json_schema.setdefault("additionalProperties", False)
         return json_schema
+
 
 def callable_name(fn: Callable[..., Any]) -> str:
     """A readable name for error messages (qualified name of the underlying function)."""
@@ -98,7 +129,7 @@ def _resolve_hints(fn: Callable[..., Any], sig: inspect.Signature, owner: str) -
         for name, param in sig.parameters.items():
             if isinstance(param.annotation, str):
                 try:
-                    eval(param.annotation, globalns)  # noqa: S307 - same as get_type_hints does
+                    eval(param.annotation, globalns)
                 except Exception as inner:
                     raise TypeError(
                         f"tool function {owner!r}: the type hint of parameter {name!r} "
@@ -179,7 +210,9 @@ def build_arguments(
         if param.kind is param.POSITIONAL_ONLY:
             positional_only.append(param.name)
         if param.name not in hints:
-            hint = " (for a method, pass the bound method obj.method)" if param.name in {"self", "cls"} else ""
+            hint = (
+                " (for a method, pass the bound method obj.method)" if param.name in {"self", "cls"} else ""
+            )
             raise TypeError(
                 f"tool function {owner!r}: parameter {param.name!r} has no type hint; add one "
                 f"(e.g. `{param.name}: str`) so its JSON Schema can be derived{hint}"
@@ -238,7 +271,7 @@ def _strip_titles(node: Any) -> Any:
 
 def _refs(node: Any) -> set[str]:
     if isinstance(node, dict):
-        found = {node["$ref"][len(_REF_PREFIX):]} if isinstance(node.get("$ref"), str) else set()
+        found = {node["$ref"][len(_REF_PREFIX) :]} if isinstance(node.get("$ref"), str) else set()
         for value in node.values():
             found |= _refs(value)
         return found
@@ -264,9 +297,9 @@ def _inline(node: Any, defs: dict[str, Any], keep: set[str]) -> Any:
     if not isinstance(node, dict):
         return node
     ref = node.get("$ref")
-    if isinstance(ref, str) and ref.startswith(_REF_PREFIX) and ref[len(_REF_PREFIX):] not in keep:
+    if isinstance(ref, str) and ref.startswith(_REF_PREFIX) and ref[len(_REF_PREFIX) :] not in keep:
         siblings = {k: v for k, v in node.items() if k != "$ref"}
-        return {**_inline(defs[ref[len(_REF_PREFIX):]], defs, keep), **siblings}
+        return {**_inline(defs[ref[len(_REF_PREFIX) :]], defs, keep), **siblings}
     return _map_children(node, lambda sub: _inline(sub, defs, keep))
 
 
@@ -349,7 +382,9 @@ def _strict_node(node: Any, where: str) -> dict[str, Any]:
     if isinstance(out.get("items"), dict):
         out["items"] = _strict_node(out["items"], f"{where}[]")
     if isinstance(out.get("$defs"), dict):
-        out["$defs"] = {name: _strict_node(sub, f"{where} ($defs/{name})") for name, sub in out["$defs"].items()}
+        out["$defs"] = {
+            name: _strict_node(sub, f"{where} ($defs/{name})") for name, sub in out["$defs"].items()
+        }
     if isinstance(out.get("properties"), dict):
         required = set(node.get("required", ()))
         properties = {}
@@ -378,7 +413,7 @@ def to_strict(schema: dict[str, Any], owner: str = "") -> dict[str, Any]:
 
 def _resolve(node: Any, defs: dict[str, Any]) -> Any:
     while isinstance(node, dict) and isinstance(node.get("$ref"), str):
-        node = defs.get(node["$ref"][len(_REF_PREFIX):], {})
+        node = defs.get(node["$ref"][len(_REF_PREFIX) :], {})
     return node
 
 
@@ -398,7 +433,12 @@ def drop_null_defaults(data: Any, schema: Any, defs: dict[str, Any] | None = Non
         out = {}
         for key, value in data.items():
             sub = props.get(key)
-            if value is None and sub is not None and key not in required and not admits_null(_resolve(sub, defs)):
+            if (
+                value is None
+                and sub is not None
+                and key not in required
+                and not admits_null(_resolve(sub, defs))
+            ):
                 continue
             out[key] = drop_null_defaults(value, sub, defs) if sub is not None else value
         return out

@@ -137,7 +137,9 @@ class Tool:
                 "characters of letters, digits, '_' or '-'; pass name=... to choose one"
             )
         if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
-            raise ValueError(f"tool {name!r}: timeout must be a positive number of seconds or None, got {timeout!r}")
+            raise ValueError(
+                f"tool {name!r}: timeout must be a positive number of seconds or None, got {timeout!r}"
+            )
         docs = describe(fn)
         self.fn = fn
         self.name = name
@@ -177,7 +179,9 @@ class Tool:
 
     def __repr__(self) -> str:
         params = ", ".join(self.parameters.get("properties", {}))
-        return f"Tool(name={self.name!r}, parameters=({params}), timeout={self.timeout}, strict={self.strict})"
+        return (
+            f"Tool(name={self.name!r}, parameters=({params}), timeout={self.timeout}, strict={self.strict})"
+        )
 
     def _parse(self, arguments: str | Mapping[str, Any] | None) -> dict[str, Any]:
         if arguments is None:
@@ -298,13 +302,23 @@ class Tool:
 
 @overload
 def tool(
-    fn: Callable[..., Any], /, *, name: str | None = ..., description: str | None = ...,
-    timeout: float | None = ..., strict: bool = ...,
+    fn: Callable[..., Any],
+    /,
+    *,
+    name: str | None = ...,
+    description: str | None = ...,
+    timeout: float | None = ...,
+    strict: bool = ...,
 ) -> Tool: ...
 @overload
 def tool(
-    fn: None = None, /, *, name: str | None = ..., description: str | None = ...,
-    timeout: float | None = ..., strict: bool = ...,
+    fn: None = None,
+    /,
+    *,
+    name: str | None = ...,
+    description: str | None = ...,
+    timeout: float | None = ...,
+    strict: bool = ...,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -320,7 +334,9 @@ def tool(
         return Tool.from_function(fn, name=name, description=description, timeout=timeout, strict=strict)
 
     def decorate(function: Callable[..., Any]) -> Tool:
-        return Tool.from_function(function, name=name, description=description, timeout=timeout, strict=strict)
+        return Tool.from_function(
+            function, name=name, description=description, timeout=timeout, strict=strict
+        )
 
     return decorate
 
@@ -344,7 +360,9 @@ async def call_tool(
             raw = tool_call.get("id") if isinstance(tool_call, Mapping) else None
             return ToolResult(
                 content=f"Error: the tool call is malformed:\n{_format_validation(exc)}",
-                name="", error=reason, tool_call_id=raw if isinstance(raw, str) else None,
+                name="",
+                error=reason,
+                tool_call_id=raw if isinstance(raw, str) else None,
             )
     found = tools.get(tool_call.name)
     if found is None:

@@ -106,7 +106,11 @@ def _http_client(max_connections: int, timeout: float) -> Any:
 
 
 def _message_from_sdk(message: Any) -> Message:
-    data = message.model_dump(exclude_none=True, warnings=False) if hasattr(message, "model_dump") else dict(message)
+    data = (
+        message.model_dump(exclude_none=True, warnings=False)
+        if hasattr(message, "model_dump")
+        else dict(message)
+    )
     calls = []
     for call in data.get("tool_calls") or []:
         if "function" not in call and isinstance(call.get("custom"), dict):  # custom tools: text input
@@ -154,16 +158,24 @@ class Client:
             raise ValueError(f"Client max_concurrency={max_concurrency!r} must be an integer >= 1")
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             raise ValueError(f"Client max_retries={max_retries!r} must be an integer >= 0 (0 = no retries)")
-        for name, value in (("timeout", timeout), ("backoff_max", backoff_max), ("retry_after_max", retry_after_max)):
+        for name, value in (
+            ("timeout", timeout),
+            ("backoff_max", backoff_max),
+            ("retry_after_max", retry_after_max),
+        ):
             if not isinstance(value, (int, float)) or value <= 0:
                 raise ValueError(f"Client {name}={value!r} must be a positive number of seconds")
         if not isinstance(backoff_base, (int, float)) or backoff_base < 0:
             raise ValueError(f"Client backoff_base={backoff_base!r} must be >= 0 seconds")
         if sampling is not None and not isinstance(sampling, Mapping):
-            raise TypeError("Client sampling must be a mapping like {'temperature': 0.7}, "
-                            f"got {type(sampling).__name__}")
-        if headers is not None and (not isinstance(headers, Mapping)
-                                    or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items())):
+            raise TypeError(
+                "Client sampling must be a mapping like {'temperature': 0.7}, "
+                f"got {type(sampling).__name__}"
+            )
+        if headers is not None and (
+            not isinstance(headers, Mapping)
+            or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items())
+        ):
             raise TypeError("Client headers must be a mapping of header names to string values")
         _check_params(dict(sampling or {}), "sampling")
 
@@ -189,14 +201,22 @@ class Client:
         self._semaphore: asyncio.Semaphore | None = None
 
     def __repr__(self) -> str:
-        return (f"Client(model={self.model!r}, base_url={self.base_url!r}, "
-                f"max_concurrency={self.max_concurrency}, max_retries={self.max_retries}, timeout={self.timeout:g})")
+        return (
+            f"Client(model={self.model!r}, base_url={self.base_url!r}, "
+            f"max_concurrency={self.max_concurrency}, max_retries={self.max_retries}, timeout={self.timeout:g})"
+        )
 
     def config(self) -> dict[str, Any]:
         """A JSON-serialisable description for results metadata; never the key or header values."""
-        return {"model": self.model, "base_url": self.base_url, "sampling": dict(self.sampling),
-                "max_retries": self.max_retries, "timeout": self.timeout,
-                "max_concurrency": self.max_concurrency, "headers": sorted(self.headers)}
+        return {
+            "model": self.model,
+            "base_url": self.base_url,
+            "sampling": dict(self.sampling),
+            "max_retries": self.max_retries,
+            "timeout": self.timeout,
+            "max_concurrency": self.max_concurrency,
+            "headers": sorted(self.headers),
+        }
 
     # -- connection ---------------------------------------------------------------------
 
@@ -207,11 +227,19 @@ class Client:
             import openai
 
             old, old_loop = self._openai, self._loop
-            if old is not None and old_loop is not None and old_loop.is_running() and not old_loop.is_closed():
+            if (
+                old is not None
+                and old_loop is not None
+                and old_loop.is_running()
+                and not old_loop.is_closed()
+            ):
                 asyncio.run_coroutine_threadsafe(old.close(), old_loop)  # its pool belongs to that loop
 
             self._openai = openai.AsyncOpenAI(
-                api_key=self._key.value, base_url=self.base_url, max_retries=0, timeout=self.timeout,
+                api_key=self._key.value,
+                base_url=self.base_url,
+                max_retries=0,
+                timeout=self.timeout,
                 default_headers=self.headers or None,
                 http_client=_http_client(self.max_concurrency, self.timeout),
             )
@@ -229,21 +257,27 @@ class Client:
     async def __aenter__(self) -> Client:
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         await self.aclose()
 
     # -- the call -----------------------------------------------------------------------
 
     async def complete(
-        self, messages: Sequence[Message | Mapping[str, Any]], *, tools: list[dict[str, Any]] | None = None,
+        self,
+        messages: Sequence[Message | Mapping[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
         **params: Any,
     ) -> Completion:
         """One chat completion (retried per the policy); raises EndpointError when it cannot."""
         if isinstance(messages, (str, bytes, Mapping, Message)) or not isinstance(messages, Sequence):
-            raise TypeError("Client.complete(messages=...) takes a list of messages "
-                            "(harness.Message or {'role': ..., 'content': ...} dicts), "
-                            f"got {type(messages).__name__}")
+            raise TypeError(
+                "Client.complete(messages=...) takes a list of messages "
+                "(harness.Message or {'role': ..., 'content': ...} dicts), "
+                f"got {type(messages).__name__}"
+            )
         payload = [m.to_openai() if isinstance(m, Message) else dict(m) for m in messages]
         merged = {k: v for k, v in {**self.sampling, **params}.items() if v is not None}
         _check_params(merged, "complete()")
@@ -267,9 +301,14 @@ class Client:
                 return await sdk.chat.completions.create(model=model, messages=payload, **direct)
 
         try:
-            raw = await call_with_retries(send, max_retries=self.max_retries, backoff_base=self.backoff_base,
-                                          backoff_max=self.backoff_max, retry_after_max=self.retry_after_max,
-                                          on_retry=self._on_retry)
+            raw = await call_with_retries(
+                send,
+                max_retries=self.max_retries,
+                backoff_base=self.backoff_base,
+                backoff_max=self.backoff_max,
+                retry_after_max=self.retry_after_max,
+                on_retry=self._on_retry,
+            )
         except Exception as exc:
             if not _is_openai_error(exc):
                 raise
@@ -279,19 +318,34 @@ class Client:
 
     def _on_retry(self, exc: BaseException, failed_attempt: int, wait: float) -> None:
         self.retries += 1
-        logger.info("retrying %s in %.2fs (attempt %d failed: %s)", self.model, wait, failed_attempt,
-                    self._key.scrub(_describe(exc)))
+        logger.info(
+            "retrying %s in %.2fs (attempt %d failed: %s)",
+            self.model,
+            wait,
+            failed_attempt,
+            self._key.scrub(_describe(exc)),
+        )
 
     def _completion(self, raw: Any) -> Completion:
         if not getattr(raw, "choices", None):
             self.failures += 1
-            raise EndpointError(self._key.scrub(f"{self.model} at {self.base_url} answered without any choices: "
-                                                f"{str(raw)[:300]}"), status=200)
-        usage = Usage(prompt_tokens=getattr(raw.usage, "prompt_tokens", 0) or 0,
-                      completion_tokens=getattr(raw.usage, "completion_tokens", 0) or 0)
+            raise EndpointError(
+                self._key.scrub(
+                    f"{self.model} at {self.base_url} answered without any choices: {str(raw)[:300]}"
+                ),
+                status=200,
+            )
+        usage = Usage(
+            prompt_tokens=getattr(raw.usage, "prompt_tokens", 0) or 0,
+            completion_tokens=getattr(raw.usage, "completion_tokens", 0) or 0,
+        )
         self.usage = self.usage + usage
-        choices = [Choice(message=_message_from_sdk(c.message), finish_reason=c.finish_reason) for c in raw.choices]
-        return Completion(choices=choices, usage=usage, model=getattr(raw, "model", None), id=getattr(raw, "id", None))
+        choices = [
+            Choice(message=_message_from_sdk(c.message), finish_reason=c.finish_reason) for c in raw.choices
+        ]
+        return Completion(
+            choices=choices, usage=usage, model=getattr(raw, "model", None), id=getattr(raw, "id", None)
+        )
 
     def _endpoint_error(self, exc: BaseException, attempts: int) -> EndpointError:
         status = status_of(exc)
@@ -305,8 +359,10 @@ class Client:
 def _check_params(params: Mapping[str, Any], where: str) -> None:
     for name in ("messages", "stream"):
         if params.get(name) not in (None, False):
-            raise ValueError(f"{where} got {name}={params[name]!r}: the Client sets messages itself and does "
-                             "not stream; remove it")
+            raise ValueError(
+                f"{where} got {name}={params[name]!r}: the Client sets messages itself and does "
+                "not stream; remove it"
+            )
 
 
 def _is_openai_error(exc: BaseException) -> bool:

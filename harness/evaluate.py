@@ -13,7 +13,7 @@ import json
 import sys
 import time
 from collections.abc import Iterator, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +35,9 @@ _VERSIONED = ("rubric", "openai", "datasets", "pydantic", "rich")
 
 DEFAULT_CONCURRENCY = 64
 
+
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def _versions() -> dict[str, str]:
@@ -60,21 +61,40 @@ def _client_config(client: Any) -> dict[str, Any]:
     config = getattr(client, "config", None)
     if callable(config):
         return _jsonable(config())
-    return {"model": getattr(client, "model", None), "sampling": dict(getattr(client, "sampling", None) or {})}
+    return {
+        "model": getattr(client, "model", None),
+        "sampling": dict(getattr(client, "sampling", None) or {}),
+    }
 
 
 def _check_arguments(env: Any, num_examples: int | None, rollouts_per_example: int, concurrency: int) -> None:
     if not isinstance(env, EnvironmentProtocol):
-        wanted = ["name", "max_turns", "sampling", "tool_schemas", "get_dataset", "setup_rollout", "respond",
-                  "stop_reason", "score", "config"]
+        wanted = [
+            "name",
+            "max_turns",
+            "sampling",
+            "tool_schemas",
+            "get_dataset",
+            "setup_rollout",
+            "respond",
+            "stop_reason",
+            "score",
+            "config",
+        ]
         missing = [m for m in wanted if not hasattr(env, m)]
-        raise TypeError(f"{type(env).__name__} is not an environment: it lacks {', '.join(missing)} "
-                        f"(see harness.protocol.EnvironmentProtocol; envs.Environment provides them)")
-    for name, value, low in (("rollouts_per_example", rollouts_per_example, 1), ("concurrency", concurrency, 1)):
+        raise TypeError(
+            f"{type(env).__name__} is not an environment: it lacks {', '.join(missing)} "
+            f"(see harness.protocol.EnvironmentProtocol; envs.Environment provides them)"
+        )
+    for name, value, low in (
+        ("rollouts_per_example", rollouts_per_example, 1),
+        ("concurrency", concurrency, 1),
+    ):
         if not isinstance(value, int) or isinstance(value, bool) or value < low:
             raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    if num_examples is not None and (not isinstance(num_examples, int) or isinstance(num_examples, bool)
-                                     or num_examples < 1):
+    if num_examples is not None and (
+        not isinstance(num_examples, int) or isinstance(num_examples, bool) or num_examples < 1
+    ):
         raise ValueError(f"num_examples must be None (all) or an integer >= 1, got {num_examples!r}")
 
 
@@ -83,12 +103,16 @@ def _example_ids(examples: list[Mapping[str, Any]]) -> list[str]:
     seen: set[str] = set()
     for position, example in enumerate(examples):
         if "example_id" not in example:
-            raise ValueError(f"example {position} from get_dataset has no 'example_id' (keys: "
-                             f"{', '.join(map(str, example))}); the environment must give every example a stable id")
+            raise ValueError(
+                f"example {position} from get_dataset has no 'example_id' (keys: "
+                f"{', '.join(map(str, example))}); the environment must give every example a stable id"
+            )
         key = str(example["example_id"])
         if key in seen:
-            raise ValueError(f"example_id {key!r} appears twice in the dataset; ids must be unique so "
-                             f"results can be matched on resume")
+            raise ValueError(
+                f"example_id {key!r} appears twice in the dataset; ids must be unique so "
+                f"results can be matched on resume"
+            )
         seen.add(key)
         ids.append(key)
     return ids
@@ -110,14 +134,16 @@ def _check_resumable(directory: Path, saved: Mapping[str, Any], current: Mapping
     """Raise ValueError listing every setting that differs from the run being resumed."""
     diffs = _differences(saved.get("env") or {}, current["env"], "env.")
     saved_model, model = saved.get("model") or {}, current["model"]
-    diffs += _differences({k: saved_model.get(k) for k in _MODEL_IDENTITY}, {k: model.get(k) for k in _MODEL_IDENTITY},
-                          "model.")
+    diffs += _differences(
+        {k: saved_model.get(k) for k in _MODEL_IDENTITY}, {k: model.get(k) for k in _MODEL_IDENTITY}, "model."
+    )
     saved_args = {k: v for k, v in (saved.get("arguments") or {}).items() if k not in _FREE_ON_RESUME}
     args = {k: v for k, v in current["arguments"].items() if k not in _FREE_ON_RESUME}
     diffs += _differences(saved_args, args, "arguments.")
     if diffs:
         raise ValueError(
-            f"cannot resume {directory}: it was run with different settings:\n  " + "\n  ".join(diffs)
+            f"cannot resume {directory}: it was run with different settings:\n  "
+            + "\n  ".join(diffs)
             + "\nrun with the original settings (only concurrency and progress may change), or use a new output_dir"
         )
 
@@ -148,8 +174,9 @@ class _Run:
         summary = summarize(self.rollouts, wall_seconds=wall, timed_rollouts=ran, max_k=max_k)
         session = self.metadata["sessions"][-1]
         session.update(status=status, finished_at=_now(), rollouts_ran=ran, wall_seconds=wall)
-        self.metadata.update(status=status, finished_at=session["finished_at"],
-                             summary=summary.model_dump(mode="json"))
+        self.metadata.update(
+            status=status, finished_at=session["finished_at"], summary=summary.model_dump(mode="json")
+        )
         if self.writer is not None:
             self.writer.close()
         self.save_metadata()
@@ -182,9 +209,15 @@ async def evaluate(
     _check_arguments(env, num_examples, rollouts_per_example, concurrency)
     examples = list(env.get_dataset(split, n=num_examples, seed=seed))
     ids = _example_ids(examples)
-    arguments = {"num_examples": num_examples, "rollouts_per_example": rollouts_per_example, "seed": seed,
-                 "split": split, "sampling": _jsonable(dict(sampling or {})), "concurrency": concurrency,
-                 "progress": progress}
+    arguments = {
+        "num_examples": num_examples,
+        "rollouts_per_example": rollouts_per_example,
+        "seed": seed,
+        "split": split,
+        "sampling": _jsonable(dict(sampling or {})),
+        "concurrency": concurrency,
+        "progress": progress,
+    }
     current = {"env": _jsonable(env.config()), "model": _client_config(client), "arguments": arguments}
 
     directory = Path(output_dir) if output_dir is not None else None
@@ -196,17 +229,26 @@ async def evaluate(
         if saved is not None:
             _check_resumable(directory, saved, current)
 
-    plan = {(key, index): position * rollouts_per_example + index
-            for position, key in enumerate(ids) for index in range(rollouts_per_example)}
+    plan = {
+        (key, index): position * rollouts_per_example + index
+        for position, key in enumerate(ids)
+        for index in range(rollouts_per_example)
+    }
     done: dict[tuple[str, int], Rollout] = {}
     for r in previous:
         if r.key not in plan:
-            raise ValueError(f"cannot resume {directory}: its results.jsonl holds rollout {r.key} "
-                             f"(example_id, rollout_index), which this run would not produce; "
-                             f"use the original settings or a new output_dir")
+            raise ValueError(
+                f"cannot resume {directory}: its results.jsonl holds rollout {r.key} "
+                f"(example_id, rollout_index), which this run would not produce; "
+                f"use the original settings or a new output_dir"
+            )
         done.setdefault(r.key, r)
-    jobs = [(example, index) for example, key in zip(examples, ids) for index in range(rollouts_per_example)
-            if (key, index) not in done]
+    jobs = [
+        (example, index)
+        for example, key in zip(examples, ids)
+        for index in range(rollouts_per_example)
+        if (key, index) not in done
+    ]
 
     started_at = _now()
     metadata = {
@@ -215,8 +257,10 @@ async def evaluate(
         "versions": _versions(),
         "started_at": (saved or {}).get("started_at", started_at),
         "finished_at": None,
-        "sessions": [*((saved or {}).get("sessions") or []), {"started_at": started_at, "status": "running",
-                                                               "rollouts_planned": len(jobs)}],
+        "sessions": [
+            *((saved or {}).get("sessions") or []),
+            {"started_at": started_at, "status": "running", "rollouts_planned": len(jobs)},
+        ],
         "summary": None,
     }
     stats = RunStats(total=len(plan), done=len(done))

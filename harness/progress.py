@@ -49,8 +49,14 @@ class RunStats:
 class ProgressDisplay:
     """A rich progress bar over `RunStats`; does nothing when disabled or not on a terminal."""
 
-    def __init__(self, stats: RunStats, *, enabled: bool = True, description: str = "eval",
-                 refresh_per_second: float = 4.0) -> None:
+    def __init__(
+        self,
+        stats: RunStats,
+        *,
+        enabled: bool = True,
+        description: str = "eval",
+        refresh_per_second: float = 4.0,
+    ) -> None:
         self.stats = stats
         self._progress: Any = None
         if not enabled:
@@ -64,13 +70,14 @@ class ProgressDisplay:
         from rich.text import Text
 
         class _Stats(ProgressColumn):
-            def render(self, task: Any) -> Text:  # noqa: ARG002 - reads the shared stats
+            def render(self, task: Any) -> Text:
                 mean = stats.mean_reward
                 reward = "n/a" if mean is None else f"{mean:.3f}"
                 style = "red" if stats.errors else "dim"
                 return Text.assemble(
                     f"{stats.done}/{stats.total} · {stats.rate:.1f} rollouts/s · reward {reward} · ",
-                    (f"errors {stats.errors}", style), no_wrap=True,
+                    (f"errors {stats.errors}", style),
+                    no_wrap=True,
                 )
 
         class _Bar(BarColumn):
@@ -79,8 +86,13 @@ class ProgressDisplay:
                 return super().render(task)
 
         self._progress = Progress(
-            TextColumn("[bold]{task.description}"), _Bar(bar_width=16), _Stats(), TimeElapsedColumn(),
-            console=console, refresh_per_second=refresh_per_second, transient=False,
+            TextColumn("[bold]{task.description}"),
+            _Bar(bar_width=16),
+            _Stats(),
+            TimeElapsedColumn(),
+            console=console,
+            refresh_per_second=refresh_per_second,
+            transient=False,
         )
         self._task = self._progress.add_task(description, total=stats.total, completed=stats.done)
 

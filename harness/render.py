@@ -36,12 +36,18 @@ def render_message(message: Message) -> RenderableType:
     if message.text:
         parts.append(Text(message.text))
     for call in message.tool_calls or []:
-        parts.append(Text(f"-> {call.name}({_pretty_arguments(call.arguments)})  [{call.id}]", style="yellow"))
+        parts.append(
+            Text(f"-> {call.name}({_pretty_arguments(call.arguments)})  [{call.id}]", style="yellow")
+        )
     title = message.role if not message.tool_call_id else f"tool result [{message.tool_call_id}]"
     if message.name:
         title += f" ({message.name})"
-    return Panel(Group(*parts) if parts else Text("(empty)", style="dim"), title=Text(title),
-                 title_align="left", border_style=_ROLE_STYLE.get(message.role, "white"))
+    return Panel(
+        Group(*parts) if parts else Text("(empty)", style="dim"),
+        title=Text(title),
+        title_align="left",
+        border_style=_ROLE_STYLE.get(message.role, "white"),
+    )
 
 
 def score_table(rollout: Rollout) -> Table:
@@ -67,9 +73,16 @@ def score_table(rollout: Rollout) -> Table:
 def render_rollout(rollout: Rollout) -> RenderableType:
     """Header line, the conversation, then the score table."""
     header = Text.assemble(
-        ("example ", "bold"), str(rollout.example_id), ("  rollout ", "bold"), str(rollout.rollout_index),
-        ("  reward ", "bold"), _fmt_score(rollout.reward), ("  stop ", "bold"), str(rollout.stop_reason),
-        ("  turns ", "bold"), str(rollout.turns),
+        ("example ", "bold"),
+        str(rollout.example_id),
+        ("  rollout ", "bold"),
+        str(rollout.rollout_index),
+        ("  reward ", "bold"),
+        _fmt_score(rollout.reward),
+        ("  stop ", "bold"),
+        str(rollout.stop_reason),
+        ("  turns ", "bold"),
+        str(rollout.turns),
     )
     parts: list[RenderableType] = [header]
     if rollout.error:
@@ -86,13 +99,23 @@ def _sort_key_reward(rollout: Rollout) -> tuple[int, float]:
     return (0, -math.inf) if math.isnan(rollout.reward) else (1, rollout.reward)
 
 
-def select_rollouts(rollouts: list[Rollout], *, rollout_id: str | None = None, worst: int | None = None,
-                    best: int | None = None, errors: bool = False) -> list[Rollout]:
+def select_rollouts(
+    rollouts: list[Rollout],
+    *,
+    rollout_id: str | None = None,
+    worst: int | None = None,
+    best: int | None = None,
+    errors: bool = False,
+) -> list[Rollout]:
     """Pick rollouts for display: by id ("EXAMPLE" or "EXAMPLE:INDEX"), worst/best N, or errored."""
     chosen: list[Rollout] = []
     if rollout_id is not None:
         example, _, index = rollout_id.partition(":")
-        matches = [r for r in rollouts if str(r.example_id) == example and (not index or str(r.rollout_index) == index)]
+        matches = [
+            r
+            for r in rollouts
+            if str(r.example_id) == example and (not index or str(r.rollout_index) == index)
+        ]
         if not matches:
             known = sorted({str(r.example_id) for r in rollouts})
             preview = ", ".join(known[:10]) + (" ..." if len(known) > 10 else "")

@@ -18,8 +18,9 @@ from harness.summary import Summary, summarize
 from harness.types import Rollout
 
 if TYPE_CHECKING:  # pragma: no cover
-    from datasets import Dataset
     from rich.table import Table
+
+    from datasets import Dataset
 
 
 def _fmt(value: float | None, digits: int = 4) -> str:
@@ -31,9 +32,16 @@ def _fmt(value: float | None, digits: int = 4) -> str:
 class EvalResults:
     """The rollouts of a run, its `summary` (harness.summary.Summary) and its `metadata`."""
 
-    def __init__(self, rollouts: Iterable[Rollout | Mapping[str, Any]], *, metadata: Mapping[str, Any] | None = None,
-                 summary: Summary | None = None) -> None:
-        self.rollouts: list[Rollout] = [r if isinstance(r, Rollout) else Rollout.model_validate(r) for r in rollouts]
+    def __init__(
+        self,
+        rollouts: Iterable[Rollout | Mapping[str, Any]],
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        summary: Summary | None = None,
+    ) -> None:
+        self.rollouts: list[Rollout] = [
+            r if isinstance(r, Rollout) else Rollout.model_validate(r) for r in rollouts
+        ]
         self.metadata: dict[str, Any] = dict(metadata or {})
         self._summary = summary
 
@@ -79,26 +87,28 @@ class EvalResults:
         id_types = {type(r.example_id) for r in self.rollouts}
         rows = []
         for r in self.rollouts:
-            rows.append({
-                "example_id": r.example_id if len(id_types) == 1 else str(r.example_id),
-                "rollout_index": r.rollout_index,
-                "prompt": json.dumps([m.model_dump(exclude_none=True) for m in r.prompt]),
-                "completion": json.dumps([m.model_dump(exclude_none=True) for m in r.completion]),
-                "answer": json.dumps(r.answer, default=str),
-                "info": json.dumps(r.info, default=str),
-                "task": r.task,
-                "state": json.dumps(r.state, default=str),
-                "turns": r.turns,
-                "stop_reason": r.stop_reason,
-                "error": r.error,
-                "prompt_tokens": r.usage.prompt_tokens,
-                "completion_tokens": r.usage.completion_tokens,
-                "timing": {k: float(r.timing.get(k, math.nan)) for k in timing_keys},
-                "reward": r.reward,
-                "scores": {p: float(r.scores.get(p, math.nan)) for p in paths},
-                "score_errors": json.dumps(r.score_errors),
-                "score_details": json.dumps(r.score_details, default=str),
-            })
+            rows.append(
+                {
+                    "example_id": r.example_id if len(id_types) == 1 else str(r.example_id),
+                    "rollout_index": r.rollout_index,
+                    "prompt": json.dumps([m.model_dump(exclude_none=True) for m in r.prompt]),
+                    "completion": json.dumps([m.model_dump(exclude_none=True) for m in r.completion]),
+                    "answer": json.dumps(r.answer, default=str),
+                    "info": json.dumps(r.info, default=str),
+                    "task": r.task,
+                    "state": json.dumps(r.state, default=str),
+                    "turns": r.turns,
+                    "stop_reason": r.stop_reason,
+                    "error": r.error,
+                    "prompt_tokens": r.usage.prompt_tokens,
+                    "completion_tokens": r.usage.completion_tokens,
+                    "timing": {k: float(r.timing.get(k, math.nan)) for k in timing_keys},
+                    "reward": r.reward,
+                    "scores": {p: float(r.scores.get(p, math.nan)) for p in paths},
+                    "score_errors": json.dumps(r.score_errors),
+                    "score_details": json.dumps(r.score_details, default=str),
+                }
+            )
         return rows
 
     def to_dataset(self) -> Dataset:
@@ -158,8 +168,14 @@ class EvalResults:
     def _render(self, **console_args: Any) -> Any:
         from rich.console import Console
 
-        console = Console(file=io.StringIO(), width=100, record=True, force_terminal=False, color_system=None,
-                          **console_args)
+        console = Console(
+            file=io.StringIO(),
+            width=100,
+            record=True,
+            force_terminal=False,
+            color_system=None,
+            **console_args,
+        )
         console.print(self.table())
         return console
 
@@ -189,8 +205,10 @@ def load_results(path: str | Path) -> EvalResults:
     metadata = read_metadata(path)
     if not results.exists():
         if metadata is None:
-            raise FileNotFoundError(f"{path} has neither {RESULTS_FILE} nor {METADATA_FILE}; "
-                                    f"pass a directory written by evaluate(output_dir=...)")
+            raise FileNotFoundError(
+                f"{path} has neither {RESULTS_FILE} nor {METADATA_FILE}; "
+                f"pass a directory written by evaluate(output_dir=...)"
+            )
         return EvalResults([], metadata=metadata)
     return EvalResults(iter_rollouts(results), metadata=metadata)
 

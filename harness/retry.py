@@ -77,8 +77,14 @@ def _response_headers(exc: BaseException | None) -> Mapping[str, str] | None:
     return getattr(response, "headers", None)
 
 
-def backoff_delay(exc: BaseException | None, attempt: int, *, backoff_base: float, backoff_max: float,
-                  retry_after_max: float) -> float:
+def backoff_delay(
+    exc: BaseException | None,
+    attempt: int,
+    *,
+    backoff_base: float,
+    backoff_max: float,
+    retry_after_max: float,
+) -> float:
     """Seconds to wait after failed attempt number `attempt` (1-based).
 
     A positive Retry-After (capped at `retry_after_max`, so a hostile or buggy header cannot
@@ -138,4 +144,11 @@ async def call_with_retries(
     return result
 
 
-__all__ = ["RETRYABLE_STATUSES", "backoff_delay", "call_with_retries", "is_retryable", "parse_retry_after", "status_of"]
+__all__ = [
+    "RETRYABLE_STATUSES",
+    "backoff_delay",
+    "call_with_retries",
+    "is_retryable",
+    "parse_retry_after",
+    "status_of",
+]

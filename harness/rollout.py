@@ -40,8 +40,9 @@ def is_context_length_error(exc: BaseException) -> bool:
 
 def _failed_setup(example: Mapping[str, Any], rollout_index: int, exc: Exception) -> Rollout:
     example_id = example.get("example_id", example.get("id", 0)) if isinstance(example, Mapping) else 0
-    return Rollout(example_id=example_id, rollout_index=rollout_index, stop_reason="error",
-                   error=describe_error(exc))
+    return Rollout(
+        example_id=example_id, rollout_index=rollout_index, stop_reason="error", error=describe_error(exc)
+    )
 
 
 async def rollout(
@@ -65,8 +66,12 @@ async def rollout(
         r = await env.setup_rollout(example, rollout_index)
     except Exception as exc:  # an environment bug: recorded, never raised out of a batch
         failed = _failed_setup(example, rollout_index, exc)
-        failed.timing = {"generation": 0.0, "env": 0.0, "scoring": 0.0,
-                         "total": time.perf_counter() - started}
+        failed.timing = {
+            "generation": 0.0,
+            "env": 0.0,
+            "scoring": 0.0,
+            "total": time.perf_counter() - started,
+        }
         return failed
 
     params = {**env.sampling, **sampling} if sampling else dict(env.sampling)
@@ -123,8 +128,12 @@ async def rollout(
         except Exception as exc:
             r.stop_reason, r.error = "error", describe_error(exc)
         scoring = time.perf_counter() - t0
-    r.timing = {"generation": generation, "env": env_seconds, "scoring": scoring,
-                "total": time.perf_counter() - started}
+    r.timing = {
+        "generation": generation,
+        "env": env_seconds,
+        "scoring": scoring,
+        "total": time.perf_counter() - started,
+    }
     return r
 
 

@@ -73,10 +73,17 @@ class ScriptedEndpoint:
     ) -> None:
         if not isinstance(port, int) or not 0 <= port <= 65535:
             raise ValueError(f"ScriptedEndpoint port={port!r}: give 0 (any free port) or a port number")
-        faults = Faults(latency=latency, rate_429=rate_429, rate_500=rate_500, retry_after=retry_after,
-                        rate_hang=rate_hang, hang_seconds=hang_seconds,
-                        rate_malformed_tool_json=rate_malformed_tool_json, rate_drop=rate_drop,
-                        fail_first=fail_first)
+        faults = Faults(
+            latency=latency,
+            rate_429=rate_429,
+            rate_500=rate_500,
+            retry_after=retry_after,
+            rate_hang=rate_hang,
+            hang_seconds=hang_seconds,
+            rate_malformed_tool_json=rate_malformed_tool_json,
+            rate_drop=rate_drop,
+            fail_first=fail_first,
+        )
         self._app = ScriptedApp(policy, model=model, faults=faults, seed=seed, record=record)
         self.host = host
         self.requested_port = port
@@ -99,8 +106,9 @@ class ScriptedEndpoint:
     def url(self) -> str:
         """The server root, e.g. http://127.0.0.1:PORT."""
         if self.port is None:
-            raise RuntimeError("ScriptedEndpoint is not running; call start() or use it as "
-                               "`with ScriptedEndpoint(...)`")
+            raise RuntimeError(
+                "ScriptedEndpoint is not running; call start() or use it as `with ScriptedEndpoint(...)`"
+            )
         return f"http://{self.host}:{self.port}"
 
     @property
@@ -139,10 +147,11 @@ class ScriptedEndpoint:
             try:
                 await serve_connection(reader, writer, handle)
             except asyncio.CancelledError:  # shutdown; asyncio 3.11 would log a cancelled
-                writer.transport.abort()    # connection task as an error, so end it quietly
+                writer.transport.abort()  # connection task as an error, so end it quietly
 
-        return await asyncio.start_server(on_connect, self.host, self.requested_port, backlog=self.backlog,
-                                          limit=MAX_HEADER_BYTES)
+        return await asyncio.start_server(
+            on_connect, self.host, self.requested_port, backlog=self.backlog, limit=MAX_HEADER_BYTES
+        )
 
     def start(self) -> ScriptedEndpoint:
         """Start serving in a background thread (or child process); returns once listening."""
@@ -180,17 +189,22 @@ class ScriptedEndpoint:
         thread = threading.Thread(target=run, name="scripted-endpoint", daemon=True)
         thread.start()
         if not ready.wait(START_TIMEOUT):
-            raise RuntimeError(f"ScriptedEndpoint did not start listening on {self.host} within {START_TIMEOUT}s")
+            raise RuntimeError(
+                f"ScriptedEndpoint did not start listening on {self.host} within {START_TIMEOUT}s"
+            )
         if "error" in outcome:
             thread.join()
-            raise OSError(f"ScriptedEndpoint cannot listen on {self.host}:{self.requested_port}: "
-                          f"{outcome['error']}") from outcome["error"]
+            raise OSError(
+                f"ScriptedEndpoint cannot listen on {self.host}:{self.requested_port}: {outcome['error']}"
+            ) from outcome["error"]
         self._loop, self._thread, self.port = loop, thread, outcome["port"]
 
     def _start_process(self) -> None:
         context = multiprocessing.get_context("fork")  # fork: the policy need not be picklable
         parent_end, child_end = context.Pipe(duplex=False)
-        child = context.Process(target=self._child_main, args=(child_end,), name="scripted-endpoint", daemon=True)
+        child = context.Process(
+            target=self._child_main, args=(child_end,), name="scripted-endpoint", daemon=True
+        )
         child.start()
         child_end.close()
         if not parent_end.poll(START_TIMEOUT):
@@ -264,8 +278,9 @@ class ScriptedEndpoint:
     def __enter__(self) -> ScriptedEndpoint:
         return self if self.running else self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()
 
     def __del__(self) -> None:

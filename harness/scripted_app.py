@@ -57,16 +57,22 @@ class Faults:
                 raise ValueError(f"ScriptedEndpoint {name}={value!r}: a rate must be a number in [0, 1]")
         total = self.rate_drop + self.rate_hang + self.rate_429 + self.rate_500
         if total > 1.0 + 1e-9:
-            raise ValueError(f"ScriptedEndpoint rate_drop + rate_hang + rate_429 + rate_500 = {total:g} > 1; "
-                             "they are exclusive outcomes of one request, lower them")
+            raise ValueError(
+                f"ScriptedEndpoint rate_drop + rate_hang + rate_429 + rate_500 = {total:g} > 1; "
+                "they are exclusive outcomes of one request, lower them"
+            )
         low, high = self.latency if isinstance(self.latency, tuple) else (self.latency, self.latency)
         if not 0.0 <= low <= high:
-            raise ValueError(f"ScriptedEndpoint latency={self.latency!r}: give seconds >= 0 or a (low, high) range")
+            raise ValueError(
+                f"ScriptedEndpoint latency={self.latency!r}: give seconds >= 0 or a (low, high) range"
+            )
         for name in ("retry_after", "hang_seconds"):
             if getattr(self, name) < 0:
                 raise ValueError(f"ScriptedEndpoint {name}={getattr(self, name)!r} must be >= 0 seconds")
         if isinstance(self.fail_first, (bool, str)) or not isinstance(self.fail_first, (int, Sequence)):
-            raise ValueError("ScriptedEndpoint fail_first: give a count of 500s or a list of statuses/'drop'/'hang'")
+            raise ValueError(
+                "ScriptedEndpoint fail_first: give a count of 500s or a list of statuses/'drop'/'hang'"
+            )
         if isinstance(self.fail_first, int):
             if self.fail_first < 0:
                 raise ValueError(f"ScriptedEndpoint fail_first={self.fail_first} must be >= 0")
@@ -76,8 +82,10 @@ class Faults:
                     continue
                 if isinstance(item, int) and not isinstance(item, bool) and 400 <= item <= 599:
                     continue
-                raise ValueError(f"ScriptedEndpoint fail_first item {item!r}: use an HTTP status 400-599 "
-                                 f"or one of {', '.join(FAULT_WORDS)}")
+                raise ValueError(
+                    f"ScriptedEndpoint fail_first item {item!r}: use an HTTP status 400-599 "
+                    f"or one of {', '.join(FAULT_WORDS)}"
+                )
 
     def script(self) -> deque[int | str]:
         return deque([500] * self.fail_first if isinstance(self.fail_first, int) else list(self.fail_first))
@@ -133,7 +141,8 @@ def count_tokens(value: Any) -> int:
 def _message_tokens(message: Mapping[str, Any]) -> int:
     calls = message.get("tool_calls") or []
     return count_tokens(message.get("content")) + sum(
-        count_tokens((c.get("function") or {}).get("arguments")) for c in calls if isinstance(c, dict))
+        count_tokens((c.get("function") or {}).get("arguments")) for c in calls if isinstance(c, dict)
+    )
 
 
 def _error(status: int, message: str, kind: str = "scripted_error") -> Response:
@@ -145,8 +154,10 @@ class ScriptedApp:
 
     def __init__(self, policy: Policy, *, model: str, faults: Faults, seed: int, record: bool) -> None:
         if not callable(policy):
-            raise TypeError(f"ScriptedEndpoint policy must be callable (messages, tools) -> str | dict, "
-                            f"got {type(policy).__name__}")
+            raise TypeError(
+                f"ScriptedEndpoint policy must be callable (messages, tools) -> str | dict, "
+                f"got {type(policy).__name__}"
+            )
         self.policy = policy
         self.model = model
         self.faults = faults
@@ -176,15 +187,26 @@ class ScriptedApp:
                 return _error(405, f"{request.method} not allowed on {request.path}; use POST")
             return await self._chat(request)
         if path in ("/v1/models", "/models") and request.method == "GET":
-            return Response(200, {"object": "list", "data": [
-                {"id": self.model, "object": "model", "created": 0, "owned_by": "rubric-scripted"}]})
+            return Response(
+                200,
+                {
+                    "object": "list",
+                    "data": [
+                        {"id": self.model, "object": "model", "created": 0, "owned_by": "rubric-scripted"}
+                    ],
+                },
+            )
         if path == "/_scripted/stats" and request.method == "GET":
             return Response(200, self.stats().to_dict())
         if path == "/_scripted/reset" and request.method == "POST":
             self.reset()
             return Response(200, {"ok": True})
-        return _error(404, f"no route {request.method} {request.path}; this scripted endpoint serves "
-                           "POST /v1/chat/completions and GET /v1/models", "not_found")
+        return _error(
+            404,
+            f"no route {request.method} {request.path}; this scripted endpoint serves "
+            "POST /v1/chat/completions and GET /v1/models",
+            "not_found",
+        )
 
     async def _chat(self, request: Request) -> Response:
         with self._lock:
@@ -215,7 +237,12 @@ class ScriptedApp:
                 return self._script.popleft()
             f = self.faults
             draw = self._rng.random()
-            for outcome, rate in (("drop", f.rate_drop), ("hang", f.rate_hang), (429, f.rate_429), (500, f.rate_500)):
+            for outcome, rate in (
+                ("drop", f.rate_drop),
+                ("hang", f.rate_hang),
+                (429, f.rate_429),
+                (500, f.rate_500),
+            ):
                 if draw < rate:
                     return outcome
                 draw -= rate
@@ -234,13 +261,16 @@ class ScriptedApp:
         except (ValueError, UnicodeDecodeError) as exc:
             return _error(400, f"request body is not valid JSON: {exc}", "invalid_request_error")
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-            return _error(400, "'messages' is required and must be a list of message objects",
-                          "invalid_request_error")
+            return _error(
+                400, "'messages' is required and must be a list of message objects", "invalid_request_error"
+            )
         if self.record:
             with self._lock:
                 self._stats.bodies.append(copy.deepcopy(body))
         if body.get("stream"):
-            return _error(400, "the scripted endpoint does not stream; send stream=false", "invalid_request_error")
+            return _error(
+                400, "the scripted endpoint does not stream; send stream=false", "invalid_request_error"
+            )
         n = body.get("n") or 1
         if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= 128:
             return _error(400, f"'n' must be an integer in [1, 128], got {n!r}", "invalid_request_error")
@@ -282,16 +312,22 @@ class ScriptedApp:
         with self._lock:
             self._stats.prompt_tokens += prompt_tokens
             self._stats.completion_tokens += completion_tokens
-        return Response(200, {
-            "id": f"chatcmpl-scripted-{number}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": body.get("model") or self.model,
-            "system_fingerprint": "scripted",
-            "choices": choices,
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens},
-        })
+        return Response(
+            200,
+            {
+                "id": f"chatcmpl-scripted-{number}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model") or self.model,
+                "system_fingerprint": "scripted",
+                "choices": choices,
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": prompt_tokens + completion_tokens,
+                },
+            },
+        )
 
     def _draw_malformed(self) -> bool:
         with self._lock:
@@ -346,8 +382,9 @@ def _tool_call(call: Any, default_id: str) -> dict[str, Any]:
     if hasattr(call, "model_dump"):
         call = call.model_dump()
     if not isinstance(call, Mapping):
-        raise TypeError(f"tool call {call!r} must be a dict like "
-                        "{'function': {'name': ..., 'arguments': ...}}")
+        raise TypeError(
+            f"tool call {call!r} must be a dict like {{'function': {{'name': ..., 'arguments': ...}}}}"
+        )
     function = dict(call.get("function") or {k: call[k] for k in ("name", "arguments") if k in call})
     if not function.get("name"):
         raise TypeError(f"tool call {dict(call)!r} has no function name")

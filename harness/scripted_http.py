@@ -19,10 +19,20 @@ MAX_HEADER_BYTES = 64 * 1024
 MAX_BODY_BYTES = 64 * 1024 * 1024
 
 REASONS = {
-    200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
-    405: "Method Not Allowed", 408: "Request Timeout", 413: "Payload Too Large",
-    422: "Unprocessable Entity", 429: "Too Many Requests", 500: "Internal Server Error",
-    502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout",
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    408: "Request Timeout",
+    413: "Payload Too Large",
+    422: "Unprocessable Entity",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
 }
 
 
@@ -82,10 +92,12 @@ class Response:
 
     def encode(self, keep_alive: bool) -> bytes:
         payload = b"" if self.body is None else json.dumps(self.body, separators=(",", ":")).encode()
-        lines = [f"HTTP/1.1 {self.status} {REASONS.get(self.status, 'Status')}",
-                 "Content-Type: application/json",
-                 f"Content-Length: {len(payload)}",
-                 f"Connection: {'keep-alive' if keep_alive else 'close'}"]
+        lines = [
+            f"HTTP/1.1 {self.status} {REASONS.get(self.status, 'Status')}",
+            "Content-Type: application/json",
+            f"Content-Length: {len(payload)}",
+            f"Connection: {'keep-alive' if keep_alive else 'close'}",
+        ]
         lines.extend(f"{name}: {value}" for name, value in self.headers.items())
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + payload
 
@@ -152,19 +164,25 @@ async def read_request(reader: asyncio.StreamReader) -> Request | None:
         body = await reader.readexactly(length) if length else b""
     connection = headers.get("connection", "").lower()
     keep_alive = connection != "close" if version.strip() == "HTTP/1.1" else connection == "keep-alive"
-    return Request(method=method.upper(), path=target.split("?", 1)[0], headers=headers, body=body,
-                   keep_alive=keep_alive)
+    return Request(
+        method=method.upper(), path=target.split("?", 1)[0], headers=headers, body=body, keep_alive=keep_alive
+    )
 
 
-async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, handler: Handler) -> None:
+async def serve_connection(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, handler: Handler
+) -> None:
     """Answer requests on one connection until the client closes it or asks us to."""
     try:
         while True:
             try:
                 request = await read_request(reader)
             except HTTPProtocolError as exc:
-                writer.write(Response(400, {"error": {"message": str(exc), "type": "invalid_request_error"}})
-                             .encode(keep_alive=False))
+                writer.write(
+                    Response(400, {"error": {"message": str(exc), "type": "invalid_request_error"}}).encode(
+                        keep_alive=False
+                    )
+                )
                 await writer.drain()
                 return
             if request is None:

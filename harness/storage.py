@@ -64,8 +64,10 @@ def iter_rollouts(path: Path, *, repair: bool = False) -> Iterator[Rollout]:
         try:
             yield Rollout.model_validate_json(line)
         except ValueError as exc:
-            raise ValueError(f"{path}, line {number}: not a valid rollout ({exc.__class__.__name__}: "
-                             f"{str(exc).splitlines()[0]}); the file was edited or corrupted") from exc
+            raise ValueError(
+                f"{path}, line {number}: not a valid rollout ({exc.__class__.__name__}: "
+                f"{str(exc).splitlines()[0]}); the file was edited or corrupted"
+            ) from exc
 
 
 class ResultsWriter:

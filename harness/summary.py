@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable
+
 from pydantic import BaseModel, Field
 
 from harness.types import Rollout
@@ -133,7 +134,9 @@ def summarize(
         scored=len(rewards),
         mean_reward=mean,
         reward_stderr=stderr,
-        node_means={p: math.fsum(v) / len(v) for p, v in sorted(node_values.items(), key=lambda kv: _path_key(kv[0]))},
+        node_means={
+            p: math.fsum(v) / len(v) for p, v in sorted(node_values.items(), key=lambda kv: _path_key(kv[0]))
+        },
         pass_at_k=passes,
         stop_reasons=dict(stop_reasons.most_common()),
         errors=errors,

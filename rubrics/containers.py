@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, Callable
+from typing import Any
 
 from harness.types import Rollout
 from rubrics.leaf import as_rubric
@@ -163,8 +163,12 @@ class Sequential(Rubric):
     the chain (what follows cannot be trusted) and makes the result NaN.
     """
 
-    def __init__(self, *rubrics: RubricLike | Mapping[str, RubricLike], name: str | None = None,
-                 on_error: float | None = None) -> None:
+    def __init__(
+        self,
+        *rubrics: RubricLike | Mapping[str, RubricLike],
+        name: str | None = None,
+        on_error: float | None = None,
+    ) -> None:
         super().__init__(name=name, on_error=on_error)
         source: Any = rubrics[0] if len(rubrics) == 1 and isinstance(rubrics[0], Mapping) else rubrics
         add_children(self, source, "Sequential(...)")
@@ -197,8 +201,14 @@ class Gate(Rubric):
 
     config_fields = ("threshold",)
 
-    def __init__(self, rubric: RubricLike, threshold: float = 1.0, *, name: str | None = None,
-                 on_error: float | None = None) -> None:
+    def __init__(
+        self,
+        rubric: RubricLike,
+        threshold: float = 1.0,
+        *,
+        name: str | None = None,
+        on_error: float | None = None,
+    ) -> None:
         super().__init__(name=name, on_error=on_error)
         self.threshold = threshold
         add_children(self, [rubric], "Gate(rubric)")
@@ -228,7 +238,9 @@ class Gate(Rubric):
 
     async def aforward(self, rollout: Rollout) -> float:
         name, child = self._child()
-        return self._gate(await child._score_async(rollout, join_path(self._child_prefix(), name)), self._threshold)
+        return self._gate(
+            await child._score_async(rollout, join_path(self._child_prefix(), name)), self._threshold
+        )
 
     def extra_repr(self) -> str:
         base = super().extra_repr()
@@ -301,7 +313,9 @@ class RubricDict(Rubric):
 
     _scoreable = False
 
-    def __init__(self, rubrics: Mapping[str, RubricLike] | Iterable[tuple[str, RubricLike]] | None = None) -> None:
+    def __init__(
+        self, rubrics: Mapping[str, RubricLike] | Iterable[tuple[str, RubricLike]] | None = None
+    ) -> None:
         super().__init__()
         if rubrics is not None:
             self.update(rubrics)
@@ -310,7 +324,9 @@ class RubricDict(Rubric):
         try:
             return self._children[key]
         except KeyError:
-            raise KeyError(f"RubricDict has no key {key!r} (keys: {', '.join(self._children) or 'none'})") from None
+            raise KeyError(
+                f"RubricDict has no key {key!r} (keys: {', '.join(self._children) or 'none'})"
+            ) from None
 
     def __setitem__(self, key: str, rubric: RubricLike) -> None:
         self.add_rubric(key, as_rubric(rubric, "RubricDict"))

@@ -122,10 +122,14 @@ class LLMJudge(Rubric):
     ) -> None:
         super().__init__(name=name if name is not None else "judge", on_error=on_error)
         if client is not None and model is not None and model != client.model:
-            raise ValueError(f"LLMJudge got model={model!r} and a client for {client.model!r}; give one of them")
+            raise ValueError(
+                f"LLMJudge got model={model!r} and a client for {client.model!r}; give one of them"
+            )
         if client is None and not model:
-            raise ValueError("LLMJudge needs a judge: model='name' (endpoint from base_url= or OPENAI_BASE_URL) "
-                             "or client=harness.Client(...)")
+            raise ValueError(
+                "LLMJudge needs a judge: model='name' (endpoint from base_url= or OPENAI_BASE_URL) "
+                "or client=harness.Client(...)"
+            )
         d = self.__dict__
         d["_client"] = client
         d["_owns_client"] = client is None
@@ -194,7 +198,9 @@ class LLMJudge(Rubric):
         except (re.error, TypeError) as exc:
             raise ValueError(f"LLMJudge pattern {value!r} is not a valid regex: {exc}") from None
         if compiled.groups < 1:
-            raise ValueError(f"LLMJudge pattern {value!r} needs a group around the score, e.g. r'Score: (\\d+)'")
+            raise ValueError(
+                f"LLMJudge pattern {value!r} needs a group around the score, e.g. r'Score: (\\d+)'"
+            )
         return compiled.pattern
 
     def _set_json_key(self, value: Any) -> str:
@@ -252,7 +258,9 @@ class LLMJudge(Rubric):
         if client is None:
             from harness.client import Client
 
-            client = Client(self.model, self.base_url, self.__dict__["_api_key"], **self.__dict__["_client_options"])
+            client = Client(
+                self.model, self.base_url, self.__dict__["_api_key"], **self.__dict__["_client_options"]
+            )
             self.__dict__["_client"] = client
         return client
 
@@ -273,7 +281,10 @@ class LLMJudge(Rubric):
 
         fields = rollout_fields(as_rollout(rollout), self.variables)
         system = self._system.render(fields) if self._system is not None else DEFAULT_SYSTEM_PROMPT
-        return [{"role": "system", "content": system}, {"role": "user", "content": self._template.render(fields)}]
+        return [
+            {"role": "system", "content": system},
+            {"role": "user", "content": self._template.render(fields)},
+        ]
 
     def score_reply(self, reply: str | None) -> float:
         """One judge reply as a score in [0, 1]; raises VerdictError with the reason."""
@@ -323,7 +334,11 @@ class LLMJudge(Rubric):
 
         try:
             if self.cache:
-                payload = {"messages": messages, "params": {**client.sampling, **params}, "samples": self.samples}
+                payload = {
+                    "messages": messages,
+                    "params": {**client.sampling, **params},
+                    "samples": self.samples,
+                }
                 answer = await CACHE.get(CACHE.key(client.base_url, client.model, payload), fetch)
             else:
                 answer = await fetch()
@@ -359,7 +374,9 @@ class LLMJudge(Rubric):
         self.record_detail(rollout, detail)
         return reduce_scores(parsed, self.reduce)  # type: ignore[arg-type]
 
-    def _fail(self, rollout: Rollout, reason: str, replies: list[str], detail: dict[str, Any] | None = None) -> NoReturn:
+    def _fail(
+        self, rollout: Rollout, reason: str, replies: list[str], detail: dict[str, Any] | None = None
+    ) -> NoReturn:
         detail = dict(detail or {"reply": None, "replies": replies})
         detail["reason"] = reason
         if detail.get("reply") is None:

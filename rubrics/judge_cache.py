@@ -136,7 +136,9 @@ async def _complete(client: Client, messages: Sequence[Mapping[str, Any]], param
         raise
 
 
-async def ask(client: Client, messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any], samples: int) -> Answer:
+async def ask(
+    client: Client, messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any], samples: int
+) -> Answer:
     """`samples` replies to one judge question: one request with `n=` where the endpoint
     honours it, topped up (or replaced) by concurrent single requests."""
     from harness.client import EndpointError
@@ -161,7 +163,9 @@ async def ask(client: Client, messages: Sequence[Mapping[str, Any]], params: Map
     if missing == 1:  # the common case: no extra task per judgement
         completions = [await _complete(client, messages, dict(params))]
     else:
-        completions = await asyncio.gather(*(_complete(client, messages, dict(params)) for _ in range(missing)))
+        completions = await asyncio.gather(
+            *(_complete(client, messages, dict(params)) for _ in range(missing))
+        )
     for completion in completions:
         replies.append(completion.message.text)
         usage = usage + completion.usage

@@ -102,7 +102,11 @@ def _criterion(item: Any, index: int) -> tuple[str, float]:
         )
     if not text.strip():
         raise ValueError(f"criterion {index} has empty text")
-    if isinstance(points, (bool, str, bytes)) or not isinstance(points, (int, float)) or not math.isfinite(points):
+    if (
+        isinstance(points, (bool, str, bytes))
+        or not isinstance(points, (int, float))
+        or not math.isfinite(points)
+    ):
         raise ValueError(f"criterion {index} ({text[:40]!r}) has points {points!r}; use a finite number")
     return text.strip(), float(points)
 
@@ -116,13 +120,22 @@ class CriteriaJudge(Rubric):
     a met criterion (e.g. "recommends a dangerous dose", -5).
     """
 
-    def __init__(self, criteria: Sequence[str | tuple[str, float]], *, name: str | None = "criteria",
-                 on_error: float | None = math.nan, prompt: str = CRITERION_TEMPLATE, **judge_kwargs: Any) -> None:
+    def __init__(
+        self,
+        criteria: Sequence[str | tuple[str, float]],
+        *,
+        name: str | None = "criteria",
+        on_error: float | None = math.nan,
+        prompt: str = CRITERION_TEMPLATE,
+        **judge_kwargs: Any,
+    ) -> None:
         if isinstance(criteria, str) or not isinstance(criteria, Sequence) or not criteria:
             raise ValueError("criteria needs a non-empty list of criteria: strings or (text, points) pairs")
         parsed = [_criterion(item, i) for i, item in enumerate(criteria)]
         if not any(points > 0 for _, points in parsed):
-            raise ValueError("criteria need at least one criterion with positive points (the score's denominator)")
+            raise ValueError(
+                "criteria need at least one criterion with positive points (the score's denominator)"
+            )
         for key in ("parse", "json_key", "variables", "choices", "pattern", "name"):
             if key in judge_kwargs:
                 raise ValueError(f"criteria(...) sets {key}= itself; it cannot be overridden")
@@ -130,12 +143,21 @@ class CriteriaJudge(Rubric):
         if judge_kwargs.get("client") is None and judge_kwargs.get("model"):
             from harness.client import Client  # one connection pool shared by every criterion
 
-            judge_kwargs["client"] = Client(judge_kwargs.pop("model"), judge_kwargs.pop("base_url", None),
-                                            judge_kwargs.pop("api_key", None),
-                                            **dict(judge_kwargs.pop("client_options", None) or {}))
+            judge_kwargs["client"] = Client(
+                judge_kwargs.pop("model"),
+                judge_kwargs.pop("base_url", None),
+                judge_kwargs.pop("api_key", None),
+                **dict(judge_kwargs.pop("client_options", None) or {}),
+            )
         for i, (text, points) in enumerate(parsed, start=1):
-            child = CriterionJudge(prompt, parse="json", json_key="met", name=f"criterion_{i}",
-                                   variables={"criterion": text, "points": points}, **judge_kwargs)
+            child = CriterionJudge(
+                prompt,
+                parse="json",
+                json_key="met",
+                name=f"criterion_{i}",
+                variables={"criterion": text, "points": points},
+                **judge_kwargs,
+            )
             self.add_rubric(f"criterion_{i}", child)
 
     def criteria(self) -> list[tuple[str, float]]:
@@ -180,4 +202,11 @@ def criteria(items: Sequence[str | tuple[str, float]], **kwargs: Any) -> Criteri
     return CriteriaJudge(items, **kwargs)
 
 
-__all__ = ["CORRECTNESS_TEMPLATE", "CRITERION_TEMPLATE", "CriteriaJudge", "CriterionJudge", "correctness", "criteria"]
+__all__ = [
+    "CORRECTNESS_TEMPLATE",
+    "CRITERION_TEMPLATE",
+    "CriteriaJudge",
+    "CriterionJudge",
+    "correctness",
+    "criteria",
+]

@@ -56,6 +56,7 @@ def _missing(leaf: str, field: str, rollout: Rollout) -> ScoringError:
 
 def _field_getter(leaf: str, field: str, default: Any) -> Getter:
     if field == "answer":
+
         def get_answer(r: Rollout) -> Any:
             value = r.answer
             if value is None:
@@ -110,7 +111,9 @@ def build_plan(fn: Callable[..., Any], leaf: str) -> Plan:
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"cannot read the parameters of reward function {_describe(fn)}: {exc}; wrap it in a def") from None
+        raise ValueError(
+            f"cannot read the parameters of reward function {_describe(fn)}: {exc}; wrap it in a def"
+        ) from None
     positional: list[Getter] = []
     keyword: list[tuple[str, Getter]] = []
     columns: set[str] = set()
@@ -169,9 +172,13 @@ def make_caller(fn: Callable[..., Any], plan: Plan) -> Callable[[Rollout], Any]:
 class FunctionRubric(Rubric):
     """A leaf wrapping a reward function; made by `reward(fn)` or by passing a function to a container."""
 
-    def __init__(self, fn: Callable[..., Any], *, name: str | None = None, on_error: float | None = math.nan) -> None:
+    def __init__(
+        self, fn: Callable[..., Any], *, name: str | None = None, on_error: float | None = math.nan
+    ) -> None:
         if isinstance(fn, Rubric):
-            raise TypeError(f"{fn.label} is already a Rubric; use it directly instead of wrapping it in reward()")
+            raise TypeError(
+                f"{fn.label} is already a Rubric; use it directly instead of wrapping it in reward()"
+            )
         if not callable(fn):
             raise TypeError(f"reward() needs a function, got {type(fn).__name__} {fn!r}")
         super().__init__(name=name if name is not None else function_name(fn), on_error=on_error)
@@ -205,7 +212,13 @@ class FunctionRubric(Rubric):
         try:
             raw = self._call(rollout)
             kind = type(raw)
-            score = raw if kind is float else float(raw) if kind is bool or kind is int else coerce_sync(raw, self)
+            score = (
+                raw
+                if kind is float
+                else float(raw)
+                if kind is bool or kind is int
+                else coerce_sync(raw, self)
+            )
         except Exception as error:
             exc, score = error, NAN
         if score != score and self.on_error is not None:
@@ -237,7 +250,9 @@ class FunctionRubric(Rubric):
 
 
 @overload
-def reward(fn: Callable[..., Any], *, name: str | None = None, on_error: float | None = math.nan) -> FunctionRubric: ...
+def reward(
+    fn: Callable[..., Any], *, name: str | None = None, on_error: float | None = math.nan
+) -> FunctionRubric: ...
 @overload
 def reward(
     fn: None = None, *, name: str | None = None, on_error: float | None = math.nan

@@ -124,12 +124,16 @@ class Rubric:
         """Register `rubric` as a child called `name` (what attribute assignment does)."""
         children = self.__dict__.get("_children")
         if children is None:
-            raise RuntimeError(f"call super().__init__() in {type(self).__name__}.__init__ before assigning child rubrics")
+            raise RuntimeError(
+                f"call super().__init__() in {type(self).__name__}.__init__ before assigning child rubrics"
+            )
         check_name(name, f"child name of {self.label}")
         if not isinstance(rubric, Rubric):
             raise TypeError(f"child {name!r} of {self.label} must be a Rubric, got {type(rubric).__name__}")
         if name not in children and hasattr(type(self), name):
-            raise ValueError(f"{name!r} is an attribute of {type(self).__name__}; give the child rubric another name")
+            raise ValueError(
+                f"{name!r} is an attribute of {type(self).__name__}; give the child rubric another name"
+            )
         if rubric is self or any(node is self for node in rubric.rubrics()):
             raise ValueError(f"adding {rubric.label} as {name!r} under {self.label} would make a cycle")
         self.__dict__.pop(name, None)
@@ -237,7 +241,9 @@ class Rubric:
         unknown = sorted(set(state) - set(targets))
         missing = sorted(set(targets) - set(state))
         if strict and (unknown or missing):
-            raise KeyError(f"state_dict does not match this rubric tree: unexpected keys {unknown}, missing keys {missing}")
+            raise KeyError(
+                f"state_dict does not match this rubric tree: unexpected keys {unknown}, missing keys {missing}"
+            )
         previous = self.state_dict()
         try:
             for key, value in state.items():
@@ -271,7 +277,9 @@ class Rubric:
     def _own_scope(self, rollout: Rollout, what: str) -> Scope:
         scope = SCOPE.get()
         if scope is None or scope.node is not self or scope.rollout is not rollout:
-            raise RuntimeError(f"{self.label}.{what}() must be called from inside its own forward() for that rollout")
+            raise RuntimeError(
+                f"{self.label}.{what}() must be called from inside its own forward() for that rollout"
+            )
         return scope
 
     def _child_prefix(self) -> str:
@@ -308,7 +316,9 @@ class Rubric:
         clear_scores(r)
         return await self._score_async(r, "")
 
-    def score_batch(self, rollouts: Iterable[Rollout | Mapping[str, Any]], *, concurrency: int = 64) -> list[float]:
+    def score_batch(
+        self, rollouts: Iterable[Rollout | Mapping[str, Any]], *, concurrency: int = 64
+    ) -> list[float]:
         """Score many; a failing item is NaN on its own rollout and never stops the batch."""
         self._check_scoreable()
         items = validate_batch(rollouts, concurrency)
@@ -377,7 +387,13 @@ class Rubric:
                         pre(self, rollout)
                 raw = self.forward(rollout)
                 kind = type(raw)
-                score = raw if kind is float else float(raw) if kind is bool or kind is int else coerce_sync(raw, self)
+                score = (
+                    raw
+                    if kind is float
+                    else float(raw)
+                    if kind is bool or kind is int
+                    else coerce_sync(raw, self)
+                )
             except Exception as exc:
                 score = scope.fail(exc)
             if scope.error is not None or score != score:

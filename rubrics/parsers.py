@@ -243,7 +243,9 @@ class XMLFormat:
     `<think>` block never count (unless "think" is itself a declared field).
     """
 
-    def __init__(self, fields: Sequence[str], *, answer_field: str | None = None, allow_text_outside: bool = True):
+    def __init__(
+        self, fields: Sequence[str], *, answer_field: str | None = None, allow_text_outside: bool = True
+    ):
         if isinstance(fields, str) or not fields:
             raise ValueError("XMLFormat needs a list of tag names, e.g. XMLFormat(['reasoning', 'answer'])")
         fields = list(fields)
@@ -348,7 +350,9 @@ class XMLFormat:
         def format_reward(response: str) -> float:
             return self.format_reward(response)
 
-        format_reward.__doc__ = f"Follows the format {self.fields} (fraction of fields well formed, in order)."
+        format_reward.__doc__ = (
+            f"Follows the format {self.fields} (fraction of fields well formed, in order)."
+        )
         return make_leaf(format_reward, name=name)
 
     def format(self, **values: Any) -> str:
@@ -356,7 +360,9 @@ class XMLFormat:
         missing = [name for name in self.fields if name not in values]
         unknown = sorted(set(values) - set(self.fields))
         if missing or unknown:
-            raise ValueError(f"XMLFormat.format needs exactly the fields {self.fields}; missing {missing}, unknown {unknown}")
+            raise ValueError(
+                f"XMLFormat.format needs exactly the fields {self.fields}; missing {missing}, unknown {unknown}"
+            )
         return "\n".join(f"<{name}>\n{values[name]}\n</{name}>" for name in self.fields)
 
     def instructions(self) -> str:

@@ -61,9 +61,7 @@ def _score_badge(node: Rubric) -> str:
 def _html_node(node: Rubric, label: str) -> str:
     head = html.escape(node_head(node))
     prefix = f"<code>{html.escape(label)}</code>: " if label else ""
-    body = "".join(
-        _html_node(child, _label(node, name)) for name, child in node.named_children()
-    )
+    body = "".join(_html_node(child, _label(node, name)) for name, child in node.named_children())
     inner = f"<ul>{body}</ul>" if body else ""
     return f"<li>{prefix}<b>{head}</b>{_score_badge(node)}{inner}</li>"
 

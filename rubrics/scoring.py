@@ -40,7 +40,7 @@ class ScoringError(Exception):
 class Scope:
     """What one node is doing right now: which rollout, under which path, and its error."""
 
-    __slots__ = ("node", "path", "rollout", "error", "exc")
+    __slots__ = ("error", "exc", "node", "path", "rollout")
 
     def __init__(self, node: Rubric, path: str, rollout: Rollout) -> None:
         self.node = node
@@ -123,7 +123,9 @@ def coerce_sync(raw: Any, node: Rubric) -> float:
         else:  # cannot block a running loop to wait for it
             if inspect.iscoroutine(raw):
                 raw.close()
-            raise TypeError(f"{node.label} is a sync function that returned an awaitable; declare it `async def`")
+            raise TypeError(
+                f"{node.label} is a sync function that returned an awaitable; declare it `async def`"
+            )
     return to_score(raw, node)
 
 

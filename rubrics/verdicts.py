@@ -75,7 +75,10 @@ def _clean(reply: str | None) -> str:
 
 
 def parse_number(
-    reply: str | None, *, pattern: str | re.Pattern[str] | None = None, score_range: tuple[float, float] = (0.0, 1.0)
+    reply: str | None,
+    *,
+    pattern: str | re.Pattern[str] | None = None,
+    score_range: tuple[float, float] = (0.0, 1.0),
 ) -> float:
     """The judge's number on its declared scale: a labelled "Score: 8/10" if present, else
     the last number. With `pattern`, its first group (last match) is the number."""
@@ -148,9 +151,7 @@ def parse_choice(
         if label is not None:
             return float(choices[label])
     named = {
-        label
-        for label in choices
-        if len(label) > 1 and re.search(rf"(?<!\w){re.escape(label)}(?!\w)", text)
+        label for label in choices if len(label) > 1 and re.search(rf"(?<!\w){re.escape(label)}(?!\w)", text)
     }
     if len(named) == 1:
         return float(choices[named.pop()])

@@ -17,9 +17,13 @@ RUBRIC = shutil.which("rubric")
 pytestmark = pytest.mark.skipif(RUBRIC is None, reason="the rubric console script is not installed")
 
 
-def run(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 90
+) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
-    return subprocess.run([RUBRIC, *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [RUBRIC, *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def read_rollouts(path: Path) -> list[dict]:
@@ -37,7 +41,20 @@ def test_help_and_version(tmp_path: Path) -> None:
 
 def test_eval_oracle_writes_results_and_prints_summary(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    proc = run("eval", "gsm8k", "-m", "scripted:oracle", "-n", "6", "-r", "2", "-o", str(out), "--no-progress", cwd=tmp_path)
+    proc = run(
+        "eval",
+        "gsm8k",
+        "-m",
+        "scripted:oracle",
+        "-n",
+        "6",
+        "-r",
+        "2",
+        "-o",
+        str(out),
+        "--no-progress",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "mean reward" in proc.stdout and "1.0000" in proc.stdout
     assert "pass@2" in proc.stdout
@@ -60,8 +77,28 @@ def test_eval_default_output_dir_under_runs(tmp_path: Path) -> None:
 
 def test_eval_sampling_and_max_turns_reach_the_run(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    proc = run("eval", "wordle", "-m", "scripted:noisy", "-n", "4", "--max-turns", "2", "-t", "64", "-T", "0.5",
-               "-S", '{"top_p": 0.9}', "-a", '{"num_games": 4}', "-o", str(out), "--no-progress", cwd=tmp_path)
+    proc = run(
+        "eval",
+        "wordle",
+        "-m",
+        "scripted:noisy",
+        "-n",
+        "4",
+        "--max-turns",
+        "2",
+        "-t",
+        "64",
+        "-T",
+        "0.5",
+        "-S",
+        '{"top_p": 0.9}',
+        "-a",
+        '{"num_games": 4}',
+        "-o",
+        str(out),
+        "--no-progress",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     rollouts = read_rollouts(out / "results.jsonl")
     assert len(rollouts) == 4
@@ -73,13 +110,26 @@ def test_eval_sampling_and_max_turns_reach_the_run(tmp_path: Path) -> None:
 
 def test_resume_runs_only_missing_rollouts(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    first = run("eval", "gsm8k", "-m", "scripted:oracle", "-n", "10", "-o", str(out), "--no-progress", cwd=tmp_path)
+    first = run(
+        "eval", "gsm8k", "-m", "scripted:oracle", "-n", "10", "-o", str(out), "--no-progress", cwd=tmp_path
+    )
     assert first.returncode == 0, first.stderr
     results = out / "results.jsonl"
     lines = results.read_text().splitlines()
     # Keep 4 finished rollouts and a torn fifth line, as a kill mid-write would leave.
     results.write_text("\n".join(lines[:4]) + "\n" + lines[4][: len(lines[4]) // 2])
-    resumed = run("eval", "gsm8k", "-m", "scripted:oracle", "-n", "10", "--resume", str(out), "--no-progress", cwd=tmp_path)
+    resumed = run(
+        "eval",
+        "gsm8k",
+        "-m",
+        "scripted:oracle",
+        "-n",
+        "10",
+        "--resume",
+        str(out),
+        "--no-progress",
+        cwd=tmp_path,
+    )
     assert resumed.returncode == 0, resumed.stderr
     rollouts = read_rollouts(results)
     keys = [(r["example_id"], r["rollout_index"]) for r in rollouts]
@@ -88,8 +138,24 @@ def test_resume_runs_only_missing_rollouts(tmp_path: Path) -> None:
 
 def test_resume_with_other_settings_is_one_clear_line(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    assert run("eval", "gsm8k", "-m", "scripted:oracle", "-n", "3", "-o", str(out), "--no-progress", cwd=tmp_path).returncode == 0
-    proc = run("eval", "gsm8k", "-m", "scripted:noisy", "-n", "3", "--resume", str(out), "--no-progress", cwd=tmp_path)
+    assert (
+        run(
+            "eval", "gsm8k", "-m", "scripted:oracle", "-n", "3", "-o", str(out), "--no-progress", cwd=tmp_path
+        ).returncode
+        == 0
+    )
+    proc = run(
+        "eval",
+        "gsm8k",
+        "-m",
+        "scripted:noisy",
+        "-n",
+        "3",
+        "--resume",
+        str(out),
+        "--no-progress",
+        cwd=tmp_path,
+    )
     assert proc.returncode != 0
     assert 'model.model: was "scripted:oracle", now "scripted:noisy"' in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
@@ -97,7 +163,21 @@ def test_resume_with_other_settings_is_one_clear_line(tmp_path: Path) -> None:
 
 def test_view_shows_conversations_and_node_scores(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    assert run("eval", "python", "-m", "scripted:oracle", "-n", "2", "-o", str(out), "--no-progress", cwd=tmp_path).returncode == 0
+    assert (
+        run(
+            "eval",
+            "python",
+            "-m",
+            "scripted:oracle",
+            "-n",
+            "2",
+            "-o",
+            str(out),
+            "--no-progress",
+            cwd=tmp_path,
+        ).returncode
+        == 0
+    )
     example_id = read_rollouts(out / "results.jsonl")[0]["example_id"]
     proc = run("view", str(out), "--rollout", str(example_id), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -112,7 +192,12 @@ def test_view_shows_conversations_and_node_scores(tmp_path: Path) -> None:
 
 def test_score_rescores_into_a_new_file_without_model_calls(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    assert run("eval", "gsm8k", "-m", "scripted:noisy", "-n", "8", "-o", str(out), "--no-progress", cwd=tmp_path).returncode == 0
+    assert (
+        run(
+            "eval", "gsm8k", "-m", "scripted:noisy", "-n", "8", "-o", str(out), "--no-progress", cwd=tmp_path
+        ).returncode
+        == 0
+    )
     original = read_rollouts(out / "results.jsonl")
     # A rubric change: an environment file whose rubric gives 1.0 only to answers of 0 tokens or more (always 1).
     env_file = tmp_path / "always_one.py"
@@ -154,8 +239,13 @@ def _free_port() -> int:
 
 def test_endpoint_serves_and_eval_uses_it(tmp_path: Path) -> None:
     port = _free_port()
-    server = subprocess.Popen([RUBRIC, "endpoint", "--policy", "gsm8k:oracle", "--port", str(port)],
-                              cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [RUBRIC, "endpoint", "--policy", "gsm8k:oracle", "--port", str(port)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -168,9 +258,26 @@ def test_endpoint_serves_and_eval_uses_it(tmp_path: Path) -> None:
             pytest.fail("rubric endpoint did not start listening")
         env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
         proc = subprocess.run(
-            [RUBRIC, "eval", "gsm8k", "-m", "any-model", "-b", f"http://127.0.0.1:{port}/v1", "-n", "3",
-             "-o", str(tmp_path / "run"), "--no-progress"],
-            cwd=tmp_path, env={**env, "COLUMNS": "200"}, capture_output=True, text=True, timeout=90)
+            [
+                RUBRIC,
+                "eval",
+                "gsm8k",
+                "-m",
+                "any-model",
+                "-b",
+                f"http://127.0.0.1:{port}/v1",
+                "-n",
+                "3",
+                "-o",
+                str(tmp_path / "run"),
+                "--no-progress",
+            ],
+            cwd=tmp_path,
+            env={**env, "COLUMNS": "200"},
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
         assert proc.returncode == 0, proc.stderr
         assert "1.0000" in proc.stdout
     finally:
@@ -189,9 +296,15 @@ def test_endpoint_serves_and_eval_uses_it(tmp_path: Path) -> None:
         (["eval", "gsm8k", "-m", "scripted:nope"], "no scripted policy 'nope'"),
         (["view", "does-not-exist"], "no results directory"),
         (["eval", "gsm8k", "-m", "scripted:oracle", "-c", "0"], "-c/--concurrency must be at least 1, got 0"),
-        (["eval", "gsm8k", "-m", "scripted:oracle", "-r", "0"], "-r/--rollouts-per-example must be at least 1"),
+        (
+            ["eval", "gsm8k", "-m", "scripted:oracle", "-r", "0"],
+            "-r/--rollouts-per-example must be at least 1",
+        ),
         (["eval", "gsm8k", "-m", "scripted:oracle", "--timeout", "0"], "--timeout must be a positive number"),
-        (["eval", "gsm8k", "-m", "scripted:oracle", "-a", '{"no_such_arg": 1}'], "does not accept argument(s) no_such_arg"),
+        (
+            ["eval", "gsm8k", "-m", "scripted:oracle", "-a", '{"no_such_arg": 1}'],
+            "does not accept argument(s) no_such_arg",
+        ),
     ],
 )
 def test_errors_are_one_clear_line(tmp_path: Path, args: list[str], message: str) -> None:
@@ -230,7 +343,16 @@ def test_errors_in_rollouts_still_exit_zero_but_say_so(tmp_path: Path) -> None:
         "    env.scripted_policies = {'echo': lambda messages, tools: 'hello'}\n"
         "    return env\n"
     )
-    proc = run("eval", str(env_file), "-m", "scripted:echo", "-o", str(tmp_path / "run"), "--no-progress", cwd=tmp_path)
+    proc = run(
+        "eval",
+        str(env_file),
+        "-m",
+        "scripted:echo",
+        "-o",
+        str(tmp_path / "run"),
+        "--no-progress",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "ended with an error" in proc.stdout
     rollouts = read_rollouts(tmp_path / "run" / "results.jsonl")
@@ -239,8 +361,13 @@ def test_errors_in_rollouts_still_exit_zero_but_say_so(tmp_path: Path) -> None:
 
 def test_help_starts_without_heavy_imports() -> None:
     code = "import sys, cli; cli.build_parser(); print('datasets' in sys.modules, 'openai' in sys.modules)"
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                          cwd=Path(__file__).resolve().parents[1])
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     assert proc.stdout.strip() == "False False"
 
 
@@ -250,8 +377,14 @@ def _run_in_terminal(args: list[str], cwd: Path, timeout: float = 90) -> str:
     import select
 
     leader, follower = pty.openpty()
-    proc = subprocess.Popen([RUBRIC, *args], cwd=cwd, stdin=subprocess.DEVNULL, stdout=follower, stderr=follower,
-                            env={**os.environ, "COLUMNS": "100", "TERM": "xterm"})
+    proc = subprocess.Popen(
+        [RUBRIC, *args],
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=follower,
+        stderr=follower,
+        env={**os.environ, "COLUMNS": "100", "TERM": "xterm"},
+    )
     os.close(follower)
     chunks: list[bytes] = []
     deadline = time.monotonic() + timeout
@@ -274,10 +407,14 @@ def _run_in_terminal(args: list[str], cwd: Path, timeout: float = 90) -> str:
 
 
 def test_progress_bar_shows_on_a_terminal_only(tmp_path: Path) -> None:
-    shown = _run_in_terminal(["eval", "gsm8k", "-m", "scripted:noisy", "-n", "30", "-o", str(tmp_path / "a")], tmp_path)
+    shown = _run_in_terminal(
+        ["eval", "gsm8k", "-m", "scripted:noisy", "-n", "30", "-o", str(tmp_path / "a")], tmp_path
+    )
     assert "30/30 · " in shown and "rollouts/s · reward 0." in shown and "errors 0" in shown
     piped = run("eval", "gsm8k", "-m", "scripted:noisy", "-n", "30", "-o", str(tmp_path / "b"), cwd=tmp_path)
     assert piped.returncode == 0 and "rollouts/s · reward" not in piped.stdout + piped.stderr
-    quiet = _run_in_terminal(["eval", "gsm8k", "-m", "scripted:noisy", "-n", "30", "-o", str(tmp_path / "c"),
-                              "--no-progress"], tmp_path)
+    quiet = _run_in_terminal(
+        ["eval", "gsm8k", "-m", "scripted:noisy", "-n", "30", "-o", str(tmp_path / "c"), "--no-progress"],
+        tmp_path,
+    )
     assert "rollouts/s · reward" not in quiet and "mean reward" in quiet

@@ -31,7 +31,9 @@ def echo(messages: list[dict], tools: list[dict] | None) -> Any:
     return f"echo {messages[-1]['content']}"
 
 
-async def test_completion_maps_message_usage_and_counters(scripted_endpoint: Endpoints, fast_retry: Fast) -> None:
+async def test_completion_maps_message_usage_and_counters(
+    scripted_endpoint: Endpoints, fast_retry: Fast
+) -> None:
     endpoint = scripted_endpoint(lambda m, t: "four is the answer")
     async with Client("my-model", base_url=endpoint.base_url, **fast_retry) as client:
         first = await client.complete(USER)
@@ -46,7 +48,8 @@ async def test_completion_maps_message_usage_and_counters(scripted_endpoint: End
 
 
 async def test_messages_may_be_models_or_dicts_and_reach_the_server_as_sent(
-    scripted_endpoint: Endpoints, fast_retry: Fast,
+    scripted_endpoint: Endpoints,
+    fast_retry: Fast,
 ) -> None:
     endpoint = scripted_endpoint(echo, record=True)
     call = ToolCall(id="c1", function={"name": "add", "arguments": '{"a": 1}'})
@@ -62,13 +65,18 @@ async def test_messages_may_be_models_or_dicts_and_reach_the_server_as_sent(
     assert reply.message.content == "echo thanks"
     sent = endpoint.stats.bodies[0]["messages"]
     assert sent[0] == {"role": "system", "content": "be brief"}
-    assert sent[2] == {"role": "assistant", "tool_calls": [
-        {"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1}'}}]}
+    assert sent[2] == {
+        "role": "assistant",
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1}'}}
+        ],
+    }
     assert sent[3] == {"role": "tool", "tool_call_id": "c1", "content": "1"}
 
 
 async def test_tool_calls_preserved_and_malformed_arguments_kept_raw(
-    scripted_endpoint: Endpoints, fast_retry: Fast,
+    scripted_endpoint: Endpoints,
+    fast_retry: Fast,
 ) -> None:
     policy = lambda m, t: {"tool_calls": [{"id": "x1", "name": "add", "arguments": {"a": 1, "b": 2}}]}  # noqa: E731
     tools = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}]
@@ -86,12 +94,15 @@ async def test_tool_calls_preserved_and_malformed_arguments_kept_raw(
     assert json.loads(good.message.tool_calls[0].arguments) == {"a": 1, "b": 2}
 
 
-async def test_sampling_merges_and_unknown_params_pass_through(scripted_endpoint: Endpoints, fast_retry: Fast) -> None:
+async def test_sampling_merges_and_unknown_params_pass_through(
+    scripted_endpoint: Endpoints, fast_retry: Fast
+) -> None:
     endpoint = scripted_endpoint(lambda m, t: "a b c", record=True)
     sampling = {"temperature": 0.7, "max_tokens": 50, "top_k": 20}
     async with Client("m", base_url=endpoint.base_url, sampling=sampling, **fast_retry) as client:
-        reply = await client.complete(USER, temperature=0.1, max_tokens=None, n=2,
-                                      response_format={"type": "json_object"})
+        reply = await client.complete(
+            USER, temperature=0.1, max_tokens=None, n=2, response_format={"type": "json_object"}
+        )
     body = endpoint.stats.bodies[0]
     assert body["temperature"] == 0.1 and body["top_k"] == 20 and "max_tokens" not in body
     assert body["response_format"] == {"type": "json_object"} and body["n"] == 2
@@ -129,7 +140,8 @@ async def test_500_is_retried_then_succeeds(scripted_endpoint: Endpoints, fast_r
 
 
 async def test_permanent_500_gives_endpoint_error_after_max_retries_plus_one(
-    scripted_endpoint: Endpoints, fast_retry: Fast,
+    scripted_endpoint: Endpoints,
+    fast_retry: Fast,
 ) -> None:
     endpoint = scripted_endpoint(echo, rate_500=1.0)
     async with Client("m", base_url=endpoint.base_url, max_retries=3, **fast_retry) as client:
@@ -168,7 +180,9 @@ async def test_dropped_connection_is_retried(scripted_endpoint: Endpoints, fast_
     assert client.retries == 2 and endpoint.stats.dropped == 2
 
 
-async def test_400_is_not_retried_and_says_what_the_server_said(scripted_endpoint: Endpoints, fast_retry: Fast) -> None:
+async def test_400_is_not_retried_and_says_what_the_server_said(
+    scripted_endpoint: Endpoints, fast_retry: Fast
+) -> None:
     def policy(messages: list[dict], tools: list[dict] | None) -> Any:
         raise ScriptedHTTPError(400, "prompt is 9000 tokens, limit is 8192")
 
@@ -193,7 +207,9 @@ async def test_404_error_carries_a_hint(scripted_endpoint: Endpoints, fast_retry
 
 
 async def test_key_never_in_errors_repr_config_or_logs(
-    scripted_endpoint: Endpoints, fast_retry: Fast, caplog: pytest.LogCaptureFixture,
+    scripted_endpoint: Endpoints,
+    fast_retry: Fast,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     # a server that echoes the key back in its error text
     def policy(messages: list[dict], tools: list[dict] | None) -> Any:
@@ -215,7 +231,9 @@ async def test_key_never_in_errors_repr_config_or_logs(
     await client.aclose()
 
 
-async def test_concurrency_limit_is_reached_not_exceeded(scripted_endpoint: Endpoints, fast_retry: Fast) -> None:
+async def test_concurrency_limit_is_reached_not_exceeded(
+    scripted_endpoint: Endpoints, fast_retry: Fast
+) -> None:
     endpoint = scripted_endpoint(echo, latency=0.2)
     async with Client("m", base_url=endpoint.base_url, max_concurrency=16, **fast_retry) as client:
         started = time.perf_counter()
@@ -227,7 +245,9 @@ async def test_concurrency_limit_is_reached_not_exceeded(scripted_endpoint: Endp
 
 
 async def test_environment_variables_supply_url_and_key(
-    scripted_endpoint: Endpoints, fast_retry: Fast, monkeypatch: pytest.MonkeyPatch,
+    scripted_endpoint: Endpoints,
+    fast_retry: Fast,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     endpoint = scripted_endpoint(echo)
     monkeypatch.setenv("OPENAI_BASE_URL", endpoint.base_url)
@@ -258,7 +278,9 @@ async def test_reusable_after_aclose(scripted_endpoint: Endpoints, fast_retry: F
     assert client.requests == 2
 
 
-def test_same_client_works_from_sync_code_and_another_loop(scripted_endpoint: Endpoints, fast_retry: Fast) -> None:
+def test_same_client_works_from_sync_code_and_another_loop(
+    scripted_endpoint: Endpoints, fast_retry: Fast
+) -> None:
     endpoint = scripted_endpoint(echo)
     client = Client("m", base_url=endpoint.base_url, **fast_retry)
     assert run_sync(client.complete(USER)).message.content.startswith("echo")
@@ -266,16 +288,21 @@ def test_same_client_works_from_sync_code_and_another_loop(scripted_endpoint: En
     assert client.requests == 2
 
 
-@pytest.mark.parametrize("kwargs, error, fragment", [
-    ({"model": ""}, ValueError, "model"),
-    ({"max_concurrency": 0}, ValueError, "max_concurrency"),
-    ({"max_retries": -1}, ValueError, "max_retries"),
-    ({"timeout": 0}, ValueError, "timeout"),
-    ({"sampling": ["temperature"]}, TypeError, "sampling"),
-    ({"sampling": {"stream": True}}, ValueError, "stream"),
-    ({"headers": {"X-A": 1}}, TypeError, "headers"),
-])
-def test_bad_construction_is_rejected_early(kwargs: dict[str, Any], error: type[Exception], fragment: str) -> None:
+@pytest.mark.parametrize(
+    "kwargs, error, fragment",
+    [
+        ({"model": ""}, ValueError, "model"),
+        ({"max_concurrency": 0}, ValueError, "max_concurrency"),
+        ({"max_retries": -1}, ValueError, "max_retries"),
+        ({"timeout": 0}, ValueError, "timeout"),
+        ({"sampling": ["temperature"]}, TypeError, "sampling"),
+        ({"sampling": {"stream": True}}, ValueError, "stream"),
+        ({"headers": {"X-A": 1}}, TypeError, "headers"),
+    ],
+)
+def test_bad_construction_is_rejected_early(
+    kwargs: dict[str, Any], error: type[Exception], fragment: str
+) -> None:
     kwargs = {"model": "m", **kwargs}
     with pytest.raises(error, match=fragment):
         Client(**kwargs)
@@ -288,10 +315,24 @@ async def test_bad_messages_argument_is_rejected() -> None:
 
 
 def test_config_describes_the_client_without_secrets() -> None:
-    client = Client("m", base_url="http://127.0.0.1:9/v1/", api_key=KEY, max_retries=2, timeout=5,
-                    sampling={"temperature": 0.5}, headers={"X-Org": "secret-org"})
-    assert client.config() == {"model": "m", "base_url": "http://127.0.0.1:9/v1", "sampling": {"temperature": 0.5},
-                               "max_retries": 2, "timeout": 5.0, "max_concurrency": 64, "headers": ["X-Org"]}
+    client = Client(
+        "m",
+        base_url="http://127.0.0.1:9/v1/",
+        api_key=KEY,
+        max_retries=2,
+        timeout=5,
+        sampling={"temperature": 0.5},
+        headers={"X-Org": "secret-org"},
+    )
+    assert client.config() == {
+        "model": "m",
+        "base_url": "http://127.0.0.1:9/v1",
+        "sampling": {"temperature": 0.5},
+        "max_retries": 2,
+        "timeout": 5.0,
+        "max_concurrency": 64,
+        "headers": ["X-Org"],
+    }
 
 
 def test_parse_retry_after_forms() -> None:

@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.types import Message
 from datasets import Dataset, DatasetDict
-
 from envs import Environment
+from harness.types import Message
 
 ROWS = [
     {"question": "1+1?", "answer": "2", "difficulty": "easy"},

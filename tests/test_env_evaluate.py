@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from harness.client import Client
-from harness.scripted import ScriptedEndpoint
 
 from envs import SingleTurnEnv, ToolEnv
+from harness.client import Client
+from harness.scripted import ScriptedEndpoint
 
 ROWS = [{"question": f"{i}+{i}?", "answer": str(2 * i)} for i in range(4)]
 

@@ -11,11 +11,11 @@ import json
 import math
 
 import pytest
-from harness.protocol import EnvironmentProtocol
-from harness.types import Message, Rollout
 
 import rubrics
 from envs import Environment, MultiTurnEnv, SingleTurnEnv, ToolEnv, stop
+from harness.protocol import EnvironmentProtocol
+from harness.types import Message, Rollout
 
 ROWS = [{"question": "Guess my number (1-10).", "answer": "7"}]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from harness.types import Rollout
 
 from envs import Environment, SingleTurnEnv
+from harness.types import Rollout
 
 
 def exact(response: str, answer: str) -> float:
@@ -40,7 +40,10 @@ def test_system_prompt_template_sees_columns_and_info() -> None:
 def test_prompt_template_uses_any_column() -> None:
     rows = [{"question": "Capital of France?", "topic": "geography"}]
     env = Environment(rows, exact, prompt_template="[{{ topic }}] {{ question }}\nThink step by step.")
-    assert env.format_prompt(env.get_dataset()[0])[-1].content == "[geography] Capital of France?\nThink step by step."
+    assert (
+        env.format_prompt(env.get_dataset()[0])[-1].content
+        == "[geography] Capital of France?\nThink step by step."
+    )
 
 
 def test_prompt_column_as_text() -> None:
@@ -60,12 +63,25 @@ def test_prompt_wins_over_question_without_template() -> None:
 
 
 async def test_setup_rollout_fills_fields_and_carries_columns_into_info() -> None:
-    rows = [{"id": "ex-7", "question": "2+2?", "answer": "4", "task": "math", "source": "gsm",
-             "info": json.dumps({"unit": "none"})}]
+    rows = [
+        {
+            "id": "ex-7",
+            "question": "2+2?",
+            "answer": "4",
+            "task": "math",
+            "source": "gsm",
+            "info": json.dumps({"unit": "none"}),
+        }
+    ]
     env = SingleTurnEnv(rows, exact, system_prompt="S")
     rollout = await env.setup_rollout(env.get_dataset()[0], rollout_index=3)
     assert isinstance(rollout, Rollout)
-    assert (rollout.example_id, rollout.rollout_index, rollout.answer, rollout.task) == ("ex-7", 3, "4", "math")
+    assert (rollout.example_id, rollout.rollout_index, rollout.answer, rollout.task) == (
+        "ex-7",
+        3,
+        "4",
+        "math",
+    )
     assert roles(rollout.prompt) == [("system", "S"), ("user", "2+2?")]
     assert rollout.info == {"unit": "none", "question": "2+2?", "source": "gsm"}
     assert rollout.completion == [] and rollout.state == {}

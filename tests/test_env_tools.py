@@ -7,9 +7,9 @@ import json
 import time
 
 import pytest
-from harness.types import Message, Rollout
 
 from envs import Environment, Tool, ToolEnv, tool
+from harness.types import Message, Rollout
 
 ROWS = [{"question": "What is the weather in Paris and Rome?", "answer": "sunny"}]
 
@@ -72,7 +72,10 @@ async def test_tool_errors_become_messages_and_are_recorded_in_state() -> None:
     assert [m.tool_call_id for m in messages] == ["a", "b"]
     assert "weather" in messages[0].content  # the unknown-tool reply lists what exists
     errors = rollout.state["tool_errors"]
-    assert [(e["tool"], e["tool_call_id"], e["turn"]) for e in errors] == [("wether", "a", 1), ("weather", "b", 1)]
+    assert [(e["tool"], e["tool_call_id"], e["turn"]) for e in errors] == [
+        ("wether", "a", 1),
+        ("weather", "b", 1),
+    ]
     assert all(e["error"] for e in errors)
 
 

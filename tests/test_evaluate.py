@@ -19,7 +19,14 @@ from harness.types import Rollout
 try:
     from test_rollout_fakes import FakeEnv, MultiTurnFakeEnv, ToolFakeEnv, bisect_policy, serve, sum_policy
 except ImportError:  # tests/ run as a package
-    from tests.test_rollout_fakes import FakeEnv, MultiTurnFakeEnv, ToolFakeEnv, bisect_policy, serve, sum_policy
+    from tests.test_rollout_fakes import (
+        FakeEnv,
+        MultiTurnFakeEnv,
+        ToolFakeEnv,
+        bisect_policy,
+        serve,
+        sum_policy,
+    )
 
 
 async def test_batch_of_single_turn_rollouts() -> None:
@@ -48,8 +55,9 @@ async def test_tool_and_multi_turn_envs_in_a_batch() -> None:
 
 async def test_sampling_argument_reaches_the_endpoint() -> None:
     async with serve(lambda messages, tools: "a b c d e", record=True) as (endpoint, client):
-        results = await evaluate(FakeEnv(n=2, sampling={"temperature": 0.1}), client, sampling={"max_tokens": 3},
-                                 progress=False)
+        results = await evaluate(
+            FakeEnv(n=2, sampling={"temperature": 0.1}), client, sampling={"max_tokens": 3}, progress=False
+        )
     assert results.summary.stop_reasons == {"length": 2}
     body = endpoint.stats.bodies[0]
     assert body["temperature"] == 0.1 and body.get("max_tokens", body.get("max_completion_tokens")) == 3
@@ -75,7 +83,9 @@ async def test_permanent_failures_land_on_rollouts_and_the_batch_finishes() -> N
 async def test_env_that_raises_does_not_stop_the_batch() -> None:
     async with serve(sum_policy) as (_, client):
         results = await evaluate(ToolFakeEnv(n=3, respond_raises=True), client, progress=False)
-    assert results.summary.errors == 3 and all(r.error == "ValueError: tool runner bug" for r in results.rollouts)
+    assert results.summary.errors == 3 and all(
+        r.error == "ValueError: tool runner bug" for r in results.rollouts
+    )
 
 
 async def test_concurrency_is_reached_and_not_exceeded() -> None:
@@ -126,14 +136,18 @@ async def test_metadata_says_running_while_the_run_is_going(tmp_path: Path) -> N
 async def test_non_empty_output_dir_needs_resume(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("mine")
     async with serve(sum_policy) as (_, client):
-        with pytest.raises(FileExistsError, match=r"not empty; pass resume=True .* another output_dir") as info:
+        with pytest.raises(
+            FileExistsError, match=r"not empty; pass resume=True .* another output_dir"
+        ) as info:
             await evaluate(FakeEnv(n=2), client, output_dir=tmp_path, progress=False)
     assert str(tmp_path) in str(info.value)
 
 
 async def test_cancellation_keeps_finished_rollouts_and_marks_interrupted(tmp_path: Path) -> None:
     async with serve(sum_policy, latency=0.05) as (_, client):
-        task = asyncio.create_task(evaluate(FakeEnv(n=40), client, concurrency=2, output_dir=tmp_path, progress=False))
+        task = asyncio.create_task(
+            evaluate(FakeEnv(n=40), client, concurrency=2, output_dir=tmp_path, progress=False)
+        )
         results_file = tmp_path / "results.jsonl"
         for _ in range(200):
             await asyncio.sleep(0.02)
@@ -146,8 +160,9 @@ async def test_cancellation_keeps_finished_rollouts_and_marks_interrupted(tmp_pa
         done = len(results_file.read_bytes().splitlines())
         assert meta["status"] == "interrupted" and 4 <= done < 40
         assert meta["summary"]["rollouts"] == done
-        resumed = await evaluate(FakeEnv(n=40), client, concurrency=8, output_dir=tmp_path, resume=True,
-                                 progress=False)
+        resumed = await evaluate(
+            FakeEnv(n=40), client, concurrency=8, output_dir=tmp_path, resume=True, progress=False
+        )
     assert len(resumed.rollouts) == 40 and len({r.key for r in resumed.rollouts}) == 40
     assert resumed.metadata["sessions"][0]["status"] == "interrupted"
     assert resumed.metadata["sessions"][1]["rollouts_planned"] == 40 - done
@@ -173,11 +188,15 @@ async def test_not_an_environment_and_bad_ids() -> None:
         await evaluate(object(), None, progress=False)
 
     class NoIds(FakeEnv):
-        def get_dataset(self, split: str = "eval", n: int | None = None, seed: int | None = None) -> list[dict[str, Any]]:
+        def get_dataset(
+            self, split: str = "eval", n: int | None = None, seed: int | None = None
+        ) -> list[dict[str, Any]]:
             return [{"question": "q"}]
 
     class DuplicateIds(FakeEnv):
-        def get_dataset(self, split: str = "eval", n: int | None = None, seed: int | None = None) -> list[dict[str, Any]]:
+        def get_dataset(
+            self, split: str = "eval", n: int | None = None, seed: int | None = None
+        ) -> list[dict[str, Any]]:
             return [{"example_id": 1}, {"example_id": "1"}]
 
     with pytest.raises(ValueError, match="has no 'example_id'"):
@@ -220,6 +239,8 @@ async def test_a_fixed_pool_of_workers_not_one_task_per_rollout() -> None:
             return await super().setup_rollout(example, rollout_index)
 
     async with serve(sum_policy) as (_, client):
-        results = await evaluate(Counting(n=100), client, rollouts_per_example=3, concurrency=5, progress=False)
+        results = await evaluate(
+            Counting(n=100), client, rollouts_per_example=3, concurrency=5, progress=False
+        )
     assert len(results.rollouts) == 300 and len(seen) == 300
     assert max(seen) <= 5 + 3  # the workers, the test's own task, and a little slack: never ~300

@@ -101,8 +101,9 @@ def test_sync_env_evaluate_streams_and_resumes(tmp_path: Path) -> None:
     assert first.summary.mean_reward == 1.0
 
 
-
-async def test_sync_env_evaluate_inside_a_running_loop_with_a_model_name(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_sync_env_evaluate_inside_a_running_loop_with_a_model_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # What a notebook does: a sync call while an event loop is running in this thread, with
     # the endpoint taken from OPENAI_BASE_URL / OPENAI_API_KEY.
     from harness.scripted import ScriptedEndpoint

@@ -68,7 +68,9 @@ def criterion_grader(messages: list[dict[str, Any]], tools: Any) -> str:
 CRITERIA = [("Gives the number 4", 5), ("Shows the working", 3), ("Insults the user", -4)]
 
 
-async def test_criteria_scores_points_and_reports_each_criterion(scripted_endpoint: EndpointFactory, fast_retry: dict[str, float]) -> None:
+async def test_criteria_scores_points_and_reports_each_criterion(
+    scripted_endpoint: EndpointFactory, fast_retry: dict[str, float]
+) -> None:
     ep = scripted_endpoint(criterion_grader, latency=0.2)
     rubric = judges.criteria(CRITERIA, client=Client("j", base_url=ep.base_url, **fast_retry))
     await rubric.ascore({"prompt": "warm-up", "completion": "4"})  # imports and connections
@@ -83,7 +85,9 @@ async def test_criteria_scores_points_and_reports_each_criterion(scripted_endpoi
     assert rubric.criteria() == [(text, float(points)) for text, points in CRITERIA]
 
 
-async def test_criteria_negative_points_clip_at_zero(scripted_endpoint: EndpointFactory, fast_retry: dict[str, float]) -> None:
+async def test_criteria_negative_points_clip_at_zero(
+    scripted_endpoint: EndpointFactory, fast_retry: dict[str, float]
+) -> None:
     MET_BAD = {"Answers": False, "Insults the user": True}
     ep = scripted_endpoint(lambda m, t: json.dumps({"met": MET_BAD[_block(m[-1]["content"], "criterion")]}))
     rubric = judges.criteria(["Answers", ("Insults the user", -5)], client=Client("j", base_url=ep.base_url))
@@ -92,7 +96,9 @@ async def test_criteria_negative_points_clip_at_zero(scripted_endpoint: Endpoint
     assert rollout.score_details[""]["earned"] == -5
 
 
-async def test_criteria_unscored_criterion_makes_nan(scripted_endpoint: EndpointFactory, fast_retry: dict[str, float]) -> None:
+async def test_criteria_unscored_criterion_makes_nan(
+    scripted_endpoint: EndpointFactory, fast_retry: dict[str, float]
+) -> None:
     def flaky(messages: list[dict[str, Any]], tools: Any) -> str:
         return "I refuse" if "working" in messages[-1]["content"] else '{"met": true}'
 

@@ -43,9 +43,17 @@ def test_judge_example_builds(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.skipif(shutil.which("rubric") is None, reason="the rubric console script is not installed")
 def test_own_environment_example_runs_with_the_cli(tmp_path: Path) -> None:
     (tmp_path / "my_env.py").write_text(code_block("python", "def load_environment(n: int = 20)"))
-    command = code_block("bash", "rubric eval my_env.py -m scripted:demo").splitlines()[0].split("#")[0].split()
-    proc = subprocess.run([shutil.which("rubric"), *command[1:], "--no-progress"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
+    command = (
+        code_block("bash", "rubric eval my_env.py -m scripted:demo").splitlines()[0].split("#")[0].split()
+    )
+    proc = subprocess.run(
+        [shutil.which("rubric"), *command[1:], "--no-progress"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     assert proc.returncode == 0, proc.stderr
     assert "1.0000" in proc.stdout and "used_tool" in proc.stdout
 
@@ -71,8 +79,14 @@ def test_quick_start_command_runs_as_written(tmp_path: Path) -> None:
     install_and_run = code_block("bash", "scripted:oracle\n").strip()
     command = install_and_run.split("&&")[-1].split()
     assert command[:2] == ["rubric", "eval"]
-    proc = subprocess.run([shutil.which("rubric"), *command[1:]], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=180, env={**os.environ, "COLUMNS": "200"})
+    proc = subprocess.run(
+        [shutil.which("rubric"), *command[1:]],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     assert proc.returncode == 0, proc.stderr
     assert "mean reward" in proc.stdout and "1.0000 ± 0.0000" in proc.stdout
     assert "Results written to runs/gsm8k--scripted-oracle--" in proc.stdout

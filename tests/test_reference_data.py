@@ -30,7 +30,9 @@ def test_data_path_falls_back_to_the_installed_prefix(tmp_path: Path, monkeypatc
     monkeypatch.setattr(data, "REPO_DATASETS", tmp_path / "no-checkout")
     monkeypatch.setattr(sys, "prefix", str(tmp_path / "prefix"))
     assert data.data_path("wordle_words.txt") == installed / "wordle_words.txt"
-    with pytest.raises(FileNotFoundError, match=r"data file 'missing.txt' not found \(looked in: .*no-checkout"):
+    with pytest.raises(
+        FileNotFoundError, match=r"data file 'missing.txt' not found \(looked in: .*no-checkout"
+    ):
         data.data_path("missing.txt")
 
 
@@ -53,7 +55,10 @@ def test_no_python_in_datasets():
 def test_row_lookup():
     rows = [{"question": "Game #1: go"}, {"question": "Game #10: go"}]
     lookup = RowLookup(rows)
-    assert lookup.find([{"role": "system", "content": "rules"}, {"role": "user", "content": "Game #10: go"}]) is rows[1]
+    assert (
+        lookup.find([{"role": "system", "content": "rules"}, {"role": "user", "content": "Game #10: go"}])
+        is rows[1]
+    )
     wrapped = [{"role": "user", "content": [{"type": "text", "text": "Please solve: Game #1: go (thanks)"}]}]
     assert lookup.find(wrapped) is rows[0]
     with pytest.raises(LookupError, match="no user message"):

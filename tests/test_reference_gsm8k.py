@@ -15,25 +15,31 @@ from envs.reference.data import REPO_DATASETS, read_jsonl
 from envs.reference.scripting import evaluate_with_policy
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("$1,234.50 in total", Decimal("1234.50")),
-    ("\u22125 degrees", Decimal("-5")),
-    ("42", Decimal("42")),
-    ("no number here", None),
-    (None, None),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("$1,234.50 in total", Decimal("1234.50")),
+        ("\u22125 degrees", Decimal("-5")),
+        ("42", Decimal("42")),
+        ("no number here", None),
+        (None, None),
+    ],
+)
 def test_parse_number(text, expected):
     assert gsm8k.parse_number(text) == expected
 
 
-@pytest.mark.parametrize(("reply", "expected"), [
-    ("3 + 4 = 7\n#### 7", Decimal("7")),
-    ("#### 1,000 dollars", Decimal("1000")),
-    ("first 12, then 30. The answer is 30.", Decimal("30")),  # no marker: the last number
-    ("<think>#### 3</think>so it is\n#### 4", Decimal("4")),  # drafts in think blocks do not count
-    ("#### none", None),
-    ("", None),
-])
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        ("3 + 4 = 7\n#### 7", Decimal("7")),
+        ("#### 1,000 dollars", Decimal("1000")),
+        ("first 12, then 30. The answer is 30.", Decimal("30")),  # no marker: the last number
+        ("<think>#### 3</think>so it is\n#### 4", Decimal("4")),  # drafts in think blocks do not count
+        ("#### none", None),
+        ("", None),
+    ],
+)
 def test_final_answer(reply, expected):
     assert gsm8k.final_answer(reply) == expected
 
@@ -47,12 +53,15 @@ def test_split_solution_and_its_errors():
         gsm8k.split_solution("reasoning #### lots")
 
 
-@pytest.mark.parametrize(("reply", "reward"), [
-    ("6 * 7 = 42\n#### 42", 1.0),
-    ("6 * 7 = 42, so the answer is 42.", 0.8),  # right, format missed
-    ("6 * 7 = 41\n#### 41", 0.2),  # format kept, answer wrong
-    ("I don't know", 0.0),
-])
+@pytest.mark.parametrize(
+    ("reply", "reward"),
+    [
+        ("6 * 7 = 42\n#### 42", 1.0),
+        ("6 * 7 = 42, so the answer is 42.", 0.8),  # right, format missed
+        ("6 * 7 = 41\n#### 41", 0.2),  # format kept, answer wrong
+        ("I don't know", 0.0),
+    ],
+)
 def test_rubric_weights_correctness_over_format(reply, reward):
     rubric = gsm8k.make_rubric()
     rollout = {"completion": reply, "answer": "42"}
@@ -123,7 +132,9 @@ def test_noisy_policy_scores_strictly_between_zero_and_one():
     mean = sum(rewards) / len(rewards)
     assert 0.0 < mean < 1.0
     assert {0.0, 1.0} <= set(rewards)  # both outright failures and successes happen
-    assert rewards == [r.reward for r in evaluate_with_policy(env, "noisy", num_examples=20, progress=False).rollouts]  # seeded: reproducible
+    assert rewards == [
+        r.reward for r in evaluate_with_policy(env, "noisy", num_examples=20, progress=False).rollouts
+    ]  # seeded: reproducible
 
 
 def test_policies_refuse_unknown_questions():

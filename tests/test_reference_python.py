@@ -38,11 +38,13 @@ async def test_sandbox_reports_errors_without_its_own_frames(tmp_path: Path):
 
 
 async def test_timeout_kills_an_infinite_loop_and_its_children(tmp_path: Path):
-    code = ("import subprocess, sys\n"
-            "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
-            "open('child.pid', 'w').write(str(child.pid))\n"
-            "print('started', flush=True)\n"
-            "while True:\n    pass\n")
+    code = (
+        "import subprocess, sys\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "open('child.pid', 'w').write(str(child.pid))\n"
+        "print('started', flush=True)\n"
+        "while True:\n    pass\n"
+    )
     started = time.monotonic()
     result = await run_code(code, tmp_path, SandboxLimits(timeout=1.5, cpu_seconds=30))
     assert time.monotonic() - started < 6
@@ -56,10 +58,12 @@ async def test_timeout_kills_an_infinite_loop_and_its_children(tmp_path: Path):
 
 
 async def test_background_processes_do_not_outlive_the_call(tmp_path: Path):
-    code = ("import subprocess, sys\n"
-            "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'],\n"
-            "                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
-            "print(child.pid)\n")
+    code = (
+        "import subprocess, sys\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'],\n"
+        "                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        "print(child.pid)\n"
+    )
     result = await run_code(code, tmp_path, SandboxLimits(timeout=5))
     assert result.returncode == 0 and not result.timed_out
     pid = int(result.output)
@@ -89,7 +93,9 @@ async def test_memory_limit(tmp_path: Path):
     limited = await run_code(code, tmp_path, SandboxLimits(memory_mb=256))
     assert "MemoryError" in limited.output and "allocated" not in limited.output
     assert limited.returncode == 1
-    small = await run_code("data = bytearray(16 * 1024 * 1024)\nprint('ok')", tmp_path, SandboxLimits(memory_mb=256))
+    small = await run_code(
+        "data = bytearray(16 * 1024 * 1024)\nprint('ok')", tmp_path, SandboxLimits(memory_mb=256)
+    )
     assert small.output.strip() == "ok"
 
 
@@ -107,7 +113,9 @@ async def test_child_does_not_see_our_environment(tmp_path: Path, monkeypatch: p
 
 async def test_runs_are_concurrent(tmp_path: Path):
     started = time.monotonic()
-    results = await asyncio.gather(*(run_code("import time; time.sleep(1); print('done')", tmp_path) for _ in range(4)))
+    results = await asyncio.gather(
+        *(run_code("import time; time.sleep(1); print('done')", tmp_path) for _ in range(4))
+    )
     assert [r.output.strip() for r in results] == ["done"] * 4
     assert time.monotonic() - started < 3.0  # four 1 s sleeps overlap
 
@@ -143,8 +151,21 @@ async def test_each_rollout_gets_its_own_scratch_dir_removed_at_scoring():
 async def test_tool_call_through_the_environment():
     env = python_env.load_environment(num_examples=1, timeout=2)
     rollout = await env.setup_rollout(env.get_dataset()[0])
-    rollout.completion.append(Message.model_validate({"role": "assistant", "content": None, "tool_calls": [
-        {"id": "c1", "type": "function", "function": {"name": "run_python", "arguments": '{"code": "print(2**10)"}'}}]}))
+    rollout.completion.append(
+        Message.model_validate(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "run_python", "arguments": '{"code": "print(2**10)"}'},
+                    }
+                ],
+            }
+        )
+    )
     [reply] = await env.respond(rollout)
     assert reply.role == "tool" and reply.text == "1024" and rollout.state["python_runs"] == 1
     schema = env.tool_schemas[0]["function"]
@@ -153,12 +174,15 @@ async def test_tool_call_through_the_environment():
     env.close()
 
 
-@pytest.mark.parametrize(("reply", "reward"), [
-    ("It is <answer>1,024</answer>.", 1.0),
-    ("Printed 1024", 1.0),  # no tags: the last number
-    ("<answer>1023</answer> (not 1024)", 0.0),  # the tag wins over later numbers
-    ("no idea", 0.0),
-])
+@pytest.mark.parametrize(
+    ("reply", "reward"),
+    [
+        ("It is <answer>1,024</answer>.", 1.0),
+        ("Printed 1024", 1.0),  # no tags: the last number
+        ("<answer>1023</answer> (not 1024)", 0.0),  # the tag wins over later numbers
+        ("no idea", 0.0),
+    ],
+)
 def test_correctness_reward(reply, reward):
     assert python_env.correct(reply, "1024") == reward
 

@@ -13,16 +13,19 @@ from harness import run_sync
 from harness.types import Message, Rollout
 
 
-@pytest.mark.parametrize(("guess", "secret", "marks"), [
-    ("crane", "crane", "GGGGG"),
-    ("stone", "crane", "XXXGG"),
-    ("eerie", "there", "YXYXG"),  # three e's against two: one yellow, one green, one grey
-    ("geese", "those", "XXXGG"),  # the only e is green, so the other e's are grey
-    ("speed", "abide", "XXYXY"),  # two e's against one: the first gets the yellow
-    ("llama", "hello", "YYXXX"),  # two l's against two: both yellow
-    ("hello", "llama", "XXYYX"),
-    ("abbey", "babes", "YYGGX"),
-])
+@pytest.mark.parametrize(
+    ("guess", "secret", "marks"),
+    [
+        ("crane", "crane", "GGGGG"),
+        ("stone", "crane", "XXXGG"),
+        ("eerie", "there", "YXYXG"),  # three e's against two: one yellow, one green, one grey
+        ("geese", "those", "XXXGG"),  # the only e is green, so the other e's are grey
+        ("speed", "abide", "XXYXY"),  # two e's against one: the first gets the yellow
+        ("llama", "hello", "YYXXX"),  # two l's against two: both yellow
+        ("hello", "llama", "XXYYX"),
+        ("abbey", "babes", "YYGGX"),
+    ],
+)
 def test_feedback_handles_duplicate_letters(guess, secret, marks):
     assert wordle.feedback(guess, secret) == marks
 
@@ -96,8 +99,21 @@ async def test_tool_guess_and_running_out_of_guesses():
     rollout = await _start(env, 1)
     wrong = next(w for w in sorted(env.words) if w != rollout.state["secret"])
     for i in range(2):
-        rollout.completion.append(Message.model_validate({"role": "assistant", "content": None, "tool_calls": [
-            {"id": f"c{i}", "type": "function", "function": {"name": "guess", "arguments": {"word": wrong}}}]}))
+        rollout.completion.append(
+            Message.model_validate(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": f"c{i}",
+                            "type": "function",
+                            "function": {"name": "guess", "arguments": {"word": wrong}},
+                        }
+                    ],
+                }
+            )
+        )
         reply = await env.respond(rollout)
         assert reply[0].role == "tool" and reply[0].tool_call_id == f"c{i}"
     assert "No guesses left" in reply[0].text
@@ -111,16 +127,21 @@ def test_without_the_tool_only_tags_work():
     env = wordle.load_environment(num_games=2, use_tool=False)
     assert env.tool_schemas == []
     game = env.get_dataset()[1]
-    reply = env.scripted_policies["oracle"]([{"role": "user", "content": game["question"]}], env.tool_schemas or None)
+    reply = env.scripted_policies["oracle"](
+        [{"role": "user", "content": game["question"]}], env.tool_schemas or None
+    )
     assert reply == f"My guess: <guess>{game['answer']}</guess>"
 
 
-@pytest.mark.parametrize(("guesses", "won", "reward"), [
-    ([True], True, 1.0),
-    ([True] * 6, False, 0.125),
-    ([False, False, True], True, 0.0),  # mostly noise: the gate zeroes everything
-    ([], False, 0.0),
-])
+@pytest.mark.parametrize(
+    ("guesses", "won", "reward"),
+    [
+        ([True], True, 1.0),
+        ([True] * 6, False, 0.125),
+        ([False, False, True], True, 0.0),  # mostly noise: the gate zeroes everything
+        ([], False, 0.0),
+    ],
+)
 def test_rubric_tree(guesses, won, reward):
     state = {"won": won, "max_guesses": 6, "guesses": [{"valid": v} for v in guesses]}
     assert wordle.make_rubric()({"state": state}) == pytest.approx(reward)

@@ -16,7 +16,7 @@ import pytest
 from envs import Environment, EnvironmentNotFoundError, list_environments, load_environment
 
 ENV_SOURCE = textwrap.dedent(
-    '''
+    """
     from envs import SingleTurnEnv
 
 
@@ -27,7 +27,7 @@ ENV_SOURCE = textwrap.dedent(
     def load_environment(n: int = 2, system_prompt: str = "Be brief.") -> SingleTurnEnv:
         rows = [{"question": f"{i}+{i}?", "answer": str(2 * i)} for i in range(n)]
         return SingleTurnEnv(rows, exact, system_prompt=system_prompt)
-    '''
+    """
 )
 
 

@@ -15,8 +15,14 @@ from harness.types import Rollout, Usage
 
 
 def _r(example: int | str, index: int, reward: float, **kw: object) -> Rollout:
-    return Rollout(example_id=example, rollout_index=index, reward=reward, stop_reason=kw.pop("stop_reason", "completed"),
-                   completion="x", **kw)
+    return Rollout(
+        example_id=example,
+        rollout_index=index,
+        reward=reward,
+        stop_reason=kw.pop("stop_reason", "completed"),
+        completion="x",
+        **kw,
+    )
 
 
 def _brute_pass_at_k(outcomes: list[bool], k: int) -> float:
@@ -47,14 +53,31 @@ def test_mean_and_stderr() -> None:
 def _hand_made() -> list[Rollout]:
     return [
         # example a: 1 of 3 passes (0.5 is not a pass)
-        _r("a", 0, 1.0, scores={"acc": 1.0, "acc.exact": 1.0, "fmt": 1.0}, usage=Usage(prompt_tokens=10, completion_tokens=2)),
-        _r("a", 1, 0.5, scores={"acc": 0.0, "acc.exact": 0.0, "fmt": 1.0}, usage=Usage(prompt_tokens=10, completion_tokens=3)),
+        _r(
+            "a",
+            0,
+            1.0,
+            scores={"acc": 1.0, "acc.exact": 1.0, "fmt": 1.0},
+            usage=Usage(prompt_tokens=10, completion_tokens=2),
+        ),
+        _r(
+            "a",
+            1,
+            0.5,
+            scores={"acc": 0.0, "acc.exact": 0.0, "fmt": 1.0},
+            usage=Usage(prompt_tokens=10, completion_tokens=3),
+        ),
         _r("a", 2, 0.0, scores={"acc": 0.0, "acc.exact": 0.0, "fmt": 0.0}, stop_reason="max_turns"),
         # example b: 1 of 2 scored passes; one unscored by the judge
         _r("b", 0, 1.0 - 1e-12, scores={"acc": 1.0, "acc.exact": 1.0, "fmt": 1.0}),
         _r("b", 1, 0.0, scores={"acc": 0.0, "fmt": 0.0, "acc.exact": 0.0}),
-        _r("b", 2, math.nan, scores={"acc": math.nan, "acc.exact": math.nan, "fmt": 1.0},
-           score_errors={"acc": "child unscored", "acc.exact": "judge reply had no score"}),
+        _r(
+            "b",
+            2,
+            math.nan,
+            scores={"acc": math.nan, "acc.exact": math.nan, "fmt": 1.0},
+            score_errors={"acc": "child unscored", "acc.exact": "judge reply had no score"},
+        ),
         # example c: endpoint error, unscored
         _r("c", 0, math.nan, stop_reason="error", error="EndpointError: 500 after 5 retries"),
         _r("c", 1, math.nan, scores={"acc": math.nan}, score_errors={"acc": "judge reply had no score"}),
@@ -97,8 +120,10 @@ def test_summary_survives_json() -> None:
 
 
 def test_printing_shows_the_summary_tree() -> None:
-    results = EvalResults(_hand_made(), metadata={"env": {"name": "toy"}, "model": {"model": "m"},
-                                                   "arguments": {"rollouts_per_example": 3}})
+    results = EvalResults(
+        _hand_made(),
+        metadata={"env": {"name": "toy"}, "model": {"model": "m"}, "arguments": {"rollouts_per_example": 3}},
+    )
     text = str(results)
     assert "toy · m" in text and "mean reward" in text and "pass@3" in text
     assert "\n" in text and "    exact" in text and "  acc" in text  # children indented under parents
@@ -142,8 +167,15 @@ def test_to_jsonl_and_load_results_round_trip(tmp_path: Path) -> None:
 
 def test_load_results_tolerates_torn_last_line_without_changing_the_file(tmp_path: Path) -> None:
     EvalResults(_hand_made()).to_jsonl(tmp_path / "results.jsonl")
-    (tmp_path / "metadata.json").write_text(json.dumps({"status": "running", "arguments": {"rollouts_per_example": 3},
-                                                        "summary": {"wall_seconds": 2.0, "rollouts": 9}}))
+    (tmp_path / "metadata.json").write_text(
+        json.dumps(
+            {
+                "status": "running",
+                "arguments": {"rollouts_per_example": 3},
+                "summary": {"wall_seconds": 2.0, "rollouts": 9},
+            }
+        )
+    )
     with open(tmp_path / "results.jsonl", "ab") as handle:
         handle.write(b'{"example_id": "d", "rollout_ind')
     size = (tmp_path / "results.jsonl").stat().st_size

@@ -41,8 +41,15 @@ async def test_resume_runs_only_the_missing_pairs(tmp_path: Path) -> None:
         missing = {Rollout.model_validate_json(lines[i]).key for i in (1, 4, 6)}
         results_file.write_bytes(b"".join(kept))
         endpoint.reset_stats()
-        resumed = await evaluate(FakeEnv(n=4), client, rollouts_per_example=2, output_dir=tmp_path, resume=True,
-                                 concurrency=3, progress=False)
+        resumed = await evaluate(
+            FakeEnv(n=4),
+            client,
+            rollouts_per_example=2,
+            output_dir=tmp_path,
+            resume=True,
+            concurrency=3,
+            progress=False,
+        )
         assert endpoint.stats.requests == 3
     keys = _keys(results_file)
     assert len(keys) == 8 and set(keys[-3:]) == missing and len(set(keys)) == 8
@@ -62,7 +69,9 @@ async def test_resume_of_a_finished_run_does_nothing(tmp_path: Path) -> None:
 
 async def test_resume_into_an_empty_directory_starts_fresh(tmp_path: Path) -> None:
     async with serve(sum_policy) as (_, client):
-        results = await evaluate(FakeEnv(n=2), client, output_dir=tmp_path / "new", resume=True, progress=False)
+        results = await evaluate(
+            FakeEnv(n=2), client, output_dir=tmp_path / "new", resume=True, progress=False
+        )
     assert len(results.rollouts) == 2
 
 
@@ -71,14 +80,18 @@ async def test_resume_into_an_empty_directory_starts_fresh(tmp_path: Path) -> No
     [
         (FakeEnv(n=3, max_turns=2), {}, ["env.max_turns: was 1, now 2"]),
         (FakeEnv(n=3), {"rollouts_per_example": 2}, ["arguments.rollouts_per_example: was 1, now 2"]),
-        (FakeEnv(n=3), {"num_examples": 2, "seed": 1}, ["arguments.num_examples: was null, now 2",
-                                                        "arguments.seed: was null, now 1"]),
+        (
+            FakeEnv(n=3),
+            {"num_examples": 2, "seed": 1},
+            ["arguments.num_examples: was null, now 2", "arguments.seed: was null, now 1"],
+        ),
         (FakeEnv(n=3), {"sampling": {"temperature": 0.0}}, ["arguments.sampling"]),
     ],
     ids=["env", "rollouts_per_example", "num_examples+seed", "sampling"],
 )
-async def test_resume_with_different_settings_is_a_clear_error(tmp_path: Path, env: FakeEnv, kwargs: dict[str, Any],
-                                                               differs: list[str]) -> None:
+async def test_resume_with_different_settings_is_a_clear_error(
+    tmp_path: Path, env: FakeEnv, kwargs: dict[str, Any], differs: list[str]
+) -> None:
     async with serve(sum_policy) as (endpoint, client):
         await evaluate(FakeEnv(n=3), client, output_dir=tmp_path, progress=False)
         before = (tmp_path / "results.jsonl").read_bytes()
@@ -98,9 +111,11 @@ async def test_resume_with_a_different_model_is_an_error_but_concurrency_may_cha
     async with serve(sum_policy) as (endpoint, client):
         await evaluate(FakeEnv(n=3), client, output_dir=tmp_path, concurrency=2, progress=False)
         async with Client("another-model", base_url=endpoint.base_url) as other:
-            with pytest.raises(ValueError, match="model.model: was \"scripted\", now \"another-model\""):
+            with pytest.raises(ValueError, match='model.model: was "scripted", now "another-model"'):
                 await evaluate(FakeEnv(n=3), other, output_dir=tmp_path, resume=True, progress=False)
-        ok = await evaluate(FakeEnv(n=3), client, output_dir=tmp_path, resume=True, concurrency=7, progress=True)
+        ok = await evaluate(
+            FakeEnv(n=3), client, output_dir=tmp_path, resume=True, concurrency=7, progress=True
+        )
     assert len(ok.rollouts) == 3 and ok.metadata["arguments"]["concurrency"] == 7
 
 
@@ -110,7 +125,9 @@ async def test_torn_last_line_is_dropped_and_rerun(tmp_path: Path) -> None:
         results_file = tmp_path / "results.jsonl"
         lines = results_file.read_bytes().splitlines(keepends=True)
         torn_key = Rollout.model_validate_json(lines[-1]).key
-        results_file.write_bytes(b"".join(lines[:-1]) + lines[-1][: len(lines[-1]) // 2])  # as a kill leaves it
+        results_file.write_bytes(
+            b"".join(lines[:-1]) + lines[-1][: len(lines[-1]) // 2]
+        )  # as a kill leaves it
         endpoint.reset_stats()
         await evaluate(FakeEnv(n=4), client, output_dir=tmp_path, resume=True, progress=False)
         assert endpoint.stats.requests == 1
@@ -154,8 +171,15 @@ async def test_sigkill_mid_run_then_resume_gives_exactly_the_requested_rollouts(
         before = Counter(_keys_tolerant(results_file))
         assert 10 <= sum(before.values()) < 60, "the kill must land mid-run"
         assert json.loads((out / "metadata.json").read_text())["status"] == "running"
-        resumed = await evaluate(FakeEnv(n=30), client, rollouts_per_example=2, concurrency=8, output_dir=out,
-                                 resume=True, progress=False)
+        resumed = await evaluate(
+            FakeEnv(n=30),
+            client,
+            rollouts_per_example=2,
+            concurrency=8,
+            output_dir=out,
+            resume=True,
+            progress=False,
+        )
     assert resumed.metadata["sessions"][-1]["rollouts_ran"] == 60 - sum(before.values())
     keys = _keys(results_file)
     assert Counter(keys[: sum(before.values())]) == before  # what survived the kill was kept as it was
@@ -168,7 +192,6 @@ async def test_sigkill_mid_run_then_resume_gives_exactly_the_requested_rollouts(
 def _keys_tolerant(path: Path) -> list[tuple[str, int]]:
     data = path.read_bytes()
     return [Rollout.model_validate_json(line).key for line in data[: data.rfind(b"\n") + 1].splitlines()]
-
 
 
 # The sync face (what `env.evaluate(...)` and the CLI use): the work runs on run_sync's loop thread.
@@ -187,10 +210,16 @@ _CHILD_SYNC = textwrap.dedent(
 )
 
 
-def _start_child(base_url: str, out: Path, *, concurrency: int, code: str = _CHILD) -> subprocess.Popen[bytes]:
+def _start_child(
+    base_url: str, out: Path, *, concurrency: int, code: str = _CHILD
+) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.Popen([sys.executable, "-c", code, base_url, str(out), str(concurrency)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-c", code, base_url, str(out), str(concurrency)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 async def _kill_after_lines(child: subprocess.Popen[bytes], results_file: Path, lines: int, sig: int) -> None:
@@ -218,6 +247,7 @@ async def test_ctrl_c_marks_the_run_interrupted(tmp_path: Path, code: str) -> No
         meta = json.loads((out / "metadata.json").read_text())
         done = len(_keys(out / "results.jsonl"))
         assert meta["status"] == "interrupted" and meta["summary"]["rollouts"] == done and 4 <= done < 60
-        resumed = await evaluate(FakeEnv(n=30), client, rollouts_per_example=2, output_dir=out, resume=True,
-                                 progress=False)
+        resumed = await evaluate(
+            FakeEnv(n=30), client, rollouts_per_example=2, output_dir=out, resume=True, progress=False
+        )
     assert len(resumed.rollouts) == 60 and len(set(_keys(out / "results.jsonl"))) == 60

@@ -13,7 +13,14 @@ from harness.scripted import ScriptedHTTPError
 try:
     from test_rollout_fakes import FakeEnv, MultiTurnFakeEnv, ToolFakeEnv, bisect_policy, serve, sum_policy
 except ImportError:  # tests/ run as a package
-    from tests.test_rollout_fakes import FakeEnv, MultiTurnFakeEnv, ToolFakeEnv, bisect_policy, serve, sum_policy
+    from tests.test_rollout_fakes import (
+        FakeEnv,
+        MultiTurnFakeEnv,
+        ToolFakeEnv,
+        bisect_policy,
+        serve,
+        sum_policy,
+    )
 
 EXAMPLE = {"example_id": 3, "question": "What is 3+4?", "answer": "7"}
 
@@ -48,7 +55,9 @@ async def test_tool_call_then_answer() -> None:
 
 async def test_multi_turn_env_feedback_until_stop_condition() -> None:
     async with serve(bisect_policy) as (_, client):
-        r = await rollout(MultiTurnFakeEnv(), client, {"example_id": "g", "question": "Guess.", "answer": "13"})
+        r = await rollout(
+            MultiTurnFakeEnv(), client, {"example_id": "g", "question": "Guess.", "answer": "13"}
+        )
     assert r.stop_reason == "solved" and r.reward == 1.0
     assert [m.content for m in r.completion if m.role == "user"] == ["higher", "higher", "correct"]
     assert r.turns == 3 and r.state["guesses"] == 3
@@ -56,8 +65,9 @@ async def test_multi_turn_env_feedback_until_stop_condition() -> None:
 
 async def test_max_turns() -> None:
     async with serve(lambda messages, tools: "0") as (endpoint, client):
-        r = await rollout(MultiTurnFakeEnv(max_turns=2), client,
-                          {"example_id": "g", "question": "Guess.", "answer": "9"})
+        r = await rollout(
+            MultiTurnFakeEnv(max_turns=2), client, {"example_id": "g", "question": "Guess.", "answer": "9"}
+        )
     assert r.stop_reason == "max_turns" and r.turns == 2 and endpoint.stats.requests == 2
     assert r.reward == 0.0 and r.error is None
 
@@ -75,8 +85,11 @@ async def test_length_from_finish_reason_and_sampling_layers() -> None:
 
 async def test_context_too_long_400_is_a_length_stop() -> None:
     def policy(messages: list[dict[str, Any]], tools: Any) -> str:
-        raise ScriptedHTTPError(400, "This model's maximum context length is 8 tokens. However, you "
-                                     "requested 9 tokens. Please reduce the length of the messages.")
+        raise ScriptedHTTPError(
+            400,
+            "This model's maximum context length is 8 tokens. However, you "
+            "requested 9 tokens. Please reduce the length of the messages.",
+        )
 
     async with serve(policy) as (_, client):
         r = await rollout(FakeEnv(), client, EXAMPLE)

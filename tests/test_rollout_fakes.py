@@ -21,8 +21,16 @@ class FakeEnv:
 
     name = "fake-single"
 
-    def __init__(self, n: int = 6, *, max_turns: int = 1, sampling: Mapping[str, Any] | None = None,
-                 score_raises: bool = False, setup_raises: bool = False, stop_when: str | None = None) -> None:
+    def __init__(
+        self,
+        n: int = 6,
+        *,
+        max_turns: int = 1,
+        sampling: Mapping[str, Any] | None = None,
+        score_raises: bool = False,
+        setup_raises: bool = False,
+        stop_when: str | None = None,
+    ) -> None:
         self.n = n
         self.max_turns = max_turns
         self.sampling = dict(sampling or {})
@@ -34,18 +42,27 @@ class FakeEnv:
     def tool_schemas(self) -> list[dict[str, Any]]:
         return []
 
-    def get_dataset(self, split: str = "eval", n: int | None = None, seed: int | None = None) -> Iterable[Mapping[str, Any]]:
-        rows = [{"example_id": i, "question": f"What is {i}+{i + 1}?", "answer": str(2 * i + 1)} for i in range(self.n)]
+    def get_dataset(
+        self, split: str = "eval", n: int | None = None, seed: int | None = None
+    ) -> Iterable[Mapping[str, Any]]:
+        rows = [
+            {"example_id": i, "question": f"What is {i}+{i + 1}?", "answer": str(2 * i + 1)}
+            for i in range(self.n)
+        ]
         if seed is not None:
-            rows = rows[seed % len(rows):] + rows[:seed % len(rows)]
+            rows = rows[seed % len(rows) :] + rows[: seed % len(rows)]
         return rows[:n] if n is not None else rows
 
     async def setup_rollout(self, example: Mapping[str, Any], rollout_index: int = 0) -> Rollout:
         if self.setup_raises:
             raise KeyError("question")
-        return Rollout(example_id=example["example_id"], rollout_index=rollout_index,
-                       prompt=[Message(role="user", content=example["question"])], answer=example["answer"],
-                       state={"feedback": 0})
+        return Rollout(
+            example_id=example["example_id"],
+            rollout_index=rollout_index,
+            prompt=[Message(role="user", content=example["question"])],
+            answer=example["answer"],
+            state={"feedback": 0},
+        )
 
     async def respond(self, rollout: Rollout) -> list[Message] | None:
         return None
@@ -71,16 +88,28 @@ class ToolFakeEnv(FakeEnv):
 
     name = "fake-tool"
 
-    def __init__(self, n: int = 6, *, max_turns: int = 4, respond_raises: bool = False, **kwargs: Any) -> None:
+    def __init__(
+        self, n: int = 6, *, max_turns: int = 4, respond_raises: bool = False, **kwargs: Any
+    ) -> None:
         super().__init__(n, max_turns=max_turns, **kwargs)
         self.respond_raises = respond_raises
 
     @property
     def tool_schemas(self) -> list[dict[str, Any]]:
-        return [{"type": "function", "function": {
-            "name": "add", "description": "Add two integers.",
-            "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-                           "required": ["a", "b"]}}}]
+        return [
+            {
+                "type": "function",
+                "function": {
+                    "name": "add",
+                    "description": "Add two integers.",
+                    "parameters": {
+                        "type": "object",
+                        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                        "required": ["a", "b"],
+                    },
+                },
+            }
+        ]
 
     async def respond(self, rollout: Rollout) -> list[Message] | None:
         last = rollout.completion[-1]
@@ -91,7 +120,9 @@ class ToolFakeEnv(FakeEnv):
         out = []
         for call in last.tool_calls:
             args = json.loads(call.arguments)
-            out.append(Message(role="tool", tool_call_id=call.id, name=call.name, content=str(args["a"] + args["b"])))
+            out.append(
+                Message(role="tool", tool_call_id=call.id, name=call.name, content=str(args["a"] + args["b"]))
+            )
         return out
 
 
@@ -103,9 +134,13 @@ class MultiTurnFakeEnv(FakeEnv):
     def __init__(self, n: int = 4, *, max_turns: int = 10, **kwargs: Any) -> None:
         super().__init__(n, max_turns=max_turns, **kwargs)
 
-    def get_dataset(self, split: str = "eval", n: int | None = None, seed: int | None = None) -> Iterable[Mapping[str, Any]]:
-        rows = [{"example_id": f"g{i}", "question": "Guess my number between 0 and 15.", "answer": str(3 * i + 2)}
-                for i in range(self.n)]
+    def get_dataset(
+        self, split: str = "eval", n: int | None = None, seed: int | None = None
+    ) -> Iterable[Mapping[str, Any]]:
+        rows = [
+            {"example_id": f"g{i}", "question": "Guess my number between 0 and 15.", "answer": str(3 * i + 2)}
+            for i in range(self.n)
+        ]
         return rows[:n] if n is not None else rows
 
     async def respond(self, rollout: Rollout) -> list[Message] | None:
@@ -160,21 +195,36 @@ def test_fakes_implement_the_protocol() -> None:
 
 
 def test_bisect_policy_narrows() -> None:
-    msgs = [{"role": "user", "content": "Guess"}, {"role": "assistant", "content": "7"},
-            {"role": "user", "content": "higher"}]
+    msgs = [
+        {"role": "user", "content": "Guess"},
+        {"role": "assistant", "content": "7"},
+        {"role": "user", "content": "higher"},
+    ]
     assert bisect_policy(msgs, None) == "11"
 
 
 @contextlib.asynccontextmanager
-async def serve(policy: Any, *, max_retries: int = 2, max_concurrency: int = 64, timeout: float = 20.0,
-                **endpoint_kwargs: Any) -> AsyncIterator[tuple[Any, Any]]:
+async def serve(
+    policy: Any,
+    *,
+    max_retries: int = 2,
+    max_concurrency: int = 64,
+    timeout: float = 20.0,
+    **endpoint_kwargs: Any,
+) -> AsyncIterator[tuple[Any, Any]]:
     """A scripted endpoint on 127.0.0.1 and a real harness Client (near-instant retry backoff)
     pointed at it."""
     from harness.client import Client
     from harness.scripted import ScriptedEndpoint
 
     with ScriptedEndpoint(policy, **endpoint_kwargs) as endpoint:
-        async with Client("scripted", base_url=endpoint.base_url, max_retries=max_retries,
-                          max_concurrency=max_concurrency, timeout=timeout, backoff_base=0.005,
-                          backoff_max=0.02) as client:
+        async with Client(
+            "scripted",
+            base_url=endpoint.base_url,
+            max_retries=max_retries,
+            max_concurrency=max_concurrency,
+            timeout=timeout,
+            backoff_base=0.005,
+            backoff_max=0.02,
+        ) as client:
             yield endpoint, client

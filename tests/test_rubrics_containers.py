@@ -22,6 +22,7 @@ def const(value: float, name: str):
 
 def counting(value: float, name: str, calls: list[str], *, is_async: bool = False):
     if is_async:
+
         async def afn() -> float:
             await asyncio.sleep(0)
             calls.append(name)
@@ -202,8 +203,10 @@ def test_sequential_accepts_a_dict_of_named_steps() -> None:
 
 
 # ---------------------------------------------------------------- Gate
-@pytest.mark.parametrize("score, threshold, expected", [(0.49, 0.5, 0.0), (0.5, 0.5, 0.5), (0.9, 0.5, 0.9),
-                                                         (0.99, 1.0, 0.0), (1.0, 1.0, 1.0)])
+@pytest.mark.parametrize(
+    "score, threshold, expected",
+    [(0.49, 0.5, 0.0), (0.5, 0.5, 0.5), (0.9, 0.5, 0.9), (0.99, 1.0, 0.0), (1.0, 1.0, 1.0)],
+)
 def test_gate_threshold_inclusive(score, threshold, expected) -> None:
     gate = Gate(const(score, "check"), threshold=threshold)
     r = blank()
@@ -222,8 +225,11 @@ def test_gate_nan_stays_nan_and_rejects_bad_threshold() -> None:
 # ---------------------------------------------------------------- composition
 def test_sequential_of_gates() -> None:
     calls: list[str] = []
-    seq = Sequential(Gate(counting(0.8, "fmt", calls), 0.5), Gate(counting(0.6, "correct", calls), 0.9),
-                     counting(1.0, "never", calls))
+    seq = Sequential(
+        Gate(counting(0.8, "fmt", calls), 0.5),
+        Gate(counting(0.6, "correct", calls), 0.9),
+        counting(1.0, "never", calls),
+    )
     r = blank()
     assert seq(r) == 0.0
     assert calls == ["fmt", "correct"]
@@ -251,10 +257,17 @@ async def test_nested_dict_paths_with_async_leaves() -> None:
     )
     r = blank()
     assert await tree.ascore(r) == pytest.approx(0.625)
-    assert r.scores == pytest.approx({
-        "quality.style": 1.0, "quality.judge": 0.5, "quality": 0.75,
-        "safety.filter.clean": 1.0, "safety.filter": 1.0, "safety.judge": 0.5, "safety": 0.5,
-    })
+    assert r.scores == pytest.approx(
+        {
+            "quality.style": 1.0,
+            "quality.judge": 0.5,
+            "quality": 0.75,
+            "safety.filter.clean": 1.0,
+            "safety.filter": 1.0,
+            "safety.judge": 0.5,
+            "safety": 0.5,
+        }
+    )
     assert tree.get_rubric("safety.filter.clean").last_score == 1.0
 
 

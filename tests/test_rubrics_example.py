@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import io
 import importlib.util
+import io
 
 import pytest
 
 import rubrics
 
 # Kept identical to the README section "Your first rubric".
-FIRST_RUBRIC = '''
+FIRST_RUBRIC = """
 from rubrics import Gate, WeightedSum, reward
 
 @reward
@@ -30,7 +30,7 @@ print(rubric({"prompt": "What is 6 x 7?", "completion": "42", "answer": "42"}))
 from harness.types import Rollout
 rollout = Rollout.model_validate({"completion": "It is 41.", "answer": "42"})
 print(rubric(rollout), rollout.scores)      # every node's score, by path
-'''
+"""
 
 
 def test_first_rubric_example_runs_and_prints_the_tree_and_scores() -> None:
@@ -63,11 +63,11 @@ def test_lazy_modules_load_on_first_use_when_present(name: str) -> None:
 def test_llm_judge_is_exported_lazily_when_present() -> None:
     if importlib.util.find_spec("rubrics.judge") is None:
         with pytest.raises(ModuleNotFoundError):
-            rubrics.LLMJudge  # noqa: B018
+            rubrics.LLMJudge
     else:
         assert rubrics.LLMJudge is importlib.import_module("rubrics.judge").LLMJudge
 
 
 def test_unknown_attribute_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
-        rubrics.Nope  # noqa: B018
+        rubrics.Nope

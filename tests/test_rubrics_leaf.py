@@ -42,8 +42,16 @@ def test_every_injected_field_reaches_the_function_by_name() -> None:
     seen: dict[str, object] = {}
 
     def everything(rollout, prompt, completion, response, answer, info, task, state):
-        seen.update(rollout=rollout, prompt=prompt, completion=completion, response=response,
-                    answer=answer, info=info, task=task, state=state)
+        seen.update(
+            rollout=rollout,
+            prompt=prompt,
+            completion=completion,
+            response=response,
+            answer=answer,
+            info=info,
+            task=task,
+            state=state,
+        )
         return 1
 
     r = sample(difficulty=3)

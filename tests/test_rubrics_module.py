@@ -67,7 +67,9 @@ def test_assigning_a_non_rubric_to_a_child_name_is_an_error() -> None:
 
 
 def test_named_rubrics_is_depth_first_parent_first_and_get_rubric() -> None:
-    tree = WeightedSum({"fmt": Gate(lambda: 1.0, 0.5), "seq": Sequential({"x": lambda: 1.0, "y": LengthCheck()})})
+    tree = WeightedSum(
+        {"fmt": Gate(lambda: 1.0, 0.5), "seq": Sequential({"x": lambda: 1.0, "y": LengthCheck()})}
+    )
     paths = [p for p, _ in tree.named_rubrics()]
     assert paths == ["fmt", "fmt.lambda", "seq", "seq.x", "seq.y", "seq.y.exact"]
     assert list(tree.rubrics()) == [node for _, node in tree.named_rubrics()]
@@ -106,11 +108,13 @@ def test_subclass_must_call_super_init_and_define_forward() -> None:
 
 
 def test_required_columns_cover_the_whole_tree() -> None:
-    tree = WeightedSum([
-        lambda response, label: 1.0,
-        Gate(lambda difficulty, hint="": 1.0),
-        Sequential(lambda answer, info, source: 1.0),
-    ])
+    tree = WeightedSum(
+        [
+            lambda response, label: 1.0,
+            Gate(lambda difficulty, hint="": 1.0),
+            Sequential(lambda answer, info, source: 1.0),
+        ]
+    )
     assert tree.required_columns() == {"label", "difficulty", "source"}
 
 
@@ -203,7 +207,9 @@ async def test_concurrent_scoring_keeps_paths_and_scores_per_rollout() -> None:
         expected_b = 0.0 if v == 0.0 else v
         assert score == pytest.approx(0.5 * gated + 0.5 * expected_b)
         assert r.scores["a.echo"] == pytest.approx(v) and r.scores["a"] == pytest.approx(gated)
-        assert set(r.scores) == ({"a.echo", "a", "b.x", "b"} if v == 0.0 else {"a.echo", "a", "b.x", "b.y", "b"})
+        assert set(r.scores) == (
+            {"a.echo", "a", "b.x", "b"} if v == 0.0 else {"a.echo", "a", "b.x", "b.y", "b"}
+        )
 
 
 def test_score_batch_never_stops_for_a_failing_item() -> None:
@@ -246,8 +252,12 @@ async def test_hooks_run_in_order_async_ones_awaited_and_remove_detaches() -> No
     async def post2(node, rollout, score):
         events.append(f"post2:{score}")
 
-    handles = [leaf.register_forward_pre_hook(pre1), leaf.register_forward_pre_hook(pre2),
-               leaf.register_forward_hook(post1), leaf.register_forward_hook(post2)]
+    handles = [
+        leaf.register_forward_pre_hook(pre1),
+        leaf.register_forward_pre_hook(pre2),
+        leaf.register_forward_hook(post1),
+        leaf.register_forward_hook(post2),
+    ]
     tree = WeightedSum([leaf])
     assert await tree.ascore(blank()) == 0.5
     assert events == ["pre1:leaf", "pre2", "post1:0.5", "post2:0.5"]
@@ -326,7 +336,9 @@ def test_state_dict_round_trips_weights_thresholds_and_config() -> None:
     source.len.exact.on_error = 0.0
     state = source.state_dict()
     assert state["weights"] == {"len": 0.9, "gate": 0.1}
-    assert state["gate.threshold"] == 0.25 and state["len.max_words"] == 2 and state["len.exact.on_error"] == 0.0
+    assert (
+        state["gate.threshold"] == 0.25 and state["len.max_words"] == 2 and state["len.exact.on_error"] == 0.0
+    )
     target.load_state_dict(state)
     assert target.state_dict() == state
     state["weights"]["len"] = 123.0  # the loaded tree does not share mutable state
@@ -353,7 +365,9 @@ def test_repr_prints_the_tree_with_names_weights_and_thresholds() -> None:
     def correct(response, answer):
         return response == answer
 
-    tree = WeightedSum({"correct": correct, "fmt": Gate(reward(lambda: 1.0, on_error=0.0), 0.5)}, weights=[0.7, 0.3])
+    tree = WeightedSum(
+        {"correct": correct, "fmt": Gate(reward(lambda: 1.0, on_error=0.0), 0.5)}, weights=[0.7, 0.3]
+    )
     assert repr(tree) == (
         "WeightedSum(\n"
         "  (correct) weight=0.7: reward(correct)\n"

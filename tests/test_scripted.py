@@ -20,7 +20,9 @@ pytestmark = pytest.mark.timeout(30)
 Endpoints = Callable[..., ScriptedEndpoint]  # the conftest fixture factory
 
 USER = [{"role": "user", "content": "what is two plus two"}]
-TOOLS = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object", "properties": {}}}}]
+TOOLS = [
+    {"type": "function", "function": {"name": "add", "parameters": {"type": "object", "properties": {}}}}
+]
 
 
 def sdk(endpoint: ScriptedEndpoint, timeout: float = 10.0) -> openai.AsyncOpenAI:
@@ -34,8 +36,12 @@ async def chat(endpoint: ScriptedEndpoint, timeout: float = 10.0, **kwargs: Any)
 
 
 def raw_post(endpoint: ScriptedEndpoint, body: bytes) -> tuple[int, dict[str, str], dict[str, Any]]:
-    request = urllib.request.Request(endpoint.base_url + "/chat/completions", data=body,
-                                     headers={"Content-Type": "application/json"}, method="POST")
+    request = urllib.request.Request(
+        endpoint.base_url + "/chat/completions",
+        data=body,
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
     try:
         with urllib.request.urlopen(request, timeout=10) as reply:
             return reply.status, dict(reply.headers), json.load(reply)
@@ -61,10 +67,13 @@ async def test_tool_calls_get_ids_json_arguments_and_finish_reason(scripted_endp
 
     def policy(messages: list[dict], tools: list[dict] | None) -> Any:
         seen.append(tools)
-        return {"content": None, "tool_calls": [
-            {"function": {"name": "add", "arguments": {"a": 2, "b": 2}}},
-            {"id": "mine", "name": "add", "arguments": '{"a": 1}'},
-        ]}
+        return {
+            "content": None,
+            "tool_calls": [
+                {"function": {"name": "add", "arguments": {"a": 2, "b": 2}}},
+                {"id": "mine", "name": "add", "arguments": '{"a": 1}'},
+            ],
+        }
 
     endpoint = scripted_endpoint(policy)
     reply = await chat(endpoint, tools=TOOLS)
@@ -234,14 +243,17 @@ async def test_latency_is_non_blocking_and_in_flight_is_counted(scripted_endpoin
     assert stats.max_in_flight == 10 and stats.in_flight == 0 and stats.responses == {200: 10}
 
 
-@pytest.mark.parametrize("knobs, fragment", [
-    ({"rate_429": 1.5}, "rate_429"),
-    ({"rate_500": 0.6, "rate_429": 0.6}, "> 1"),
-    ({"latency": -1}, "latency"),
-    ({"fail_first": ["boom"]}, "fail_first item"),
-    ({"fail_first": [200]}, "fail_first item"),
-    ({"port": 70000}, "port"),
-])
+@pytest.mark.parametrize(
+    "knobs, fragment",
+    [
+        ({"rate_429": 1.5}, "rate_429"),
+        ({"rate_500": 0.6, "rate_429": 0.6}, "> 1"),
+        ({"latency": -1}, "latency"),
+        ({"fail_first": ["boom"]}, "fail_first item"),
+        ({"fail_first": [200]}, "fail_first item"),
+        ({"port": 70000}, "port"),
+    ],
+)
 def test_bad_knobs_fail_at_construction(knobs: dict[str, Any], fragment: str) -> None:
     with pytest.raises(ValueError, match=fragment):
         ScriptedEndpoint(lambda m, t: "x", **knobs)

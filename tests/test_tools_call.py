@@ -262,7 +262,9 @@ async def test_arguments_are_converted_to_declared_types() -> None:
     def record(reading: Reading, tags: set[str], when: tuple[int, int]) -> None:
         received.extend([reading, tags, when])
 
-    result = await record.call({"reading": {"value": 1, "unit": "celsius"}, "tags": ["a", "a"], "when": [1, 2]})
+    result = await record.call(
+        {"reading": {"value": 1, "unit": "celsius"}, "tags": ["a", "a"], "when": [1, 2]}
+    )
     assert result == ToolResult(content="", name="record")
     assert received == [Reading(value=1.0, unit=Unit.C), {"a"}, (1, 2)]
 
@@ -312,7 +314,7 @@ class Mood(enum.Enum):
         (Hit(1, 0.5), '{"id":1,"score":0.5}'),
         ([Hit(2, 1.0)], '[{"id":2,"score":1.0}]'),
         (Mood.HAPPY, '"happy"'),
-        ({"obj": object}, "{\"obj\":\"<class 'object'>\"}"),
+        ({"obj": object}, '{"obj":"<class \'object\'>"}'),
     ],
 )
 def test_serialisation(value: Any, text: str) -> None:

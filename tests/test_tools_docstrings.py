@@ -54,7 +54,10 @@ def rest(city: str, days: int = 1) -> str:
 
 def test_google_style() -> None:
     t = Tool.from_function(google)
-    assert t.description == "Get the weather forecast.\n\nUses the national service; results are cached for an hour."
+    assert (
+        t.description
+        == "Get the weather forecast.\n\nUses the national service; results are cached for an hour."
+    )
     assert t.parameters["properties"] == {
         "city": {"description": 'Name of the city, e.g. "Paris".', "type": "string"},
         "days": {"default": 1, "description": "How many days ahead.", "type": "integer"},

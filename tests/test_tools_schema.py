@@ -7,7 +7,7 @@ import enum
 import socket
 import typing
 from collections.abc import Callable
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Literal
 
 import pytest
 from pydantic import BaseModel, Field
@@ -67,7 +67,12 @@ def test_scalars() -> None:
     def f(s: str, i: int, x: float, b: bool) -> None: ...
 
     assert params(f) == obj(
-        {"s": {"type": "string"}, "i": {"type": "integer"}, "x": {"type": "number"}, "b": {"type": "boolean"}},
+        {
+            "s": {"type": "string"},
+            "i": {"type": "integer"},
+            "x": {"type": "number"},
+            "b": {"type": "boolean"},
+        },
         ["s", "i", "x", "b"],
     )
 
@@ -86,7 +91,7 @@ def test_defaults_are_not_required_and_shown() -> None:
 
 
 def test_optional_none_and_unions() -> None:
-    def f(a: Optional[int], b: int | str, c: str | None = None, d: None = None) -> None: ...
+    def f(a: int | None, b: int | str, c: str | None = None, d: None = None) -> None: ...
 
     assert params(f) == obj(
         {
@@ -120,7 +125,9 @@ def test_collections() -> None:
 
 
 def test_literal_and_enums() -> None:
-    def f(mode: Literal["fast", "slow"], color: Color, level: Priority = Priority.LOW, one: Literal[3] = 3) -> None: ...
+    def f(
+        mode: Literal["fast", "slow"], color: Color, level: Priority = Priority.LOW, one: Literal[3] = 3
+    ) -> None: ...
 
     assert params(f) == obj(
         {
@@ -142,7 +149,9 @@ def test_pydantic_model_is_inlined_without_titles() -> None:
         "required": ["x"],
         "type": "object",
     }
-    assert params(f) == obj({"origin": point, "points": {"items": point, "type": "array"}}, ["origin", "points"])
+    assert params(f) == obj(
+        {"origin": point, "points": {"items": point, "type": "array"}}, ["origin", "points"]
+    )
 
 
 def test_typeddict_and_dataclass() -> None:

@@ -5,18 +5,35 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Iterator
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Any, Literal, NotRequired
 
 import pytest
 from pydantic import BaseModel, Field
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 from envs.tools import Tool
 
 ALLOWED = {
-    "type", "properties", "required", "additionalProperties", "items", "enum", "const", "anyOf",
-    "$ref", "$defs", "description", "pattern", "format", "minimum", "maximum",
-    "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minItems", "maxItems",
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "enum",
+    "const",
+    "anyOf",
+    "$ref",
+    "$defs",
+    "description",
+    "pattern",
+    "format",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "minItems",
+    "maxItems",
 }
 
 
@@ -43,7 +60,9 @@ def assert_strict(schema: dict) -> None:
         assert {"type", "anyOf", "$ref", "enum", "const"} & set(node), f"{path}: no type"
         if node.get("type") == "object" or "properties" in node:
             assert node.get("additionalProperties") is False, f"{path}: additionalProperties must be false"
-            assert sorted(node.get("required", [])) == sorted(node.get("properties", {})), f"{path}: all required"
+            assert sorted(node.get("required", [])) == sorted(node.get("properties", {})), (
+                f"{path}: all required"
+            )
         if "$ref" in node:
             name = node["$ref"].removeprefix("#/$defs/")
             assert name in schema.get("$defs", {}), f"{path}: dangling $ref"
@@ -73,7 +92,7 @@ class Window:
 
 class Category(BaseModel):
     name: str
-    parent: Optional[Category] = None
+    parent: Category | None = None
 
 
 def everything(
@@ -91,9 +110,17 @@ def everything(
 ) -> dict:
     """Exercise every shape at once."""
     return {
-        "name": name, "zip": address.zip_code, "tags": address.tags, "options": options,
-        "window": dataclasses.asdict(window), "level": level.value, "mode": mode, "count": count,
-        "unique": sorted(unique), "maybe": maybe, "items": items,
+        "name": name,
+        "zip": address.zip_code,
+        "tags": address.tags,
+        "options": options,
+        "window": dataclasses.asdict(window),
+        "level": level.value,
+        "mode": mode,
+        "count": count,
+        "unique": sorted(unique),
+        "maybe": maybe,
+        "items": items,
         "category": category.model_dump() if category else None,
     }
 
@@ -130,7 +157,11 @@ async def test_null_means_default_in_strict_mode() -> None:
         "address": {"street": "s", "zip_code": None, "tags": None},
         "options": {"verbose": True, "depth": None},
         "window": {"start": 1, "end": None},
-        "level": None, "mode": None, "count": None, "unique": None, "maybe": None,
+        "level": None,
+        "mode": None,
+        "count": None,
+        "unique": None,
+        "maybe": None,
         "items": [{"street": "t", "zip_code": "z", "tags": None}],
         "category": {"name": "c", "parent": {"name": "root", "parent": None}},
     }
@@ -138,7 +169,12 @@ async def test_null_means_default_in_strict_mode() -> None:
     assert kwargs["address"] == Address(street="s", zip_code=None, tags=[])
     assert kwargs["options"] == {"verbose": True}
     assert kwargs["window"] == Window(1, 10)
-    assert (kwargs["level"], kwargs["mode"], kwargs["count"], kwargs["unique"]) == (Level.LOW, "a", 1, frozenset())
+    assert (kwargs["level"], kwargs["mode"], kwargs["count"], kwargs["unique"]) == (
+        Level.LOW,
+        "a",
+        1,
+        frozenset(),
+    )
     assert kwargs["maybe"] is None  # the type accepts null, so null is a real value here
     assert kwargs["items"] == [Address(street="t", zip_code="z", tags=[])]
     result = await t.call(args)
@@ -148,7 +184,9 @@ async def test_null_means_default_in_strict_mode() -> None:
 def test_null_for_required_argument_is_still_an_error() -> None:
     t = Tool.from_function(everything, strict=True)
     with pytest.raises(ValueError, match="name"):
-        t.validate({"name": None, "address": {"street": "s"}, "options": {"verbose": True}, "window": {"start": 1}})
+        t.validate(
+            {"name": None, "address": {"street": "s"}, "options": {"verbose": True}, "window": {"start": 1}}
+        )
 
 
 def test_recursive_model_strict() -> None:

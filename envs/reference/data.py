@@ -61,8 +61,15 @@ def write_jsonl(rows: list[dict[str, Any]], path: str | Path) -> None:
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
-def generator_main(generate: Callable[[int, int], list[dict[str, Any]]], *, description: str, default_n: int,
-                   default_out: str, noun: str, argv: list[str] | None = None) -> None:
+def generator_main(
+    generate: Callable[[int, int], list[dict[str, Any]]],
+    *,
+    description: str,
+    default_n: int,
+    default_out: str,
+    noun: str,
+    argv: list[str] | None = None,
+) -> None:
     """The shared command line of the seeded data generators: --seed, --n, --out."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--seed", type=int, default=0)

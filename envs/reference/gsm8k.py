@@ -27,7 +27,7 @@ from rubrics.parsers import extract_after, extract_last_number
 
 SYSTEM_PROMPT = (
     "Solve the math word problem. Think step by step, showing your reasoning, then give the "
-    "final answer as a plain number on the last line after \"####\", for example:\n#### 42"
+    'final answer as a plain number on the last line after "####", for example:\n#### 42'
 )
 BUNDLED = "gsm8k_synthetic.jsonl"
 _NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?|[-+]?\.\d+")
@@ -91,7 +91,9 @@ def make_rubric() -> WeightedSum:
 # ----------------------------------------------------------------------------- data
 
 
-def load_rows(dataset: str | Path | None = None, split: str = "test", subset: str = "main") -> list[dict[str, Any]]:
+def load_rows(
+    dataset: str | Path | None = None, split: str = "test", subset: str = "main"
+) -> list[dict[str, Any]]:
     """Rows with `question`, `answer` (the number) and `solution` (the worked reasoning).
 
     `dataset`: None for the bundled synthetic problems, a path to a GSM8K-shaped .jsonl file,
@@ -112,8 +114,14 @@ def load_rows(dataset: str | Path | None = None, split: str = "test", subset: st
         if missing:
             raise ValueError(f"gsm8k row {index} lacks {sorted(missing)}; columns: {sorted(row)}")
         reasoning, number = split_solution(str(row["answer"]))
-        rows.append({"id": row.get("id", f"gsm8k-{index}"), "question": row["question"],
-                     "answer": number, "solution": reasoning})
+        rows.append(
+            {
+                "id": row.get("id", f"gsm8k-{index}"),
+                "question": row["question"],
+                "answer": number,
+                "solution": reasoning,
+            }
+        )
     return rows
 
 
@@ -161,5 +169,15 @@ def load_environment(
     return env
 
 
-__all__ = ["SYSTEM_PROMPT", "correct", "final_answer", "format_ok", "load_environment", "load_rows",
-           "make_policies", "make_rubric", "parse_number", "split_solution"]
+__all__ = [
+    "SYSTEM_PROMPT",
+    "correct",
+    "final_answer",
+    "format_ok",
+    "load_environment",
+    "load_rows",
+    "make_policies",
+    "make_rubric",
+    "parse_number",
+    "split_solution",
+]

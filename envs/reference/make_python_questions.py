@@ -34,18 +34,26 @@ def _sieve(limit: int) -> list[int]:
 
 def sum_of_primes(rng: random.Random) -> Question:
     n = rng.randrange(100, 2001, 50)
-    code = (f"primes = []\ncandidate = 2\nwhile len(primes) < {n}:\n"
-            "    if all(candidate % p for p in primes if p * p <= candidate):\n"
-            "        primes.append(candidate)\n    candidate += 1\nprint(sum(primes))\n")
+    code = (
+        f"primes = []\ncandidate = 2\nwhile len(primes) < {n}:\n"
+        "    if all(candidate % p for p in primes if p * p <= candidate):\n"
+        "        primes.append(candidate)\n    candidate += 1\nprint(sum(primes))\n"
+    )
     return f"What is the sum of the first {n} prime numbers?", code, sum(_sieve(20000)[:n])
 
 
 def divisor_count(rng: random.Random) -> Question:
     exponents = {p: rng.randint(0, e) for p, e in [(2, 6), (3, 4), (5, 3), (7, 2), (11, 2), (13, 1), (17, 1)]}
     number = math.prod(p**e for p, e in exponents.items())
-    code = (f"from math import isqrt\nn = {number}\ncount = 0\nfor d in range(1, isqrt(n) + 1):\n"
-            "    if n % d == 0:\n        count += 1 if d * d == n else 2\nprint(count)\n")
-    return f"How many positive divisors does {number} have?", code, math.prod(e + 1 for e in exponents.values())
+    code = (
+        f"from math import isqrt\nn = {number}\ncount = 0\nfor d in range(1, isqrt(n) + 1):\n"
+        "    if n % d == 0:\n        count += 1 if d * d == n else 2\nprint(count)\n"
+    )
+    return (
+        f"How many positive divisors does {number} have?",
+        code,
+        math.prod(e + 1 for e in exponents.values()),
+    )
 
 
 def digit_sum_of_power(rng: random.Random) -> Question:
@@ -60,9 +68,11 @@ def digit_sum_of_power(rng: random.Random) -> Question:
 
 def prime_count(rng: random.Random) -> Question:
     limit = rng.randrange(10_000, 200_001, 1000)
-    code = (f"limit = {limit}\nis_prime = [True] * limit\nis_prime[0] = is_prime[1] = False\n"
-            "for i in range(2, int(limit ** 0.5) + 1):\n    if is_prime[i]:\n"
-            "        for j in range(i * i, limit, i):\n            is_prime[j] = False\nprint(sum(is_prime))\n")
+    code = (
+        f"limit = {limit}\nis_prime = [True] * limit\nis_prime[0] = is_prime[1] = False\n"
+        "for i in range(2, int(limit ** 0.5) + 1):\n    if is_prime[i]:\n"
+        "        for j in range(i * i, limit, i):\n            is_prime[j] = False\nprint(sum(is_prime))\n"
+    )
     return f"How many prime numbers are less than {limit}?", code, len(_sieve(limit - 1))
 
 
@@ -85,18 +95,21 @@ def fibonacci_mod(rng: random.Random) -> Question:
         c, d = f * (2 * g - f) % modulus, (f * f + g * g) % modulus
         return (d, (c + d) % modulus) if k % 2 else (c, d)
 
-    question = (f"Let F(0) = 0, F(1) = 1 and F(n) = F(n-1) + F(n-2). "
-                f"What is F({n}) modulo {modulus}?")
+    question = f"Let F(0) = 0, F(1) = 1 and F(n) = F(n-1) + F(n-2). What is F({n}) modulo {modulus}?"
     return question, code, fib_pair(n)[0]
 
 
 def collatz_steps(rng: random.Random) -> Question:
     start = rng.randrange(1_000, 1_000_000)
-    code = (f"n, steps = {start}, 0\nwhile n != 1:\n    n = n // 2 if n % 2 == 0 else 3 * n + 1\n"
-            "    steps += 1\nprint(steps)\n")
+    code = (
+        f"n, steps = {start}, 0\nwhile n != 1:\n    n = n // 2 if n % 2 == 0 else 3 * n + 1\n"
+        "    steps += 1\nprint(steps)\n"
+    )
     steps = _collatz_reference(start)
-    question = (f"Starting from {start}, repeatedly halve the number if it is even, or replace it "
-                f"with 3n + 1 if it is odd. How many steps does it take to reach 1?")
+    question = (
+        f"Starting from {start}, repeatedly halve the number if it is even, or replace it "
+        f"with 3n + 1 if it is odd. How many steps does it take to reach 1?"
+    )
     return question, code, steps
 
 
@@ -126,8 +139,10 @@ def power_last_digits(rng: random.Random) -> Question:
         if e & 1:
             answer = answer * square % 10**6
         square, e = square * square % 10**6, e >> 1
-    question = (f"What number do the last six digits of {base}^{exponent} form? "
-                f"(Give it as an integer without leading zeros.)")
+    question = (
+        f"What number do the last six digits of {base}^{exponent} form? "
+        f"(Give it as an integer without leading zeros.)"
+    )
     return question, code, answer
 
 
@@ -151,8 +166,16 @@ def palindromes(rng: random.Random) -> Question:
 
 
 FAMILIES: list[Callable[[random.Random], Question]] = [
-    sum_of_primes, divisor_count, digit_sum_of_power, prime_count, multiples,
-    fibonacci_mod, collatz_steps, binomial, power_last_digits, palindromes,
+    sum_of_primes,
+    divisor_count,
+    digit_sum_of_power,
+    prime_count,
+    multiples,
+    fibonacci_mod,
+    collatz_steps,
+    binomial,
+    power_last_digits,
+    palindromes,
 ]
 
 
@@ -184,8 +207,14 @@ def generate(n: int = 30, seed: int = 0) -> list[dict[str, object]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    generator_main(generate, description=__doc__.splitlines()[0], default_n=30,
-                   default_out="datasets/python_questions.jsonl", noun="questions", argv=argv)
+    generator_main(
+        generate,
+        description=__doc__.splitlines()[0],
+        default_n=30,
+        default_out="datasets/python_questions.jsonl",
+        noun="questions",
+        argv=argv,
+    )
 
 
 if __name__ == "__main__":

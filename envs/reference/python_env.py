@@ -42,7 +42,9 @@ SYSTEM_PROMPT = (
 class PythonEnv(ToolEnv):
     """A ToolEnv whose `run_python` tool runs code in a per-rollout scratch directory."""
 
-    def __init__(self, dataset: Any, rubric: Any, *, limits: SandboxLimits | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, dataset: Any, rubric: Any, *, limits: SandboxLimits | None = None, **kwargs: Any
+    ) -> None:
         self.limits = limits or SandboxLimits()
         # Every rollout's scratch directory lives under one root that is removed when this
         # environment is garbage-collected or the interpreter exits, whatever happened.
@@ -54,8 +56,9 @@ class PythonEnv(ToolEnv):
             f"Limits per run: {self.limits.timeout:g} s wall clock, {self.limits.cpu_seconds} s CPU, "
             f"{self.limits.memory_mb} MB memory; output beyond {self.limits.output_limit} bytes is cut."
         )
-        run_tool = Tool.from_function(self.run_python, name="run_python", description=description,
-                                      timeout=self.limits.timeout + 5.0)  # backstop; the sandbox times out first
+        run_tool = Tool.from_function(
+            self.run_python, name="run_python", description=description, timeout=self.limits.timeout + 5.0
+        )  # backstop; the sandbox times out first
         if kwargs.get("max_turns") is None:
             kwargs["max_turns"] = 6
         super().__init__(dataset, rubric, tools=[run_tool], **kwargs)
@@ -135,8 +138,17 @@ def _last_tool_output(messages: Sequence[Mapping[str, Any]]) -> str | None:
 
 
 def _run(code: str, call_id: str) -> dict[str, Any]:
-    return {"role": "assistant", "content": "Let me compute it.", "tool_calls": [
-        {"id": call_id, "type": "function", "function": {"name": "run_python", "arguments": {"code": code}}}]}
+    return {
+        "role": "assistant",
+        "content": "Let me compute it.",
+        "tool_calls": [
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": "run_python", "arguments": {"code": code}},
+            }
+        ],
+    }
 
 
 def _answer_from_output(output: str) -> str:
@@ -145,7 +157,7 @@ def _answer_from_output(output: str) -> str:
 
 
 def make_policies(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """"oracle" runs each question's reference code, then answers with the number it printed;
+    """ "oracle" runs each question's reference code, then answers with the number it printed;
     "noisy" (seeded per question) sometimes runs buggy code, crashes, or skips the tool."""
     lookup = RowLookup(rows)
 
@@ -207,12 +219,30 @@ def load_environment(
     if num_examples is not None and num_examples < 1:
         raise ValueError(f"num_examples must be a positive integer or None (all), got {num_examples}")
     rows = load_rows(dataset)[:num_examples]
-    limits = SandboxLimits(timeout=timeout, cpu_seconds=cpu_seconds, memory_mb=memory_mb, output_limit=output_limit)
-    env = PythonEnv(rows, make_rubric(), limits=limits, system_prompt=SYSTEM_PROMPT, max_turns=max_turns,
-                    sampling=sampling, name="python")
+    limits = SandboxLimits(
+        timeout=timeout, cpu_seconds=cpu_seconds, memory_mb=memory_mb, output_limit=output_limit
+    )
+    env = PythonEnv(
+        rows,
+        make_rubric(),
+        limits=limits,
+        system_prompt=SYSTEM_PROMPT,
+        max_turns=max_turns,
+        sampling=sampling,
+        name="python",
+    )
     env.scripted_policies = make_policies(rows)
     return env
 
 
-__all__ = ["PythonEnv", "SYSTEM_PROMPT", "correct", "final_number", "load_environment", "load_rows",
-           "make_policies", "make_rubric", "ran_code"]
+__all__ = [
+    "SYSTEM_PROMPT",
+    "PythonEnv",
+    "correct",
+    "final_number",
+    "load_environment",
+    "load_rows",
+    "make_policies",
+    "make_rubric",
+    "ran_code",
+]

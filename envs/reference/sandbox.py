@@ -79,12 +79,16 @@ class RunResult:
         """The text the model sees: output, then a bracketed note on anything unusual."""
         notes: list[str] = []
         if self.truncated:
-            notes.append(f"[output truncated: showing the first {self.limits.output_limit} of "
-                         f"{self.total_bytes} bytes]")
+            notes.append(
+                f"[output truncated: showing the first {self.limits.output_limit} of "
+                f"{self.total_bytes} bytes]"
+            )
         if self.timed_out:
             notes.append(f"[timed out after {self.limits.timeout:g} s; the process was killed]")
         elif self.returncode is not None and self.returncode < 0:
-            name = signal.Signals(-self.returncode).name if -self.returncode in signal.valid_signals() else "?"
+            name = (
+                signal.Signals(-self.returncode).name if -self.returncode in signal.valid_signals() else "?"
+            )
             why = " (CPU time limit exceeded)" if name == "SIGXCPU" else ""
             notes.append(f"[killed by signal {name}{why}]")
         elif self.returncode:
@@ -95,8 +99,12 @@ class RunResult:
 
 def _child_env(workdir: Path) -> dict[str, str]:
     """A minimal environment: the model's code must not see API keys in ours."""
-    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(workdir),
-            "TMPDIR": str(workdir), "LANG": "C.UTF-8"}
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(workdir),
+        "TMPDIR": str(workdir),
+        "LANG": "C.UTF-8",
+    }
 
 
 def _kill_group(process: asyncio.subprocess.Process) -> None:
@@ -115,9 +123,18 @@ async def run_code(code: str, workdir: str | Path, limits: SandboxLimits | None 
     if not workdir.is_dir():
         raise FileNotFoundError(f"sandbox working directory {workdir} does not exist")
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-I", "-c", _BOOTSTRAP, str(limits.cpu_seconds), str(limits.memory_mb * 1024 * 1024),
-        cwd=workdir, env=_child_env(workdir), stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
+        sys.executable,
+        "-I",
+        "-c",
+        _BOOTSTRAP,
+        str(limits.cpu_seconds),
+        str(limits.memory_mb * 1024 * 1024),
+        cwd=workdir,
+        env=_child_env(workdir),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        start_new_session=True,
     )
     kept = bytearray()
     total = 0
@@ -146,9 +163,14 @@ async def run_code(code: str, workdir: str | Path, limits: SandboxLimits | None 
         await process.wait()
     finally:
         _kill_group(process)  # also on success (background children) and on cancellation
-    return RunResult(output=kept.decode("utf-8", errors="replace"), returncode=process.returncode,
-                     timed_out=timed_out, truncated=total > limits.output_limit, total_bytes=total,
-                     limits=limits)
+    return RunResult(
+        output=kept.decode("utf-8", errors="replace"),
+        returncode=process.returncode,
+        timed_out=timed_out,
+        truncated=total > limits.output_limit,
+        total_bytes=total,
+        limits=limits,
+    )
 
 
 __all__ = ["RunResult", "SandboxLimits", "run_code"]

@@ -83,8 +83,10 @@ def evaluate_with_policy(env: Any, policy: str, **evaluate_kwargs: Any) -> Any:
 
     policies = getattr(env, "scripted_policies", {}) or {}
     if policy not in policies:
-        raise KeyError(f"{getattr(env, 'name', env)!r} has no scripted policy {policy!r}; "
-                       f"available: {', '.join(sorted(policies)) or 'none'}")
+        raise KeyError(
+            f"{getattr(env, 'name', env)!r} has no scripted policy {policy!r}; "
+            f"available: {', '.join(sorted(policies)) or 'none'}"
+        )
     with ScriptedEndpoint(policies[policy]) as endpoint:
         client = Client(f"scripted:{policy}", base_url=endpoint.base_url, max_retries=0)
         try:

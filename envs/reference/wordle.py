@@ -87,8 +87,14 @@ def make_games(words: Sequence[str], num_games: int = 50, seed: int = 0) -> list
     if not 1 <= num_games <= len(words):
         raise ValueError(f"num_games must be between 1 and the word count ({len(words)}), got {num_games}")
     secrets = random.Random(seed).sample(sorted(words), num_games)
-    return [{"id": f"game-{i:03d}", "question": f"Game #{i}: the secret word is chosen. Make your first guess.",
-             "answer": secret} for i, secret in enumerate(secrets)]
+    return [
+        {
+            "id": f"game-{i:03d}",
+            "question": f"Game #{i}: the secret word is chosen. Make your first guess.",
+            "answer": secret,
+        }
+        for i, secret in enumerate(secrets)
+    ]
 
 
 def _guesses(count: int) -> str:
@@ -98,8 +104,16 @@ def _guesses(count: int) -> str:
 class WordleEnv(MultiTurnEnv):
     """Wordle as a multi-turn environment; the rollout's state holds the secret and every guess."""
 
-    def __init__(self, dataset: Any, rubric: Any, *, words: Iterable[str], max_guesses: int = 6,
-                 use_tool: bool = True, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        dataset: Any,
+        rubric: Any,
+        *,
+        words: Iterable[str],
+        max_guesses: int = 6,
+        use_tool: bool = True,
+        **kwargs: Any,
+    ) -> None:
         self.words = frozenset(words)
         if max_guesses < 1:
             raise ValueError(f"max_guesses must be >= 1, got {max_guesses}")
@@ -113,7 +127,9 @@ class WordleEnv(MultiTurnEnv):
     def setup_state(self, state: dict[str, Any], example: Mapping[str, Any]) -> None:
         secret = str(example["answer"]).strip().lower()
         if secret not in self.words:
-            raise ValueError(f"example {example.get('example_id')!r}: secret {secret!r} is not in the word list")
+            raise ValueError(
+                f"example {example.get('example_id')!r}: secret {secret!r} is not in the word list"
+            )
         state.update(secret=secret, guesses=[], won=False, max_guesses=self.max_guesses)
 
     def play(self, state: dict[str, Any], word: str) -> str:
@@ -127,7 +143,11 @@ class WordleEnv(MultiTurnEnv):
         guesses.append({"word": word, "valid": valid, "feedback": marks})
         left = _guesses(self.max_guesses - len(guesses)).capitalize() + " left."
         if not valid:
-            why = f"is not a {WORD_LENGTH}-letter word" if len(word) != WORD_LENGTH else "is not in the word list"
+            why = (
+                f"is not a {WORD_LENGTH}-letter word"
+                if len(word) != WORD_LENGTH
+                else "is not in the word list"
+            )
             return f"{word!r} {why}; the guess is used up. {left}"
         if marks == "G" * WORD_LENGTH:
             state["won"] = True
@@ -182,26 +202,41 @@ def valid_guesses(state: dict[str, Any]) -> float:
 
 def make_rubric() -> Sequential:
     """Gate on mostly-real guesses, then grade: win first, speed second, tidiness last."""
-    return Sequential({
-        "real_words": Gate(valid_guesses, threshold=0.5),
-        "grade": WeightedSum({"win": win, "speed": speed, "valid": valid_guesses},
-                             weights={"win": 0.75, "speed": 0.125, "valid": 0.125}),
-    })
+    return Sequential(
+        {
+            "real_words": Gate(valid_guesses, threshold=0.5),
+            "grade": WeightedSum(
+                {"win": win, "speed": speed, "valid": valid_guesses},
+                weights={"win": 0.75, "speed": 0.125, "valid": 0.125},
+            ),
+        }
+    )
 
 
 # ----------------------------------------------------------------------------- policies
 
 
-def _guess_message(word: str, tools: list[dict[str, Any]] | None, call_id: str, use_tool: bool) -> dict[str, Any] | str:
+def _guess_message(
+    word: str, tools: list[dict[str, Any]] | None, call_id: str, use_tool: bool
+) -> dict[str, Any] | str:
     offered = any(t.get("function", {}).get("name") == "guess" for t in tools or [])
     if use_tool and offered:
-        return {"role": "assistant", "content": None, "tool_calls": [
-            {"id": call_id, "type": "function", "function": {"name": "guess", "arguments": {"word": word}}}]}
+        return {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": "guess", "arguments": {"word": word}},
+                }
+            ],
+        }
     return f"My guess: <guess>{word}</guess>"
 
 
 def make_policies(games: Sequence[Mapping[str, Any]], words: Sequence[str]) -> dict[str, Any]:
-    """"oracle" knows each game's secret (keyed by the "Game #N" prompt) and wins at once;
+    """ "oracle" knows each game's secret (keyed by the "Game #N" prompt) and wins at once;
     "noisy" plays seeded random words (some not words at all) before trying the secret,
     so it sometimes wins late and sometimes loses."""
     lookup = RowLookup(games)
@@ -244,12 +279,31 @@ def load_environment(
     """
     words = load_words(words_path)
     games = make_games(words, num_games, seed)
-    env = WordleEnv(games, make_rubric(), words=words, max_guesses=max_guesses, use_tool=use_tool,
-                    system_prompt=SYSTEM_PROMPT.format(max_guesses=max_guesses),
-                    max_turns=max_turns, sampling=sampling, name="wordle")
+    env = WordleEnv(
+        games,
+        make_rubric(),
+        words=words,
+        max_guesses=max_guesses,
+        use_tool=use_tool,
+        system_prompt=SYSTEM_PROMPT.format(max_guesses=max_guesses),
+        max_turns=max_turns,
+        sampling=sampling,
+        name="wordle",
+    )
     env.scripted_policies = make_policies(games, words)
     return env
 
 
-__all__ = ["SYSTEM_PROMPT", "WordleEnv", "feedback", "load_environment", "load_words", "make_games",
-           "make_policies", "make_rubric", "speed", "valid_guesses", "win"]
+__all__ = [
+    "SYSTEM_PROMPT",
+    "WordleEnv",
+    "feedback",
+    "load_environment",
+    "load_words",
+    "make_games",
+    "make_policies",
+    "make_rubric",
+    "speed",
+    "valid_guesses",
+    "win",
+]
