@@ -28,7 +28,7 @@ class CliError(Exception):
 
 def _version() -> str:
     try:
-        return version("rubric")
+        return version("rubric-rl")
     except PackageNotFoundError:
         return "0+unknown"
 

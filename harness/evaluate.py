@@ -30,7 +30,7 @@ _FREE_ON_RESUME = {"concurrency", "progress"}
 # Client settings that identify what answers (base_url/timeout/retries are just transport:
 # a resumed `scripted:` run even gets a new port).
 _MODEL_IDENTITY = ("model", "sampling")
-_VERSIONED = ("rubric", "openai", "datasets", "pydantic", "rich")
+_VERSIONED = ("rubric-rl", "openai", "datasets", "pydantic", "rich")
 
 
 DEFAULT_CONCURRENCY = 64

@@ -113,7 +113,7 @@ async def test_output_dir_streams_each_rollout_as_it_finishes(tmp_path: Path) ->
     assert meta["status"] == "completed" and meta["env"] == FakeEnv(n=5).config()
     assert meta["model"]["model"] == "scripted" and "api_key" not in json.dumps(meta)
     assert meta["arguments"]["rollouts_per_example"] == 1 and meta["arguments"]["concurrency"] == 1
-    assert set(meta["versions"]) >= {"rubric", "openai", "datasets", "pydantic", "python"}
+    assert set(meta["versions"]) >= {"rubric-rl", "openai", "datasets", "pydantic", "python"}
     assert meta["summary"]["rollouts"] == 5 and meta["summary"]["mean_reward"] == 1.0
     assert meta["started_at"] and meta["finished_at"] and meta["sessions"][0]["rollouts_ran"] == 5
     assert not list(out.glob("*.tmp"))

@@ -32,7 +32,7 @@ def data_path(name: str) -> Path:
     looked = ", ".join(str(folder) for folder in search_dirs())
     raise FileNotFoundError(
         f"data file {name!r} not found (looked in: {looked}); reinstall the package with "
-        f"`pip install rubric` or run from a checkout that has datasets/{name}"
+        f"`pip install rubric-rl` or run from a checkout that has datasets/{name}"
     )
 
 
