@@ -19,10 +19,12 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from harness.errors import RubricError
+
 EXIT_USAGE = 2
 
 
-class CliError(Exception):
+class CliError(RubricError):
     """A user-facing error: printed as one line, no traceback."""
 
 
@@ -160,7 +162,7 @@ def _check_counts(args: argparse.Namespace) -> None:
 def cmd_eval(args: argparse.Namespace) -> int:
     from harness.aio import run_sync
     from harness.client import Client
-    from harness.evaluate import evaluate
+    from harness.evaluation import evaluate
 
     _check_counts(args)
     env_args = _json_arg(args.env_args, "-a/--env-args")

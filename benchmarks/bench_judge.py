@@ -24,7 +24,7 @@ from typing import Any
 from harness.client import Client, _http_client
 from harness.scripted import ScriptedEndpoint
 from harness.types import Rollout
-from rubrics.judge import LLMJudge, cache_info, clear_cache
+from rubrics.llm_judge import LLMJudge, cache_info, clear_cache
 
 PROMPT = (
     "Question: {{ prompt }}\n<response>\n{{ response }}\n</response>\n"

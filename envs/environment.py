@@ -327,11 +327,11 @@ class Environment:
     async def aevaluate(self, model: Any, **kwargs: Any) -> Any:
         """Evaluate with `model` (a model name or a `harness.Client`); returns `EvalResults`.
 
-        Keyword arguments go to `harness.evaluate.evaluate` (num_examples, rollouts_per_example,
+        Keyword arguments go to `harness.evaluation.evaluate` (num_examples, rollouts_per_example,
         concurrency, output_dir, resume, ...). A client built here from a name is closed after.
         """
         from harness.client import Client
-        from harness.evaluate import DEFAULT_CONCURRENCY, evaluate
+        from harness.evaluation import DEFAULT_CONCURRENCY, evaluate
 
         if isinstance(model, str):
             # Size the connection pool to the run, so `concurrency` above the default is real.

@@ -19,11 +19,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from harness.errors import EnvironmentNotFoundError
+
 ENTRY_POINT_GROUP = "rubric.environments"
-
-
-class EnvironmentNotFoundError(LookupError):
-    """No installed environment, file or module matches the spec; the message lists what exists."""
 
 
 @dataclass(frozen=True)

@@ -8,14 +8,22 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from harness.errors import (
+    ConfigError,
+    EndpointError,
+    EnvironmentNotFoundError,
+    ResultsError,
+    ResultsNotFoundError,
+    RubricError,
+    ScoringError,
+)
 from harness.types import FunctionCall, Message, Rollout, ToolCall, Usage
 
 _LAZY = {
     "Client": "harness.client",
     "Completion": "harness.client",
-    "EndpointError": "harness.client",
-    "rollout": "harness.rollout",
-    "evaluate": "harness.evaluate",
+    "rollout": "harness.runner",
+    "evaluate": "harness.evaluation",
     "EvalResults": "harness.results",
     "load_results": "harness.results",
     "ScriptedEndpoint": "harness.scripted",
@@ -25,11 +33,11 @@ _LAZY = {
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.aio import run_sync
-    from harness.client import Client, Completion, EndpointError
-    from harness.evaluate import evaluate
+    from harness.client import Client, Completion
+    from harness.evaluation import evaluate
     from harness.protocol import EnvironmentProtocol
     from harness.results import EvalResults, load_results
-    from harness.rollout import rollout
+    from harness.runner import rollout
     from harness.scripted import ScriptedEndpoint
 
 
@@ -42,4 +50,18 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = ["FunctionCall", "Message", "Rollout", "ToolCall", "Usage", *_LAZY]
+__all__ = [
+    "ConfigError",
+    "EndpointError",
+    "EnvironmentNotFoundError",
+    "FunctionCall",
+    "Message",
+    "ResultsError",
+    "ResultsNotFoundError",
+    "Rollout",
+    "RubricError",
+    "ScoringError",
+    "ToolCall",
+    "Usage",
+    *_LAZY,
+]

@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from harness.errors import EndpointError
 from harness.retry import call_with_retries, is_retryable, status_of
 from harness.types import Message, Usage
 
@@ -32,15 +33,6 @@ _HINTS = {
     403: "the key is not allowed to use this model or endpoint",
     404: "check the model name and base_url (it usually ends in /v1)",
 }
-
-
-class EndpointError(Exception):
-    """The endpoint failed for good: retries exhausted, or a 4xx that retrying cannot fix."""
-
-    def __init__(self, message: str, *, status: int | None = None, attempts: int = 1) -> None:
-        super().__init__(message)
-        self.status = status
-        self.attempts = attempts
 
 
 class Choice(BaseModel):

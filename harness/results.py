@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.errors import ResultsNotFoundError
 from harness.storage import METADATA_FILE, RESULTS_FILE, iter_rollouts, read_metadata
 from harness.summary import Summary, summarize
 from harness.types import Rollout
@@ -200,12 +201,14 @@ def load_results(path: str | Path) -> EvalResults:
     if path.is_file():
         return EvalResults(iter_rollouts(path))
     if not path.is_dir():
-        raise FileNotFoundError(f"no results at {path}: pass a directory written by evaluate(output_dir=...)")
+        raise ResultsNotFoundError(
+            f"no results at {path}: pass a directory written by evaluate(output_dir=...)"
+        )
     results = path / RESULTS_FILE
     metadata = read_metadata(path)
     if not results.exists():
         if metadata is None:
-            raise FileNotFoundError(
+            raise ResultsNotFoundError(
                 f"{path} has neither {RESULTS_FILE} nor {METADATA_FILE}; "
                 f"pass a directory written by evaluate(output_dir=...)"
             )

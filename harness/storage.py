@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from harness.errors import ResultsError
 from harness.types import Rollout
 
 RESULTS_FILE = "results.jsonl"
@@ -41,7 +42,7 @@ def read_metadata(directory: Path) -> dict[str, Any] | None:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{path} is not valid JSON ({exc}); fix or delete it") from exc
+        raise ResultsError(f"{path} is not valid JSON ({exc}); fix or delete it") from exc
 
 
 def _complete_lines(data: bytes) -> tuple[list[bytes], int]:
@@ -64,7 +65,7 @@ def iter_rollouts(path: Path, *, repair: bool = False) -> Iterator[Rollout]:
         try:
             yield Rollout.model_validate_json(line)
         except ValueError as exc:
-            raise ValueError(
+            raise ResultsError(
                 f"{path}, line {number}: not a valid rollout ({exc.__class__.__name__}: "
                 f"{str(exc).splitlines()[0]}); the file was edited or corrupted"
             ) from exc

@@ -19,9 +19,9 @@ from rubrics.module import RemovableHandle, Rubric, ScoringError
 
 if TYPE_CHECKING:  # pragma: no cover
     from rubrics import judges, parsers
-    from rubrics.judge import LLMJudge
+    from rubrics.llm_judge import LLMJudge
 
-_LAZY_ATTRS = {"LLMJudge": "rubrics.judge"}
+_LAZY_ATTRS = {"LLMJudge": "rubrics.llm_judge"}
 _LAZY_MODULES = ("judges", "parsers")
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import jinja2
 import jinja2.meta
 
+from harness.errors import ScoringError
 from harness.types import Message, Rollout
 
 # Names every rollout provides; any other name a template uses is a dataset column.
@@ -26,7 +27,7 @@ INJECTED: frozenset[str] = frozenset(
 _TAG = re.compile(r"<\s*/?\s*([A-Za-z_][\w\-]*)\s*>")
 
 
-class MissingFieldError(LookupError):
+class MissingFieldError(ScoringError, LookupError):
     """A template names a field this rollout does not have; `reason` says which and what exists."""
 
     def __init__(self, reason: str):

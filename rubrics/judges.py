@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from harness.types import Rollout
-from rubrics.judge import LLMJudge
+from rubrics.llm_judge import LLMJudge
 from rubrics.module import Rubric, ScoringError
 
 CORRECTNESS_TEMPLATE = """\

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from harness.aio import run_sync
+from harness.errors import ScoringError
 from harness.types import Rollout
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -27,14 +28,6 @@ if TYPE_CHECKING:  # pragma: no cover
 NAN = math.nan
 PreHook = Callable[["Rubric", Rollout], Any]
 ForwardHook = Callable[["Rubric", Rollout, float], Any]
-
-
-class ScoringError(Exception):
-    """Raise inside `forward` to mark the node unscored (NaN) with `str(error)` as the reason.
-
-    Unlike other exceptions, its reason is recorded without the exception type in front,
-    so it reads as a plain explanation ("judge reply had no verdict").
-    """
 
 
 class Scope:

@@ -20,7 +20,7 @@ from typing import Any
 from harness.progress import ProgressDisplay, RunStats
 from harness.protocol import EnvironmentProtocol
 from harness.results import EvalResults
-from harness.rollout import rollout as run_rollout
+from harness.runner import rollout as run_rollout
 from harness.storage import METADATA_FILE, ResultsWriter, prepare_directory, read_metadata, write_json_atomic
 from harness.summary import summarize
 from harness.types import Rollout

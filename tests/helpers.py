@@ -1,7 +1,7 @@
-"""Small environments implementing harness.protocol.EnvironmentProtocol, with matching
-scripted-endpoint policies, so the rollout loop and evaluate are tested without `envs`.
+"""Shared fakes for tests: small environments implementing harness.protocol.EnvironmentProtocol,
+with matching scripted-endpoint policies, so the rollout loop and evaluate are tested without `envs`.
 
-Also holds the fakes' own sanity tests (the policies answer what the environments expect).
+Their own sanity tests live in tests/harness/test_helpers.py.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import re
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
-from harness.protocol import EnvironmentProtocol
 from harness.types import Message, Rollout
 
 
@@ -187,20 +186,6 @@ def bisect_policy(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | 
             elif m["content"] == "lower":
                 high = guess - 1
     return str((low + high) // 2)
-
-
-def test_fakes_implement_the_protocol() -> None:
-    for env in (FakeEnv(), ToolFakeEnv(), MultiTurnFakeEnv()):
-        assert isinstance(env, EnvironmentProtocol)
-
-
-def test_bisect_policy_narrows() -> None:
-    msgs = [
-        {"role": "user", "content": "Guess"},
-        {"role": "assistant", "content": "7"},
-        {"role": "user", "content": "higher"},
-    ]
-    assert bisect_policy(msgs, None) == "11"
 
 
 @contextlib.asynccontextmanager

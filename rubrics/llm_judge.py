@@ -2,7 +2,7 @@
 
 The prompt is a jinja2 template over the rollout's fields; the request goes through
 `harness.Client` to any OpenAI-compatible endpoint (its own model and base URL, with the
-client's retries, timeout and concurrency); the reply is parsed by `rubrics.verdicts` and
+client's retries, timeout and concurrency); the reply is parsed by `rubrics.judge_verdicts` and
 rescaled to [0, 1]. A judge that cannot score (endpoint down, reply without a verdict,
 template field missing) gives NaN with the reason and raw reply kept on the node and in the
 rollout, so a summary can say "12 unscored: judge reply had no score" instead of a silent 0.
@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 from harness.types import Rollout
 from rubrics.judge_cache import CACHE, Answer, ask, cache_info, clear_cache
 from rubrics.judge_prompt import INJECTED, JudgeTemplate, MissingFieldError, rollout_fields
-from rubrics.module import Rubric, ScoringError
-from rubrics.verdicts import (
+from rubrics.judge_verdicts import (
     PARSE_MODES,
     REDUCTIONS,
     VerdictError,
@@ -29,6 +28,7 @@ from rubrics.verdicts import (
     reduce_scores,
     rescale,
 )
+from rubrics.module import Rubric, ScoringError
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.client import Client

@@ -10,23 +10,19 @@ from typing import Any
 
 import pytest
 
-from harness.evaluate import evaluate
+from harness.evaluation import evaluate
 from harness.progress import ProgressDisplay, RunStats
 from harness.results import load_results
 from harness.scripted import ScriptedHTTPError
 from harness.types import Rollout
-
-try:
-    from test_rollout_fakes import FakeEnv, MultiTurnFakeEnv, ToolFakeEnv, bisect_policy, serve, sum_policy
-except ImportError:  # tests/ run as a package
-    from tests.test_rollout_fakes import (
-        FakeEnv,
-        MultiTurnFakeEnv,
-        ToolFakeEnv,
-        bisect_policy,
-        serve,
-        sum_policy,
-    )
+from tests.helpers import (
+    FakeEnv,
+    MultiTurnFakeEnv,
+    ToolFakeEnv,
+    bisect_policy,
+    serve,
+    sum_policy,
+)
 
 
 async def test_batch_of_single_turn_rollouts() -> None:

@@ -14,7 +14,7 @@ from harness.client import Client
 from harness.scripted import ScriptedEndpoint, ScriptedHTTPError
 from harness.types import Rollout
 from rubrics import LLMJudge, WeightedSum
-from rubrics.judge import cache_info, clear_cache
+from rubrics.llm_judge import cache_info, clear_cache
 
 EndpointFactory = Callable[..., ScriptedEndpoint]
 

@@ -61,11 +61,11 @@ def test_lazy_modules_load_on_first_use_when_present(name: str) -> None:
 
 
 def test_llm_judge_is_exported_lazily_when_present() -> None:
-    if importlib.util.find_spec("rubrics.judge") is None:
+    if importlib.util.find_spec("rubrics.llm_judge") is None:
         with pytest.raises(ModuleNotFoundError):
             rubrics.LLMJudge
     else:
-        assert rubrics.LLMJudge is importlib.import_module("rubrics.judge").LLMJudge
+        assert rubrics.LLMJudge is importlib.import_module("rubrics.llm_judge").LLMJudge
 
 
 def test_unknown_attribute_is_an_attribute_error() -> None:

@@ -10,15 +10,11 @@ import pytest
 
 from envs import MultiTurnEnv, SingleTurnEnv, ToolEnv, stop
 from harness.client import Client
-from harness.evaluate import evaluate
+from harness.evaluation import evaluate
 from harness.results import load_results
 from harness.types import Rollout
 from rubrics import WeightedSum
-
-try:
-    from test_rollout_fakes import bisect_policy, serve, sum_policy
-except ImportError:  # tests/ run as a package
-    from tests.test_rollout_fakes import bisect_policy, serve, sum_policy
+from tests.helpers import bisect_policy, serve, sum_policy
 
 ROWS = [{"question": f"What is {i}+{i + 1}?", "answer": str(2 * i + 1)} for i in range(6)]
 

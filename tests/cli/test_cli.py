@@ -366,7 +366,7 @@ def test_help_starts_without_heavy_imports() -> None:
         capture_output=True,
         text=True,
         timeout=60,
-        cwd=Path(__file__).resolve().parents[1],
+        cwd=Path(__file__).resolve().parents[2],
     )
     assert proc.stdout.strip() == "False False"
 

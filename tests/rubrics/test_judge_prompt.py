@@ -15,7 +15,7 @@ from harness.client import Client
 from harness.scripted import ScriptedEndpoint
 from harness.types import Rollout
 from rubrics import judges
-from rubrics.judge import clear_cache
+from rubrics.llm_judge import clear_cache
 
 EndpointFactory = Callable[..., ScriptedEndpoint]
 

@@ -17,15 +17,11 @@ from typing import Any
 
 import pytest
 
-from harness.evaluate import evaluate
+from harness.evaluation import evaluate
 from harness.types import Rollout
+from tests.helpers import FakeEnv, serve, sum_policy
 
-try:
-    from test_rollout_fakes import FakeEnv, serve, sum_policy
-except ImportError:  # tests/ run as a package
-    from tests.test_rollout_fakes import FakeEnv, serve, sum_policy
-
-TESTS = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _keys(path: Path) -> list[tuple[str, int]]:
@@ -148,8 +144,8 @@ _CHILD = textwrap.dedent(
     """
     import asyncio, sys
     from harness.client import Client
-    from harness.evaluate import evaluate
-    from test_rollout_fakes import FakeEnv
+    from harness.evaluation import evaluate
+    from tests.helpers import FakeEnv
 
     async def main():
         async with Client("scripted", base_url=sys.argv[1], max_retries=0) as client:
@@ -200,8 +196,8 @@ _CHILD_SYNC = textwrap.dedent(
     import sys
     from harness.aio import run_sync
     from harness.client import Client
-    from harness.evaluate import evaluate
-    from test_rollout_fakes import FakeEnv
+    from harness.evaluation import evaluate
+    from tests.helpers import FakeEnv
 
     client = Client("scripted", base_url=sys.argv[1], max_retries=0)
     run_sync(evaluate(FakeEnv(n=30), client, rollouts_per_example=2, concurrency=int(sys.argv[3]),
@@ -213,7 +209,7 @@ _CHILD_SYNC = textwrap.dedent(
 def _start_child(
     base_url: str, out: Path, *, concurrency: int, code: str = _CHILD
 ) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     return subprocess.Popen(
         [sys.executable, "-c", code, base_url, str(out), str(concurrency)],
         env=env,

@@ -7,20 +7,16 @@ from typing import Any
 
 import pytest
 
-from harness.rollout import describe_error, is_context_length_error, rollout
+from harness.runner import describe_error, is_context_length_error, rollout
 from harness.scripted import ScriptedHTTPError
-
-try:
-    from test_rollout_fakes import FakeEnv, MultiTurnFakeEnv, ToolFakeEnv, bisect_policy, serve, sum_policy
-except ImportError:  # tests/ run as a package
-    from tests.test_rollout_fakes import (
-        FakeEnv,
-        MultiTurnFakeEnv,
-        ToolFakeEnv,
-        bisect_policy,
-        serve,
-        sum_policy,
-    )
+from tests.helpers import (
+    FakeEnv,
+    MultiTurnFakeEnv,
+    ToolFakeEnv,
+    bisect_policy,
+    serve,
+    sum_policy,
+)
 
 EXAMPLE = {"example_id": 3, "question": "What is 3+4?", "answer": "7"}
 

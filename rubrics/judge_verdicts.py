@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from harness.errors import ScoringError
 from rubrics.parsers import strip_think
 
 ParseMode = Literal["number", "choice", "json"]
@@ -26,7 +27,7 @@ PARSE_MODES: tuple[str, ...] = ("number", "choice", "json")
 REDUCTIONS: tuple[str, ...] = ("mean", "median", "majority")
 
 
-class VerdictError(ValueError):
+class VerdictError(ScoringError, ValueError):
     """A judge reply that yields no score; `reason` is short enough for a summary line."""
 
     def __init__(self, reason: str):

@@ -1,0 +1,69 @@
+"""The one exception hierarchy: every error the project raises on purpose is a `RubricError`.
+
+Why one root: a caller (the CLI, a notebook, a training loop) can catch `RubricError` and show
+one clear line, while anything else is a bug worth a traceback. Each class also keeps the builtin
+base a caller would have caught before (`ValueError`, `LookupError`, `FileNotFoundError`), so
+existing `except ValueError:` code keeps working.
+
+    RubricError
+    ├── ConfigError (ValueError)                  bad input, caught at construction
+    ├── ScoringError                              a rubric node could not score a rollout
+    ├── EndpointError                             an endpoint failed for good
+    ├── EnvironmentNotFoundError (LookupError)    no environment by that name, path or spec
+    └── ResultsError (ValueError)                 a results directory cannot be read or used
+        └── ResultsNotFoundError (FileNotFoundError)
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "EndpointError",
+    "EnvironmentNotFoundError",
+    "ResultsError",
+    "ResultsNotFoundError",
+    "RubricError",
+    "ScoringError",
+]
+
+
+class RubricError(Exception):
+    """Root of every error rubric raises on purpose; its message says what is wrong and the fix."""
+
+
+class ConfigError(RubricError, ValueError):
+    """Bad input to a constructor or entry point: raised before anything runs."""
+
+
+class ScoringError(RubricError):
+    """Raise inside `forward` to mark the node unscored (NaN) with `str(error)` as the reason.
+
+    Unlike other exceptions, its reason is recorded without the exception type in front,
+    so it reads as a plain explanation ("judge reply had no verdict").
+    """
+
+
+class EndpointError(RubricError):
+    """The endpoint failed for good: retries exhausted, or a 4xx that retrying cannot fix.
+
+    Attributes:
+        status: The HTTP status of the last attempt, or None when no response came.
+        attempts: How many requests were made.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, attempts: int = 1) -> None:
+        super().__init__(message)
+        self.status = status
+        self.attempts = attempts
+
+
+class EnvironmentNotFoundError(RubricError, LookupError):
+    """No installed environment, file or `module:function` matches the name given."""
+
+
+class ResultsError(RubricError, ValueError):
+    """A results directory is unreadable, inconsistent, or not one `evaluate` wrote."""
+
+
+class ResultsNotFoundError(ResultsError, FileNotFoundError):
+    """The results directory, or both of its files, do not exist."""
