@@ -157,6 +157,14 @@ def _check_counts(args: argparse.Namespace) -> None:
             raise CliError(f"{flag} must be at least {least}, got {value}")
     if args.timeout <= 0:
         raise CliError(f"--timeout must be a positive number of seconds, got {args.timeout}")
+    if args.shard is not None:
+        from harness.errors import ConfigError
+        from harness.sharding import Shard
+
+        try:
+            args.shard = Shard.parse(args.shard)
+        except ConfigError as exc:
+            raise CliError(f"--shard {args.shard}: {exc}") from None
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -207,6 +215,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                     seed=args.seed,
                     split=args.split,
                     sampling=sampling or None,
+                    shard=args.shard,
                 )
             )
         except FileExistsError as exc:
@@ -350,6 +359,36 @@ def cmd_score(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_merge(args: argparse.Namespace) -> int:
+    from harness.sharding import merge_results
+
+    try:
+        report = merge_results(args.output, args.dirs)
+    except (RubricError, FileExistsError, NotADirectoryError) as exc:
+        raise CliError(str(exc)) from exc
+    console = _console()
+    console.print(_load_run(str(report.output_dir)))
+    console.print(
+        f"merged {len(report.shards)} shard(s) ({', '.join(report.shards)}): {report.rollouts} rollouts "
+        f"written to [bold]{report.output_dir}[/bold]",
+        soft_wrap=True,
+    )
+    if report.status != "completed":
+        gaps = []
+        if report.missing_shards:
+            gaps.append(f"shard(s) {', '.join(map(str, report.missing_shards))} not given")
+        if report.missing:
+            shown = ", ".join(f"{e}:{i}" for e, i in report.missing[:8])
+            more = f" and {len(report.missing) - 8} more" if len(report.missing) > 8 else ""
+            gaps.append(f"{len(report.missing)} rollout(s) missing ({shown}{more})")
+        console.print(
+            f"[yellow]incomplete: {'; '.join(gaps)}; run the original command without --shard and with "
+            f"--resume {report.output_dir} to fill the gaps[/yellow]",
+            soft_wrap=True,
+        )
+    return 0
+
+
 def _fmt(value: Any) -> str:
     return "n/a" if value is None else f"{value:.4f}" if isinstance(value, float) else str(value)
 
@@ -450,6 +489,11 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--max-retries", type=int, default=5)
     ev.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
     ev.add_argument("--no-progress", action="store_true")
+    ev.add_argument(
+        "--shard",
+        metavar="I/N",
+        help="run only slice I of N (from 0) of the examples; join with `rubric merge`",
+    )
     ev.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
     ev.set_defaults(func=cmd_eval)
 
@@ -470,6 +514,12 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("-c", "--concurrency", type=int, default=64)
     sc.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
     sc.set_defaults(func=cmd_score)
+
+    mg = sub.add_parser("merge", help="merge the result directories of a sharded run into one")
+    mg.add_argument("output", metavar="OUT", help="new directory for the merged run")
+    mg.add_argument("dirs", metavar="DIR", nargs="+", help="the shards' result directories")
+    mg.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
+    mg.set_defaults(func=cmd_merge)
 
     ls = sub.add_parser("list", help="list installed environments")
     ls.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)

@@ -21,12 +21,13 @@ from harness.progress import ProgressDisplay, RunStats
 from harness.protocol import EnvironmentProtocol
 from harness.results import EvalResults
 from harness.runner import rollout as run_rollout
+from harness.sharding import Shard, shard_metadata
 from harness.storage import METADATA_FILE, ResultsWriter, prepare_directory, read_metadata, write_json_atomic
 from harness.summary import summarize
 from harness.types import Rollout
 
 # Arguments that only change how fast a run goes, so a resumed run may change them.
-_FREE_ON_RESUME = {"concurrency", "progress"}
+_FREE_ON_RESUME = {"concurrency", "progress", "workers", "executor", "ray_address"}
 # Client settings that identify what answers (base_url/timeout/retries are just transport:
 # a resumed `scripted:` run even gets a new port).
 _MODEL_IDENTITY = ("model", "sampling")
@@ -196,6 +197,7 @@ async def evaluate(
     seed: int | None = None,
     split: str = "eval",
     sampling: Mapping[str, Any] | None = None,
+    shard: Shard | str | None = None,
 ) -> EvalResults:
     """Run `rollouts_per_example` rollouts of each example of `env` against `client`.
 
@@ -204,11 +206,17 @@ async def evaluate(
     inside a rollout are recorded on it; the batch always finishes. On cancellation or
     Ctrl-C the workers stop, finished rollouts stay on disk, metadata says "interrupted",
     and the interruption propagates (asyncio.run turns a Ctrl-C cancellation into
-    KeyboardInterrupt).
+    KeyboardInterrupt). `shard="i/N"` runs only slice i of N of the examples (see
+    `harness.sharding`; merge the shards' directories with `harness.sharding.merge_results`).
     """
     _check_arguments(env, num_examples, rollouts_per_example, concurrency)
+    chosen = Shard.parse(shard) if shard is not None else None
     examples = list(env.get_dataset(split, n=num_examples, seed=seed))
     ids = _example_ids(examples)
+    sharding: dict[str, Any] = {}
+    if chosen is not None:
+        sharding = {"shard": shard_metadata(chosen, ids)}
+        examples, ids = chosen.select(examples), chosen.select(ids)
     arguments = {
         "num_examples": num_examples,
         "rollouts_per_example": rollouts_per_example,
@@ -218,6 +226,8 @@ async def evaluate(
         "concurrency": concurrency,
         "progress": progress,
     }
+    if chosen is not None:  # absent otherwise, so runs from before sharding still resume
+        arguments["shard"] = str(chosen)
     current = {"env": _jsonable(env.config()), "model": _client_config(client), "arguments": arguments}
 
     directory = Path(output_dir) if output_dir is not None else None
@@ -262,6 +272,7 @@ async def evaluate(
             {"started_at": started_at, "status": "running", "rollouts_planned": len(jobs)},
         ],
         "summary": None,
+        **sharding,
     }
     stats = RunStats(total=len(plan), done=len(done))
     run = _Run(directory, metadata, stats)
