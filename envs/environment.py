@@ -57,6 +57,9 @@ class Environment:
     """
 
     default_max_turns: ClassVar[int] = 10
+    #: Tool calls run per assistant turn (None: all); each extra call gets a tool message
+    #: saying it was not run, so one turn cannot start a hundred sandboxes.
+    max_tool_calls: int | None = None
 
     def __init__(
         self,
@@ -239,6 +242,19 @@ class Environment:
             ) from exc
 
     async def _run_tool_calls(self, rollout: Rollout, calls: list[ToolCall]) -> list[Message]:
+        limit = self.max_tool_calls
+        if limit is not None and len(calls) > limit:
+            refused = [
+                Message(
+                    role="tool",
+                    content=f"Error: not run: at most {limit} tool calls run per turn; this turn made "
+                    f"{len(calls)}. Make the remaining calls in a later turn.",
+                    tool_call_id=call.id,
+                    name=call.name,
+                )
+                for call in calls[limit:]
+            ]
+            return [*await self._run_tool_calls(rollout, calls[:limit]), *refused]
         results: list[ToolResult | BaseException]
         if len(calls) == 1:
             # The common case skips gather's task creation: on a busy loop every extra task

@@ -1,11 +1,14 @@
 """`python`: answer computational questions by running Python code (tool use).
 
 A template for environments whose tools touch the outside world. The model gets one tool,
-`run_python(code)`, which runs a complete program in a fresh child process (see
-`envs.reference.sandbox`: wall-clock timeout, CPU and memory limits, output cut at a size
-limit, a minimal environment without API keys) inside a scratch directory private to the
-rollout. Files written there persist across the rollout's calls; the directory is deleted
-when the rollout is scored (and any left by failed rollouts when the environment is freed).
+`run_python(code)`, which runs a complete program in a fresh bubblewrap sandbox (see
+`envs.reference.sandbox`: its own PID, mount, network, IPC and user namespaces, a read-only
+view of only the Python installation, a private size-capped scratch folder, no network, caps
+on processes, memory and CPU for the whole process tree, a wall-clock timeout). Nothing of a
+call survives it: no process, no file. At most `max_tool_calls` calls run per model turn.
+
+Without bubblewrap the environment refuses to build; `unsafe_sandbox=True` runs the code in a
+plain child process instead and warns on every build and every run.
 
 Reward: `correct` (weight 1) compares the number in `<answer>...</answer>` (or else the
 reply's last number) exactly with the verified answer; `ran_code` (weight 0) is a metric
@@ -14,47 +17,68 @@ recording whether the model used the tool at all.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-import weakref
+import sys
 from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envs import Tool, ToolEnv
 from envs.reference.data import data_path, read_jsonl
-from envs.reference.sandbox import SandboxLimits, run_code
+from envs.reference.sandbox import UNSAFE_WARNING, Sandbox, SandboxLimits
 from envs.reference.scripting import RowLookup, seeded_rng
-from harness.types import Rollout
 from rubrics import WeightedSum
 from rubrics.parsers import extract_last_number, extract_xml
+
+if TYPE_CHECKING:  # pragma: no cover
+    from datasets import Dataset
 
 QUESTIONS_FILE = "python_questions.jsonl"
 SYSTEM_PROMPT = (
     "Answer the question by running Python code: call the run_python tool with a complete "
     "program that prints what you need, and read its output. Each call starts a fresh "
-    "interpreter. When you know the answer, reply without a tool call and put the final answer, "
+    "interpreter in an empty folder. When you know the answer, reply without a tool call and put the final answer, "
     "a single integer, in <answer></answer>."
 )
 
 
 class PythonEnv(ToolEnv):
-    """A ToolEnv whose `run_python` tool runs code in a per-rollout scratch directory."""
+    """A ToolEnv whose `run_python` tool runs each program in a fresh sandbox.
+
+    Args:
+        dataset: Questions with `question` and `answer`.
+        rubric: The rubric.
+        limits: Per-call limits (time, CPU, memory, output, disk, processes).
+        network: Give the code the host's network (off by default).
+        unsafe_sandbox: Run code without isolation where bubblewrap is missing (warns).
+        max_tool_calls: Calls run per model turn; each extra call gets a message saying so.
+        **kwargs: `ToolEnv` arguments.
+
+    Raises:
+        SandboxUnavailableError: bubblewrap cannot isolate code here and `unsafe_sandbox` is
+            not set; the message says how to install it.
+    """
 
     def __init__(
-        self, dataset: Any, rubric: Any, *, limits: SandboxLimits | None = None, **kwargs: Any
+        self,
+        dataset: Any,
+        rubric: Any,
+        *,
+        limits: SandboxLimits | None = None,
+        network: bool = False,
+        unsafe_sandbox: bool = False,
+        max_tool_calls: int = 4,
+        **kwargs: Any,
     ) -> None:
-        self.limits = limits or SandboxLimits()
-        # Every rollout's scratch directory lives under one root that is removed when this
-        # environment is garbage-collected or the interpreter exits, whatever happened.
-        self.scratch_root = tempfile.mkdtemp(prefix="rubric-python-")
-        self._finalizer = weakref.finalize(self, shutil.rmtree, self.scratch_root, ignore_errors=True)
+        self.sandbox = Sandbox(limits, network=network, unsafe=unsafe_sandbox)
+        self.limits = self.sandbox.limits
+        self.max_tool_calls = max_tool_calls
         description = (
             "Run a complete Python program and return what it prints (stdout and stderr). "
-            "Variables do not carry over between calls; files in the working directory do. "
+            "Each call starts fresh: no variables or files carry over, and there is no network. "
             f"Limits per run: {self.limits.timeout:g} s wall clock, {self.limits.cpu_seconds} s CPU, "
-            f"{self.limits.memory_mb} MB memory; output beyond {self.limits.output_limit} bytes is cut."
+            f"{self.limits.memory_mb} MB memory, {self.limits.disk_mb} MB disk; output beyond "
+            f"{self.limits.output_limit} bytes is cut."
         )
         run_tool = Tool.from_function(
             self.run_python, name="run_python", description=description, timeout=self.limits.timeout + 5.0
@@ -64,8 +88,12 @@ class PythonEnv(ToolEnv):
         super().__init__(dataset, rubric, tools=[run_tool], **kwargs)
 
     def setup_state(self, state: dict[str, Any], example: Mapping[str, Any]) -> None:
-        state["scratch_dir"] = tempfile.mkdtemp(prefix="rollout-", dir=self.scratch_root)
         state["python_runs"] = 0
+
+    def get_dataset(self, split: str = "eval", n: int | None = None, seed: int | None = None) -> Dataset:
+        if self.sandbox.unsafe:  # every run starts by taking its examples: warn each time
+            print(UNSAFE_WARNING, file=sys.stderr, flush=True)
+        return super().get_dataset(split, n=n, seed=seed)
 
     async def run_python(self, code: str, state: dict[str, Any]) -> str:
         """Run a Python program and return its output.
@@ -73,28 +101,9 @@ class PythonEnv(ToolEnv):
         Args:
             code: a complete Python program; print() the values you want to see.
         """
-        scratch = state.get("scratch_dir")
-        if not scratch or not Path(scratch).is_dir():
-            return "Error: this rollout's scratch directory is gone (the rollout was already scored)."
-        result = await run_code(code, scratch, self.limits)
+        result = await self.sandbox.run(code)
         state["python_runs"] = state.get("python_runs", 0) + 1
         return result.render()
-
-    async def score(self, rollout: Rollout) -> None:
-        try:
-            await super().score(rollout)
-        finally:
-            self.cleanup(rollout.state)
-
-    def cleanup(self, state: Mapping[str, Any]) -> None:
-        """Delete one rollout's scratch directory (idempotent)."""
-        scratch = state.get("scratch_dir")
-        if scratch:
-            shutil.rmtree(scratch, ignore_errors=True)
-
-    def close(self) -> None:
-        """Delete every scratch directory now rather than when the environment is freed."""
-        self._finalizer()
 
 
 # ----------------------------------------------------------------------------- reward
@@ -214,18 +223,36 @@ def load_environment(
     output_limit: int = 4000,
     max_turns: int = 6,
     sampling: Mapping[str, Any] | None = None,
+    disk_mb: int = 64,
+    max_processes: int = 32,
+    max_tool_calls: int = 4,
+    network: bool = False,
+    unsafe_sandbox: bool = False,
 ) -> PythonEnv:
-    """The python environment over the bundled verified questions (or a .jsonl of your own)."""
+    """The python environment over the bundled verified questions (or a .jsonl of your own).
+
+    Raises:
+        SandboxUnavailableError: bubblewrap cannot isolate code here and `unsafe_sandbox`
+            is not set.
+    """
     if num_examples is not None and num_examples < 1:
         raise ValueError(f"num_examples must be a positive integer or None (all), got {num_examples}")
     rows = load_rows(dataset)[:num_examples]
     limits = SandboxLimits(
-        timeout=timeout, cpu_seconds=cpu_seconds, memory_mb=memory_mb, output_limit=output_limit
+        timeout=timeout,
+        cpu_seconds=cpu_seconds,
+        memory_mb=memory_mb,
+        output_limit=output_limit,
+        disk_mb=disk_mb,
+        max_processes=max_processes,
     )
     env = PythonEnv(
         rows,
         make_rubric(),
         limits=limits,
+        network=network,
+        unsafe_sandbox=unsafe_sandbox,
+        max_tool_calls=max_tool_calls,
         system_prompt=SYSTEM_PROMPT,
         max_turns=max_turns,
         sampling=sampling,

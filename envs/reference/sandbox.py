@@ -1,39 +1,59 @@
-"""Run a snippet of model-written Python in a child process with limits.
+"""Run a snippet of model-written Python isolated in Linux namespaces (bubblewrap), with limits.
 
-Why a subprocess and not `exec`: the model's code may loop forever, allocate without bound or
-print megabytes; a child process can be killed and resource-limited without hurting the
-evaluation. It runs asynchronously (`asyncio.create_subprocess_exec`), so hundreds of
-concurrent rollouts never block the event loop.
+Each call gets fresh PID, mount, network, IPC, UTS, cgroup and user namespaces from `bwrap`
+(Debian/Ubuntu package `bubblewrap`), the established unprivileged sandboxing tool:
 
-The limits are applied by a tiny bootstrap that runs *inside* the child before the user code
-(`resource.setrlimit` for CPU seconds and address space), rather than through `preexec_fn`,
-which is unsafe in a process with threads (the harness runs its loop on a background thread).
-The code is sent on stdin, so nothing is written into the scratch directory but what the code
-itself writes there.
+- a read-only view of only what Python needs (`/usr`, `/lib*`, the interpreter's prefix,
+  `/etc/ld.so.cache`): not the project, the answers, the user's home, or other rollouts;
+- a private, size-capped tmpfs as its working directory and `/tmp`, gone when the call returns;
+- no network unless the environment opts in, and an environment with no variables of ours;
+- its own `/proc`, so no other process (the harness, its secrets) is visible or killable;
+- caps for the whole process tree: a cgroup (`pids.max`, memory) when this process may create
+  one, plus per-process rlimits (CPU seconds, address space, file size, process count);
+- nothing left running: bwrap's init is PID 1 of the namespace, so when the code's main process
+  exits, times out or the harness dies (`--die-with-parent`), the kernel kills every process.
 
-This is resource limiting, not isolation: the code can read whatever the user running the
-evaluation can. Run untrusted models inside a container or VM.
+Where bubblewrap or user namespaces are missing (macOS, a locked-down kernel) `Sandbox` refuses
+to be built, with one line saying how to install it. `Sandbox(unsafe=True)` runs the code in a
+plain child process with the same rlimits and a throwaway working directory, and warns: that
+is resource limiting, not isolation.
+
+The code is sent on stdin, and a tiny bootstrap (inside the sandbox) applies the rlimits and
+runs it as `__main__`, printing tracebacks without its own frame. Limits are set there rather
+than through `preexec_fn`, which is unsafe in a process with threads.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
+import itertools
 import os
+import shutil
 import signal
+import subprocess
 import sys
+import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.errors import ConfigError
+
 # Runs in the child: apply limits, read the code from stdin, run it as __main__, and print
-# tracebacks without this bootstrap's own frame.
+# tracebacks without this bootstrap's own frame. Arguments: CPU s, address space, file size
+# and process count (0 = leave as is).
 _BOOTSTRAP = r"""
 import resource, sys, traceback
-cpu, mem = int(sys.argv[1]), int(sys.argv[2])
-if cpu > 0:
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-if mem > 0:
-    resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+cpu, mem, fsize, nproc = (int(a) for a in sys.argv[1:5])
+for kind, value, extra in ((resource.RLIMIT_CPU, cpu, 1), (resource.RLIMIT_AS, mem, 0),
+                           (resource.RLIMIT_FSIZE, fsize, 0), (resource.RLIMIT_NPROC, nproc, 0),
+                           (resource.RLIMIT_CORE, 0, 0)):
+    if value > 0 or kind == resource.RLIMIT_CORE:
+        resource.setrlimit(kind, (value, value + extra))
 source = sys.stdin.read()
+sys.stdin = open("/dev/null")
 sys.argv = ["<cell>"]
 try:
     exec(compile(source, "<cell>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
@@ -45,23 +65,51 @@ except BaseException as exc:
     sys.exit(1)
 """
 
+SCRATCH = "/tmp"  # the sandbox's working directory: a private tmpfs
+UNSAFE_PREFIX = "rubric-python-"  # host scratch folders of unsafe runs: rubric-python-<pid>-*
+INSTALL_HINT = (
+    "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap) "
+    "on Linux with user namespaces enabled, or pass unsafe_sandbox=True to run model code unisolated"
+)
+
+
+class SandboxUnavailableError(ConfigError):
+    """bubblewrap is missing or cannot create namespaces here; the message says how to fix it."""
+
 
 @dataclass(frozen=True)
 class SandboxLimits:
-    """Limits for one run: wall-clock and CPU seconds, address space, and output size."""
+    """Limits for one run.
+
+    Attributes:
+        timeout: Wall-clock seconds before the whole process tree is killed.
+        cpu_seconds: CPU seconds per process (RLIMIT_CPU); 0 = no limit.
+        memory_mb: Memory for the whole tree when a cgroup is available, and the address space
+            of each process (RLIMIT_AS) always; 0 = no limit.
+        output_limit: Bytes of output kept (the rest is counted and cut).
+        disk_mb: Size of the private scratch tmpfs, and the largest file (RLIMIT_FSIZE).
+        max_processes: Processes and threads the tree may hold at once.
+    """
 
     timeout: float = 10.0
     cpu_seconds: int = 10
     memory_mb: int = 512
     output_limit: int = 4000
+    disk_mb: int = 64
+    max_processes: int = 32
 
     def __post_init__(self) -> None:
-        if self.timeout <= 0:
+        if not self.timeout > 0:
             raise ValueError(f"SandboxLimits.timeout must be > 0 seconds, got {self.timeout}")
         if self.cpu_seconds < 0 or self.memory_mb < 0:
             raise ValueError("SandboxLimits.cpu_seconds and memory_mb must be >= 0 (0 = no limit)")
         if self.output_limit < 1:
             raise ValueError(f"SandboxLimits.output_limit must be >= 1 byte, got {self.output_limit}")
+        if self.disk_mb < 1 or self.max_processes < 2:
+            raise ValueError(
+                f"SandboxLimits.disk_mb must be >= 1 and max_processes >= 2, "
+                f"got {self.disk_mb} and {self.max_processes}"
+            )
 
 
 @dataclass(frozen=True)
@@ -90,6 +138,7 @@ class RunResult:
                 signal.Signals(-self.returncode).name if -self.returncode in signal.valid_signals() else "?"
             )
             why = " (CPU time limit exceeded)" if name == "SIGXCPU" else ""
+            why = " (memory limit exceeded)" if name == "SIGKILL" and self.limits.memory_mb else why
             notes.append(f"[killed by signal {name}{why}]")
         elif self.returncode:
             notes.append(f"[exit code {self.returncode}]")
@@ -97,40 +146,305 @@ class RunResult:
         return "\n".join(part for part in [body.rstrip("\n"), *notes] if part)
 
 
-def _child_env(workdir: Path) -> dict[str, str]:
+# ----------------------------------------------------------------------------- host probing
+
+
+def _interpreter() -> tuple[str, str]:
+    """The real (non-venv) interpreter and its prefix: the sandbox sees no site-packages of
+    the venv, so neither this project nor its dependencies are importable inside."""
+    prefix = os.path.realpath(sys.base_prefix)
+    candidate = Path(prefix) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+    executable = str(candidate) if candidate.exists() else os.path.realpath(sys.executable)
+    return executable, prefix
+
+
+def _system_binds() -> list[str]:
+    """Read-only binds of the system directories Python needs (merged-/usr symlinks kept)."""
+    args = ["--ro-bind", "/usr", "/usr"]
+    for name in ("/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32"):
+        if os.path.islink(name):
+            args += ["--symlink", os.readlink(name), name]
+        elif os.path.isdir(name):
+            args += ["--ro-bind", name, name]
+    for name in ("/etc/ld.so.cache", "/etc/localtime"):
+        args += ["--ro-bind-try", name, name]
+    return args
+
+
+_NETWORK_FILES = ("/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/ssl", "/etc/ca-certificates")
+
+
+@functools.cache
+def bubblewrap_problem() -> str | None:
+    """Why bubblewrap cannot sandbox code on this machine, or None when it can (probed once)."""
+    if not sys.platform.startswith("linux"):
+        return f"model code is sandboxed with Linux namespaces, not available on {sys.platform}"
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return "bubblewrap (bwrap) is not installed"
+    probe = [bwrap, "--unshare-all", "--die-with-parent", *_system_binds(), "--", "/usr/bin/env", "true"]
+    try:
+        done = subprocess.run(probe, capture_output=True, timeout=10, env={"PATH": "/usr/bin:/bin"})
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bubblewrap does not run ({exc})"
+    if done.returncode != 0:
+        reason = done.stderr.decode(errors="replace").strip().splitlines()
+        return f"bubblewrap cannot create namespaces here ({reason[-1] if reason else done.returncode})"
+    return None
+
+
+# ----------------------------------------------------------------------------- cgroups
+
+
+def _cgroup_paths() -> dict[str, str]:
+    """controller (or "" for cgroup v2) -> this process's cgroup path, from /proc/self/cgroup."""
+    paths: dict[str, str] = {}
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            for controller in controllers.split(",") if controllers else [""]:
+                paths[controller] = path
+    return paths
+
+
+def _cgroup_parents() -> dict[str, Path]:
+    """Where a per-call cgroup can be made for the pids and memory controllers, v1 or v2."""
+    paths = _cgroup_paths()
+    root = Path("/sys/fs/cgroup")
+    v1 = {c: root / c / paths[c].lstrip("/") for c in ("pids", "memory") if c in paths}
+    if len(v1) == 2 and all((p / "cgroup.procs").exists() for p in v1.values()):
+        return v1
+    for mount in (root, root / "unified"):
+        base = mount / paths.get("", "/").lstrip("/")
+        with contextlib.suppress(OSError):
+            enabled = (base / "cgroup.subtree_control").read_text().split()
+            if not {"pids", "memory"} <= set(enabled):
+                (base / "cgroup.subtree_control").write_text("+pids +memory")
+            return {"": base}
+    return {}
+
+
+_counter = itertools.count()
+
+
+class _Cgroup:
+    """One call's cgroup: caps processes and memory for everything the code starts."""
+
+    def __init__(self, parents: dict[str, Path], limits: SandboxLimits) -> None:
+        name = f"rubric-sandbox-{os.getpid()}-{next(_counter)}"
+        self.dirs = [parent / name for parent in parents.values()]
+        memory = (limits.memory_mb + limits.disk_mb) * 1024 * 1024  # the tmpfs is charged too
+        settings = {
+            "pids.max": str(limits.max_processes),
+            "memory.limit_in_bytes" if "memory" in parents else "memory.max": str(memory),
+            "memory.swap.max": "0",
+        }
+        for directory in self.dirs:
+            directory.mkdir()
+            for key, value in settings.items():
+                if (directory / key).exists():
+                    (directory / key).write_text(value)
+
+    @property
+    def procs(self) -> list[str]:
+        return [str(d / "cgroup.procs") for d in self.dirs]
+
+    def remove(self) -> None:
+        """Kill whatever is left in the cgroup and delete it."""
+        deadline = time.monotonic() + 2.0
+        for directory in self.dirs:
+            while directory.exists():
+                with contextlib.suppress(OSError):
+                    for pid in (directory / "cgroup.procs").read_text().split():
+                        os.kill(int(pid), signal.SIGKILL)
+                    directory.rmdir()
+                if directory.exists() and time.monotonic() > deadline:
+                    break  # removed by the next stale sweep
+                time.sleep(0.005) if directory.exists() else None
+
+
+def _sweep_stale_cgroups(parents: dict[str, Path]) -> None:
+    """Delete per-call cgroups left by harness processes that were killed."""
+    for parent in parents.values():
+        for directory in parent.glob("rubric-sandbox-*"):
+            pid = directory.name.split("-")[2]
+            if pid.isdigit() and not _pid_alive(int(pid)):
+                with contextlib.suppress(OSError):
+                    directory.rmdir()
+
+
+@functools.cache
+def _usable_cgroup_parents() -> dict[str, Path]:
+    """Controller -> parent cgroup when this process may make per-call cgroups (probed once)."""
+    parents = _cgroup_parents()
+    if not parents:
+        return {}
+    try:
+        _Cgroup(parents, SandboxLimits()).remove()
+    except OSError:
+        return {}
+    _sweep_stale_cgroups(parents)
+    return parents
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_scratch(root: str | Path | None = None) -> list[Path]:
+    """Delete `rubric-python-<pid>-*` scratch folders whose process is gone (a killed run)."""
+    removed = []
+    for path in Path(root or tempfile.gettempdir()).glob(f"{UNSAFE_PREFIX}*"):
+        pid = path.name[len(UNSAFE_PREFIX) :].split("-", 1)[0]
+        if path.is_dir() and (not pid.isdigit() or not _pid_alive(int(pid))):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+# ----------------------------------------------------------------------------- the sandbox
+
+
+class Sandbox:
+    """Runs model code in bubblewrap namespaces under `limits` (see the module docstring).
+
+    Args:
+        limits: Time, CPU, memory, output, disk and process limits for each call.
+        network: Give the code the host's network (off by default).
+        unsafe: Run without isolation (a plain child process with rlimits), for machines
+            without bubblewrap. Warns on every build.
+
+    Raises:
+        SandboxUnavailableError: bubblewrap is missing or cannot create namespaces, and
+            `unsafe` is not set; or this process runs as root, where the kernel does not
+            apply the process limit, and may not create a cgroup.
+    """
+
+    def __init__(self, limits: SandboxLimits | None = None, *, network: bool = False, unsafe: bool = False):
+        self.limits = limits or SandboxLimits()
+        self.network = network
+        self.unsafe = unsafe
+        self._cgroups: dict[str, Path] = {}
+        if unsafe:
+            remove_stale_scratch()
+            warn_unsafe()
+            return
+        problem = bubblewrap_problem()
+        if problem is not None:
+            raise SandboxUnavailableError(f"cannot sandbox model code: {problem}; {INSTALL_HINT}")
+        self._cgroups = _usable_cgroup_parents()
+        if not self._cgroups and os.geteuid() == 0:
+            raise SandboxUnavailableError(
+                "cannot sandbox model code: running as root, where RLIMIT_NPROC does not apply, and "
+                "no cgroup can be created to cap processes; run as a normal user, give this process "
+                "a writable cgroup, or pass unsafe_sandbox=True"
+            )
+
+    def describe(self) -> str:
+        """One line saying what isolates and limits each call."""
+        if self.unsafe:
+            return "UNSAFE: a plain child process with rlimits; the code can read and write what you can"
+        caps = "cgroup (processes, memory) + rlimits" if self._cgroups else "rlimits"
+        net = "host network" if self.network else "no network"
+        return f"bubblewrap: pid/mount/net/ipc/uts/user/cgroup namespaces, {net}, caps by {caps}"
+
+    def bwrap_args(self) -> list[str]:
+        """The bubblewrap command line up to (not including) the interpreter."""
+        executable, prefix = _interpreter()
+        args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", *_system_binds()]
+        if not prefix.startswith("/usr/"):
+            args += ["--ro-bind", prefix, prefix]
+        if self.network:
+            args.insert(2, "--share-net")
+            for name in _NETWORK_FILES:
+                args += ["--ro-bind-try", name, name]
+        args += ["--proc", "/proc", "--dev", "/dev", "--size", str(self.limits.disk_mb * 1024 * 1024)]
+        args += ["--tmpfs", SCRATCH, "--chdir", SCRATCH, "--hostname", "sandbox", "--clearenv"]
+        for key, value in _child_env(SCRATCH).items():
+            args += ["--setenv", key, value]
+        return [*args, "--", executable]
+
+    def _bootstrap_args(self) -> list[str]:
+        limits = self.limits
+        # With a cgroup the tree is capped there; RLIMIT_NPROC is then left alone (it counts
+        # every process of the user, which in unsafe mode is the user's whole session).
+        nproc = 0 if self._cgroups or self.unsafe else limits.max_processes
+        numbers = (limits.cpu_seconds, limits.memory_mb << 20, limits.disk_mb << 20, nproc)
+        return ["-I", "-c", _BOOTSTRAP, *(str(n) for n in numbers)]
+
+    async def run(self, code: str) -> RunResult:
+        """Run `code` as a fresh program; stdout and stderr are merged into the result."""
+        if self.unsafe:
+            workdir = tempfile.mkdtemp(prefix=f"{UNSAFE_PREFIX}{os.getpid()}-")
+            try:
+                command = [sys.executable, *self._bootstrap_args()]
+                return await _execute(command, code, self.limits, cwd=workdir, env=_child_env(workdir))
+            finally:
+                shutil.rmtree(workdir, ignore_errors=True)
+        command = [*self.bwrap_args(), *self._bootstrap_args()]
+        cgroup = _Cgroup(self._cgroups, self.limits) if self._cgroups else None
+        if cgroup is not None:  # join the cgroup before bwrap starts, so every descendant is in it
+            enter = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"'
+            command = ["/bin/sh", "-c", enter, "sh", *cgroup.procs, "--", *command]
+        try:
+            result = await _execute(command, code, self.limits, env={"PATH": "/usr/bin:/bin"})
+        finally:
+            if cgroup is not None:
+                cgroup.remove()
+        return _from_wrapper(result)
+
+
+def _from_wrapper(result: RunResult) -> RunResult:
+    """bwrap reports a child killed by signal N as exit code 128 + N; give it back as -N."""
+    code = result.returncode
+    if code is not None and code > 128 and (code - 128) in signal.valid_signals():
+        return RunResult(
+            result.output,
+            -(code - 128),
+            result.timed_out,
+            result.truncated,
+            result.total_bytes,
+            result.limits,
+        )
+    return result
+
+
+UNSAFE_WARNING = (
+    "rubric: unsafe_sandbox=True: model code runs WITHOUT isolation; it can read your files and "
+    "secrets and write anywhere you can. Use bubblewrap on Linux for untrusted models."
+)
+
+
+def warn_unsafe() -> None:
+    """Say on stderr that model code runs unisolated (each unsafe build and each run)."""
+    print(UNSAFE_WARNING, file=sys.stderr, flush=True)
+
+
+def _child_env(workdir: str) -> dict[str, str]:
     """A minimal environment: the model's code must not see API keys in ours."""
-    return {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(workdir),
-        "TMPDIR": str(workdir),
-        "LANG": "C.UTF-8",
-    }
+    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8"}
 
 
 def _kill_group(process: asyncio.subprocess.Process) -> None:
-    """Kill the child's whole process group (it leads its own session), so nothing it started
-    in the background outlives the call, even after the child itself has exited."""
-    try:
+    """Kill the child's whole process group (it leads its own session)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass  # the group is already gone
 
 
-async def run_code(code: str, workdir: str | Path, limits: SandboxLimits | None = None) -> RunResult:
-    """Run `code` with `python -I` in `workdir` under `limits`; stdout and stderr are merged."""
-    limits = limits or SandboxLimits()
-    workdir = Path(workdir)
-    if not workdir.is_dir():
-        raise FileNotFoundError(f"sandbox working directory {workdir} does not exist")
+async def _execute(
+    command: list[str], code: str, limits: SandboxLimits, *, env: dict[str, str], cwd: str | None = None
+) -> RunResult:
+    """Start `command`, feed it `code`, collect output up to the limit, kill on timeout."""
     process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-I",
-        "-c",
-        _BOOTSTRAP,
-        str(limits.cpu_seconds),
-        str(limits.memory_mb * 1024 * 1024),
-        cwd=workdir,
-        env=_child_env(workdir),
+        *command,
+        cwd=cwd,
+        env=env,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
@@ -173,4 +487,17 @@ async def run_code(code: str, workdir: str | Path, limits: SandboxLimits | None 
     )
 
 
-__all__ = ["RunResult", "SandboxLimits", "run_code"]
+async def run_code(code: str, limits: SandboxLimits | None = None, *, unsafe: bool = False) -> RunResult:
+    """Run `code` once in a new `Sandbox(limits, unsafe=unsafe)`."""
+    return await Sandbox(limits, unsafe=unsafe).run(code)
+
+
+__all__ = [
+    "RunResult",
+    "Sandbox",
+    "SandboxLimits",
+    "SandboxUnavailableError",
+    "bubblewrap_problem",
+    "remove_stale_scratch",
+    "run_code",
+]
