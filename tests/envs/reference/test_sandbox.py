@@ -19,7 +19,7 @@ from envs.reference import python_env, sandbox
 from envs.reference.sandbox import Sandbox, SandboxLimits, SandboxUnavailableError, run_code
 from harness.types import Message
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _marker() -> str:
