@@ -24,6 +24,7 @@ from envs.prompts import Template
 from envs.tools import Tool, ToolResult, call_tool
 from harness.aio import maybe_await, run_sync
 from harness.types import Message, Rollout, ToolCall, as_messages
+from rubrics.render import tree_nodes
 
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
@@ -335,6 +336,9 @@ class Environment:
                 "prompt_template": self.prompt_template,
                 "load_spec": self.load_spec,
                 "load_kwargs": self.load_kwargs,
+                # The tree (heads, weights, gate thresholds) so a saved run can be drawn
+                # and its node means listed in tree order without the code.
+                "rubric": tree_nodes(self.rubric),
             }
         )
 

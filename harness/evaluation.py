@@ -19,10 +19,17 @@ from typing import Any
 
 from harness.progress import ProgressDisplay, RunStats
 from harness.protocol import EnvironmentProtocol
-from harness.results import EvalResults
+from harness.results import EvalResults, node_paths
 from harness.runner import rollout as run_rollout
 from harness.sharding import Shard, shard_metadata
-from harness.storage import METADATA_FILE, ResultsWriter, prepare_directory, read_metadata, write_json_atomic
+from harness.storage import (
+    METADATA_FILE,
+    ResultsWriter,
+    clear_run,
+    prepare_directory,
+    read_metadata,
+    write_json_atomic,
+)
 from harness.summary import summarize
 from harness.types import Rollout
 
@@ -172,7 +179,14 @@ class _Run:
 
     def close(self, status: str, *, ran: int, max_k: int) -> EvalResults:
         wall = time.perf_counter() - self.started
-        summary = summarize(self.rollouts, wall_seconds=wall, timed_rollouts=ran, max_k=max_k)
+        summary = summarize(
+            self.rollouts,
+            wall_seconds=wall,
+            timed_rollouts=ran,
+            max_k=max_k,
+            node_order=node_paths(self.metadata),
+            planned=self.stats.total,
+        )
         session = self.metadata["sessions"][-1]
         session.update(status=status, finished_at=_now(), rollouts_ran=ran, wall_seconds=wall)
         self.metadata.update(
@@ -193,6 +207,7 @@ async def evaluate(
     concurrency: int = DEFAULT_CONCURRENCY,
     output_dir: str | Path | None = None,
     resume: bool = False,
+    overwrite: bool = False,
     progress: bool = True,
     seed: int | None = None,
     split: str = "eval",
@@ -202,7 +217,9 @@ async def evaluate(
     """Run `rollouts_per_example` rollouts of each example of `env` against `client`.
 
     With `output_dir`, rollouts stream to `results.jsonl` and settings to `metadata.json`;
-    `resume=True` continues such a directory, running only the missing rollouts. Failures
+    `resume=True` continues such a directory, running only the missing rollouts;
+    `overwrite=True` replaces the results of an earlier run there (re-running a notebook
+    cell). Failures
     inside a rollout are recorded on it; the batch always finishes. On cancellation or
     Ctrl-C the workers stop, finished rollouts stay on disk, metadata says "interrupted",
     and the interruption propagates (asyncio.run turns a Ctrl-C cancellation into
@@ -234,6 +251,8 @@ async def evaluate(
     previous: list[Rollout] = []
     saved: dict[str, Any] | None = None
     if directory is not None:
+        if overwrite and not resume:
+            clear_run(directory)
         previous = prepare_directory(directory, resume=resume)
         saved = read_metadata(directory)
         if saved is not None:
@@ -273,6 +292,8 @@ async def evaluate(
         ],
         "summary": None,
         **sharding,
+        # Dataset order, so `load_results` gives rollouts back in the order evaluate does.
+        "example_ids": ids,
     }
     stats = RunStats(total=len(plan), done=len(done))
     run = _Run(directory, metadata, stats)
@@ -296,8 +317,10 @@ async def evaluate(
                 for _ in range(min(concurrency, len(jobs))):
                     group.create_task(worker())
         status = "completed"
-    except (KeyboardInterrupt, asyncio.CancelledError):
+    except (KeyboardInterrupt, asyncio.CancelledError) as exc:
         status = "interrupted"
+        where = f"; they are in {directory}, and resume=True continues the run" if directory else ""
+        exc.add_note(f"evaluation interrupted: {stats.done} of {stats.total} rollouts finished{where}")
         raise
     finally:
         results = run.close(status, ran=stats.ran, max_k=rollouts_per_example)

@@ -11,7 +11,7 @@ import json
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from harness.errors import ResultsNotFoundError
 from harness.storage import METADATA_FILE, RESULTS_FILE, iter_rollouts, read_metadata
@@ -19,6 +19,7 @@ from harness.summary import Summary, summarize
 from harness.types import Rollout
 
 if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
     from rich.table import Table
 
     from datasets import Dataset
@@ -28,6 +29,34 @@ def _fmt(value: float | None, digits: int = 4) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "n/a"
     return f"{value:.{digits}f}"
+
+
+def node_paths(metadata: Mapping[str, Any]) -> list[str] | None:
+    """The rubric's node paths in tree order, as the run recorded them (None if it did not)."""
+    nodes = (metadata.get("env") or {}).get("rubric")
+    if not isinstance(nodes, list):
+        return None
+    return [n["path"] for n in nodes if isinstance(n, dict) and n.get("path")]
+
+
+def _in_run_order(rollouts: Iterable[Rollout], metadata: Mapping[str, Any] | None) -> list[Rollout]:
+    """Rollouts as `evaluate` returned them: dataset order (recorded in the metadata), then
+    rollout index; finishing order (what results.jsonl holds) says nothing to a reader."""
+    items = list(rollouts)
+    order = (metadata or {}).get("example_ids")
+    position = {str(e): i for i, e in enumerate(order)} if isinstance(order, list) else {}
+    fallback = len(position)
+    first_seen: dict[str, int] = {}
+    for r in items:
+        first_seen.setdefault(str(r.example_id), len(first_seen))
+    items.sort(
+        key=lambda r: (
+            position.get(str(r.example_id), fallback),
+            first_seen[str(r.example_id)],
+            r.rollout_index,
+        )
+    )
+    return items
 
 
 class EvalResults:
@@ -52,7 +81,12 @@ class EvalResults:
         if self._summary is None:
             recorded = self.metadata.get("summary") or {}
             arguments = self.metadata.get("arguments") or {}
-            summary = summarize(self.rollouts, max_k=arguments.get("rollouts_per_example"))
+            summary = summarize(
+                self.rollouts,
+                max_k=arguments.get("rollouts_per_example"),
+                node_order=node_paths(self.metadata),
+                planned=recorded.get("planned"),
+            )
             wall = recorded.get("wall_seconds")
             if wall:  # the run's own timing; a loaded or re-scored copy has none of its own
                 rate = recorded.get("rollouts_per_second") or summary.rollouts / wall
@@ -66,7 +100,16 @@ class EvalResults:
     def __iter__(self) -> Iterator[Rollout]:
         return iter(self.rollouts)
 
-    def __getitem__(self, index: int) -> Rollout:
+    @overload
+    def __getitem__(self, index: int) -> Rollout: ...
+    @overload
+    def __getitem__(self, index: slice) -> EvalResults: ...
+    def __getitem__(self, index: int | slice) -> Rollout | EvalResults:
+        """One rollout, or for a slice a new EvalResults over those rollouts (its summary is
+        computed from them; the run's metadata is kept, less the whole run's summary)."""
+        if isinstance(index, slice):
+            metadata = {k: v for k, v in self.metadata.items() if k != "summary"}
+            return EvalResults(self.rollouts[index], metadata=metadata)
         return self.rollouts[index]
 
     # -- export -----------------------------------------------------------------------------
@@ -103,6 +146,8 @@ class EvalResults:
                     "error": r.error,
                     "prompt_tokens": r.usage.prompt_tokens,
                     "completion_tokens": r.usage.completion_tokens,
+                    "judge_prompt_tokens": r.judge_usage.prompt_tokens,
+                    "judge_completion_tokens": r.judge_usage.completion_tokens,
                     "timing": {k: float(r.timing.get(k, math.nan)) for k in timing_keys},
                     "reward": r.reward,
                     "scores": {p: float(r.scores.get(p, math.nan)) for p in paths},
@@ -111,6 +156,50 @@ class EvalResults:
                 }
             )
         return rows
+
+    def to_pandas(self) -> pd.DataFrame:
+        """A pandas DataFrame, one row per rollout.
+
+        Columns: `example_id`, `rollout_index`, `reward`, one column per rubric node path
+        (tree order; NaN where a node did not score), `stop_reason`, `error`, `turns`,
+        `prompt_tokens`, `completion_tokens`, `judge_prompt_tokens`, `judge_completion_tokens`,
+        `response` (the final assistant text), `answer` as it was, `task`, `info`, and
+        `prompt`/`completion` as lists of message dicts.
+        """
+        import pandas as pd  # comes with `datasets`; imported here so `rubric --help` stays fast
+
+        paths = list(self.summary.node_means)
+        paths += sorted({p for r in self.rollouts for p in r.scores} - set(paths))
+        rows = []
+        for r in self.rollouts:
+            row: dict[str, Any] = {
+                "example_id": r.example_id,
+                "rollout_index": r.rollout_index,
+                "reward": r.reward,
+            }
+            row.update({p: r.scores.get(p, math.nan) for p in paths})
+            row.update(
+                stop_reason=r.stop_reason,
+                error=r.error,
+                turns=r.turns,
+                prompt_tokens=r.usage.prompt_tokens,
+                completion_tokens=r.usage.completion_tokens,
+                judge_prompt_tokens=r.judge_usage.prompt_tokens,
+                judge_completion_tokens=r.judge_usage.completion_tokens,
+                response=r.response,
+                answer=r.answer,
+                task=r.task,
+                info=r.info,
+                prompt=[m.model_dump(exclude_none=True) for m in r.prompt],
+                completion=[m.model_dump(exclude_none=True) for m in r.completion],
+            )
+            rows.append(row)
+        columns = [
+            "example_id", "rollout_index", "reward", *paths, "stop_reason", "error", "turns",
+            "prompt_tokens", "completion_tokens", "judge_prompt_tokens", "judge_completion_tokens",
+            "response", "answer", "task", "info", "prompt", "completion",
+        ]  # fmt: skip
+        return pd.DataFrame(rows, columns=columns)
 
     def to_dataset(self) -> Dataset:
         """A Hugging Face `datasets.Dataset`, one row per rollout (see `to_records`)."""
@@ -137,7 +226,8 @@ class EvalResults:
         table = Table(title=title, show_header=False, title_justify="left")
         table.add_column("metric", style="bold")
         table.add_column("value", justify="right")
-        table.add_row("rollouts", f"{s.rollouts} ({s.examples} examples)")
+        planned = f" of {s.planned} planned" if s.planned is not None and s.planned != s.rollouts else ""
+        table.add_row("rollouts", f"{s.rollouts}{planned} ({s.examples} examples)")
         reward = _fmt(s.mean_reward)
         if s.reward_stderr is not None:
             reward += f" ± {s.reward_stderr:.4f}"
@@ -155,6 +245,10 @@ class EvalResults:
         else:
             table.add_row("unscored", "0")
         table.add_row("tokens", f"prompt {s.prompt_tokens:,} · completion {s.completion_tokens:,}")
+        if s.judge_prompt_tokens or s.judge_completion_tokens:
+            table.add_row(
+                "judge tokens", f"prompt {s.judge_prompt_tokens:,} · completion {s.judge_completion_tokens:,}"
+            )
         if s.wall_seconds is not None:
             rate = f" · {s.rollouts_per_second:.1f} rollouts/s" if s.rollouts_per_second else ""
             table.add_row("wall time", f"{s.wall_seconds:.1f}s{rate}")
@@ -174,6 +268,7 @@ class EvalResults:
             width=100,
             record=True,
             force_terminal=False,
+            force_jupyter=False,  # printing to a string must never display anything in a notebook
             color_system=None,
             **console_args,
         )
@@ -188,7 +283,11 @@ class EvalResults:
         return f"EvalResults(rollouts={s.rollouts}, mean_reward={_fmt(s.mean_reward)}, errors={s.errors})"
 
     def _repr_html_(self) -> str:
-        return self._render().export_html(inline_styles=True)
+        """Jupyter: the summary as an HTML table (node means in tree order, with standard
+        errors) beside a reward histogram."""
+        from harness.html import results_html
+
+        return results_html(self)
 
 
 def load_results(path: str | Path) -> EvalResults:
@@ -199,7 +298,7 @@ def load_results(path: str | Path) -> EvalResults:
     """
     path = Path(path)
     if path.is_file():
-        return EvalResults(iter_rollouts(path))
+        return EvalResults(_in_run_order(iter_rollouts(path), None))
     if not path.is_dir():
         raise ResultsNotFoundError(
             f"no results at {path}: pass a directory written by evaluate(output_dir=...)"
@@ -213,7 +312,7 @@ def load_results(path: str | Path) -> EvalResults:
                 f"pass a directory written by evaluate(output_dir=...)"
             )
         return EvalResults([], metadata=metadata)
-    return EvalResults(iter_rollouts(results), metadata=metadata)
+    return EvalResults(_in_run_order(iter_rollouts(results), metadata), metadata=metadata)
 
 
 __all__ = ["EvalResults", "load_results"]

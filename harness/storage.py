@@ -101,7 +101,7 @@ def prepare_directory(directory: Path, *, resume: bool) -> list[Rollout]:
     if directory.exists() and any(directory.iterdir()) and not resume:
         raise FileExistsError(
             f"output directory {directory} already exists and is not empty; pass resume=True to "
-            f"continue that run, or choose another output_dir"
+            f"continue that run, overwrite=True to replace it, or choose another output_dir"
         )
     directory.mkdir(parents=True, exist_ok=True)
     results = directory / RESULTS_FILE
@@ -110,10 +110,27 @@ def prepare_directory(directory: Path, *, resume: bool) -> list[Rollout]:
     return list(iter_rollouts(results, repair=True))
 
 
+def clear_run(directory: Path) -> None:
+    """Delete an earlier run's files from `directory` (for `overwrite=True`); a directory
+    holding anything else is refused rather than emptied, since it may not be a run at all."""
+    if not directory.is_dir():
+        return
+    ours = {RESULTS_FILE, METADATA_FILE}
+    others = sorted(p.name for p in directory.iterdir() if p.name not in ours and not p.name.startswith("."))
+    if others:
+        raise FileExistsError(
+            f"overwrite=True would replace the run in {directory}, but it also holds "
+            f"{', '.join(others[:5])}; it does not look like a results directory: choose another output_dir"
+        )
+    for name in ours:
+        (directory / name).unlink(missing_ok=True)
+
+
 __all__ = [
     "METADATA_FILE",
     "RESULTS_FILE",
     "ResultsWriter",
+    "clear_run",
     "iter_rollouts",
     "prepare_directory",
     "read_metadata",

@@ -42,8 +42,40 @@ class Summary(BaseModel):
     unscored_reasons: list[tuple[str, int]] = Field(default_factory=list)
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    judge_prompt_tokens: int = 0
+    judge_completion_tokens: int = 0
     wall_seconds: float | None = None
     rollouts_per_second: float | None = None
+    # Standard error of each node's mean (absent where a node has fewer than two scores).
+    node_stderrs: dict[str, float] = Field(default_factory=dict)
+    # How many rollouts the run set out to make (more than `rollouts` when it was interrupted).
+    planned: int | None = None
+
+    def __repr__(self) -> str:
+        # Readable at a glance, no float noise: the numbers a run is judged by.
+        reward = "n/a" if self.mean_reward is None else f"{self.mean_reward:.4g}"
+        if self.reward_stderr is not None:
+            reward += f" ± {self.reward_stderr:.2g}"
+        planned = f" of {self.planned}" if self.planned is not None and self.planned != self.rollouts else ""
+        nodes = ", ".join(f"{p}={v:.4g}" for p, v in self.node_means.items())
+        passes = ", ".join(f"pass@{k}={v:.4g}" for k, v in self.pass_at_k.items())
+        parts = [
+            f"rollouts={self.rollouts}{planned}",
+            f"examples={self.examples}",
+            f"mean_reward={reward}",
+            *([f"nodes: {nodes}"] if nodes else []),
+            *([passes] if passes else []),
+            f"errors={self.errors}",
+            f"unscored={self.unscored}",
+        ]
+        return f"Summary({'; '.join(parts)})"
+
+    __str__ = __repr__
+
+    def _repr_html_(self) -> str:
+        from harness.html import STYLE, summary_html
+
+        return f'{STYLE}<div class="rv">{summary_html(self)}</div>'
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -76,8 +108,28 @@ def _unscored_reasons(rollout: Rollout) -> set[str]:
     return {rollout.score_errors[p] for p in leaves} or {"no reason recorded"}
 
 
-def _path_key(path: str) -> tuple[str, ...]:
-    return tuple(path.split("."))
+def _tree_order(node_values: dict[str, list[float]], node_order: Iterable[str] | None) -> list[str]:
+    """Known tree order first; otherwise parents before children, siblings as first scored."""
+    known = [p for p in node_order or () if p in node_values]
+    rest = [p for p in node_values if p not in set(known)]
+    position = {p: i for i, p in enumerate(rest)}
+
+    def key(path: str) -> tuple[int, ...]:
+        # Each prefix sorts by where that prefix (or its first descendant) was first seen.
+        parts = path.split(".")
+        return tuple(
+            min(
+                (
+                    i
+                    for q, i in position.items()
+                    if q == ".".join(parts[: d + 1]) or q.startswith(".".join(parts[: d + 1]) + ".")
+                ),
+                default=0,
+            )
+            for d in range(len(parts))
+        )
+
+    return known + sorted(rest, key=key)
 
 
 def summarize(
@@ -87,10 +139,15 @@ def summarize(
     timed_rollouts: int | None = None,
     max_k: int | None = None,
     top_reasons: int = 3,
+    node_order: Iterable[str] | None = None,
+    planned: int | None = None,
 ) -> Summary:
     """Summarise `rollouts`. `timed_rollouts` is how many of them ran within `wall_seconds`
     (all by default; fewer when a resumed run only ran the missing ones). `max_k` bounds
-    pass@k (default: the most rollouts any example has)."""
+    pass@k (default: the most rollouts any example has). `node_order` lists node paths in
+    tree order (e.g. from the rubric), which the node means follow; paths it lacks come
+    after, in the order they were first scored. `planned` is how many rollouts the run
+    meant to make."""
     rollouts = list(rollouts)
     rewards: list[float] = []
     node_values: dict[str, list[float]] = {}
@@ -98,13 +155,15 @@ def summarize(
     counts: dict[str, int] = {}
     stop_reasons: Counter[str] = Counter()
     reasons: Counter[str] = Counter()
-    errors = unscored = prompt_tokens = completion_tokens = 0
+    errors = unscored = prompt_tokens = completion_tokens = judge_prompt = judge_completion = 0
     for r in rollouts:
         stop_reasons[r.stop_reason or "unknown"] += 1
         example = str(r.example_id)
         counts[example] = counts.get(example, 0) + 1
         prompt_tokens += r.usage.prompt_tokens
         completion_tokens += r.usage.completion_tokens
+        judge_prompt += r.judge_usage.prompt_tokens
+        judge_completion += r.judge_usage.completion_tokens
         if r.error:
             errors += 1
         for path, value in r.scores.items():
@@ -126,6 +185,7 @@ def summarize(
         eligible = [pass_at_k(n, c, k) for n, c in per_example.values() if n >= k]
         if eligible:
             passes[k] = math.fsum(eligible) / len(eligible)
+    paths = _tree_order(node_values, node_order)
     timed = len(rollouts) if timed_rollouts is None else timed_rollouts
     rate = timed / wall_seconds if wall_seconds and wall_seconds > 0 else None
     return Summary(
@@ -134,9 +194,8 @@ def summarize(
         scored=len(rewards),
         mean_reward=mean,
         reward_stderr=stderr,
-        node_means={
-            p: math.fsum(v) / len(v) for p, v in sorted(node_values.items(), key=lambda kv: _path_key(kv[0]))
-        },
+        node_means={p: math.fsum(node_values[p]) / len(node_values[p]) for p in paths},
+        node_stderrs={p: e for p in paths if (e := mean_and_stderr(node_values[p])[1]) is not None},
         pass_at_k=passes,
         stop_reasons=dict(stop_reasons.most_common()),
         errors=errors,
@@ -144,8 +203,11 @@ def summarize(
         unscored_reasons=reasons.most_common(top_reasons),
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
+        judge_prompt_tokens=judge_prompt,
+        judge_completion_tokens=judge_completion,
         wall_seconds=wall_seconds,
         rollouts_per_second=rate,
+        planned=planned,
     )
 
 

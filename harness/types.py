@@ -125,6 +125,9 @@ class Rollout(BaseModel):
     stop_reason: str | None = None
     error: str | None = None
     usage: Usage = Field(default_factory=Usage)
+    # Tokens the rubric's judges spent on this rollout, kept apart from the policy's `usage`
+    # (a cached judge answer costs nothing and adds nothing).
+    judge_usage: Usage = Field(default_factory=Usage)
     timing: dict[str, float] = Field(default_factory=dict)
     reward: float = math.nan
     scores: dict[str, float] = Field(default_factory=dict)
@@ -193,6 +196,25 @@ class Rollout(BaseModel):
     @property
     def scored(self) -> bool:
         return not math.isnan(self.reward)
+
+    def __repr__(self) -> str:
+        # One short line: the full record is in `model_dump()`; the notebook draws it whole.
+        response = self.response
+        shown = response if len(response) <= 60 else response[:57] + "..."
+        reward = "nan" if math.isnan(self.reward) else f"{self.reward:.4g}"
+        error = f", error={self.error[:60]!r}" if self.error else ""
+        return (
+            f"Rollout(example_id={self.example_id!r}, rollout_index={self.rollout_index}, reward={reward}, "
+            f"stop_reason={self.stop_reason!r}, turns={self.turns}, response={shown!r}{error})"
+        )
+
+    __str__ = __repr__
+
+    def _repr_html_(self) -> str:
+        """Jupyter: the conversation, tool calls and results, and the reward tree with reasons."""
+        from harness.html import rollout_html
+
+        return rollout_html(self)
 
 
 __all__ = ["FunctionCall", "Message", "Role", "Rollout", "ToolCall", "Usage", "as_messages"]

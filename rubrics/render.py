@@ -6,9 +6,9 @@ names in parentheses, per-child notes (weights) after the name, node settings in
 
 from __future__ import annotations
 
-import html
-import math
 from typing import TYPE_CHECKING
+
+from harness.html import STYLE, TreeNode, tree_html
 
 if TYPE_CHECKING:  # pragma: no cover
     from rubrics.module import Rubric
@@ -49,26 +49,42 @@ def render_text(node: Rubric) -> str:
     return "\n".join(lines)
 
 
-def _score_badge(node: Rubric) -> str:
-    score = node.last_score
-    if score is None:
-        return ""
-    text = "NaN" if math.isnan(score) else f"{score:.4g}"
-    error = f' title="{html.escape(str(node.last_error), quote=True)}"' if node.last_error is not None else ""
-    return f' <span class="rubric-last"{error}>last={html.escape(text)}</span>'
+def tree_nodes(node: Rubric) -> list[TreeNode]:
+    """The tree as flat node descriptions, parents first, for drawing and for run metadata."""
+    out: list[TreeNode] = [{"path": "", "head": node_head(node), "note": "", "threshold": _threshold(node)}]
+    for path, child in node.named_rubrics():
+        parent_path, _, name = path.rpartition(".")
+        parent = node.get_rubric(parent_path) if parent_path else node
+        out.append(
+            {
+                "path": path,
+                "head": node_head(child),
+                "note": parent._child_note(name),
+                "threshold": _threshold(child),
+            }
+        )
+    return out
 
 
-def _html_node(node: Rubric, label: str) -> str:
-    head = html.escape(node_head(node))
-    prefix = f"<code>{html.escape(label)}</code>: " if label else ""
-    body = "".join(_html_node(child, _label(node, name)) for name, child in node.named_children())
-    inner = f"<ul>{body}</ul>" if body else ""
-    return f"<li>{prefix}<b>{head}</b>{_score_badge(node)}{inner}</li>"
+def _threshold(node: Rubric) -> float | None:
+    value = getattr(node, "threshold", None)  # a Gate's; drawn as "gate open/closed"
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def render_html(node: Rubric) -> str:
-    """The tree as nested lists; every name and value is HTML-escaped."""
-    return f'<div class="rubric-tree"><ul style="list-style: none">{_html_node(node, "")}</ul></div>'
+    """The tree as an HTML table (harness.html draws it), with each node's `last_score`."""
+    nodes = tree_nodes(node)
+    scores: dict[str, float] = {}
+    errors: dict[str, str] = {}
+    for path, child in node.named_rubrics():
+        if child.last_score is not None:
+            scores[path] = child.last_score
+        if child.last_error is not None:
+            errors[path] = str(child.last_error)
+    if node.last_error is not None:
+        errors[""] = str(node.last_error)
+    table = tree_html(nodes, scores, reward=node.last_score, errors=errors)
+    return f'{STYLE}<div class="rv rubric-tree">{table}</div>'
 
 
-__all__ = ["node_head", "render_html", "render_text"]
+__all__ = ["node_head", "render_html", "render_text", "tree_nodes"]

@@ -1,0 +1,390 @@
+"""HTML for people: the one renderer behind the notebook reprs and the static report.
+
+Every function returns a fragment of escaped HTML (text from a model, tool, judge or dataset
+only ever enters through `esc`), styled by `STYLE`, which is scoped under `.rv` so it
+neither leaks into a notebook's page nor needs a network. `rubric view --html`
+(harness.report) embeds the same fragments, so a rollout looks the same in both places.
+
+A rubric tree is drawn from a list of node descriptions (`TreeNode`): from a live Rubric by
+`rubrics.render`, from a run's metadata, or, failing both, from the dotted score paths.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypedDict
+
+from harness.types import Message, Rollout
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.results import EvalResults
+    from harness.summary import Summary
+
+
+class TreeNode(TypedDict, total=False):
+    """One rubric node for drawing: dotted `path` ("" = root), `head` (e.g. "Gate(threshold=1)"),
+    `note` (what the parent says about it, e.g. "weight=0.8") and a Gate's `threshold`."""
+
+    path: str
+    head: str
+    note: str
+    threshold: float | None
+
+
+STYLE = """<style>
+.rv{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;font-size:13px;line-height:1.45;color:#1f2328}
+.rv table{border-collapse:collapse;margin:4px 0}
+.rv td,.rv th{padding:2px 10px 2px 4px;text-align:left;vertical-align:top;border-bottom:1px solid #eaeef2}
+.rv th{font-weight:600;background:#f6f8fa}
+.rv td.num,.rv th.num{text-align:right;font-variant-numeric:tabular-nums}
+.rv .muted{color:#656d76}.rv .bad{color:#cf222e}.rv .warn{color:#9a6700}.rv .good{color:#1a7f37}
+.rv .nan{background:#fff8c5}
+.rv .msg{border-left:3px solid #d0d7de;margin:6px 0;padding:2px 8px}
+.rv .msg .role{font-weight:600;font-size:11px;text-transform:uppercase;color:#656d76}
+.rv .msg-user{border-color:#0969da}.rv .msg-assistant{border-color:#1a7f37}
+.rv .msg-tool{border-color:#8250df}.rv .msg-system{border-color:#afb8c1}
+.rv pre{white-space:pre-wrap;word-break:break-word;margin:2px 0;font:12px ui-monospace,SFMono-Regular,Menlo,monospace}
+.rv .call{color:#9a6700}
+.rv .tree td:first-child{white-space:nowrap}
+.rv .score{font-weight:600}
+.rv details>summary{cursor:pointer;color:#0969da}
+.rv .hist rect{fill:#54aeff}.rv .hist text{font-size:10px;fill:#656d76}
+.rv .grid{display:flex;gap:24px;flex-wrap:wrap;align-items:flex-start}
+.rv .head{font-weight:600;margin:6px 0 2px}
+</style>"""
+
+
+def esc(value: object) -> str:
+    """`value` as text safe inside HTML elements and quoted attributes."""
+    return html.escape(value if isinstance(value, str) else str(value), quote=True)
+
+
+def fmt(value: float | None, digits: int = 4) -> str:
+    """A score for people: `digits` significant digits, no float noise; None/NaN as "NaN"."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "NaN"
+    return f"{value:.{digits}g}"
+
+
+def json_script(element_id: str, data: Any) -> str:
+    """`data` as a `<script type="application/json">` block; `<`, `>` and `&` are written as
+    JSON escapes, so no text inside can end the script element or start markup."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text = text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+    return f'<script type="application/json" id="{esc(element_id)}">{text}</script>'
+
+
+# ------------------------------------------------------------------------------- histogram
+
+
+def histogram_svg(values: Iterable[float], *, bins: int = 10, width: int = 300, height: int = 110) -> str:
+    """A bar chart of `values` over [0, 1] (widened to their range) as inline SVG; NaN is skipped."""
+    data = [v for v in values if v is not None and not math.isnan(v)]
+    if not data:
+        return '<p class="muted">no scored rollouts</p>'
+    low, high = min(0.0, min(data)), max(1.0, max(data))
+    span = (high - low) or 1.0
+    counts = [0] * bins
+    for v in data:
+        counts[min(bins - 1, int((v - low) / span * bins))] += 1
+    top = max(counts)
+    plot_h, bar_w = height - 28, width / bins
+    bars = []
+    for i, n in enumerate(counts):
+        h = 0 if not n else max(1.0, plot_h * n / top)
+        lo = low + span * i / bins
+        bars.append(
+            f'<rect x="{i * bar_w + 1:.1f}" y="{4 + plot_h - h:.1f}" width="{bar_w - 2:.1f}" '
+            f'height="{h:.1f}"><title>{fmt(lo, 3)} – {fmt(lo + span / bins, 3)}: {n}</title></rect>'
+        )
+    return (
+        f'<svg class="hist" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
+        f'aria-label="reward histogram">{"".join(bars)}'
+        f'<text x="0" y="{height - 10}">{fmt(low, 3)}</text>'
+        f'<text x="{width}" y="{height - 10}" text-anchor="end">{fmt(high, 3)}</text>'
+        f'<text x="{width / 2}" y="{height - 10}" text-anchor="middle">reward ({len(data)} scored, '
+        f"highest bar {top})</text></svg>"
+    )
+
+
+# ------------------------------------------------------------------------------- summary
+
+
+def _row(label: str, value: str, cls: str = "") -> str:
+    return f'<tr><th>{label}</th><td class="num {cls}">{value}</td></tr>'
+
+
+def _node_rows(summary: Summary, nodes: Sequence[TreeNode] | None) -> list[str]:
+    order = [n["path"] for n in nodes or [] if n.get("path")]
+    paths = [p for p in order if p in summary.node_means]
+    paths += [p for p in summary.node_means if p not in paths]
+    stderrs = getattr(summary, "node_stderrs", {}) or {}
+    rows = []
+    for path in paths:
+        depth = path.count(".") + 1
+        err = stderrs.get(path)
+        value = fmt(summary.node_means[path]) + (f" ± {fmt(err, 2)}" if err is not None else "")
+        name = esc(path.rsplit(".", 1)[-1])
+        rows.append(
+            f'<tr><td style="padding-left:{depth * 14}px" title="{esc(path)}">{name}</td>'
+            f'<td class="num">{value}</td></tr>'
+        )
+    return rows
+
+
+def summary_html(summary: Summary, nodes: Sequence[TreeNode] | None = None, status: str | None = None) -> str:
+    """The summary as a table: reward ± stderr, node means in tree order, pass@k, stop
+    reasons, errors, unscored reasons, policy and judge tokens, wall time."""
+    s = summary
+    reward = fmt(s.mean_reward) + (f" ± {fmt(s.reward_stderr, 2)}" if s.reward_stderr is not None else "")
+    total = getattr(s, "num_rollouts", None)
+    total = getattr(s, "rollouts", 0) if total is None else total
+    planned = getattr(s, "planned", None)
+    count = f"{total:,}" + (f" of {planned:,} planned" if planned and planned != total else "")
+    rows = [
+        _row("rollouts", f"{count} ({s.examples:,} examples)"),
+        _row("mean reward", f"{reward} <span class='muted'>over {s.scored:,} scored</span>"),
+    ]
+    nodes_rows = _node_rows(s, nodes)
+    if nodes_rows:
+        rows.append('<tr><th colspan="2">rubric nodes (mean ± stderr)</th></tr>')
+        rows += nodes_rows
+    rows += [_row(f"pass@{k}", fmt(v)) for k, v in s.pass_at_k.items()]
+    stops = ", ".join(f"{esc(name)} {n:,}" for name, n in s.stop_reasons.items()) or "-"
+    rows.append(_row("stop reasons", stops))
+    rows.append(_row("errors", f"{s.errors:,}", "bad" if s.errors else ""))
+    reasons = "; ".join(f"{esc(why)} ({n})" for why, n in s.unscored_reasons)
+    rows.append(
+        _row(
+            "unscored", f"{s.unscored:,}" + (f": {reasons}" if reasons else ""), "warn" if s.unscored else ""
+        )
+    )
+    rows.append(_row("policy tokens", f"prompt {s.prompt_tokens:,} · completion {s.completion_tokens:,}"))
+    judge_p, judge_c = getattr(s, "judge_prompt_tokens", 0), getattr(s, "judge_completion_tokens", 0)
+    if judge_p or judge_c:
+        rows.append(_row("judge tokens", f"prompt {judge_p:,} · completion {judge_c:,}"))
+    if s.wall_seconds is not None:
+        rate = f" · {s.rollouts_per_second:.1f} rollouts/s" if s.rollouts_per_second else ""
+        rows.append(_row("wall time", f"{s.wall_seconds:.1f}s{rate}"))
+    if status and status != "completed":
+        rows.append(_row("status", esc(status), "warn"))
+    return f'<table class="summary">{"".join(rows)}</table>'
+
+
+def results_html(results: EvalResults) -> str:
+    """`EvalResults._repr_html_`: title, summary table and reward histogram side by side."""
+    meta = results.metadata
+    nodes = tree_from_metadata(meta)
+    title = run_title(meta)
+    body = (
+        f'<div class="grid"><div>{summary_html(results.summary, nodes, meta.get("status"))}</div>'
+        f"<div>{histogram_svg(r.reward for r in results.rollouts)}</div></div>"
+    )
+    return f'{STYLE}<div class="rv"><div class="head">{esc(title)}</div>{body}</div>'
+
+
+def run_title(metadata: Mapping[str, Any]) -> str:
+    """ "env · model" from a run's metadata ("evaluation" when it names neither)."""
+    env, model = metadata.get("env") or {}, metadata.get("model") or {}
+    if env.get("name") or model.get("model"):
+        return f"{env.get('name', '?')} · {model.get('model', '?')}"
+    return "evaluation"
+
+
+def tree_from_metadata(metadata: Mapping[str, Any]) -> list[TreeNode] | None:
+    """The rubric tree a run recorded (env config "rubric"), or None for older runs."""
+    nodes = (metadata.get("env") or {}).get("rubric")
+    return list(nodes) if isinstance(nodes, list) else None
+
+
+# ------------------------------------------------------------------------------- rubric tree
+
+
+def tree_from_paths(paths: Iterable[str]) -> list[TreeNode]:
+    """A tree drawn from dotted score paths alone (no heads or weights known), parents first."""
+    seen: dict[str, None] = {"": None}
+    for path in paths:
+        parts = path.split(".")
+        for i in range(1, len(parts) + 1):
+            seen.setdefault(".".join(parts[:i]), None)
+    return [{"path": p, "head": "reward" if not p else "", "note": ""} for p in seen]
+
+
+def _gate_note(node: TreeNode, scores: Mapping[str, float]) -> str:
+    threshold = node.get("threshold")
+    if threshold is None:
+        return ""
+    prefix = node["path"] + "." if node["path"] else ""
+    child = next((v for p, v in scores.items() if p.startswith(prefix) and "." not in p[len(prefix) :]), None)
+    if child is None or math.isnan(child):
+        return ""
+    if child >= threshold:
+        return f'<span class="good">gate open ({fmt(child)} ≥ {fmt(threshold)})</span>'
+    return f'<span class="bad">gate closed ({fmt(child)} &lt; {fmt(threshold)})</span>'
+
+
+def _detail_html(detail: Mapping[str, Any]) -> str:
+    parts = []
+    prompt = detail.get("prompt")
+    if prompt:
+        text = prompt if isinstance(prompt, str) else json.dumps(prompt, ensure_ascii=False, indent=1)
+        parts.append(f"<details><summary>judge prompt</summary><pre>{esc(text)}</pre></details>")
+    replies = detail.get("replies") or ([detail["reply"]] if detail.get("reply") else [])
+    for i, reply in enumerate(replies):
+        label = "judge reply" if len(replies) == 1 else f"judge reply {i + 1}"
+        parts.append(f"<details><summary>{label}</summary><pre>{esc(reply)}</pre></details>")
+    usage = detail.get("usage") or {}
+    if usage.get("prompt_tokens") or usage.get("completion_tokens"):
+        parts.append(
+            f'<span class="muted">judge tokens {usage.get("prompt_tokens", 0)}+{usage.get("completion_tokens", 0)}'
+            f"{' (cached)' if detail.get('cached') else ''}</span>"
+        )
+    extra = {
+        k: v
+        for k, v in detail.items()
+        if k not in {"prompt", "reply", "replies", "usage", "cached", "reason", "scores"}
+    }
+    if extra:
+        parts.append(f'<pre class="muted">{esc(json.dumps(extra, ensure_ascii=False, default=str))}</pre>')
+    return "".join(parts)
+
+
+def tree_html(
+    nodes: Sequence[TreeNode] | None,
+    scores: Mapping[str, float],
+    *,
+    reward: float | None = None,
+    errors: Mapping[str, str] | None = None,
+    details: Mapping[str, Mapping[str, Any]] | None = None,
+) -> str:
+    """The rubric tree with each node's score, weight, gate decision and NaN reason;
+    judge prompts and raw replies fold out. `scores` maps dotted paths to scores."""
+    errors, details = errors or {}, details or {}
+    if not nodes:
+        nodes = tree_from_paths([*scores, *errors])
+    never_scored = reward is None and not scores
+    rows = []
+    for node in nodes:
+        path = node.get("path", "")
+        depth = path.count(".") + 1 if path else 0
+        score = reward if not path else scores.get(path)
+        name = "reward" if not path else path.rsplit(".", 1)[-1]
+        missing = score is None
+        is_nan = not missing and math.isnan(score)  # type: ignore[arg-type]
+        head = esc(node.get("head") or "")
+        note = esc(node.get("note") or "")
+        why = errors.get(path)
+        extra = _gate_note(node, scores)
+        if why:
+            extra += f'<div class="bad">unscored: {esc(why)}</div>'
+        elif is_nan:
+            extra += '<div class="warn">unscored (NaN)</div>'
+        if path in details:
+            extra += _detail_html(details[path])
+        shown = "" if never_scored else '<span class="muted">not run</span>' if missing else esc(fmt(score))
+        rows.append(
+            f'<tr class="{"nan" if is_nan else ""}" data-path="{esc(path)}">'
+            f'<td style="padding-left:{4 + depth * 16}px"><b>{esc(name)}</b> <span class="muted">{head}</span></td>'
+            f'<td class="muted">{note}</td><td class="num score">{shown}</td><td>{extra}</td></tr>'
+        )
+    header = "<tr><th>node</th><th>weight</th><th class='num'>score</th><th>why / detail</th></tr>"
+    return f'<table class="tree">{header}{"".join(rows)}</table>'
+
+
+# ------------------------------------------------------------------------------- rollouts
+
+
+def _arguments(text: str) -> str:
+    try:
+        return json.dumps(json.loads(text), ensure_ascii=False)
+    except (json.JSONDecodeError, TypeError):
+        return f"{text}  [invalid JSON]"
+
+
+def message_html(message: Message) -> str:
+    """One chat message: role, text, tool calls (name and arguments) and tool-result ids."""
+    role = message.role
+    label = role if not message.tool_call_id else f"tool result · {message.tool_call_id}"
+    if message.name:
+        label += f" · {message.name}"
+    body = f"<pre>{esc(message.text)}</pre>" if message.text else ""
+    for call in message.tool_calls or []:
+        body += (
+            f'<pre class="call">→ {esc(call.name)}({esc(_arguments(call.arguments))}) [{esc(call.id)}]</pre>'
+        )
+    if not body:
+        body = '<span class="muted">(empty)</span>'
+    return f'<div class="msg msg-{esc(role)}"><div class="role">{esc(label)}</div>{body}</div>'
+
+
+def conversation_html(messages: Iterable[Message]) -> str:
+    """Every message of a conversation, in order."""
+    return "".join(message_html(m) for m in messages)
+
+
+def rollout_facts_html(rollout: Rollout) -> str:
+    """The one-line facts of a rollout: ids, reward, stop reason, turns, tokens, answer, error."""
+    r = rollout
+    facts = [
+        f"example <b>{esc(r.example_id)}</b>",
+        f"rollout <b>{r.rollout_index}</b>",
+        f"reward <b class='{'warn' if math.isnan(r.reward) else ''}'>{esc(fmt(r.reward))}</b>",
+        f"stop <b>{esc(r.stop_reason)}</b>",
+        f"turns <b>{r.turns}</b>",
+        f"tokens <b>{r.usage.prompt_tokens}+{r.usage.completion_tokens}</b>",
+    ]
+    judge = getattr(r, "judge_usage", None)
+    if judge is not None and (judge.prompt_tokens or judge.completion_tokens):
+        facts.append(f"judge tokens <b>{judge.prompt_tokens}+{judge.completion_tokens}</b>")
+    out = f"<div>{' · '.join(facts)}</div>"
+    if r.answer is not None:
+        answer = (
+            r.answer if isinstance(r.answer, str) else json.dumps(r.answer, ensure_ascii=False, default=str)
+        )
+        out += f"<div>answer: <code>{esc(answer)}</code></div>"
+    if r.error:
+        out += f'<div class="bad">error: {esc(r.error)}</div>'
+    return out
+
+
+def rollout_body_html(rollout: Rollout, nodes: Sequence[TreeNode] | None = None) -> str:
+    """Facts, conversation and reward tree of one rollout, without the stylesheet."""
+    tree = tree_html(
+        nodes,
+        rollout.scores,
+        reward=rollout.reward,
+        errors=rollout.score_errors,
+        details=rollout.score_details,
+    )
+    return (
+        f'{rollout_facts_html(rollout)}<div class="head">conversation</div>'
+        f'{conversation_html(rollout.messages)}<div class="head">reward tree</div>{tree}'
+    )
+
+
+def rollout_html(rollout: Rollout, nodes: Sequence[TreeNode] | None = None) -> str:
+    """`Rollout._repr_html_`: a self-styled fragment of `rollout_body_html`."""
+    return f'{STYLE}<div class="rv">{rollout_body_html(rollout, nodes)}</div>'
+
+
+__all__ = [
+    "STYLE",
+    "TreeNode",
+    "conversation_html",
+    "esc",
+    "fmt",
+    "histogram_svg",
+    "json_script",
+    "message_html",
+    "results_html",
+    "rollout_body_html",
+    "rollout_html",
+    "run_title",
+    "summary_html",
+    "tree_from_metadata",
+    "tree_from_paths",
+    "tree_html",
+]
