@@ -388,7 +388,7 @@ def test_repr_html_escapes_names_and_errors() -> None:
     tree(blank())
     page = tree._repr_html_()
     assert "<script>" not in page and "&lt;script&gt;" in page and "&lt;b&gt;" in page
-    assert "weight=0.5" in page and "last=NaN" in page
+    assert "weight=0.5" in page and ">NaN<" in page and "unscored: &lt;script" in page
 
 
 def test_a_hook_may_remove_itself_while_running() -> None:
