@@ -245,6 +245,8 @@ def _merged_metadata(pieces: list[_Piece], status: str, rollouts: list[Rollout],
         **{k: v for k, v in first.items() if k not in ("shard", "sessions")},
         "status": status,
         "arguments": arguments,
+        # The whole plan's order (each shard recorded only its own), for `load_results`.
+        "example_ids": list(dict.fromkeys(str(r.example_id) for r in rollouts)),
         "started_at": min(started, default=None),
         "finished_at": max(finished, default=None),
         "sessions": [s for p in pieces for s in p.metadata.get("sessions") or []],
