@@ -5,8 +5,10 @@ Run: python benchmarks/bench_tools.py [--calls N] [--builds N]
 1. Schema generation: time of `Tool.from_function` for a few representative tools.
 2. Call overhead: N sequential calls through `await tool.call(json_args)` against the baseline
    of calling the function directly in the same run (sync and async tools). For sync tools
-   the thread hop is reported on its own (validation only, and a bare run_in_executor) so
-   the cost of the "sync tools never block the loop" rule is visible.
+   the parts are reported on their own (validation only, a bare run_in_executor) and the tool
+   is called both with its default placement (inline once its calls proved fast, see
+   envs/placement.py) and pinned to a worker thread with blocking=True, so the cost of the
+   thread hop is visible.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pydantic import BaseModel, Field
 
-from envs.tools import Tool, _thread_pool
+from envs.placement import thread_pool
+from envs.tools import Tool
 
 
 class Unit(enum.Enum):
@@ -122,6 +125,7 @@ async def bench_calls(n: int) -> None:
     args = {"a": 2, "b": 3}
     text = json.dumps(args)
     sync_tool, async_tool = Tool.from_function(add), Tool.from_function(aadd)
+    pinned_tool = Tool.from_function(add, blocking=True)
     loop = asyncio.get_running_loop()
 
     async def direct_sync() -> object:
@@ -134,10 +138,13 @@ async def bench_calls(n: int) -> None:
         return sync_tool.validate(text)
 
     async def bare_thread_hop() -> object:
-        return await loop.run_in_executor(_thread_pool(), lambda: add(**args))
+        return await loop.run_in_executor(thread_pool(), lambda: add(**args))
 
     async def through_sync_tool() -> object:
         return await sync_tool.call(text)
+
+    async def through_pinned_tool() -> object:
+        return await pinned_tool.call(text)
 
     async def through_async_tool() -> object:
         return await async_tool.call(text)
@@ -149,6 +156,7 @@ async def bench_calls(n: int) -> None:
         ("sync: validate(json) only", await timed(n, validate_only), base_sync),
         ("sync: bare thread hop (run_in_executor)", await timed(n, bare_thread_hop), base_sync),
         ("sync: await tool.call(json)", await timed(n, through_sync_tool), base_sync),
+        ("sync, blocking=True: await tool.call(json)", await timed(n, through_pinned_tool), base_sync),
         ("async: direct await aadd(**args) [baseline]", base_async, base_async),
         ("async: await tool.call(json)", await timed(n, through_async_tool), base_async),
     ]
@@ -156,7 +164,7 @@ async def bench_calls(n: int) -> None:
     for label, seconds, base in rows:
         print(f"  {label:<44} {per_call(seconds, n):9.2f} us/call   x{seconds / base:8.1f} vs baseline")
     overhead_sync = per_call(rows[3][1] - base_sync, n)
-    overhead_async = per_call(rows[5][1] - base_async, n)
+    overhead_async = per_call(rows[6][1] - base_async, n)
     print(f"\n  added per call: sync tool {overhead_sync:.1f} us, async tool {overhead_async:.1f} us")
 
 

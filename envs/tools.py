@@ -19,38 +19,28 @@ import contextvars
 import dataclasses
 import enum
 import functools
+import inspect
 import json
 import logging
 import re
-from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, overload
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import to_json
 
 from envs.docstrings import describe
+from envs.placement import CallTimedOut, Placement, Where, thread_pool
 from envs.schema import INJECTED, build_arguments, callable_name, drop_null_defaults
 from harness.aio import is_async_callable, maybe_await
+from harness.errors import ConfigError
 from harness.types import Message, Rollout, ToolCall
 
 DEFAULT_TIMEOUT: float = 60.0
 """Seconds a tool may run before its call is abandoned with a timeout message."""
 
-MAX_TOOL_THREADS: int = 64
-"""Threads for sync tools. asyncio's default pool is min(32, cpus + 4) threads, which on a
-small machine would let a handful of slow sync tools stall every concurrent rollout."""
-
 _log = logging.getLogger(__name__)
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-_executor: ThreadPoolExecutor | None = None
-
-
-def _thread_pool() -> ThreadPoolExecutor:
-    global _executor
-    if _executor is None:
-        _executor = ThreadPoolExecutor(max_workers=MAX_TOOL_THREADS, thread_name_prefix="rubric-tool")
-    return _executor
 
 
 class ToolResult(BaseModel):
@@ -110,13 +100,34 @@ def _format_validation(error: ValidationError) -> str:
     return "\n".join(lines)
 
 
+def _check_blocking(name: str, blocking: object, is_async: bool) -> None:
+    if blocking is not None and not isinstance(blocking, bool):
+        raise ConfigError(
+            f"tool {name!r}: blocking must be True, False or None (decide from timed calls), got {blocking!r}"
+        )
+    if blocking and is_async:
+        raise ConfigError(
+            f"tool {name!r} is an async function, which always runs on the event loop; blocking=True "
+            "is for plain `def` tools: drop blocking=True, or make the tool a plain def"
+        )
+
+
 class Tool:
-    """A function the model can call: its OpenAI schema, a validator, a timeout.
+    """A function the model can call: its OpenAI schema, a validator, a timeout, a placement.
 
     Attributes: `name`, `description`, `timeout` (seconds, None = no limit), `strict`, `fn`,
-    `parameters` (the JSON Schema of the arguments) and `schema` (the OpenAI tool dict).
+    `blocking` (as given), `placement` (where the next call runs), `parameters` (the JSON
+    Schema of the arguments) and `schema` (the OpenAI tool dict).
     Calling the Tool object directly calls the function, so decorating does not change how
     Python code uses it.
+
+    Where a call runs: an `async def` tool runs on the event loop. A plain `def` tool with
+    `blocking=None` (the default) starts in a worker thread, moves onto the event loop once
+    its calls have proven fast, and goes back to the thread pool for good if they turn slow
+    (the rule and its trade-off: `envs.placement`). `blocking=True` always uses a worker
+    thread (for tools that wait on I/O, locks or processes, or may hang); `blocking=False`
+    always runs inline (for tools known to be fast; an inline call cannot be abandoned at its
+    timeout, so an overrun is reported as a timeout when the call returns).
     """
 
     def __init__(
@@ -127,6 +138,7 @@ class Tool:
         description: str | None = None,
         timeout: float | None = DEFAULT_TIMEOUT,
         strict: bool = False,
+        blocking: bool | None = None,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"a tool must be a function, got {type(fn).__name__}: {fn!r}")
@@ -140,6 +152,10 @@ class Tool:
             raise ValueError(
                 f"tool {name!r}: timeout must be a positive number of seconds or None, got {timeout!r}"
             )
+        self._is_async = is_async_callable(fn)
+        _check_blocking(name, blocking, self._is_async)
+        self.blocking = blocking
+        self._placement = Placement(name, blocking)
         docs = describe(fn)
         self.fn = fn
         self.name = name
@@ -155,7 +171,6 @@ class Tool:
         if self.strict:
             function["strict"] = True
         self.schema: dict[str, Any] = {"type": "function", "function": function}
-        self._is_async = is_async_callable(fn)
         self._parameters_json = json.dumps(self.parameters, separators=(",", ":"))
         functools.update_wrapper(self, fn, updated=())
 
@@ -168,19 +183,28 @@ class Tool:
         description: str | None = None,
         timeout: float | None = DEFAULT_TIMEOUT,
         strict: bool = False,
+        blocking: bool | None = None,
     ) -> Tool:
         """Build a Tool from a function (a Tool passed in is re-built with these options)."""
         if isinstance(fn, Tool):
             fn = fn.fn
-        return cls(fn, name=name, description=description, timeout=timeout, strict=strict)
+        return cls(fn, name=name, description=description, timeout=timeout, strict=strict, blocking=blocking)
+
+    @property
+    def placement(self) -> Where:
+        """Where the next call runs: "inline" (on the event loop), "thread" (a worker thread), or
+        "measuring" (a worker thread, timed, until the placement rule decides)."""
+        return "inline" if self._is_async else self._placement.where
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
 
     def __repr__(self) -> str:
         params = ", ".join(self.parameters.get("properties", {}))
+        blocking = "" if self.blocking is None else f", blocking={self.blocking}"
         return (
-            f"Tool(name={self.name!r}, parameters=({params}), timeout={self.timeout}, strict={self.strict})"
+            f"Tool(name={self.name!r}, parameters=({params}), timeout={self.timeout}, "
+            f"strict={self.strict}{blocking})"
         )
 
     def _parse(self, arguments: str | Mapping[str, Any] | None) -> dict[str, Any]:
@@ -236,14 +260,6 @@ class Tool:
     def _failure(self, reason: str, content: str) -> ToolResult:
         return ToolResult(content=f"Error: {content}", name=self.name, error=reason)
 
-    async def _invoke(self, kwargs: dict[str, Any]) -> Any:
-        args = [kwargs.pop(name) for name in self._spec.positional_only]
-        if self._is_async:
-            return await maybe_await(self.fn(*args, **kwargs))
-        loop = asyncio.get_running_loop()
-        call = functools.partial(contextvars.copy_context().run, self.fn, *args, **kwargs)
-        return await maybe_await(await loop.run_in_executor(_thread_pool(), call))
-
     async def call(
         self,
         arguments: str | Mapping[str, Any] | None = None,
@@ -255,8 +271,9 @@ class Tool:
 
         Never raises for a bad call or a failing tool: the ToolResult's content explains the
         problem to the model and `error` records it. `state` defaults to `rollout.state`.
-        Sync functions run in a worker thread so they never block the event loop; a thread
-        cannot be killed, so a timed-out sync tool is abandoned but runs on in the background.
+        A sync function runs where `placement` says (see the class docstring). A thread cannot
+        be killed, so a timed-out call in a thread is abandoned but runs on in the background;
+        an inline call that finishes past its timeout is reported as timed out all the same.
         """
         try:
             kwargs = self._validate(arguments)
@@ -273,11 +290,8 @@ class Tool:
             if injected[name] is not None or name not in self._spec.injected_defaults:
                 kwargs[name] = injected[name]
         try:
-            async with asyncio.timeout(self.timeout) as deadline:
-                value = await self._invoke(kwargs)
-        except TimeoutError as exc:
-            if not deadline.expired():
-                return self._raised(exc)
+            value = await self._run(kwargs)
+        except CallTimedOut:
             return self._failure(
                 f"timed out after {self.timeout:g} s",
                 f"tool {self.name!r} did not finish within {self.timeout:g} seconds and was abandoned.",
@@ -292,6 +306,38 @@ class Tool:
                 f"tool {self.name!r} ran but its result could not be turned into text.",
             )
         return ToolResult(content=content, name=self.name)
+
+    async def _run(self, kwargs: dict[str, Any]) -> Any:
+        """Run the function where it belongs; CallTimedOut if it ran past `timeout`."""
+        args = [kwargs.pop(name) for name in self._spec.positional_only]
+        if self._is_async:
+            return await self._within_timeout(maybe_await(self.fn(*args, **kwargs)))
+        if self._placement.where == "inline":
+            # Fast path for proven-fast sync tools: no thread hop and no timer handle, which on
+            # a busy loop cost more than the tool. The call runs in a copy of the context, as
+            # a thread's would, so both places behave the same.
+            run = contextvars.copy_context().run
+            value = self._placement.run_inline(run, (self.fn, *args), kwargs, self.timeout)
+            return await self._within_timeout(value) if inspect.isawaitable(value) else value
+        return await self._within_timeout(self._in_thread(args, kwargs))
+
+    async def _in_thread(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        loop = asyncio.get_running_loop()
+        call = functools.partial(
+            contextvars.copy_context().run, self._placement.run_measured, self.fn, args, kwargs
+        )
+        return await maybe_await(await loop.run_in_executor(thread_pool(), call))
+
+    async def _within_timeout(self, awaitable: Awaitable[Any]) -> Any:
+        try:
+            async with asyncio.timeout(self.timeout) as deadline:
+                return await awaitable
+        except TimeoutError:
+            if not deadline.expired():
+                raise  # the tool itself raised TimeoutError: an ordinary failure
+            if not self._is_async:
+                self._placement.demote(f"a call timed out after {self.timeout:g} s")
+            raise CallTimedOut from None
 
     def _raised(self, exc: BaseException) -> ToolResult:
         # The model gets one line; the developer can still see the traceback in the log.
@@ -309,6 +355,7 @@ def tool(
     description: str | None = ...,
     timeout: float | None = ...,
     strict: bool = ...,
+    blocking: bool | None = ...,
 ) -> Tool: ...
 @overload
 def tool(
@@ -319,6 +366,7 @@ def tool(
     description: str | None = ...,
     timeout: float | None = ...,
     strict: bool = ...,
+    blocking: bool | None = ...,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -328,15 +376,22 @@ def tool(
     description: str | None = None,
     timeout: float | None = DEFAULT_TIMEOUT,
     strict: bool = False,
+    blocking: bool | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
-    """Decorator form of `Tool.from_function`: `@tool` or `@tool(name=..., timeout=...)`."""
+    """Decorator form of `Tool.from_function`: `@tool`, `@tool(name=..., timeout=..., blocking=...)`
+    or `tool(fn, blocking=True)`."""
+    options: dict[str, Any] = {
+        "name": name,
+        "description": description,
+        "timeout": timeout,
+        "strict": strict,
+        "blocking": blocking,
+    }
     if fn is not None:
-        return Tool.from_function(fn, name=name, description=description, timeout=timeout, strict=strict)
+        return Tool.from_function(fn, **options)
 
     def decorate(function: Callable[..., Any]) -> Tool:
-        return Tool.from_function(
-            function, name=name, description=description, timeout=timeout, strict=strict
-        )
+        return Tool.from_function(function, **options)
 
     return decorate
 
