@@ -152,6 +152,7 @@ def _check_counts(args: argparse.Namespace) -> None:
         ("--max-turns", args.max_turns, 1),
         ("-t/--max-tokens", args.max_tokens, 1),
         ("--max-retries", args.max_retries, 0),
+        ("--workers", args.workers, 1),
     ):
         if value is not None and value < least:
             raise CliError(f"{flag} must be at least {least}, got {value}")
@@ -167,10 +168,24 @@ def _check_counts(args: argparse.Namespace) -> None:
             raise CliError(f"--shard {args.shard}: {exc}") from None
 
 
+def _warn_in_one_line(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+    print(f"rubric: warning: {message}", file=sys.stderr)
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.showwarning = _warn_in_one_line
+        return _eval(args)
+
+
+def _eval(args: argparse.Namespace) -> int:
     from harness.aio import run_sync
     from harness.client import Client
+    from harness.errors import ConfigError
     from harness.evaluation import evaluate
+    from harness.workers import WorkerError
 
     _check_counts(args)
     env_args = _json_arg(args.env_args, "-a/--env-args")
@@ -216,9 +231,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
                     split=args.split,
                     sampling=sampling or None,
                     shard=args.shard,
+                    workers=args.workers,
+                    executor="ray" if args.ray is not None else "local",
+                    ray_address=args.ray or None,
                 )
             )
         except FileExistsError as exc:
+            raise CliError(str(exc)) from exc
+        except (ConfigError, WorkerError) as exc:  # bad --workers/--ray, or a worker could not start
             raise CliError(str(exc)) from exc
         except ValueError as exc:
             if resume:  # a settings mismatch: one line, each difference separated by "; "
@@ -489,6 +509,21 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--max-retries", type=int, default=5)
     ev.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
     ev.add_argument("--no-progress", action="store_true")
+    ev.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run rollouts in N worker processes (-c is the total across them)",
+    )
+    ev.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        metavar="ADDRESS",
+        help="run the workers as Ray actors on the cluster at ADDRESS (no ADDRESS: a local Ray); "
+        "needs pip install 'rubric-rl[ray]'",
+    )
     ev.add_argument(
         "--shard",
         metavar="I/N",

@@ -15,6 +15,7 @@ import copy
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from envs import dataset as ds_utils
@@ -29,6 +30,8 @@ from rubrics.render import tree_nodes
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
 
+#: True while `envs.registry.load_worker_environment` builds an environment in a worker process.
+DEFER_DATASETS: ContextVar[bool] = ContextVar("DEFER_DATASETS", default=False)
 #: Row columns that a rollout stores in its own fields rather than in `info`.
 _ROLLOUT_FIELDS = frozenset(ds_utils.STANDARD_COLUMNS)
 
@@ -61,6 +64,9 @@ class Environment:
     #: Tool calls run per assistant turn (None: all); each extra call gets a tool message
     #: saying it was not run, so one turn cannot start a hundred sandboxes.
     max_tool_calls: int | None = None
+    #: How a worker process rebuilds this environment: `spec_loader(load_spec, **load_kwargs)`
+    #: (`evaluate(..., workers=N)` never pickles an environment).
+    spec_loader: ClassVar[str] = "envs.registry:load_worker_environment"
 
     def __init__(
         self,
@@ -103,11 +109,12 @@ class Environment:
         self._system = Template(system_prompt, "system_prompt") if system_prompt is not None else None
         self._user = Template(prompt_template, "prompt_template") if prompt_template is not None else None
         self._source_columns: dict[str, set[str]] = {}
-        self.dataset: Dataset = self._prepare(dataset, "dataset", split=split)
-        self.eval_dataset: Dataset | None = None
-        if eval_dataset is not None:
-            self.eval_dataset = self._prepare(eval_dataset, "eval_dataset", split=None)
-            _check_same_columns(self._source_columns)
+        if DEFER_DATASETS.get():
+            # A worker process (see envs.registry.load_worker_environment): the driver checked
+            # the data and sends examples as dicts, so `datasets` is loaded only if asked for.
+            self.__dict__["_deferred"] = (dataset, eval_dataset, split)
+        else:
+            self._load_datasets(dataset, eval_dataset, split)
         #: Named policies for the scripted endpoint (`--model scripted:NAME`); filled by envs that ship them.
         self.scripted_policies: dict[str, Callable[..., Any]] = {}
         #: How the registry built this environment (spec and kwargs), reported by `config()`.
@@ -115,6 +122,22 @@ class Environment:
         self.load_kwargs: dict[str, Any] | None = None
 
     # ------------------------------------------------------------------ dataset
+
+    def _load_datasets(self, dataset: Any, eval_dataset: Any, split: str | None) -> None:
+        self.dataset: Dataset = self._prepare(dataset, "dataset", split=split)
+        self.eval_dataset: Dataset | None = None
+        if eval_dataset is not None:
+            self.eval_dataset = self._prepare(eval_dataset, "eval_dataset", split=None)
+            _check_same_columns(self._source_columns)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for missing attributes: `dataset` / `eval_dataset` of a worker's
+        # environment, built when first used.
+        deferred = self.__dict__.pop("_deferred", None) if name in ("dataset", "eval_dataset") else None
+        if deferred is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        self._load_datasets(*deferred)
+        return getattr(self, name)
 
     def _prepare(self, source: Any, what: str, *, split: str | None) -> Dataset:
         """Load, rename, normalise and validate one dataset against templates and rubric."""

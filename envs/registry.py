@@ -173,6 +173,22 @@ def load_environment(spec: str, **kwargs: Any) -> Any:
     return env
 
 
+def load_worker_environment(spec: str, **kwargs: Any) -> Any:
+    """`load_environment` for a worker process of `evaluate(..., workers=N)`.
+
+    The driver already loaded and checked the dataset and sends each worker its examples as
+    plain dicts, so an `Environment` built here defers its dataset until something asks for
+    it: a worker does not import `datasets` for the examples.
+    """
+    from envs.environment import DEFER_DATASETS
+
+    token = DEFER_DATASETS.set(True)
+    try:
+        return load_environment(spec, **kwargs)
+    finally:
+        DEFER_DATASETS.reset(token)
+
+
 def _check_kwargs(loader: Any, kwargs: dict[str, Any], spec: str) -> None:
     """Reject unknown keyword arguments naming the accepted ones (a TypeError, like Python's)."""
     try:
@@ -196,4 +212,5 @@ __all__ = [
     "RegisteredEnvironment",
     "list_environments",
     "load_environment",
+    "load_worker_environment",
 ]

@@ -82,6 +82,30 @@ def _create_parameters() -> frozenset[str]:
     return frozenset(inspect.signature(AsyncCompletions.create).parameters) - {"self"}
 
 
+# This process's share of every Client's max_concurrency: (worker index, number of workers).
+# A run with worker processes sets it in each worker, so a limit stays one limit for the run.
+_SHARE: tuple[int, int] = (0, 1)
+
+
+def set_concurrency_share(index: int, count: int) -> None:
+    """Make every Client of this process use worker `index`'s share of `count` of its limit.
+
+    Called by `harness.workers` in each worker process before the environment is loaded, so
+    the policy client and every judge's client (`LLMJudge(max_concurrency=...)`) split their
+    run-wide limit across the workers instead of multiplying it.
+    """
+    if not 0 <= index < count:
+        raise ValueError(f"concurrency share {index}/{count}: index must be in 0..{count - 1}")
+    global _SHARE
+    _SHARE = (index, count)
+
+
+def concurrency_share(limit: int) -> int:
+    """This process's part of a run-wide `limit` (the parts of all workers add up to it)."""
+    index, count = _SHARE
+    return max(1, limit // count + (1 if index < limit % count else 0))
+
+
 def _http_client(max_connections: int, timeout: float) -> Any:
     """The SDK's default async HTTP client with a pool sized to the concurrency.
 
@@ -210,6 +234,25 @@ class Client:
             "headers": sorted(self.headers),
         }
 
+    def replica_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments that build an equal Client in another process (worker processes).
+
+        Holds the API key: pass it to a process, never write it anywhere.
+        """
+        return {
+            "model": self.model,
+            "base_url": self.base_url,
+            "api_key": self._key.value,
+            "max_concurrency": self.max_concurrency,
+            "max_retries": self.max_retries,
+            "timeout": self.timeout,
+            "sampling": dict(self.sampling),
+            "headers": dict(self.headers),
+            "backoff_base": self.backoff_base,
+            "backoff_max": self.backoff_max,
+            "retry_after_max": self.retry_after_max,
+        }
+
     # -- connection ---------------------------------------------------------------------
 
     def _connection(self) -> tuple[Any, asyncio.Semaphore]:
@@ -233,9 +276,9 @@ class Client:
                 max_retries=0,
                 timeout=self.timeout,
                 default_headers=self.headers or None,
-                http_client=_http_client(self.max_concurrency, self.timeout),
+                http_client=_http_client(concurrency_share(self.max_concurrency), self.timeout),
             )
-            self._semaphore = asyncio.Semaphore(self.max_concurrency)
+            self._semaphore = asyncio.Semaphore(concurrency_share(self.max_concurrency))
             self._loop = loop
         assert self._semaphore is not None
         return self._openai, self._semaphore

@@ -32,6 +32,7 @@ from harness.storage import (
 )
 from harness.summary import summarize
 from harness.types import Rollout
+from harness.workers import peak_rss_mib, plan_executor
 
 # Arguments that only change how fast a run goes, so a resumed run may change them.
 _FREE_ON_RESUME = {"concurrency", "progress", "workers", "executor", "ray_address"}
@@ -213,6 +214,9 @@ async def evaluate(
     split: str = "eval",
     sampling: Mapping[str, Any] | None = None,
     shard: Shard | str | None = None,
+    workers: int = 1,
+    executor: str = "local",
+    ray_address: str | None = None,
 ) -> EvalResults:
     """Run `rollouts_per_example` rollouts of each example of `env` against `client`.
 
@@ -225,8 +229,20 @@ async def evaluate(
     and the interruption propagates (asyncio.run turns a Ctrl-C cancellation into
     KeyboardInterrupt). `shard="i/N"` runs only slice i of N of the examples (see
     `harness.sharding`; merge the shards' directories with `harness.sharding.merge_results`).
+    `workers=N` runs the rollouts in N worker processes (`executor="ray"`: Ray actors, on the
+    cluster at `ray_address` or a local one), `concurrency` being the total across them; see
+    `harness.workers`. Only this process writes results.
     """
     _check_arguments(env, num_examples, rollouts_per_example, concurrency)
+    run_elsewhere = plan_executor(
+        env,
+        client,
+        workers=workers,
+        executor=executor,
+        ray_address=ray_address,
+        concurrency=concurrency,
+        sampling=sampling,
+    )
     chosen = Shard.parse(shard) if shard is not None else None
     examples = list(env.get_dataset(split, n=num_examples, seed=seed))
     ids = _example_ids(examples)
@@ -245,6 +261,8 @@ async def evaluate(
     }
     if chosen is not None:  # absent otherwise, so runs from before sharding still resume
         arguments["shard"] = str(chosen)
+    if run_elsewhere is not None:
+        arguments.update(workers=workers, executor=executor)
     current = {"env": _jsonable(env.config()), "model": _client_config(client), "arguments": arguments}
 
     directory = Path(output_dir) if output_dir is not None else None
@@ -313,9 +331,19 @@ async def evaluate(
     status = "failed"
     try:
         with ProgressDisplay(stats, enabled=progress):
-            async with asyncio.TaskGroup() as group:
-                for _ in range(min(concurrency, len(jobs))):
-                    group.create_task(worker())
+            if run_elsewhere is None:
+                async with asyncio.TaskGroup() as group:
+                    for _ in range(min(concurrency, len(jobs))):
+                        group.create_task(worker())
+            else:
+                report = await run_elsewhere(jobs, run.finished)
+                metadata["sessions"][-1]["workers"] = {
+                    "executor": executor,
+                    "workers": report.workers,
+                    "requeued": report.requeued,
+                    "lost": report.lost_workers,
+                    "driver_peak_rss_mib": round(peak_rss_mib(), 1),
+                }
         status = "completed"
     except (KeyboardInterrupt, asyncio.CancelledError) as exc:
         status = "interrupted"

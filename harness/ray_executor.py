@@ -1,0 +1,192 @@
+"""Run an evaluation's workers as Ray actors, for more machines than one (`executor="ray"`).
+
+The actors run the very `harness.workers.WorkerRuntime` the local worker processes run:
+each loads the environment from its spec (so the environment's package must be installed on
+every node) and builds its own client. The driver keeps the same guarantees as with local
+workers, because it is the same scheduler (`harness.workers.run_jobs`): one writer, resume,
+and an actor that dies has its unfinished jobs handed to the others.
+
+`ray` is an optional extra (`pip install 'rubric-rl[ray]'`), imported only here. With an
+address, the driver joins that cluster (`ray.init(address=...)`); without one it starts a
+local Ray for the run and shuts it down after. A Ray session that is already initialised
+(a notebook, a test) is used as it is and left running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from harness.errors import ConfigError
+from harness.types import Rollout
+from harness.workers import (
+    START_TIMEOUT,
+    STOP_TIMEOUT,
+    Job,
+    PoolReport,
+    WorkerError,
+    WorkerLost,
+    WorkerRuntime,
+    WorkerSpec,
+    prefetch,
+    run_jobs,
+)
+
+INSTALL_HINT = "pip install 'rubric-rl[ray]'"
+ACTOR_PREFIX = "rubric-worker"
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError(
+            f"Ray is not installed, and --ray / executor='ray' needs it: {INSTALL_HINT}"
+        ) from None
+    return ray
+
+
+class _Actor:
+    """The body of one Ray actor: a WorkerRuntime behind async methods."""
+
+    def __init__(self, spec: WorkerSpec) -> None:
+        self.runtime = WorkerRuntime(spec)
+
+    def load(self) -> int:
+        self.runtime.load()
+        return os.getpid()
+
+    async def run(self, example: Mapping[str, Any], rollout_index: int) -> Rollout:
+        return await self.runtime.run(example, rollout_index)
+
+    async def stop(self) -> dict[str, Any]:
+        return await self.runtime.close()
+
+
+def _cause(exc: BaseException) -> str:
+    """The message of the error raised inside an actor, without Ray's traceback wrapping."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, BaseException):
+        return str(cause)
+    return str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+
+
+class RayWorker:
+    """The driver's handle on one actor (implements `harness.workers.WorkerHandle`)."""
+
+    def __init__(self, ray: Any, actor_class: Any, spec: WorkerSpec, run_id: str) -> None:
+        self.ray = ray
+        self.spec = spec
+        self.index = spec.index
+        self.capacity = spec.concurrency + prefetch(spec.concurrency)
+        self.name = f"{ACTOR_PREFIX}-{run_id}-{spec.index}"
+        self.actor: Any = actor_class.options(
+            name=self.name,
+            num_cpus=1,
+            max_concurrency=self.capacity + 2,
+            max_restarts=0,
+            scheduling_strategy="SPREAD",
+        ).remote(spec)
+
+    async def start(self) -> None:
+        try:
+            await asyncio.wait_for(self.actor.load.remote(), START_TIMEOUT)
+        except TimeoutError:
+            raise WorkerError(
+                f"Ray did not start worker {self.index} within {START_TIMEOUT:.0f}s; each worker needs "
+                f"1 CPU of the cluster: {self.ray.cluster_resources().get('CPU', 0):.0f} CPUs there"
+            ) from None
+        except Exception as exc:  # the environment failed to load inside the actor
+            raise WorkerError(_cause(exc)) from None
+
+    async def run(self, job_id: int, example: Mapping[str, Any], rollout_index: int) -> Rollout:
+        try:
+            return await self.actor.run.remote(dict(example), rollout_index)
+        except self.ray.exceptions.RayActorError as exc:
+            raise WorkerLost(f"Ray worker {self.index} died: {_cause(exc)}") from None
+
+    async def stop(self) -> dict[str, Any]:
+        try:
+            report: dict[str, Any] = await asyncio.wait_for(self.actor.stop.remote(), STOP_TIMEOUT)
+        except (TimeoutError, self.ray.exceptions.RayActorError):
+            report = {"index": self.index, "lost": True}
+        self.kill()
+        return report
+
+    def kill(self) -> None:
+        try:
+            self.ray.kill(self.actor, no_restart=True)
+        except Exception:  # already gone: nothing left to stop
+            return
+
+
+def _probe(address: str, timeout: float = 5.0) -> None:
+    """Fail in seconds when nothing listens at a host:port address (Ray itself retries for
+    minutes). Addresses such as "auto" are left to Ray, which answers those at once."""
+    import socket
+
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot connect to the Ray cluster at {address}: nothing answers there ({exc.strerror or exc}); "
+            f"check the address (`ray status` on the head node shows it) or run --ray without an address "
+            f"for a local Ray"
+        ) from None
+
+
+def connect(address: str | None, *, num_cpus: int | None = None) -> tuple[Any, bool]:
+    """Ray, initialised: the given cluster, a session already open, or a new local one.
+
+    Returns ray and whether this call started the session (so the run shuts it down after).
+    """
+    ray = _import_ray()
+    if address:
+        _probe(address)
+    if ray.is_initialized():
+        return ray, False
+    options: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.WARNING}
+    try:
+        if address:
+            ray.init(address=address, **options)
+        else:  # enough CPUs for every worker actor, which asks for one
+            ray.init(num_cpus=max(os.cpu_count() or 1, num_cpus or 1), **options)
+    except Exception as exc:  # ConnectionError, or Ray's own exceptions for a bad address
+        where = f"the Ray cluster at {address}" if address else "a local Ray"
+        raise ConfigError(
+            f"cannot connect to {where}: {_cause(exc)}; check the address (ray status on the head node "
+            f"shows it) or run --ray without an address for a local Ray"
+        ) from None
+    return ray, True
+
+
+def ray_executor(
+    specs: Sequence[WorkerSpec], address: str | None
+) -> Callable[[Sequence[Job], Callable[[Rollout], None]], Any]:
+    """A function that runs the jobs on one Ray actor per spec. Connects to Ray now, so a
+    missing installation or an unreachable address fails before anything is written."""
+    ray, started = connect(address, num_cpus=len(specs))
+    actor_class = ray.remote(_Actor)
+
+    async def execute(jobs: Sequence[Job], finished: Callable[[Rollout], None]) -> PoolReport:
+        run_id = uuid.uuid4().hex[:8]
+        handles = [RayWorker(ray, actor_class, spec, run_id) for spec in specs]
+        try:
+            return await run_jobs(handles, jobs, finished)
+        finally:
+            for handle in handles:
+                handle.kill()
+            if started:
+                ray.shutdown()
+
+    return execute
+
+
+__all__ = ["ACTOR_PREFIX", "INSTALL_HINT", "RayWorker", "connect", "ray_executor"]

@@ -1,0 +1,621 @@
+"""Run an evaluation's rollouts in worker processes, each with its own event loop and HTTP pool.
+
+One Python process tops out near the OpenAI SDK's own CPU cost per completion; N worker
+processes multiply that ceiling. The driver (the process that called `evaluate`) keeps every
+duty that must happen once: it plans the jobs, hands them out, receives finished rollouts and
+is the only writer of `results.jsonl`, so resume, the file lock, the summary and the progress
+bar are unchanged. A worker only runs rollouts:
+
+- it rebuilds the environment from its *spec* (the registered name, path or `module:function`
+  plus arguments it was loaded with), never from a pickled object, and checks that what it
+  built has the driver's `config()`;
+- it builds its own `Client` from the driver's settings; every Client in the worker (the
+  policy's and any judge's) takes the worker's share of its `max_concurrency`
+  (`harness.client.set_concurrency_share`), so limits stay run-wide;
+- it receives examples as plain dicts, so it never needs `datasets` for them.
+
+The scheduler (`run_jobs`) gives each worker at most its concurrency plus a small prefetch of
+jobs; a worker that dies has its unfinished jobs handed to the others (each job is finished
+exactly once: a result is accepted only from the worker that holds the job). Local workers
+are subprocesses talking length-prefixed pickle frames over their stdin/stdout;
+`harness.ray_executor` runs the same `WorkerRuntime` as Ray actors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import functools
+import importlib
+import os
+import pickle
+import resource
+import signal
+import struct
+import sys
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from harness.errors import ConfigError, RubricError
+from harness.types import Rollout
+
+Job = tuple[Mapping[str, Any], int]  # (example, rollout_index)
+START_TIMEOUT = 300.0  # seconds a worker may take to import and build the environment
+STOP_TIMEOUT = 10.0
+_FRAME = struct.Struct("!I")
+
+
+class WorkerError(RubricError):
+    """A worker could not start (its environment failed to load), or every worker died."""
+
+
+class WorkerLost(Exception):
+    """The worker running a job is gone; the job goes back to the queue."""
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """Everything a worker needs to rebuild the environment and client: plain, picklable data.
+
+    Attributes:
+        loader: "module:function" called as `loader(env_spec, **env_kwargs)` to build the env.
+        env_spec / env_kwargs: what the environment was loaded from.
+        env_overrides: attributes set after loading (the driver may have changed `max_turns`).
+        env_config: the driver's `env.config()`; the worker's must equal it.
+        client_kwargs: `harness.client.Client(**client_kwargs)` (holds the API key).
+        sampling: per-run sampling arguments for `harness.runner.rollout`.
+        concurrency: rollouts this worker runs at once.
+        index / count: this worker's number and the number of workers (for concurrency shares).
+        sys_path: the driver's `sys.path`, so `module:function` specs import the same modules.
+    """
+
+    loader: str
+    env_spec: str
+    env_kwargs: dict[str, Any]
+    env_overrides: dict[str, Any]
+    env_config: dict[str, Any]
+    client_kwargs: dict[str, Any]
+    sampling: dict[str, Any]
+    concurrency: int
+    index: int = 0
+    count: int = 1
+    sys_path: list[str] = field(default_factory=list)
+
+
+def split_evenly(total: int, parts: int) -> list[int]:
+    """`total` split into `parts` integers differing by at most one (largest first)."""
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
+
+
+def check_workers(workers: Any, concurrency: int) -> int:
+    """Validate `workers` against `concurrency`; warn (RuntimeWarning) above the CPU count."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ConfigError(f"workers must be an integer >= 1, got {workers!r}")
+    if workers > concurrency:
+        raise ConfigError(
+            f"workers={workers} is more than concurrency={concurrency}: concurrency is the total "
+            f"across workers, so each needs at least 1; raise concurrency or lower workers"
+        )
+    cpus = os.cpu_count() or 1
+    if workers > cpus:
+        import warnings
+
+        warnings.warn(
+            f"workers={workers} is more than the {cpus} CPUs here; they will share CPUs "
+            f"(allowed, but {cpus} is usually as fast)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return workers
+
+
+def worker_specs(
+    env: Any, client: Any, *, workers: int, concurrency: int, sampling: Mapping[str, Any] | None
+) -> list[WorkerSpec]:
+    """One WorkerSpec per worker, read from an environment built from a spec and a harness Client."""
+    load_spec, loader = getattr(env, "load_spec", None), getattr(env, "spec_loader", None)
+    if not load_spec or not loader:
+        raise ConfigError(
+            f"workers>1 needs an environment built from a spec, so each worker can load its own; "
+            f"{type(env).__name__} {getattr(env, 'name', '')!r} was built directly (no load_spec). Load it "
+            f"with envs.load_environment('name' | 'path.py' | 'module:function', ...), or use workers=1"
+        )
+    replica = getattr(client, "replica_kwargs", None)
+    if not callable(replica):
+        raise ConfigError(
+            f"workers>1 needs a harness.Client (each worker builds its own), got {type(client).__name__}"
+        )
+    base = WorkerSpec(
+        loader=loader,
+        env_spec=load_spec,
+        env_kwargs=dict(getattr(env, "load_kwargs", None) or {}),
+        env_overrides={"max_turns": env.max_turns, "sampling": dict(env.sampling)},
+        env_config=_plain(env.config()),
+        client_kwargs=replica(),
+        sampling=dict(sampling or {}),
+        concurrency=1,
+        count=workers,
+        sys_path=list(sys.path),
+    )
+    return [
+        WorkerSpec(**{**base.__dict__, "concurrency": share, "index": i})
+        for i, share in enumerate(split_evenly(concurrency, workers))
+    ]
+
+
+def _plain(value: Any) -> Any:
+    import json
+
+    return json.loads(json.dumps(value, default=str))
+
+
+# ---------------------------------------------------------------------------------------------
+# the worker side (the same for a subprocess and a Ray actor)
+
+
+def _import(target: str) -> Callable[..., Any]:
+    module, _, name = target.partition(":")
+    obj: Any = importlib.import_module(module)
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident set size, MiB.
+
+    Read from /proc (VmHWM) where there is one: `ru_maxrss` survives exec, so a worker would
+    report the driver's peak from before it was started.
+    """
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class WorkerRuntime:
+    """A worker's environment and client: loads them once, then runs one rollout per call."""
+
+    def __init__(self, spec: WorkerSpec) -> None:
+        self.spec = spec
+        self.env: Any = None
+        self.client: Any = None
+        self.rollouts = 0
+        self._limit: asyncio.Semaphore | None = None
+
+    def load(self) -> None:
+        """Build the environment and client; raise WorkerError saying why when it cannot."""
+        from harness.client import Client, set_concurrency_share
+
+        spec = self.spec
+        for entry in reversed(spec.sys_path):
+            if entry not in sys.path:
+                sys.path.insert(0, entry)
+        set_concurrency_share(spec.index, spec.count)
+        try:
+            env = _import(spec.loader)(spec.env_spec, **spec.env_kwargs)
+        except Exception as exc:
+            raise WorkerError(
+                f"worker {spec.index} cannot load environment {spec.env_spec!r}: {type(exc).__name__}: {exc}"
+            ) from exc
+        for name, value in spec.env_overrides.items():
+            setattr(env, name, value)
+        config = _plain(env.config())
+        if config != spec.env_config:
+            changed = sorted(
+                k for k in set(config) | set(spec.env_config) if config.get(k) != spec.env_config.get(k)
+            )
+            raise WorkerError(
+                f"worker {spec.index} loaded {spec.env_spec!r} but got a different environment than the "
+                f"driver's (differs in: {', '.join(changed)}); an environment changed after loading cannot "
+                f"run in workers: put the change in its load_environment arguments, or use workers=1"
+            )
+        self.env, self.client = env, Client(**spec.client_kwargs)
+
+    async def run(self, example: Mapping[str, Any], rollout_index: int) -> Rollout:
+        """One rollout (at most `spec.concurrency` at once); never raises for a failed episode."""
+        from harness.runner import rollout
+
+        if self._limit is None:
+            self._limit = asyncio.Semaphore(self.spec.concurrency)
+        async with self._limit:
+            result = await rollout(self.env, self.client, example, rollout_index, sampling=self.spec.sampling)
+        self.rollouts += 1
+        return result
+
+    async def close(self) -> dict[str, Any]:
+        """Close the HTTP pool; return what the driver reports about this worker."""
+        if self.client is not None:
+            await self.client.aclose()
+        return self.report()
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "index": self.spec.index,
+            "pid": os.getpid(),
+            "rollouts": self.rollouts,
+            "concurrency": self.spec.concurrency,
+            "peak_rss_mib": round(peak_rss_mib(), 1),
+            "imported_datasets": "datasets" in sys.modules,
+        }
+
+
+def unsendable(result: Rollout, exc: Exception) -> Rollout:
+    """The rollout with its `state` replaced by its repr and the reason recorded, for a rollout
+    whose state cannot leave the worker (the run goes on; the failure is on the rollout)."""
+    from harness.runner import describe_error
+
+    copy = result.model_copy(update={"state": {"unsendable_state": repr(result.state)[:2000]}})
+    copy.error = f"worker could not send the rollout: {describe_error(exc)}"
+    copy.stop_reason = "error"
+    return copy
+
+
+Executor = Callable[[Sequence[Job], Callable[[Rollout], None]], Awaitable["PoolReport"]]
+
+
+def plan_executor(
+    env: Any,
+    client: Any,
+    *,
+    workers: int,
+    executor: str,
+    ray_address: str | None,
+    concurrency: int,
+    sampling: Mapping[str, Any] | None,
+) -> Executor | None:
+    """What runs the jobs: None for the driver's own event loop (workers=1, local), else a
+    function running them on worker processes or Ray actors. Every setting is checked here,
+    before anything is written or started."""
+    if executor not in ("local", "ray"):
+        raise ConfigError(f"executor must be 'local' or 'ray', got {executor!r}")
+    if ray_address is not None and executor != "ray":
+        raise ConfigError(f"ray_address={ray_address!r} needs executor='ray'")
+    check_workers(workers, concurrency)
+    if executor == "local" and workers == 1:
+        return None
+    specs = worker_specs(env, client, workers=workers, concurrency=concurrency, sampling=sampling)
+    if executor == "ray":
+        from harness.ray_executor import ray_executor  # optional extra, imported only when asked for
+
+        return ray_executor(specs, ray_address)
+    return functools.partial(run_local, specs)
+
+
+# ---------------------------------------------------------------------------------------------
+# the scheduler (driver side, any kind of worker)
+
+
+class WorkerHandle(Protocol):
+    """The driver's view of one worker."""
+
+    index: int
+    capacity: int  # jobs it may hold at once: its concurrency plus a small prefetch
+
+    async def start(self) -> None: ...
+
+    async def run(self, job_id: int, example: Mapping[str, Any], rollout_index: int) -> Rollout: ...
+
+    async def stop(self) -> dict[str, Any]: ...
+
+    def kill(self) -> None: ...
+
+
+def prefetch(concurrency: int) -> int:
+    """Jobs a worker holds beyond those it is running, so it never waits for the driver."""
+    return max(2, concurrency // 4)
+
+
+@dataclass
+class PoolReport:
+    """What `run_jobs` reports: each worker's numbers, and how many jobs were handed out again."""
+
+    workers: list[dict[str, Any]]
+    requeued: int = 0
+    lost_workers: list[int] = field(default_factory=list)
+
+
+class _Scheduler:
+    """Hands jobs out to workers' slots; a lost worker's jobs go back to the front of the queue."""
+
+    def __init__(self, jobs: Sequence[Job], finished: Callable[[Rollout], None]) -> None:
+        self.jobs = jobs
+        self.finished = finished
+        self.pending = collections.deque(range(len(jobs)))
+        self.in_flight = 0
+        self.changed = asyncio.Condition()
+        self.report = PoolReport(workers=[])
+        self.alive = 0
+
+    async def _next(self) -> int | None:
+        async with self.changed:
+            while not self.pending:
+                if self.in_flight == 0:
+                    return None
+                await self.changed.wait()
+            self.in_flight += 1
+            return self.pending.popleft()
+
+    async def _settle(self, job_id: int, lost: bool) -> None:
+        async with self.changed:
+            self.in_flight -= 1
+            if lost:
+                self.pending.appendleft(job_id)
+                self.report.requeued += 1
+            self.changed.notify_all()
+
+    async def slot(self, worker: WorkerHandle, dead: asyncio.Event) -> None:
+        while not dead.is_set():
+            job_id = await self._next()
+            if job_id is None:
+                return
+            example, index = self.jobs[job_id]
+            try:
+                result = await worker.run(job_id, example, index)
+            except WorkerLost:
+                dead.set()
+                await self._settle(job_id, lost=True)
+                return
+            self.finished(result)
+            await self._settle(job_id, lost=False)
+
+    async def serve(self, worker: WorkerHandle) -> None:
+        """Run the worker's slots until the queue is empty; account for its death."""
+        dead = asyncio.Event()
+        async with asyncio.TaskGroup() as group:
+            for _ in range(worker.capacity):
+                group.create_task(self.slot(worker, dead))
+        if dead.is_set():
+            self.report.lost_workers.append(worker.index)
+            self.alive -= 1
+            worker.kill()
+            async with self.changed:
+                if self.alive == 0 and self.pending:
+                    raise WorkerError(
+                        f"every worker died with {len(self.pending)} rollout(s) left; what finished is "
+                        f"saved (resume to continue); see the workers' messages above"
+                    )
+                self.changed.notify_all()
+        else:
+            self.report.workers.append(await worker.stop())
+
+
+async def run_jobs(
+    handles: Sequence[WorkerHandle], jobs: Sequence[Job], finished: Callable[[Rollout], None]
+) -> PoolReport:
+    """Run every job on the workers; `finished(rollout)` is called once per job, in the driver.
+
+    Workers start concurrently; one that cannot start fails the run (its environment would
+    fail the same way everywhere). On cancellation (Ctrl-C) every worker is killed at once.
+    """
+    scheduler = _Scheduler(jobs, finished)
+    try:
+        await asyncio.gather(*(h.start() for h in handles))
+        scheduler.alive = len(handles)
+        async with asyncio.TaskGroup() as group:
+            for handle in handles:
+                group.create_task(scheduler.serve(handle))
+    except BaseException:
+        for handle in handles:
+            handle.kill()
+        raise
+    scheduler.report.workers.sort(key=lambda w: w["index"])
+    return scheduler.report
+
+
+# ---------------------------------------------------------------------------------------------
+# local workers: subprocesses speaking length-prefixed pickle frames on stdin/stdout
+
+
+def _frame(message: Any) -> bytes:
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    return _FRAME.pack(len(data)) + data
+
+
+async def _read_frame(reader: asyncio.StreamReader) -> Any:
+    (size,) = _FRAME.unpack(await reader.readexactly(_FRAME.size))
+    return pickle.loads(await reader.readexactly(size))
+
+
+class ProcessWorker:
+    """A worker subprocess (`python -m harness.workers`), driven over its stdin/stdout."""
+
+    def __init__(self, spec: WorkerSpec) -> None:
+        self.spec = spec
+        self.index = spec.index
+        self.capacity = spec.concurrency + prefetch(spec.concurrency)
+        self._proc: asyncio.subprocess.Process | None = None
+        self._futures: dict[int, asyncio.Future[Rollout]] = {}
+        self._reader: asyncio.Task[None] | None = None
+        self._bye: asyncio.Future[dict[str, Any]] | None = None
+
+    async def start(self) -> None:
+        self._proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "harness.workers",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            limit=2**26,
+        )
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._proc.stdin.write(_frame(("init", self.spec)))
+        try:
+            kind, value = await asyncio.wait_for(_read_frame(self._proc.stdout), START_TIMEOUT)
+        except (asyncio.IncompleteReadError, TimeoutError, ConnectionError) as exc:
+            self.kill()
+            code = self._proc.returncode
+            raise WorkerError(
+                f"worker {self.index} did not start ({type(exc).__name__}; exit code {code}); "
+                f"see its messages above"
+            ) from None
+        if kind == "error":
+            self.kill()
+            raise WorkerError(value)
+        self._bye = asyncio.get_running_loop().create_future()
+        self._reader = asyncio.create_task(self._read_results())
+
+    async def _read_results(self) -> None:
+        assert self._proc is not None and self._proc.stdout is not None and self._bye is not None
+        try:
+            while True:
+                kind, job_id, value = await _read_frame(self._proc.stdout)
+                if kind == "bye":
+                    self._bye.set_result(value)
+                    return
+                future = self._futures.pop(job_id, None)
+                if future is not None and not future.done():
+                    future.set_result(value)
+        except (asyncio.IncompleteReadError, ConnectionError, pickle.UnpicklingError, EOFError):
+            pass
+        finally:  # the worker is gone (or being killed): its unfinished jobs go elsewhere
+            for future in self._futures.values():
+                if not future.done():
+                    future.set_exception(WorkerLost(f"worker {self.index} exited"))
+            self._futures.clear()
+            if not self._bye.done():
+                self._bye.set_result({"index": self.index, "pid": self.pid, "lost": True})
+
+    async def run(self, job_id: int, example: Mapping[str, Any], rollout_index: int) -> Rollout:
+        assert self._proc is not None and self._proc.stdin is not None and self._reader is not None
+        if self._reader.done():
+            raise WorkerLost(f"worker {self.index} exited")
+        future = asyncio.get_running_loop().create_future()
+        self._futures[job_id] = future
+        try:
+            self._proc.stdin.write(_frame(("job", job_id, (dict(example), rollout_index))))
+            await self._proc.stdin.drain()
+        except (ConnectionError, RuntimeError) as exc:
+            self._futures.pop(job_id, None)
+            raise WorkerLost(f"worker {self.index}: {exc}") from None
+        return await future
+
+    async def stop(self) -> dict[str, Any]:
+        assert self._proc is not None and self._proc.stdin is not None and self._bye is not None
+        try:
+            self._proc.stdin.write(_frame(("stop", None, None)))
+            await self._proc.stdin.drain()
+            report = await asyncio.wait_for(asyncio.shield(self._bye), STOP_TIMEOUT)
+            await asyncio.wait_for(self._proc.wait(), STOP_TIMEOUT)
+        except (ConnectionError, TimeoutError):
+            report = {"index": self.index, "pid": self._proc.pid, "lost": True}
+        finally:
+            self.kill()
+        return report
+
+    def kill(self) -> None:
+        if self._proc is not None and self._proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self._proc.kill()
+        if self._reader is not None and not self._reader.done():
+            self._reader.cancel()
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+
+async def run_local(
+    specs: Sequence[WorkerSpec], jobs: Sequence[Job], finished: Callable[[Rollout], None]
+) -> PoolReport:
+    """`run_jobs` on one local worker subprocess per spec."""
+    handles = [ProcessWorker(spec) for spec in specs]
+    try:
+        return await run_jobs(handles, jobs, finished)
+    finally:
+        for handle in handles:
+            handle.kill()
+            if handle._proc is not None:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(handle._proc.wait(), STOP_TIMEOUT)
+
+
+# -- the subprocess's main ----------------------------------------------------------------------
+
+
+def _protocol_pipes() -> tuple[int, int]:
+    """Move the protocol to private descriptors: stdout becomes stderr, so a print() in user
+    code (the environment, a tool, a reward function) can never corrupt a frame."""
+    read_fd, write_fd = os.dup(0), os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)
+    return read_fd, write_fd
+
+
+async def _worker_main(read_fd: int, write_fd: int) -> None:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=2**26)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb"))
+    transport, protocol = await loop.connect_write_pipe(
+        asyncio.streams.FlowControlMixin, os.fdopen(write_fd, "wb")
+    )
+    writer = asyncio.StreamWriter(transport, protocol, None, loop)
+
+    _, spec = await _read_frame(reader)
+    runtime = WorkerRuntime(spec)
+    try:
+        runtime.load()
+    except Exception as exc:
+        writer.write(_frame(("error", str(exc) if isinstance(exc, WorkerError) else repr(exc))))
+        await writer.drain()
+        return
+    writer.write(_frame(("ready", os.getpid())))
+
+    async def one(job_id: int, example: Mapping[str, Any], rollout_index: int) -> None:
+        result = await runtime.run(example, rollout_index)
+        try:
+            frame = _frame(("done", job_id, result))
+        except Exception as exc:  # e.g. an object in rollout.state that cannot be pickled
+            frame = _frame(("done", job_id, unsendable(result, exc)))
+        writer.write(frame)
+        await writer.drain()
+
+    tasks: set[asyncio.Task[None]] = set()
+    try:
+        while True:
+            kind, job_id, payload = await _read_frame(reader)
+            if kind == "stop":
+                break
+            task = asyncio.create_task(one(job_id, *payload))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+    except asyncio.IncompleteReadError:  # the driver is gone: stop at once
+        for task in tasks:
+            task.cancel()
+        return
+    await asyncio.gather(*tasks)
+    report = await runtime.close()
+    writer.write(_frame(("bye", None, report)))
+    await writer.drain()
+    writer.close()
+
+
+def main() -> None:
+    """Entry point of a worker subprocess (`python -m harness.workers`); the driver starts it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the driver, which stops us
+    read_fd, write_fd = _protocol_pipes()
+    asyncio.run(_worker_main(read_fd, write_fd))
+
+
+if __name__ == "__main__":
+    main()
+
+
+__all__ = [
+    "PoolReport",
+    "ProcessWorker",
+    "WorkerError",
+    "WorkerRuntime",
+    "WorkerSpec",
+    "check_workers",
+    "plan_executor",
+    "run_jobs",
+    "run_local",
+    "worker_specs",
+]

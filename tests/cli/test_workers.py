@@ -1,0 +1,117 @@
+"""The real `rubric` executable with `--workers` and `--ray`: a run in worker processes, and bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+RUBRIC = shutil.which("rubric")
+pytestmark = pytest.mark.skipif(RUBRIC is None, reason="the rubric console script is not installed")
+
+
+def run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
+    return subprocess.run([RUBRIC, *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=180)
+
+
+def test_eval_with_two_workers(tmp_path: Path) -> None:
+    proc = run(
+        "eval", "gsm8k", "-m", "scripted:oracle", "-n", "30", "-r", "2", "--max-turns", "3",
+        "--workers", "2", "-o", "out", "--no-progress", cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "1.0000" in proc.stdout and "60 (30 examples)" in proc.stdout
+    lines = (tmp_path / "out" / "results.jsonl").read_text().splitlines()
+    keys = {(r["example_id"], r["rollout_index"]) for r in map(json.loads, lines)}
+    assert len(lines) == 60 and len(keys) == 60
+    metadata = json.loads((tmp_path / "out" / "metadata.json").read_text())
+    assert metadata["arguments"]["workers"] == 2 and metadata["env"]["max_turns"] == 3
+    workers = metadata["sessions"][-1]["workers"]["workers"]
+    assert sum(w["rollouts"] for w in workers) == 60
+    assert not any(w["imported_datasets"] for w in workers)
+
+
+def test_more_workers_than_cpus_warns_in_one_line_and_runs(tmp_path: Path) -> None:
+    workers = str((os.cpu_count() or 1) + 1)
+    proc = run(
+        "eval", "gsm8k", "-m", "scripted:oracle", "-n", "4", "--workers", workers, "-c", workers,
+        "-o", "out", "--no-progress", cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"rubric: warning: workers={workers} is more than the {os.cpu_count()} CPUs here; "
+        f"they will share CPUs (allowed, but {os.cpu_count()} is usually as fast)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--workers", "0"], "--workers must be at least 1, got 0"),
+        (["--workers", "4", "-c", "2"], "workers=4 is more than concurrency=2"),
+        (
+            ["--ray"],
+            "Ray is not installed, and --ray / executor='ray' needs it: pip install 'rubric-rl[ray]'",
+        ),
+    ],
+)
+def test_worker_errors_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    # A `ray` that fails to import stands in for Ray not being installed.
+    (tmp_path / "fake").mkdir()
+    (tmp_path / "fake" / "ray.py").write_text("raise ImportError('No module named ray')\n")
+    proc = run(
+        "eval", "gsm8k", "-m", "scripted:oracle", "-n", "2", "-o", "out", *args, cwd=tmp_path,
+        env={"PYTHONPATH": str(tmp_path / "fake")},
+    )  # fmt: skip
+    assert proc.returncode != 0
+    assert message in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
+def _needs_ray() -> None:
+    if os.environ.get("CI") != "true":  # CI installs the [ray] extra and always runs these
+        pytest.importorskip("ray", reason="Ray tests need pip install 'rubric-rl[ray]'")
+
+
+def test_eval_on_a_local_ray(tmp_path: Path) -> None:
+    _needs_ray()
+    proc = run(
+        "eval", "gsm8k", "-m", "scripted:oracle", "-n", "20", "--workers", "2", "--ray", "-o", "out",
+        "--no-progress", cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "20 (20 examples)" in proc.stdout and "1.0000" in proc.stdout
+    metadata = json.loads((tmp_path / "out" / "metadata.json").read_text())
+    report = metadata["sessions"][-1]["workers"]
+    assert report["executor"] == "ray" and sum(w["rollouts"] for w in report["workers"]) == 20
+
+
+def test_unreachable_ray_address_is_one_line(tmp_path: Path) -> None:
+    _needs_ray()
+    proc = run(
+        "eval", "gsm8k", "-m", "scripted:oracle", "-n", "2", "--ray", "127.0.0.1:1", "-o", "out", cwd=tmp_path
+    )
+    assert proc.returncode != 0
+    assert "cannot connect to the Ray cluster at 127.0.0.1:1: nothing answers there" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+
+
+def test_readme_workers_example_runs_as_written(tmp_path: Path) -> None:
+    import re
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    [block] = [b for b in re.findall(r"```bash\n(.*?)```", readme, flags=re.S) if "--workers 2" in b]
+    command = block.strip().split()
+    proc = run(*command[1:], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "800 (200 examples)" in proc.stdout and "pass@4" in proc.stdout
+    workers = json.loads((tmp_path / "runs" / "workers" / "metadata.json").read_text())["sessions"][-1][
+        "workers"
+    ]
+    assert [w["concurrency"] for w in workers["workers"]] == [64, 64]

@@ -1,0 +1,92 @@
+"""Workers as Ray actors (`executor="ray"`) on a real local Ray with 2 CPUs: an actor killed mid-run."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.errors import ConfigError
+from harness.evaluation import evaluate
+from harness.types import Rollout
+from tests.harness.test_workers import load_fake
+from tests.helpers import serve, sum_policy
+
+if os.environ.get("CI") != "true":  # CI installs the [ray] extra and always runs these
+    pytest.importorskip("ray", reason="Ray tests need pip install 'rubric-rl[ray]'")
+
+pytestmark = pytest.mark.timeout(240)
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[Any]:
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="warning")
+    yield ray
+    ray.shutdown()
+
+
+async def test_unreachable_ray_address_is_one_clear_error(tmp_path: Path) -> None:
+    async with serve(sum_policy) as (_, client):
+        with pytest.raises(
+            ConfigError, match=r"cannot connect to the Ray cluster at 127\.0\.0\.1:1: nothing answers"
+        ):
+            await evaluate(
+                load_fake("fake", n=2),
+                client,
+                workers=2,
+                executor="ray",
+                ray_address="127.0.0.1:1",
+                output_dir=tmp_path / "out",
+                progress=False,
+            )
+    assert not (tmp_path / "out").exists()
+
+
+async def _kill_one_actor(ray: Any, results_file: Path, after: int) -> str:
+    from harness.ray_executor import ACTOR_PREFIX
+
+    while not results_file.exists() or len(results_file.read_bytes().splitlines()) < after:
+        await asyncio.sleep(0.05)
+    names = sorted(
+        a["name"]
+        for a in ray.util.list_named_actors(all_namespaces=True)
+        if a["name"].startswith(ACTOR_PREFIX)
+    )
+    assert len(names) == 2, names
+    ray.kill(ray.get_actor(names[1]), no_restart=True)
+    return names[1]
+
+
+async def test_killing_an_actor_mid_run_loses_and_duplicates_nothing(local_ray: Any, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    async with serve(sum_policy, latency=0.1) as (endpoint, client):
+        run = asyncio.create_task(
+            evaluate(
+                load_fake("fake", n=40),
+                client,
+                rollouts_per_example=2,
+                concurrency=8,
+                workers=2,
+                executor="ray",
+                output_dir=out,
+                progress=False,
+            )
+        )
+        killed = await asyncio.wait_for(_kill_one_actor(local_ray, out / "results.jsonl", after=10), 180)
+        results = await asyncio.wait_for(run, 180)
+    keys = [
+        Rollout.model_validate_json(line).key for line in (out / "results.jsonl").read_bytes().splitlines()
+    ]
+    assert sorted(keys) == sorted((str(i), k) for i in range(40) for k in range(2))  # each exactly once
+    assert results.summary.rollouts == 80 and results.summary.mean_reward == 1.0
+    report = results.metadata["sessions"][-1]["workers"]
+    assert report["executor"] == "ray" and report["lost"] == [int(killed.rsplit("-", 1)[1])]
+    assert report["requeued"] >= 1  # its in-flight jobs ran again elsewhere
+    assert endpoint.stats.requests >= 80
+    assert not [a for a in local_ray.util.list_named_actors(all_namespaces=True) if a["name"] == killed]

@@ -1,0 +1,225 @@
+"""Worker processes (`evaluate(workers=N)`): exact results, a dying worker, Ctrl-C, shares, bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.client import concurrency_share, set_concurrency_share
+from harness.errors import ConfigError
+from harness.evaluation import evaluate
+from harness.types import Rollout
+from harness.workers import WorkerError, check_workers, split_evenly
+from tests.helpers import FakeEnv, serve, sum_policy
+
+pytestmark = pytest.mark.timeout(120)
+
+
+class SpecFakeEnv(FakeEnv):
+    """FakeEnv that a worker can rebuild from its spec; it can kill its own worker once."""
+
+    spec_loader = "tests.harness.test_workers:load_fake"
+
+    def __init__(self, n: int = 6, *, die_on: int | None = None, marker: str | None = None) -> None:
+        super().__init__(n)
+        self.die_on, self.marker = die_on, marker
+        self.load_spec: str | None = None
+        self.load_kwargs: dict[str, Any] | None = None
+
+    async def setup_rollout(self, example: Any, rollout_index: int = 0) -> Rollout:
+        if example["example_id"] == self.die_on and self.marker and not os.path.exists(self.marker):
+            Path(self.marker).write_text(str(os.getpid()))
+            await asyncio.sleep(0.2)  # let the worker's other rollouts be in flight when it dies
+            os.kill(os.getpid(), signal.SIGKILL)
+        return await super().setup_rollout(example, rollout_index)
+
+
+def load_fake(spec: str, **kwargs: Any) -> SpecFakeEnv:
+    env = SpecFakeEnv(**kwargs)
+    env.load_spec, env.load_kwargs = spec, dict(kwargs)
+    return env
+
+
+def _keys(directory: Path) -> list[tuple[str, int]]:
+    return [
+        Rollout.model_validate_json(line).key
+        for line in (directory / "results.jsonl").read_bytes().splitlines()
+    ]
+
+
+def _worker_children() -> list[int]:
+    """PIDs of this process's children that are worker processes."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        state = stat.rsplit(")", 1)[1].split()[0]
+        if ppid == os.getpid() and b"harness.workers" in cmdline and state != "Z":
+            found.append(int(entry))
+    return found
+
+
+async def test_two_workers_run_every_rollout_once(tmp_path: Path) -> None:
+    async with serve(sum_policy, latency=0.01, max_concurrency=8) as (endpoint, client):
+        results = await evaluate(
+            load_fake("fake", n=20),
+            client,
+            rollouts_per_example=3,
+            concurrency=8,
+            workers=2,
+            output_dir=tmp_path,
+            progress=False,
+        )
+        assert endpoint.stats.requests == 60 and endpoint.stats.max_in_flight <= 8
+    keys = _keys(tmp_path)
+    assert len(keys) == 60 and len(set(keys)) == 60
+    assert [r.key for r in results] == [(str(i), k) for i in range(20) for k in range(3)]
+    assert results.summary.mean_reward == 1.0 and results.summary.errors == 0
+    session = json.loads((tmp_path / "metadata.json").read_text())["sessions"][-1]
+    report = session["workers"]
+    assert [w["index"] for w in report["workers"]] == [0, 1]
+    assert sum(w["rollouts"] for w in report["workers"]) == 60 and report["requeued"] == 0
+    assert all(w["peak_rss_mib"] > 0 and not w["imported_datasets"] for w in report["workers"])
+    assert report["driver_peak_rss_mib"] > 0
+    assert not _worker_children()
+
+
+async def test_a_dying_worker_loses_and_duplicates_nothing(tmp_path: Path) -> None:
+    marker = tmp_path / "died"
+    env = load_fake("fake", n=24, die_on=5, marker=str(marker))
+    async with serve(sum_policy, latency=0.05) as (_, client):
+        results = await evaluate(
+            env,
+            client,
+            rollouts_per_example=2,
+            concurrency=8,
+            workers=2,
+            output_dir=tmp_path / "run",
+            progress=False,
+        )
+    assert marker.exists()  # a worker really was killed
+    keys = _keys(tmp_path / "run")
+    assert sorted(keys) == sorted((str(i), k) for i in range(24) for k in range(2))
+    assert results.summary.rollouts == 48 and results.summary.mean_reward == 1.0
+    report = results.metadata["sessions"][-1]["workers"]
+    assert len(report["lost"]) == 1 and report["requeued"] >= 1
+    assert [w["rollouts"] for w in report["workers"]] != []  # the survivor reported
+    assert not _worker_children()
+
+
+async def test_cancelling_stops_every_worker_and_keeps_what_finished(tmp_path: Path) -> None:
+    async with serve(sum_policy, latency=0.2) as (_, client):
+        task = asyncio.create_task(
+            evaluate(
+                load_fake("fake", n=200),
+                client,
+                concurrency=8,
+                workers=2,
+                output_dir=tmp_path,
+                progress=False,
+            )
+        )
+        results_file = tmp_path / "results.jsonl"
+        for _ in range(600):
+            await asyncio.sleep(0.05)
+            if results_file.exists() and len(results_file.read_bytes().splitlines()) >= 8:
+                break
+        assert _worker_children()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    await asyncio.sleep(0.2)
+    assert not _worker_children()
+    metadata = json.loads((tmp_path / "metadata.json").read_text())
+    assert metadata["status"] == "interrupted"
+    keys = _keys(tmp_path)
+    assert 8 <= len(keys) < 200 and len(set(keys)) == len(keys)
+
+
+async def test_environment_without_a_spec_is_refused(tmp_path: Path) -> None:
+    async with serve(sum_policy) as (_, client):
+        with pytest.raises(ConfigError, match=r"workers>1 needs an environment built from a spec"):
+            await evaluate(FakeEnv(n=2), client, workers=2, output_dir=tmp_path / "x", progress=False)
+    assert not (tmp_path / "x").exists()  # refused before anything was written
+
+
+async def test_environment_changed_after_loading_fails_in_one_line() -> None:
+    env = load_fake("fake", n=4)
+    env.name = "renamed-in-a-notebook"
+    async with serve(sum_policy) as (_, client):
+        with pytest.raises(
+            WorkerError, match=r"different environment than the driver's \(differs in: name\)"
+        ):
+            await evaluate(env, client, workers=2, progress=False)
+    assert not _worker_children()
+
+
+async def test_unloadable_environment_names_the_cause() -> None:
+    env = load_fake("fake", n=4)
+    env.load_kwargs = {"n": 4, "no_such_argument": 1}
+    env.config = lambda: {"name": env.name}  # type: ignore[method-assign]
+    async with serve(sum_policy) as (_, client):
+        with pytest.raises(WorkerError, match=r"worker \d cannot load environment 'fake': TypeError"):
+            await evaluate(env, client, workers=2, progress=False)
+
+
+@pytest.mark.parametrize(
+    ("workers", "concurrency", "message"),
+    [
+        (0, 4, "workers must be an integer >= 1, got 0"),
+        (-2, 4, "workers must be an integer >= 1"),
+        (2.5, 4, "workers must be an integer >= 1"),
+        (5, 4, "workers=5 is more than concurrency=4"),
+    ],
+)
+def test_bad_worker_counts(workers: Any, concurrency: int, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        check_workers(workers, concurrency)
+
+
+def test_more_workers_than_cpus_warns() -> None:
+    cpus = os.cpu_count() or 1
+    with pytest.warns(RuntimeWarning, match=f"more than the {cpus} CPUs"):
+        assert check_workers(cpus + 1, 64) == cpus + 1
+
+
+async def test_bad_executor_settings_are_config_errors() -> None:
+    async with serve(sum_policy) as (_, client):
+        with pytest.raises(ConfigError, match="executor must be 'local' or 'ray'"):
+            await evaluate(FakeEnv(n=2), client, executor="dask", progress=False)
+        with pytest.raises(ConfigError, match="ray_address='auto' needs executor='ray'"):
+            await evaluate(FakeEnv(n=2), client, ray_address="auto", progress=False)
+
+
+def test_concurrency_shares_add_up_to_the_limit() -> None:
+    assert split_evenly(10, 3) == [4, 3, 3] and sum(split_evenly(7, 7)) == 7
+    try:
+        shares = []
+        for index in range(3):
+            set_concurrency_share(index, 3)
+            shares.append(concurrency_share(64))
+        assert shares == [22, 21, 21]
+        set_concurrency_share(2, 3)
+        assert concurrency_share(2) == 1  # never zero: a worker always makes progress
+    finally:
+        set_concurrency_share(0, 1)
+    assert concurrency_share(64) == 64
+
+
+async def test_client_limit_is_run_wide_across_workers(tmp_path: Path) -> None:
+    async with serve(sum_policy, latency=0.05, max_concurrency=5) as (endpoint, client):
+        await evaluate(load_fake("fake", n=40), client, concurrency=16, workers=2, progress=False)
+        assert endpoint.stats.requests == 40
+        assert endpoint.stats.max_in_flight <= 5  # 3 + 2, not 5 per worker
