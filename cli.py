@@ -299,10 +299,31 @@ def _load_run(path: str):
         raise CliError(f"{path} holds no results ({exc}); pass a directory written by `rubric eval`") from exc
 
 
+def _view_html(args: argparse.Namespace, results: Any) -> int:
+    from harness.report import write_report
+
+    other = _load_run(args.other) if args.other else None
+    if args.html:
+        out = Path(args.html)
+    elif other is None:
+        out = Path(args.dir) / "report.html"
+    else:
+        out = Path(f"compare--{_slug(Path(args.dir).name)}--{_slug(Path(args.other).name)}.html")
+    path = write_report(results, out, other=other)
+    print(f"wrote {path} ({path.stat().st_size:,} bytes); open it in a browser")
+    return 0
+
+
 def cmd_view(args: argparse.Namespace) -> int:
     from harness.render import render_rollout, select_rollouts
 
     results = _load_run(args.dir)
+    if args.html is not None:
+        return _view_html(args, results)
+    if args.other:
+        raise CliError(
+            "two runs are compared in a browser: add --html [OUT] (rubric view RUN_A RUN_B --html)"
+        )
     console = _console()
     console.print(results)
     try:
@@ -532,8 +553,18 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
     ev.set_defaults(func=cmd_eval)
 
-    vw = sub.add_parser("view", help="show a run's summary and whole conversations")
+    vw = sub.add_parser("view", help="show a run's summary and whole conversations, or an HTML report")
     vw.add_argument("dir", metavar="DIR")
+    vw.add_argument(
+        "other", metavar="OTHER", nargs="?", help="a second run to compare with DIR (with --html)"
+    )
+    vw.add_argument(
+        "--html",
+        nargs="?",
+        const="",
+        metavar="OUT",
+        help="write a self-contained HTML report (default DIR/report.html; two runs: ./compare--A--B.html)",
+    )
     vw.add_argument("--rollout", metavar="ID", help="example id, or EXAMPLE:ROLLOUT_INDEX")
     vw.add_argument("--worst", type=int, metavar="N")
     vw.add_argument("--best", type=int, metavar="N")

@@ -1,0 +1,212 @@
+"""The static HTML report of a run (`rubric view DIR --html`) and of two runs compared.
+
+One self-contained file: CSS and JS inline, data embedded as JSON, no network, opens from
+file://. Rollout panels are rendered here by harness.html (the notebook's renderer) and kept
+as strings; the page's script builds the table a page at a time and inserts a panel only
+when it is opened, so a 20,000-rollout report opens in a browser in a few seconds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+from harness.html import (
+    STYLE,
+    TreeNode,
+    esc,
+    fmt,
+    histogram_svg,
+    json_script,
+    rollout_body_html,
+    run_title,
+    summary_html,
+    tree_from_metadata,
+)
+from harness.results import EvalResults
+from harness.summary import mean_and_stderr
+from harness.types import Rollout
+
+# A node "flips" between runs when its mean for an example crosses this line (or turns NaN).
+FLIP_THRESHOLD = 0.5
+
+
+def _asset(name: str) -> str:
+    return files("harness").joinpath(name).read_text(encoding="utf-8")
+
+
+def _num(value: float | None) -> float | None:
+    """JSON has no NaN: unscored is null."""
+    return None if value is None or math.isnan(value) else round(value, 6)
+
+
+def _header_html(results: EvalResults, label: str = "") -> str:
+    meta = results.metadata
+    env, model = meta.get("env") or {}, meta.get("model") or {}
+    version = (meta.get("environment_package") or {}).get("version") or env.get("version")
+    facts = [
+        ("environment", f"{env.get('name', '?')}" + (f" {version}" if version else "")),
+        ("model", model.get("model", "?")),
+        ("sampling", ", ".join(f"{k}={v}" for k, v in (model.get("sampling") or {}).items()) or "-"),
+        ("date", meta.get("started_at") or "-"),
+        ("status", meta.get("status") or "-"),
+    ]
+    rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in facts)
+    title = (f"{label}: " if label else "") + run_title(meta)
+    return f'<div class="head">{esc(title)}</div><table class="facts">{rows}</table>'
+
+
+def _nodes_of(results: EvalResults) -> list[TreeNode] | None:
+    return tree_from_metadata(results.metadata)
+
+
+def _node_paths(results: EvalResults) -> list[str]:
+    paths = list(results.summary.node_means)
+    return paths + sorted({p for r in results.rollouts for p in r.scores} - set(paths))
+
+
+def _page(title: str, body: str, data: Mapping[str, Any]) -> str:
+    generated = datetime.now(UTC).isoformat(timespec="seconds")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{esc(title)}</title>{STYLE}<style>{_asset('report.css')}</style></head>"
+        f'<body><div class="rv report">{body}<footer class="muted">generated {generated} by rubric</footer></div>'
+        f"{json_script('report-data', data)}<script>{_asset('report.js')}</script></body></html>\n"
+    )
+
+
+def _row(i: int, r: Rollout, paths: Sequence[str]) -> list[Any]:
+    return [
+        i,
+        str(r.example_id),
+        r.rollout_index,
+        _num(r.reward),
+        r.stop_reason or "",
+        r.error or "",
+        r.turns,
+        r.usage.prompt_tokens + r.usage.completion_tokens,
+        [_num(r.scores.get(p, math.nan)) for p in paths],
+    ]
+
+
+def report_html(results: EvalResults) -> str:
+    """One run as a self-contained HTML page: header, summary with histogram, a sortable and
+    filterable rollout table, and a panel per rollout (conversation and reward tree)."""
+    nodes = _nodes_of(results)
+    paths = _node_paths(results)
+    summary = summary_html(results.summary, nodes, results.metadata.get("status"))
+    body = (
+        f'<header>{_header_html(results)}</header><section class="grid"><div>{summary}</div>'
+        f"<div>{histogram_svg(r.reward for r in results.rollouts)}</div></section>"
+        '<section id="app"></section><section id="panel"></section>'
+    )
+    data = {
+        "mode": "run",
+        "columns": paths,
+        "rows": [_row(i, r, paths) for i, r in enumerate(results.rollouts)],
+        "panels": [rollout_body_html(r, nodes) for r in results.rollouts],
+    }
+    return _page(run_title(results.metadata), body, data)
+
+
+# ------------------------------------------------------------------------------- comparison
+
+
+def _by_example(results: EvalResults) -> dict[str, list[int]]:
+    groups: dict[str, list[int]] = {}
+    for i, r in enumerate(results.rollouts):
+        groups.setdefault(str(r.example_id), []).append(i)
+    return groups
+
+
+def _mean(values: Sequence[float]) -> float:
+    kept = [v for v in values if not math.isnan(v)]
+    return math.fsum(kept) / len(kept) if kept else math.nan
+
+
+def _flipped(before: float, after: float) -> bool:
+    if math.isnan(before) or math.isnan(after):
+        return math.isnan(before) != math.isnan(after)
+    return (before >= FLIP_THRESHOLD) != (after >= FLIP_THRESHOLD)
+
+
+def _node_table(a: EvalResults, b: EvalResults, paths: Sequence[str]) -> str:
+    rows = []
+    for path, label in [("", "reward"), *((p, p) for p in paths)]:
+        values = []
+        for results in (a, b):
+            scores = [r.reward if not path else r.scores.get(path, math.nan) for r in results.rollouts]
+            values.append(mean_and_stderr([s for s in scores if not math.isnan(s)]))
+        (ma, ea), (mb, eb) = values
+        delta = None if ma is None or mb is None else mb - ma
+        cls = "" if not delta else "good" if delta > 0 else "bad"
+        depth = path.count(".") + 1 if path else 0
+        cells = [
+            f"{fmt(m)}" + (f" ± {fmt(e, 2)}" if e is not None else "") if m is not None else "NaN"
+            for m, e in ((ma, ea), (mb, eb))
+        ]
+        shown = "-" if delta is None else f"{delta:+.4g}"
+        rows.append(
+            f'<tr><td style="padding-left:{4 + depth * 14}px">{esc(label)}</td>'
+            f'<td class="num">{cells[0]}</td><td class="num">{cells[1]}</td><td class="num {cls}">{shown}</td></tr>'
+        )
+    head = "<tr><th>node</th><th class='num'>A</th><th class='num'>B</th><th class='num'>B − A</th></tr>"
+    return f'<table class="compare-nodes">{head}{"".join(rows)}</table>'
+
+
+def _example_rows(a: EvalResults, b: EvalResults, paths: Sequence[str]) -> list[list[Any]]:
+    groups_a, groups_b = _by_example(a), _by_example(b)
+    rows = []
+    for example in [*groups_a, *(e for e in groups_b if e not in groups_a)]:
+        ia, ib = groups_a.get(example, []), groups_b.get(example, [])
+        ra = _mean([a.rollouts[i].reward for i in ia])
+        rb = _mean([b.rollouts[i].reward for i in ib])
+        nodes = []
+        for path in paths:
+            na = _mean([a.rollouts[i].scores.get(path, math.nan) for i in ia])
+            nb = _mean([b.rollouts[i].scores.get(path, math.nan) for i in ib])
+            if _flipped(na, nb) or (not math.isnan(na) and not math.isnan(nb) and abs(nb - na) > 1e-9):
+                nodes.append([path, _num(na), _num(nb), _flipped(na, nb)])
+        delta = None if math.isnan(ra) or math.isnan(rb) else round(rb - ra, 6)
+        rows.append([example, _num(ra), _num(rb), delta, nodes, ia, ib])
+    return rows
+
+
+def comparison_html(a: EvalResults, b: EvalResults) -> str:
+    """Two runs of one environment side by side: each node's mean in each run with the
+    difference, the examples whose reward changed most, and per example the nodes that
+    flipped with both transcripts side by side."""
+    nodes = _nodes_of(a) or _nodes_of(b)
+    paths = list(dict.fromkeys([*_node_paths(a), *_node_paths(b)]))
+    body = (
+        f'<header class="grid"><div>{_header_html(a, "A")}</div><div>{_header_html(b, "B")}</div></header>'
+        f'<section class="grid"><div><div class="head">node means</div>{_node_table(a, b, paths)}</div>'
+        f'<div><div class="head">A</div>{histogram_svg(r.reward for r in a.rollouts)}'
+        f'<div class="head">B</div>{histogram_svg(r.reward for r in b.rollouts)}</div></section>'
+        '<section id="app"></section><section id="panel"></section>'
+    )
+    data = {
+        "mode": "compare",
+        "flip_threshold": FLIP_THRESHOLD,
+        "examples": _example_rows(a, b, paths),
+        "panels_a": [rollout_body_html(r, _nodes_of(a) or nodes) for r in a.rollouts],
+        "panels_b": [rollout_body_html(r, _nodes_of(b) or nodes) for r in b.rollouts],
+    }
+    return _page(f"{run_title(a.metadata)} vs {run_title(b.metadata)}", body, data)
+
+
+def write_report(results: EvalResults, out: str | Path, *, other: EvalResults | None = None) -> Path:
+    """Write `report_html(results)`, or with `other` the comparison of the two, to `out`."""
+    path = Path(out)
+    text = report_html(results) if other is None else comparison_html(results, other)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+__all__ = ["FLIP_THRESHOLD", "comparison_html", "report_html", "write_report"]

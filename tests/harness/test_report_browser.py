@@ -1,0 +1,146 @@
+"""The static HTML report and two-run comparison, opened from file:// in headless Chromium."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from envs import SingleTurnEnv
+from harness.aio import run_sync
+from harness.evaluation import evaluate
+from harness.report import write_report
+from harness.results import EvalResults
+from rubrics import Gate, WeightedSum
+from tests.helpers import serve
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ROWS = [{"question": f"What is {i}+{i + 1}?", "answer": str(2 * i + 1)} for i in range(30)]
+
+
+def _policy(wrong_every: int):
+    def policy(messages: list[dict[str, Any]], tools: Any) -> str:
+        a, b = (int(x) for x in messages[-1]["content"].removeprefix("What is ").rstrip("?").split("+"))
+        if a == 7:  # model text that must stay text in the page
+            return "<script>alert('x')</script><img src=x onerror=alert(1)>"
+        return str(a + b + (1 if wrong_every and a % wrong_every == 0 else 0))
+
+    return policy
+
+
+def correct(response: str, answer: str) -> float:
+    return float(response.strip() == answer)
+
+
+def short(response: str) -> float:
+    if len(response) > 30:
+        raise ValueError("too long to judge")  # an unscored node, NaN with its reason
+    return 1.0 if len(response) <= 1 else 0.6
+
+
+def _run(wrong_every: int) -> EvalResults:
+    env = SingleTurnEnv(
+        ROWS, WeightedSum({"correct": correct, "brief": Gate(short, 0.5)}, weights=[0.7, 0.3]), name="adder"
+    )
+
+    async def go() -> EvalResults:
+        async with serve(_policy(wrong_every)) as (_, client):
+            return await evaluate(env, client, rollouts_per_example=2, progress=False)
+
+    return run_sync(go())
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        instance = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
+        )
+        yield instance
+        instance.close()
+
+
+def _open(browser: Any, path: Path) -> tuple[Any, list[str]]:
+    page = browser.new_page(viewport={"width": 1300, "height": 900})
+    problems: list[str] = []
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    page.on("dialog", lambda d: (problems.append(f"dialog: {d.message}"), d.dismiss()))
+    page.on("request", lambda r: problems.append(r.url) if not r.url.startswith("file:") else None)
+    page.goto(path.as_uri())
+    page.wait_for_selector("body[data-ready='1']", timeout=10_000)
+    return page, problems
+
+
+def _column(page: Any, index: int) -> list[str]:
+    return page.eval_on_selector_all(
+        f"#rows tbody tr td:nth-child({index})", "tds => tds.map(t => t.textContent)"
+    )
+
+
+def test_run_report_table_sorts_filters_searches_and_opens_a_panel(browser: Any, tmp_path: Path) -> None:
+    out = write_report(_run(wrong_every=3), tmp_path / "report.html")
+    page, problems = _open(browser, out)
+    assert page.locator("#rows tbody tr").count() == 60
+    assert page.inner_text("#count") == "60 of 60 rollouts"
+    assert "mean reward" in page.inner_text("table.summary") and page.locator("svg.hist rect").count() == 10
+
+    page.click("#rows th:has-text('reward')")  # ascending: unscored (NaN) first, then by value
+    rewards = _column(page, 3)
+    assert rewards[:2] == ["NaN", "NaN"]
+    values = [float(v) for v in rewards[2:]]
+    assert values == sorted(values)
+    page.click("#rows th:has-text('reward')")
+    assert float(_column(page, 3)[0]) == max(values)
+
+    page.select_option("#status", "unscored")
+    assert page.inner_text("#count") == "2 of 60 rollouts"
+    page.select_option("#status", "")
+    page.select_option("#range-col", label="correct")
+    page.fill("#hi", "0.5")
+    assert page.inner_text("#count") == "22 of 60 rollouts"  # a % 3 == 0 (10 examples) and a == 7
+    page.fill("#hi", "")
+    page.fill("#q", "<script>alert")
+    page.wait_for_function("document.getElementById('count').textContent.startsWith('2 of')")
+
+    page.click("#rows tbody tr >> nth=0")
+    panel = page.inner_text("#panel")
+    assert "conversation" in panel and "reward tree" in panel and "<script>alert('x')</script>" in panel
+    assert "unscored: ValueError: too long to judge" in panel and "weight=0.7" in panel
+    assert page.locator("#panel script, #panel img").count() == 0
+    page.screenshot(path=str(tmp_path / "report.png"), full_page=False)
+    assert (tmp_path / "report.png").stat().st_size > 10_000
+    assert problems == []
+
+
+def test_comparison_shows_flipped_nodes_side_by_side(browser: Any, tmp_path: Path) -> None:
+    out = write_report(_run(wrong_every=3), tmp_path / "compare.html", other=_run(wrong_every=0))
+    page, problems = _open(browser, out)
+    text = page.inner_text("table.compare-nodes")
+    assert "correct" in text and "B − A" in text
+    assert page.locator("#rows tbody tr").count() == 30
+    # Sorted by the size of the change: the first examples are the ones that got fixed.
+    assert float(_column(page, 5)[0]) > 0
+    page.select_option("#flipped", "flipped")
+    assert page.inner_text("#count") == "10 of 30 examples"
+    assert set(_column(page, 6)) == {"correct"}
+    page.click("#rows tbody tr >> nth=0")
+    assert page.locator("#panel .side").count() == 2  # two rollouts of the example, A beside B
+    flips = page.inner_text("#panel table.flips")
+    assert "correct" in flips and "flipped" in flips
+    page.screenshot(path=str(tmp_path / "compare.png"), full_page=False)
+    assert problems == []
