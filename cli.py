@@ -65,7 +65,7 @@ def _load_env(spec: str, env_args: dict[str, Any]):
 
     try:
         return load_environment(spec, **env_args)
-    except (KeyError, LookupError, FileNotFoundError, ModuleNotFoundError) as exc:
+    except (KeyError, LookupError, FileNotFoundError, ModuleNotFoundError, RubricError) as exc:
         message = exc.args[0] if exc.args else str(exc)
         raise CliError(f"cannot load environment {spec!r}: {message}") from exc
     except TypeError as exc:  # unknown or mistyped -a/--env-args, named by the registry
@@ -488,6 +488,54 @@ def cmd_endpoint(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
+# environment packages and the hub: rubric init / check (library: envs.hub)
+
+
+def _hub_call(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """Call an envs.hub function; its HubError is the one line the user sees."""
+    from envs.hub import HubError
+
+    try:
+        return fn(*args, **kwargs)
+    except HubError as exc:
+        raise CliError(str(exc)) from exc
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from envs.hub import init_package
+
+    root = _hub_call(init_package, args.name, args.dir, args.kind)
+    where = str(root) if root.is_absolute() else f"./{root}"  # a path, not an installed name
+    print(f"Created {where} ({args.kind}). Try it: rubric eval {where} -m scripted:demo -n 3")
+    print(f"Then: rubric check {where}; rubric build {where}; rubric push {where} --hub URL")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from envs.hub import check_package
+
+    report = _hub_call(check_package, args.dir)
+    print(report.text())
+    failed = sum(not r.ok for r in report.results)
+    print(f"{len(report.results) - failed} passed, {failed} failed")
+    return 0 if report.ok else 1
+
+
+def _add_hub_commands(sub: Any) -> None:
+    """`rubric init/check`: thin wrappers over envs.hub."""
+    init = sub.add_parser("init", help="write a new environment package, ready to eval, check and push")
+    init.add_argument("name", metavar="NAME", help="environment/package name, e.g. my-env")
+    init.add_argument("--dir", default=".", help="folder to create NAME/ in (default: here)")
+    init.add_argument("--kind", default="single", choices=["single", "tool", "multi"])
+    init.set_defaults(func=cmd_init)
+    check = sub.add_parser("check", help="run the checks a hub entry must pass (non-zero exit on failure)")
+    check.add_argument("dir", metavar="DIR", nargs="?", default=".")
+    check.set_defaults(func=cmd_check)
+    for parser in (init, check):
+        parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
+
+
+# ---------------------------------------------------------------------------------------------
 # argument parsing
 
 
@@ -602,6 +650,7 @@ def build_parser() -> argparse.ArgumentParser:
     ep.add_argument("--rate-500", type=float, default=0.0)
     ep.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
     ep.set_defaults(func=cmd_endpoint)
+    _add_hub_commands(sub)
     return parser
 
 

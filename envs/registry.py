@@ -89,6 +89,13 @@ def _from_file(path: Path) -> Any:
     return _loader_of(module, str(path))
 
 
+def _from_directory(path: Path) -> Any:
+    """A package folder with a pyproject.toml (as `rubric init` writes): its entry point, from the folder."""
+    from envs.hub.project import Project  # the pyproject reader lives with the hub tools
+
+    return Project.load(path).resolve_entry_point()
+
+
 def _loader_of(module: ModuleType, where: str) -> Any:
     loader = getattr(module, "load_environment", None)
     if not callable(loader):
@@ -145,13 +152,17 @@ def load_environment(spec: str, **kwargs: Any) -> Any:
     """Build the environment `spec` names, passing `kwargs` to its `load_environment`.
 
     `spec` is an installed name (entry-point group `rubric.environments`), a path to a `.py`
-    file defining `load_environment`, or `module:function`.
+    file defining `load_environment`, a package folder whose pyproject.toml declares the
+    entry point (imported from the folder, uninstalled), or `module:function`.
     """
     if not isinstance(spec, str) or not spec.strip():
         raise TypeError(f"environment spec must be a non-empty string, got {spec!r}")
     registered_name: str | None = None
     recorded_spec = spec
-    if spec.endswith(".py") or "/" in spec or "\\" in spec:
+    if ("/" in spec or "\\" in spec) and Path(spec).is_dir():
+        loader = _from_directory(Path(spec))
+        recorded_spec = str(Path(spec).resolve())
+    elif spec.endswith(".py") or "/" in spec or "\\" in spec:
         loader = _from_file(Path(spec))
         recorded_spec = str(Path(spec).resolve())  # so `rubric score` finds it from any directory
     elif ":" in spec:
