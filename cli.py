@@ -342,6 +342,22 @@ def cmd_view(args: argparse.Namespace) -> int:
     return 0
 
 
+def _recorded_env(env_meta: dict[str, Any], directory: str) -> str:
+    """The installed environment DIR/metadata.json names; paths and module:function are refused."""
+    import shlex
+
+    from envs.registry import recorded_environment
+
+    try:
+        spec = recorded_environment(
+            env_meta, f"{directory}/metadata.json", command=f"rubric score {shlex.quote(directory)}"
+        )
+    except LookupError as exc:
+        raise CliError(str(exc)) from exc
+    print(f"using the installed environment {spec!r} named in {directory}/metadata.json", file=sys.stderr)
+    return spec
+
+
 def cmd_score(args: argparse.Namespace) -> int:
     from harness.aio import run_sync
     from harness.results import EvalResults
@@ -349,15 +365,11 @@ def cmd_score(args: argparse.Namespace) -> int:
     results = _load_run(args.dir)
     metadata = results.metadata or {}
     env_meta = metadata.get("env", {}) if isinstance(metadata, dict) else {}
-    spec = args.env or env_meta.get("load_spec") or env_meta.get("name")
-    if not spec:
-        raise CliError(
-            f"{args.dir}/metadata.json does not say which environment made it; pass it: rubric score DIR ENV"
-        )
+    spec = args.env or _recorded_env(env_meta, args.dir)
     env_args = (
         _json_arg(args.env_args, "-a/--env-args")
         if args.env_args
-        else dict(env_meta.get("load_kwargs") or {})
+        else dict(env_meta.get("load_kwargs") or {})  # data for the installed loader, never code
     )
     env = _load_env(spec, env_args)
     out = (

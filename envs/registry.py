@@ -12,7 +12,9 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import shlex
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
@@ -200,6 +202,38 @@ def load_worker_environment(spec: str, **kwargs: Any) -> Any:
         DEFER_DATASETS.reset(token)
 
 
+def recorded_environment(recorded: Mapping[str, Any], source: str, command: str = "load_environment(") -> str:
+    """The installed environment a results folder's metadata names, without running anything.
+
+    A results folder is data: a name in it may only select an environment the user installed
+    (an entry point of `rubric.environments`). A file path or `module:function` in it is never
+    imported; the error shows the command to type if the user trusts it.
+
+    Args:
+        recorded: The `env` section of metadata.json.
+        source: Where it came from (shown in messages), e.g. "runs/x/metadata.json".
+        command: What the user types before the spec to load it on purpose (shown in messages),
+            e.g. "rubric score runs/x".
+
+    Raises:
+        EnvironmentNotFoundError: The metadata names no environment, names code by path or
+            `module:function`, or names an environment that is not installed.
+    """
+    spec = recorded.get("load_spec") or recorded.get("name")
+    if not isinstance(spec, str) or not spec.strip():
+        raise EnvironmentNotFoundError(
+            f"{source} does not say which environment made it; name it: {command} ENV"
+        )
+    is_code = spec.endswith(".py") or "/" in spec or "\\" in spec or ":" in spec
+    if not is_code and _normalise(spec) in _entry_points():
+        return spec
+    kind = "code by path or module:function" if is_code else "an environment that is not installed"
+    raise EnvironmentNotFoundError(
+        f"{source} names {spec!r}, {kind}; a results folder never runs code it names. If you trust "
+        f"it, name it yourself: {command} {shlex.quote(spec)}"
+    )
+
+
 def _check_kwargs(loader: Any, kwargs: dict[str, Any], spec: str) -> None:
     """Reject unknown keyword arguments naming the accepted ones (a TypeError, like Python's)."""
     try:
@@ -224,4 +258,5 @@ __all__ = [
     "list_environments",
     "load_environment",
     "load_worker_environment",
+    "recorded_environment",
 ]

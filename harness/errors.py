@@ -22,6 +22,7 @@ __all__ = [
     "EnvironmentNotFoundError",
     "ResultsError",
     "ResultsNotFoundError",
+    "ResultsWarning",
     "RubricError",
     "ScoringError",
 ]
@@ -67,3 +68,7 @@ class ResultsError(RubricError, ValueError):
 
 class ResultsNotFoundError(ResultsError, FileNotFoundError):
     """The results directory, or both of its files, do not exist."""
+
+
+class ResultsWarning(UserWarning):
+    """A results file was readable only in part: corrupt lines skipped or repeats ignored."""

@@ -3,28 +3,52 @@
 Written so that a run killed at any instant (SIGKILL, power loss) can be resumed exactly:
 every rollout is one line written in a single call and flushed; a torn last line can only
 come from the kill and is cut off before appending; metadata is replaced atomically.
+
+One writer at a time: a writer holds an OS lock (`flock`) on `DIR/.lock`, which the kernel
+releases when the process ends however it ends, so a lock is never stale. Readers are
+forgiving: a line that is not a valid rollout is skipped and a repeated
+(example_id, rollout_index) is ignored, and both are reported as a `ResultsWarning`.
+
+File modes: both files are created like any other file of the user's (0666 minus the umask,
+usually 0644): they hold prompts and replies, never an API key.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import tempfile
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from harness.errors import ResultsError
+from harness.errors import ResultsError, ResultsWarning
 from harness.types import Rollout
 
 RESULTS_FILE = "results.jsonl"
 METADATA_FILE = "metadata.json"
+LOCK_FILE = ".lock"
+
+
+def _file_mode() -> int:
+    """The mode `open()` gives a new file: 0666 minus the process umask."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return 0o666 & ~int(line.split()[1], 8)
+    mask = os.umask(0o022)  # no /proc (macOS): read the umask by setting it back at once
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write `data` as JSON to `path` so readers see the old file or the new one, never half."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, _file_mode())  # mkstemp makes 0600; metadata follows results.jsonl's rule
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump(data, handle, indent=2, default=str, allow_nan=False)
             handle.write("\n")
@@ -52,23 +76,101 @@ def _complete_lines(data: bytes) -> tuple[list[bytes], int]:
 
 
 def iter_rollouts(path: Path, *, repair: bool = False) -> Iterator[Rollout]:
-    """Rollouts stored in a results file. A last line without its newline is a write torn by
-    a kill: it is skipped, and with `repair=True` cut off the file so appends start clean."""
+    """Rollouts stored in a results file, each (example_id, rollout_index) once.
+
+    A last line without its newline is a write torn by a kill: it is skipped, and with
+    `repair=True` cut off the file so appends start clean. Any other line that is not a valid
+    rollout (corrupt, edited, or without its example_id and rollout_index) is skipped, and so
+    is a repeat of a pair already read (two writers); both are reported, with their line
+    numbers, as one `ResultsWarning` once the file has been read.
+    """
     data = path.read_bytes()
     lines, end = _complete_lines(data)
     if repair and end < len(data):
         with open(path, "r+b") as handle:
             handle.truncate(end)
+    corrupt: list[int] = []
+    repeated: list[int] = []
+    seen: set[tuple[str, int]] = set()
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
+        rollout = _parse_line(line)
+        if rollout is None:
+            corrupt.append(number)
+        elif rollout.key in seen:
+            repeated.append(number)
+        else:
+            seen.add(rollout.key)
+            yield rollout
+    _report(path, corrupt, repeated)
+
+
+def _parse_line(line: bytes) -> Rollout | None:
+    """The rollout on one line, or None when it is not a complete, valid one."""
+    try:
+        rollout = Rollout.model_validate_json(line)
+    except ValueError:
+        return None
+    return rollout if {"example_id", "rollout_index"} <= rollout.model_fields_set else None
+
+
+def _line_list(numbers: list[int]) -> str:
+    shown = ", ".join(map(str, numbers[:20]))
+    return shown + (f" and {len(numbers) - 20} more" if len(numbers) > 20 else "")
+
+
+def _report(path: Path, corrupt: list[int], repeated: list[int]) -> None:
+    problems = []
+    if corrupt:
+        problems.append(
+            f"skipped {len(corrupt)} line(s) that are not valid rollouts (line {_line_list(corrupt)}); "
+            f"--resume runs those rollouts again"
+        )
+    if repeated:
+        problems.append(
+            f"ignored {len(repeated)} repeated rollout(s) with an (example_id, rollout_index) read "
+            f"earlier (line {_line_list(repeated)}); the first of each is kept"
+        )
+    if problems:
+        warnings.warn(f"{path}: {'; '.join(problems)}", ResultsWarning, stacklevel=3)
+
+
+class RunLock:
+    """The one-writer lock of a run directory: `flock` on `DIR/.lock`, holding the writer's PID.
+
+    The kernel drops the lock when the holding process exits (even by SIGKILL), so it is
+    never stale; a second writer is refused with the holder's PID.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.path = directory / LOCK_FILE
+        self._handle: IO[str] | None = None
+
+    def acquire(self) -> None:
+        """Take the lock, or raise ResultsError naming the process that holds it."""
+        handle = open(self.path, "a+", encoding="utf-8")
         try:
-            yield Rollout.model_validate_json(line)
-        except ValueError as exc:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            handle.close()
             raise ResultsError(
-                f"{path}, line {number}: not a valid rollout ({exc.__class__.__name__}: "
-                f"{str(exc).splitlines()[0]}); the file was edited or corrupted"
-            ) from exc
+                f"{self.path.parent} is being written by another run (process {holder}); wait for "
+                f"it to finish or stop it, or write to another directory"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        self._handle = handle
+
+    def release(self) -> None:
+        """Let the next writer in (idempotent)."""
+        if self._handle is not None:
+            self._handle.close()  # closing the file drops the flock
+            self._handle = None
 
 
 class ResultsWriter:
@@ -90,11 +192,11 @@ class ResultsWriter:
             self._handle = None
 
 
-def prepare_directory(directory: Path, *, resume: bool) -> list[Rollout]:
+def prepare_directory(directory: Path, *, resume: bool, lock: RunLock | None = None) -> list[Rollout]:
     """Create `directory` or check it may be continued; return the rollouts already there.
 
     Refuses a non-empty directory unless `resume` is set, so a run is never mixed into
-    another by accident.
+    another by accident. With `lock`, it is taken before anything is read (see `RunLock`).
     """
     if directory.exists() and not directory.is_dir():
         raise NotADirectoryError(f"output_dir {directory} is a file; pass a directory path")
@@ -104,6 +206,8 @@ def prepare_directory(directory: Path, *, resume: bool) -> list[Rollout]:
             f"continue that run, overwrite=True to replace it, or choose another output_dir"
         )
     directory.mkdir(parents=True, exist_ok=True)
+    if lock is not None:
+        lock.acquire()
     results = directory / RESULTS_FILE
     if not results.exists():
         return []
@@ -127,9 +231,11 @@ def clear_run(directory: Path) -> None:
 
 
 __all__ = [
+    "LOCK_FILE",
     "METADATA_FILE",
     "RESULTS_FILE",
     "ResultsWriter",
+    "RunLock",
     "clear_run",
     "iter_rollouts",
     "prepare_directory",

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple, overload
 from harness.aio import is_async_callable
 from harness.types import Rollout
 from rubrics.module import NAN, Rubric, ScoringError, coerce_sync, failure_reason, snake_name
+from rubrics.scoring import nonfinite_error
 
 # Parameter names filled from the rollout itself; every other name is a dataset column.
 INJECTED: tuple[str, ...] = ("rollout", "prompt", "completion", "response", "answer", "info", "task", "state")
@@ -221,8 +222,9 @@ class FunctionRubric(Rubric):
             )
         except Exception as error:
             exc, score = error, NAN
-        if score != score and self.on_error is not None:
-            score = self.on_error
+        if score - score != 0.0:  # NaN or ±inf (x - x is 0.0 only for finite x): unscored, say why
+            exc = exc or nonfinite_error(self, score)
+            score = NAN if self.on_error is None else self.on_error
         d = self.__dict__
         d["last_score"] = score
         d["last_error"] = exc

@@ -41,6 +41,7 @@ from rubrics.scoring import (
     export_value,
     failure_reason,
     join_path,
+    nonfinite_error,
     path_under,
     snake_name,
     to_score,
@@ -396,7 +397,7 @@ class Rubric:
                 )
             except Exception as exc:
                 score = scope.fail(exc)
-            if scope.error is not None or score != score:
+            if scope.error is not None or score - score != 0.0:  # x - x is 0.0 only for finite x
                 score = self._settle(scope, score)
             if self._hooks:
                 try:
@@ -453,6 +454,10 @@ class Rubric:
             SCOPE.reset(token)
 
     def _settle(self, scope: Scope, score: float) -> float:
+        # ±inf from any node, NaN from a node without children, is unscored with its reason (a
+        # container's NaN comes from a child, which already says why).
+        if scope.error is None and score - score != 0.0 and (score == score or not self._children):
+            scope.fail(nonfinite_error(self, score))
         if scope.error is not None:
             score = NAN
         if score != score and self.on_error is not None:

@@ -48,6 +48,12 @@ class Scope:
         return NAN
 
 
+def nonfinite_error(node: Rubric, score: float) -> ScoringError:
+    """Why a node that returned NaN or ±inf is unscored: "correct returned inf"."""
+    shown = "NaN" if score != score else "inf" if score > 0 else "-inf"
+    return ScoringError(f"{getattr(node, 'name', None) or type(node).__name__} returned {shown}")
+
+
 def failure_reason(exc: BaseException) -> str:
     """The text recorded in `rollout.score_errors` for an exception raised while scoring."""
     return str(exc) if isinstance(exc, ScoringError) else f"{type(exc).__name__}: {exc}"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.errors import ResultsWarning
 from harness.results import EvalResults, load_results
 from harness.summary import mean_and_stderr, pass_at_k, summarize
 from harness.types import Rollout, Usage
@@ -191,9 +192,11 @@ def test_load_results_errors(tmp_path: Path) -> None:
         load_results(tmp_path / "missing")
     with pytest.raises(FileNotFoundError, match="neither results.jsonl nor metadata.json"):
         load_results(tmp_path)
-    (tmp_path / "results.jsonl").write_text('{"example_id": 1}\nnot json\n{"example_id": 2}\n')
-    with pytest.raises(ValueError, match="line 2"):
-        load_results(tmp_path)
+    (tmp_path / "results.jsonl").write_text(
+        '{"example_id": 1, "rollout_index": 0}\nnot json\n{"example_id": 2, "rollout_index": 0}\n'
+    )
+    with pytest.warns(ResultsWarning, match=r"skipped 1 line\(s\) that are not valid rollouts \(line 2\)"):
+        assert [r.example_id for r in load_results(tmp_path)] == [1, 2]
 
 
 def test_eval_results_accepts_dicts() -> None:
