@@ -12,22 +12,25 @@ import asyncio
 import functools
 import importlib
 import inspect
+import json
 import logging
 import os
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from harness.errors import EndpointError
-from harness.retry import call_with_retries, is_retryable, status_of
+from harness.retry import MalformedResponseError, call_with_retries, is_retryable, status_of
 from harness.types import Message, Usage
 
 logger = logging.getLogger(__name__)
 
 PLACEHOLDER_KEY = "sk-no-key-required"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+#: Statuses that no retry and no other request of the run can fix.
+REFUSED_STATUSES = frozenset({401, 403, 404})
 _HINTS = {
     401: "check the API key (api_key= or OPENAI_API_KEY)",
     403: "the key is not allowed to use this model or endpoint",
@@ -128,8 +131,9 @@ def _message_from_sdk(message: Any) -> Message:
         else dict(message)
     )
     calls = []
-    for call in data.get("tool_calls") or []:
-        if "function" not in call and isinstance(call.get("custom"), dict):  # custom tools: text input
+    raw_calls = data.get("tool_calls")
+    for call in raw_calls if isinstance(raw_calls, list) else []:  # else validation names it
+        if isinstance(call, dict) and "function" not in call and isinstance(call.get("custom"), dict):  # custom tools: text input
             custom = call.pop("custom")
             call["function"] = {"name": custom.get("name", ""), "arguments": custom.get("input", "")}
         calls.append(call)
@@ -148,7 +152,9 @@ class Client:
     request body unchanged.
 
     Counters: `usage` (tokens of every successful call), `requests` (HTTP requests sent,
-    retries included), `retries`, `failures` (calls that ended in EndpointError).
+    retries included), `retries`, `failures` (calls that ended in EndpointError), `successes`.
+    `refused` is the first 401/403/404 when it came before any success: the endpoint will not
+    serve this key or model, and `evaluate` stops the run on it.
     Test knobs: `backoff_base`/`backoff_max` (seconds) shape the jittered exponential backoff;
     `retry_after_max` caps how long a server's Retry-After may make us wait.
     """
@@ -211,6 +217,10 @@ class Client:
         self.requests = 0
         self.retries = 0
         self.failures = 0
+        self.successes = 0
+        # The endpoint refused us before anything succeeded (bad key, no access, unknown
+        # model): every further request would fail the same way, so a run stops early.
+        self.refused: EndpointError | None = None
 
         self._openai: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -333,7 +343,15 @@ class Client:
             async with semaphore:
                 attempts += 1
                 self.requests += 1
-                return await sdk.chat.completions.create(model=model, messages=payload, **direct)
+                try:
+                    # A deadline for the whole request: httpx's timeout is per read, so a
+                    # server dribbling a byte at a time would otherwise hold it forever.
+                    async with asyncio.timeout(self.timeout):
+                        return await sdk.chat.completions.create(model=model, messages=payload, **direct)
+                except TimeoutError:
+                    raise _timeout_error(self.base_url) from None
+                except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                    raise MalformedResponseError(exc) from None
 
         try:
             raw = await call_with_retries(
@@ -345,10 +363,13 @@ class Client:
                 on_retry=self._on_retry,
             )
         except Exception as exc:
-            if not _is_openai_error(exc):
+            if not (_is_openai_error(exc) or isinstance(exc, MalformedResponseError)):
                 raise
             self.failures += 1
-            raise self._endpoint_error(exc, attempts) from None
+            error = self._endpoint_error(exc, attempts)
+            if error.status in REFUSED_STATUSES and not self.successes and self.refused is None:
+                self.refused = error
+            raise error from None
         return self._completion(raw)
 
     def _on_retry(self, exc: BaseException, failed_attempt: int, wait: float) -> None:
@@ -375,12 +396,29 @@ class Client:
             completion_tokens=getattr(raw.usage, "completion_tokens", 0) or 0,
         )
         self.usage = self.usage + usage
-        choices = [
-            Choice(message=_message_from_sdk(c.message), finish_reason=c.finish_reason) for c in raw.choices
-        ]
+        self.successes += 1
+        choices = [self._choice(index, c) for index, c in enumerate(raw.choices)]
         return Completion(
             choices=choices, usage=usage, model=getattr(raw, "model", None), id=getattr(raw, "id", None)
         )
+
+    def _choice(self, index: int, choice: Any) -> Choice:
+        """One choice of a 200 answer; a null or mistyped field is an error naming it."""
+        where = f"choices[{index}].message"
+        message = getattr(choice, "message", None)
+        try:
+            if message is None:
+                raise ValueError("is null")
+            return Choice(message=_message_from_sdk(message), finish_reason=choice.finish_reason)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"])
+            problem = f"{where}{field}: {first['msg']} (got {str(first.get('input'))[:60]!r})"
+        except (TypeError, ValueError, AttributeError) as exc:
+            problem = f"{where} {exc}"
+        self.failures += 1
+        text = f"{self.model} at {self.base_url} answered HTTP 200 with a malformed message: {problem}"
+        raise EndpointError(self._key.scrub(text), status=200)
 
     def _endpoint_error(self, exc: BaseException, attempts: int) -> EndpointError:
         status = status_of(exc)
@@ -389,6 +427,16 @@ class Client:
         if status in _HINTS:
             text += f" ({_HINTS[status]})"
         return EndpointError(self._key.scrub(text), status=status, attempts=attempts)
+
+
+def _timeout_error(base_url: str) -> Exception:
+    """The SDK's own timeout error (retryable), with a request from the SDK's HTTP package."""
+    import openai
+
+    cls = openai.DefaultAsyncHttpxClient
+    package = next(base.__module__.split(".")[0] for base in cls.__mro__ if base.__name__ == "AsyncClient")
+    request = importlib.import_module(package).Request("POST", f"{base_url}/chat/completions")
+    return openai.APITimeoutError(request=request)
 
 
 def _check_params(params: Mapping[str, Any], where: str) -> None:
@@ -412,6 +460,8 @@ def _describe(exc: BaseException | None, timeout: float | None = None) -> str:
 
     if exc is None:
         return "unknown failure"
+    if isinstance(exc, MalformedResponseError):
+        return str(exc)
     if isinstance(exc, openai.APITimeoutError):
         return f"no answer within the {timeout:g}s timeout" if timeout else "request timed out"
     if isinstance(exc, openai.APIConnectionError):

@@ -32,9 +32,21 @@ def status_of(exc: BaseException) -> int | None:
     return status if isinstance(status, int) else None
 
 
+class MalformedResponseError(Exception):
+    """A 200 whose body is not valid JSON or not UTF-8 (cut off, a proxy's page): transient."""
+
+    def __init__(self, cause: Exception) -> None:
+        what = "not valid UTF-8" if isinstance(cause, UnicodeDecodeError) else "not valid JSON (cut off?)"
+        super().__init__(f"HTTP 200 with a body that is {what}: {cause}")
+
+
 def is_retryable(exc: BaseException) -> bool:
-    """Timeouts, connection failures, 408, 429 and 5xx are transient; anything else is not."""
+    """Timeouts, connection failures, 408, 429, 5xx and malformed 200 bodies are transient;
+    anything else is not."""
     import openai
+
+    if isinstance(exc, MalformedResponseError):
+        return True
 
     if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
         return True
@@ -146,6 +158,7 @@ async def call_with_retries(
 
 __all__ = [
     "RETRYABLE_STATUSES",
+    "MalformedResponseError",
     "backoff_delay",
     "call_with_retries",
     "is_retryable",

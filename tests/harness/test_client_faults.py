@@ -1,0 +1,131 @@
+"""The client against endpoints that misbehave at the byte level: a slow drip, bad 200 bodies."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+
+from harness.client import Client
+from harness.errors import EndpointError
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], "asyncio.Future[None] | object"]
+
+
+async def _read_request(reader: asyncio.StreamReader) -> None:
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = next(
+        (
+            int(line.split(b":")[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length")
+        ),
+        0,
+    )
+    await reader.readexactly(length)
+
+
+def _head(length: int) -> bytes:
+    return (
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+        + f"content-length: {length}\r\n\r\n".encode()
+    )
+
+
+@contextlib.asynccontextmanager
+async def raw_server(
+    body: bytes | None = None, *, drip: float | None = None
+) -> AsyncIterator[tuple[str, list[int]]]:
+    """A deliberately broken HTTP/1.1 endpoint on 127.0.0.1 (the real scripted endpoint never
+    sends bytes this wrong): answers every request with `body`, or drips a valid body."""
+    hits: list[int] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                await _read_request(reader)
+                hits.append(1)
+                if drip is None:
+                    writer.write(_head(len(body or b"")) + (body or b""))
+                    await writer.drain()
+                    continue
+                payload = (
+                    b'{"choices": [{"message": {"role": "assistant", "content": "' + b"x" * 200 + b'"}}]}'
+                )
+                writer.write(_head(len(payload)))
+                for byte in payload:
+                    writer.write(bytes([byte]))
+                    await writer.drain()
+                    await asyncio.sleep(drip)
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+            pass  # the client hung up, or the server is shutting down
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}/v1", hits
+    finally:
+        server.close()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(server.wait_closed(), 2)
+
+
+def _client(url: str, **kwargs: object) -> Client:
+    return Client("m", base_url=url, api_key="sk-test", backoff_base=0.01, backoff_max=0.02, **kwargs)
+
+
+async def test_timeout_is_a_deadline_for_the_whole_request() -> None:
+    async with raw_server(drip=0.2) as (url, hits):
+        client = _client(url, timeout=1.0, max_retries=1)
+        started = time.monotonic()
+        with pytest.raises(EndpointError, match="no answer within the 1s timeout") as caught:
+            await client.complete([{"role": "user", "content": "hi"}])
+        elapsed = time.monotonic() - started
+        await client.aclose()
+    # The full body takes 60 s to drip; two 1 s deadlines (plus start-up on a busy machine) do not.
+    assert elapsed < 7.0, f"a dripping server held the request for {elapsed:.1f}s"
+    assert len(hits) == 2 and caught.value.attempts == 2  # timed out, retried once, timed out
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        (b'{"choices": [{"message": {"role": "assis', "not valid JSON"),
+        (b'{"choices": [{"message": {"role": "assistant", "content": "\xff\xfe"}}]}', "not valid UTF-8"),
+    ],
+)
+async def test_a_bad_200_body_is_retried_then_named(body: bytes, problem: str) -> None:
+    async with raw_server(body) as (url, hits):
+        client = _client(url, max_retries=2)
+        with pytest.raises(EndpointError) as caught:
+            await client.complete([{"role": "user", "content": "hi"}])
+        await client.aclose()
+    message = str(caught.value)
+    assert len(hits) == 3 and "after 3 attempts" in message  # retried like a transient fault
+    assert url in message and "HTTP 200" in message and problem in message
+    assert "JSONDecodeError" not in message and "sk-test" not in message
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (b'{"choices": [{"message": null, "finish_reason": "stop"}]}', "choices[0].message"),
+        (b'{"choices": [{"message": {"role": "assistant", "content": 5}}]}', "choices[0].message.content"),
+        (
+            b'{"choices": [{"message": {"role": "assistant", "tool_calls": "x"}}]}',
+            "choices[0].message.tool_calls",
+        ),
+    ],
+)
+async def test_null_or_mistyped_message_fields_are_named(body: bytes, field: str) -> None:
+    async with raw_server(body) as (url, _):
+        client = _client(url, max_retries=0)
+        with pytest.raises(EndpointError) as caught:
+            await client.complete([{"role": "user", "content": "hi"}])
+        await client.aclose()
+    assert field in str(caught.value) and url in str(caught.value)
