@@ -133,7 +133,9 @@ def _message_from_sdk(message: Any) -> Message:
     calls = []
     raw_calls = data.get("tool_calls")
     for call in raw_calls if isinstance(raw_calls, list) else []:  # else validation names it
-        if isinstance(call, dict) and "function" not in call and isinstance(call.get("custom"), dict):  # custom tools: text input
+        if (
+            isinstance(call, dict) and "function" not in call and isinstance(call.get("custom"), dict)
+        ):  # custom tools: text input
             custom = call.pop("custom")
             call["function"] = {"name": custom.get("name", ""), "arguments": custom.get("input", "")}
         calls.append(call)

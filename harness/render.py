@@ -1,6 +1,8 @@
 """Rich renderings of single rollouts: the whole conversation and every node's score.
 
-Used by `rubric view` so a user can see *why* a rollout scored what it scored.
+Used by `rubric view` so a user can see *why* a rollout scored what it scored. Every string
+that came from a model, tool, judge or dataset goes through `harness.text.safe_text`: control
+characters escaped, never read as rich markup.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from harness.text import safe_text
 from harness.types import Message, Rollout
 
 _ROLE_STYLE = {"system": "dim", "user": "cyan", "assistant": "green", "tool": "magenta"}
@@ -34,17 +37,17 @@ def render_message(message: Message) -> RenderableType:
     """One chat message as a titled panel; tool calls listed under the text."""
     parts: list[RenderableType] = []
     if message.text:
-        parts.append(Text(message.text))
+        parts.append(safe_text(message.text))
     for call in message.tool_calls or []:
         parts.append(
-            Text(f"-> {call.name}({_pretty_arguments(call.arguments)})  [{call.id}]", style="yellow")
+            safe_text(f"-> {call.name}({_pretty_arguments(call.arguments)})  [{call.id}]", style="yellow")
         )
     title = message.role if not message.tool_call_id else f"tool result [{message.tool_call_id}]"
     if message.name:
         title += f" ({message.name})"
     return Panel(
         Group(*parts) if parts else Text("(empty)", style="dim"),
-        title=Text(title),
+        title=safe_text(title),
         title_align="left",
         border_style=_ROLE_STYLE.get(message.role, "white"),
     )
@@ -57,7 +60,9 @@ def score_table(rollout: Rollout) -> Table:
     table.add_column("score", justify="right")
     table.add_column("why unscored / detail", overflow="fold")
     # The root node has no path: its reason, if any, is stored under "".
-    table.add_row(Text("reward", style="bold"), _fmt_score(rollout.reward), rollout.score_errors.get("", ""))
+    table.add_row(
+        Text("reward", style="bold"), _fmt_score(rollout.reward), safe_text(rollout.score_errors.get("", ""))
+    )
     paths = sorted((set(rollout.scores) | set(rollout.score_errors)) - {""})
     for path in paths:
         depth = path.count(".") + 1
@@ -66,7 +71,7 @@ def score_table(rollout: Rollout) -> Table:
         detail = rollout.score_details.get(path)
         if not note and detail and "reply" in detail:
             note = f"judge: {str(detail['reply'])[:200]}"
-        table.add_row("  " * depth + path.rsplit(".", 1)[-1], _fmt_score(score), note)
+        table.add_row(safe_text("  " * depth + path.rsplit(".", 1)[-1]), _fmt_score(score), safe_text(note))
     return table
 
 
@@ -74,21 +79,21 @@ def render_rollout(rollout: Rollout) -> RenderableType:
     """Header line, the conversation, then the score table."""
     header = Text.assemble(
         ("example ", "bold"),
-        str(rollout.example_id),
+        safe_text(rollout.example_id),
         ("  rollout ", "bold"),
         str(rollout.rollout_index),
         ("  reward ", "bold"),
         _fmt_score(rollout.reward),
         ("  stop ", "bold"),
-        str(rollout.stop_reason),
+        safe_text(rollout.stop_reason),
         ("  turns ", "bold"),
         str(rollout.turns),
     )
     parts: list[RenderableType] = [header]
     if rollout.error:
-        parts.append(Text(f"error: {rollout.error}", style="bold red"))
+        parts.append(safe_text(f"error: {rollout.error}", style="bold red"))
     if rollout.answer is not None:
-        parts.append(Text(f"answer: {rollout.answer}", style="dim"))
+        parts.append(safe_text(f"answer: {rollout.answer}", style="dim"))
     parts.extend(render_message(m) for m in rollout.messages)
     parts.append(score_table(rollout))
     return Group(*parts)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, overload
 from harness.errors import ResultsNotFoundError
 from harness.storage import METADATA_FILE, RESULTS_FILE, iter_rollouts, read_metadata
 from harness.summary import Summary, summarize
+from harness.text import safe_text
 from harness.types import Rollout
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -223,7 +224,7 @@ class EvalResults:
         model = self.metadata.get("model") or {}
         if env.get("name") or model.get("model"):
             title = f"{env.get('name', '?')} · {model.get('model', '?')}"
-        table = Table(title=title, show_header=False, title_justify="left")
+        table = Table(title=safe_text(title), show_header=False, title_justify="left")
         table.add_column("metric", style="bold")
         table.add_column("value", justify="right")
         planned = f" of {s.planned} planned" if s.planned is not None and s.planned != s.rollouts else ""
@@ -234,14 +235,15 @@ class EvalResults:
         table.add_row("mean reward", reward + f"  (over {s.scored} scored)")
         for path, mean in s.node_means.items():
             depth = path.count(".") + 1
-            table.add_row(Text("  " * depth + path.rsplit(".", 1)[-1], style="not bold"), _fmt(mean))
+            table.add_row(safe_text("  " * depth + path.rsplit(".", 1)[-1], style="not bold"), _fmt(mean))
         for k, value in s.pass_at_k.items():
             table.add_row(f"pass@{k}", _fmt(value))
-        table.add_row("stop reasons", ", ".join(f"{name} {n}" for name, n in s.stop_reasons.items()) or "-")
+        stops = ", ".join(f"{name} {n}" for name, n in s.stop_reasons.items()) or "-"
+        table.add_row("stop reasons", safe_text(stops))
         table.add_row("errors", Text(str(s.errors), style="red" if s.errors else ""))
         if s.unscored:
             reasons = "; ".join(f"{why} ({n})" for why, n in s.unscored_reasons)
-            table.add_row("unscored", Text(f"{s.unscored} unscored: {reasons}", style="yellow"))
+            table.add_row("unscored", safe_text(f"{s.unscored} unscored: {reasons}", style="yellow"))
         else:
             table.add_row("unscored", "0")
         table.add_row("tokens", f"prompt {s.prompt_tokens:,} · completion {s.completion_tokens:,}")
@@ -254,7 +256,7 @@ class EvalResults:
             table.add_row("wall time", f"{s.wall_seconds:.1f}s{rate}")
         status = self.metadata.get("status")
         if status and status != "completed":
-            table.add_row("status", Text(str(status), style="yellow"))
+            table.add_row("status", safe_text(status, style="yellow"))
         return table
 
     def __rich__(self) -> Table:
