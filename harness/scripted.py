@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import multiprocessing
+import os
 import signal
 import threading
 import urllib.request
@@ -203,7 +204,7 @@ class ScriptedEndpoint:
         context = multiprocessing.get_context("fork")  # fork: the policy need not be picklable
         parent_end, child_end = context.Pipe(duplex=False)
         child = context.Process(
-            target=self._child_main, args=(child_end,), name="scripted-endpoint", daemon=True
+            target=self._child_main, args=(child_end, os.getpid()), name="scripted-endpoint", daemon=True
         )
         child.start()
         child_end.close()
@@ -217,7 +218,7 @@ class ScriptedEndpoint:
             raise OSError(f"ScriptedEndpoint cannot listen on {self.host}:{self.requested_port}: {value}")
         self._child, self.port = child, value
 
-    def _child_main(self, pipe: Any) -> None:
+    def _child_main(self, pipe: Any, parent: int) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us; no Ctrl-C traceback
 
         async def main() -> None:
@@ -228,7 +229,7 @@ class ScriptedEndpoint:
                 return
             pipe.send(("ok", server.sockets[0].getsockname()[1]))
             pipe.close()
-            await asyncio.Event().wait()  # serve until the parent terminates us
+            await _exit_when_orphaned(parent)  # serve until the parent terminates us, or dies
 
         asyncio.run(main())
 
@@ -286,6 +287,15 @@ class ScriptedEndpoint:
     def __del__(self) -> None:
         if getattr(self, "_child", None) is not None:
             self._child.terminate()
+
+
+async def _exit_when_orphaned(parent: int) -> None:
+    """Return never; end this process once `parent` is gone (killed, even by SIGKILL, which
+    no cleanup code of the parent can see). A poll rather than PR_SET_PDEATHSIG, which fires
+    when the forking *thread* ends and exists only on Linux."""
+    while os.getppid() == parent:
+        await asyncio.sleep(0.2)
+    os._exit(0)
 
 
 def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:
