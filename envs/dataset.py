@@ -21,6 +21,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.errors import ConfigError
+from harness.types import as_messages
+
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
 
@@ -98,7 +101,15 @@ def _load_file(path: Path, what: str) -> Dataset:
 
 def _read_json_rows(path: Path) -> list[Any]:
     """Rows of a JSON array file or a JSON-lines file (detected from the first character)."""
-    text = path.read_text(encoding="utf-8")
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ConfigError(
+            f"{str(path)!r} is not UTF-8 text (byte 0x{data[exc.start]:02x} on line {line}); "
+            "save it as UTF-8 (e.g. iconv -f latin1 -t utf-8)"
+        ) from None
     if text.lstrip().startswith("["):
         try:
             rows = json.loads(text)
@@ -140,6 +151,28 @@ def _from_rows(rows: Sequence[Any], what: str) -> Dataset:
             f"could not build a dataset from {what}: {type(exc).__name__}: {exc}; "
             "make each column hold the same type in every row"
         ) from exc
+
+
+def check_prompts(ds: Dataset, what: str = "dataset") -> None:
+    """Every row's `prompt` must be text or valid chat messages; the first bad row is named."""
+    if "prompt" not in ds.column_names:
+        return
+    for index, prompt in enumerate(_column(ds, "prompt")):
+        if prompt is None:
+            continue
+        try:
+            as_messages(prompt)
+        except (TypeError, ValueError) as exc:
+            errors = getattr(exc, "errors", None)
+            first = errors()[0] if callable(errors) else None
+            reason = (
+                f"{'.'.join(map(str, first['loc']))}: {first['msg']} (got {str(first.get('input'))[:40]!r})"
+                if first
+                else str(exc)
+            )
+            raise ConfigError(
+                f"{what} row {index} has a prompt that is not valid chat messages ({reason})"
+            ) from None
 
 
 def rename_columns(ds: Dataset, columns: Mapping[str, str] | None, what: str = "dataset") -> Dataset:

@@ -152,6 +152,8 @@ class Environment:
                 "map yours with columns={'question': 'your_column'}"
             )
         data = ds_utils.normalise(data, what)
+        if self._user is None:
+            ds_utils.check_prompts(data, what)
         present = set(data.column_names)
         for template in (self._system, self._user):
             if template is not None:

@@ -21,7 +21,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from harness.errors import EnvironmentNotFoundError
+from harness.errors import EnvironmentNotFoundError, RubricError, UserCodeError, raised_at
 
 ENTRY_POINT_GROUP = "rubric.environments"
 
@@ -172,7 +172,7 @@ def load_environment(spec: str, **kwargs: Any) -> Any:
     else:
         loader, registered_name = _from_name(spec)
     _check_kwargs(loader, kwargs, spec)
-    env = loader(**kwargs)
+    env = _call_loader(loader, kwargs, spec)
     from harness.protocol import EnvironmentProtocol
 
     if not isinstance(env, EnvironmentProtocol):
@@ -232,6 +232,23 @@ def recorded_environment(recorded: Mapping[str, Any], source: str, command: str 
         f"{source} names {spec!r}, {kind}; a results folder never runs code it names. If you trust "
         f"it, name it yourself: {command} {shlex.quote(spec)}"
     )
+
+
+def _call_loader(loader: Any, kwargs: dict[str, Any], spec: str) -> Any:
+    """Call the environment's own `load_environment`; a failure of that code names where."""
+    try:
+        return loader(**kwargs)
+    except (RubricError, ValueError, TypeError):
+        raise  # already says what is wrong with the arguments or data
+    except SystemExit as exc:
+        raise UserCodeError(
+            f"load_environment of {spec!r} called sys.exit({exc.code!r}) at {raised_at(exc)}; "
+            "an environment must raise an exception, not exit"
+        ) from None
+    except Exception as exc:
+        raise UserCodeError(
+            f"load_environment of {spec!r} raised {type(exc).__name__}: {exc} at {raised_at(exc)}"
+        ) from exc
 
 
 def _check_kwargs(loader: Any, kwargs: dict[str, Any], spec: str) -> None:

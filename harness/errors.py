@@ -10,6 +10,7 @@ existing `except ValueError:` code keeps working.
     ├── ScoringError                              a rubric node could not score a rollout
     ├── EndpointError                             an endpoint failed for good
     ├── EnvironmentNotFoundError (LookupError)    no environment by that name, path or spec
+    ├── UserCodeError                             an environment's own code failed while loading
     └── ResultsError (ValueError)                 a results directory cannot be read or used
         └── ResultsNotFoundError (FileNotFoundError)
 """
@@ -25,6 +26,8 @@ __all__ = [
     "ResultsWarning",
     "RubricError",
     "ScoringError",
+    "UserCodeError",
+    "raised_at",
 ]
 
 
@@ -60,6 +63,22 @@ class EndpointError(RubricError):
 
 class EnvironmentNotFoundError(RubricError, LookupError):
     """No installed environment, file or `module:function` matches the name given."""
+
+
+class UserCodeError(RubricError):
+    """Code the user wrote (an environment's `load_environment`) raised or exited; the message
+    names the file, line and function where it happened."""
+
+
+def raised_at(exc: BaseException) -> str:
+    """Where `exc` was raised, from its innermost frame: "my_env.py:12 in load_environment"."""
+    tb = exc.__traceback__
+    if tb is None:
+        return "unknown location"
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code
+    return f"{code.co_filename}:{tb.tb_lineno} in {code.co_name}"
 
 
 class ResultsError(RubricError, ValueError):

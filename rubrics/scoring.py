@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from harness.aio import run_sync
-from harness.errors import ScoringError
+from harness.errors import ScoringError, raised_at
 from harness.types import Rollout
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -55,8 +55,14 @@ def nonfinite_error(node: Rubric, score: float) -> ScoringError:
 
 
 def failure_reason(exc: BaseException) -> str:
-    """The text recorded in `rollout.score_errors` for an exception raised while scoring."""
-    return str(exc) if isinstance(exc, ScoringError) else f"{type(exc).__name__}: {exc}"
+    """The text recorded in `rollout.score_errors` for an exception raised while scoring.
+
+    A KeyError or IndexError says only the key, so where it was raised is added.
+    """
+    if isinstance(exc, ScoringError):
+        return str(exc)
+    where = f" (at {raised_at(exc)})" if isinstance(exc, LookupError) else ""
+    return f"{type(exc).__name__}: {exc}{where}"
 
 
 SCOPE: contextvars.ContextVar[Scope | None] = contextvars.ContextVar("rubric_scope", default=None)
