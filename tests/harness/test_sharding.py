@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import ConfigError, ResultsError
+from harness.errors import ConfigError, ResultsError, ResultsWarning
 from harness.evaluation import evaluate
 from harness.results import load_results
 from harness.sharding import Shard, merge_results
@@ -133,10 +133,18 @@ async def test_merge_refuses_duplicates_and_unsharded_runs(tmp_path: Path) -> No
     with pytest.raises(ResultsError, match="shard 0/2 given twice"):
         merge_results(tmp_path / "m1", [dirs[0], dirs[0], dirs[1]])
     first = (dirs[0] / "results.jsonl").read_text().splitlines(keepends=True)[0]
-    with open(dirs[0] / "results.jsonl", "a") as handle:
+    with open(dirs[1] / "results.jsonl", "a") as handle:  # the same rollout in two shards
         handle.write(first)
-    with pytest.raises(ResultsError, match=r"duplicated rollouts .*\('0', 0\)"):
+    with pytest.raises(ResultsError, match=r"outside their shard's plan: \('0', 0\)"):
         merge_results(tmp_path / "m2", dirs)
+    (dirs[1] / "results.jsonl").write_text(
+        "".join((dirs[1] / "results.jsonl").read_text().splitlines(True)[:-1])
+    )
+    with open(dirs[0] / "results.jsonl", "a") as handle:  # repeated within a shard: read once
+        handle.write(first)
+    with pytest.warns(ResultsWarning, match="ignored 1 repeated rollout"):
+        merged = merge_results(tmp_path / "m2b", dirs)
+    assert merged.rollouts == 4
     with pytest.raises(ResultsError, match="was not run with --shard"):
         merge_results(tmp_path / "m3", [plain])
     with pytest.raises(ResultsError, match="not a run directory"):
