@@ -36,10 +36,10 @@ def test_repeated_rollouts_are_read_once_and_said_so(tmp_path: Path) -> None:
     (tmp_path / RESULTS_FILE).write_text(_line(1, reward=0.5) + _line(2) + _line(1, reward=0.0) + _line(1, 1))
     with pytest.warns(ResultsWarning, match=r"ignored 1 repeated rollout\(s\).*\(line 3\)"):
         results = load_results(tmp_path)
-    assert [(r.example_id, r.rollout_index, r.reward) for r in results] == [
+    assert sorted((r.example_id, r.rollout_index, r.reward) for r in results) == [
         (1, 0, 0.5),
-        (2, 0, 1.0),
         (1, 1, 1.0),
+        (2, 0, 1.0),
     ]
 
 
