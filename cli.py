@@ -182,7 +182,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def _eval(args: argparse.Namespace) -> int:
     from harness.aio import run_sync
-    from harness.client import Client
     from harness.errors import ConfigError
     from harness.evaluation import evaluate
     from harness.workers import WorkerError
@@ -197,25 +196,7 @@ def _eval(args: argparse.Namespace) -> int:
     output_dir, resume = _output_dir(args, env_name)
 
     with ExitStack() as stack:
-        if args.model.startswith("scripted:"):
-            base_url, api_key, model = (
-                _start_scripted(stack, env, args.model.split(":", 1)[1]),
-                "scripted",
-                args.model,
-            )
-        else:
-            base_url = args.base_url or os.environ.get("OPENAI_BASE_URL")
-            api_key = _resolve_key(args, base_url)
-            model = args.model
-            _check_reachable(base_url or "https://api.openai.com/v1")
-        client = Client(
-            model,
-            base_url=base_url,
-            api_key=api_key,
-            max_concurrency=args.concurrency,
-            max_retries=args.max_retries,
-            timeout=args.timeout,
-        )
+        client = _client(stack, args, env)
         try:
             results = run_sync(
                 evaluate(
@@ -248,7 +229,32 @@ def _eval(args: argparse.Namespace) -> int:
             raise
         finally:
             run_sync(client.aclose())
+    _print_eval(results, output_dir)
+    return 0
 
+
+def _client(stack: ExitStack, args: argparse.Namespace, env: Any):
+    """The endpoint client `rubric eval` talks to (starting the scripted endpoint if asked)."""
+    from harness.client import Client
+
+    if args.model.startswith("scripted:"):
+        base_url = _start_scripted(stack, env, args.model.split(":", 1)[1])
+        api_key: str | None = "scripted"
+    else:
+        base_url = args.base_url or os.environ.get("OPENAI_BASE_URL")
+        api_key = _resolve_key(args, base_url)
+        _check_reachable(base_url or "https://api.openai.com/v1")
+    return Client(
+        args.model,
+        base_url=base_url,
+        api_key=api_key,
+        max_concurrency=args.concurrency,
+        max_retries=args.max_retries,
+        timeout=args.timeout,
+    )
+
+
+def _print_eval(results: Any, output_dir: Path) -> None:
     console = _console()
     console.print(results)
     console.print(f"Results written to [bold]{output_dir}[/bold]", soft_wrap=True)
@@ -260,7 +266,6 @@ def _eval(args: argparse.Namespace) -> int:
             f"`rubric view {output_dir} --errors`[/yellow]",
             soft_wrap=True,
         )
-    return 0
 
 
 def _summary_value(summary: Any, key: str) -> Any:
@@ -543,8 +548,6 @@ def _add_hub_commands(sub: Any) -> None:
     check = sub.add_parser("check", help="run the checks a hub entry must pass (non-zero exit on failure)")
     check.add_argument("dir", metavar="DIR", nargs="?", default=".")
     check.set_defaults(func=cmd_check)
-    for parser in (init, check):
-        parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -560,7 +563,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"rubric {_version()}")
     parser.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_eval(sub)
+    _add_results_commands(sub)
+    _add_endpoint(sub)
+    _add_hub_commands(sub)
+    for command in sub.choices.values():  # --debug also after the command name
+        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
+    return parser
 
+
+def _add_eval(sub: Any) -> None:
     ev = sub.add_parser("eval", help="run an environment against a model and score every rollout")
     ev.add_argument("env", metavar="ENV", help="registered name, path to a .py file, or module:function")
     ev.add_argument(
@@ -610,9 +622,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="I/N",
         help="run only slice I of N (from 0) of the examples; join with `rubric merge`",
     )
-    ev.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
     ev.set_defaults(func=cmd_eval)
 
+
+def _add_results_commands(sub: Any) -> None:
     vw = sub.add_parser("view", help="show a run's summary and whole conversations, or an HTML report")
     vw.add_argument("dir", metavar="DIR")
     vw.add_argument(
@@ -629,7 +642,6 @@ def build_parser() -> argparse.ArgumentParser:
     vw.add_argument("--worst", type=int, metavar="N")
     vw.add_argument("--best", type=int, metavar="N")
     vw.add_argument("--errors", action="store_true", help="show rollouts that errored or have unscored nodes")
-    vw.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
     vw.set_defaults(func=cmd_view)
 
     sc = sub.add_parser("score", help="re-score saved rollouts with the environment's current rubric")
@@ -638,19 +650,18 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("-a", "--env-args", help="JSON object passed to load_environment")
     sc.add_argument("-o", "--output", help="new results file (default DIR/results.rescored-<time>.jsonl)")
     sc.add_argument("-c", "--concurrency", type=int, default=64)
-    sc.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
     sc.set_defaults(func=cmd_score)
 
     mg = sub.add_parser("merge", help="merge the result directories of a sharded run into one")
     mg.add_argument("output", metavar="OUT", help="new directory for the merged run")
     mg.add_argument("dirs", metavar="DIR", nargs="+", help="the shards' result directories")
-    mg.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
     mg.set_defaults(func=cmd_merge)
 
     ls = sub.add_parser("list", help="list installed environments")
-    ls.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
     ls.set_defaults(func=cmd_list)
 
+
+def _add_endpoint(sub: Any) -> None:
     ep = sub.add_parser("endpoint", help="serve the scripted OpenAI-compatible endpoint")
     ep.add_argument("--policy", required=True, help="ENV:POLICY, e.g. gsm8k:oracle (or POLICY with --env)")
     ep.add_argument("--env", help="environment whose policy to serve")
@@ -660,10 +671,7 @@ def build_parser() -> argparse.ArgumentParser:
     ep.add_argument("--latency", type=float, default=0.0, help="seconds added to every response")
     ep.add_argument("--rate-429", type=float, default=0.0)
     ep.add_argument("--rate-500", type=float, default=0.0)
-    ep.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
     ep.set_defaults(func=cmd_endpoint)
-    _add_hub_commands(sub)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

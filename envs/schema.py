@@ -173,6 +173,62 @@ def _diagnose(owner: str, annotations: dict[str, Any], exc: Exception) -> TypeEr
     return TypeError(f"tool function {owner!r}: cannot build an argument schema ({exc})")
 
 
+class _Parameters:
+    """A tool function's parameters sorted into model fields and injected names."""
+
+    def __init__(self) -> None:
+        self.definitions: dict[str, Any] = {}  # field name -> (annotation, FieldInfo)
+        self.fields: list[tuple[str, str]] = []  # (field name, parameter name)
+        self.annotations: dict[str, Any] = {}
+        self.positional_only: list[str] = []
+        self.injected: list[str] = []
+        self.injected_defaults: set[str] = set()
+
+    def add(self, param: inspect.Parameter, hints: dict[str, Any], owner: str, doc: str | None) -> None:
+        if param.kind is param.VAR_POSITIONAL or param.kind is param.VAR_KEYWORD:
+            star = "*" if param.kind is param.VAR_POSITIONAL else "**"
+            raise TypeError(
+                f"tool function {owner!r}: parameter {star}{param.name} is not supported; a tool "
+                "needs a fixed set of named, typed parameters the model can fill in"
+            )
+        if param.name in INJECTED:
+            self.injected.append(param.name)
+            if param.default is not param.empty:
+                self.injected_defaults.add(param.name)
+            return
+        if param.kind is param.POSITIONAL_ONLY:
+            self.positional_only.append(param.name)
+        if param.name not in hints:
+            hint = (
+                " (for a method, pass the bound method obj.method)" if param.name in {"self", "cls"} else ""
+            )
+            raise TypeError(
+                f"tool function {owner!r}: parameter {param.name!r} has no type hint; add one "
+                f"(e.g. `{param.name}: str`) so its JSON Schema can be derived{hint}"
+            )
+        annotation = hints[param.name]
+        self.annotations[param.name] = annotation
+        field_name = f"f{len(self.fields)}"
+        self.fields.append((field_name, param.name))
+        self.definitions[field_name] = (annotation, _field(param, annotation, doc))
+
+
+def _arguments_model(owner: str, params: _Parameters) -> tuple[type[BaseModel], dict[str, Any]]:
+    """The pydantic model validating a call's arguments, and its raw JSON Schema."""
+    try:
+        model = create_model(  # type: ignore[call-overload]
+            f"{owner.replace('.', '_').replace('<', '').replace('>', '')}_arguments",
+            __config__=ConfigDict(extra="forbid", populate_by_name=False),
+            **params.definitions,
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # non-JSON defaults are simply left out of the schema
+            raw = model.model_json_schema(by_alias=True, schema_generator=_ArgumentsJsonSchema)
+    except Exception as exc:
+        raise _diagnose(owner, params.annotations, exc) from exc
+    return model, raw
+
+
 def build_arguments(
     fn: Callable[..., Any], *, param_docs: dict[str, str] | None = None, strict: bool = False
 ) -> ArgumentSpec:
@@ -189,59 +245,18 @@ def build_arguments(
     except (TypeError, ValueError) as exc:
         raise TypeError(f"tool function {owner!r}: cannot read its signature ({exc})") from exc
     hints = _resolve_hints(fn, sig, owner)
-    definitions: dict[str, Any] = {}
-    fields: list[tuple[str, str]] = []
-    annotations: dict[str, Any] = {}
-    positional_only: list[str] = []
-    injected: list[str] = []
-    injected_defaults: set[str] = set()
+    params = _Parameters()
     for param in sig.parameters.values():
-        if param.kind is param.VAR_POSITIONAL or param.kind is param.VAR_KEYWORD:
-            star = "*" if param.kind is param.VAR_POSITIONAL else "**"
-            raise TypeError(
-                f"tool function {owner!r}: parameter {star}{param.name} is not supported; a tool "
-                "needs a fixed set of named, typed parameters the model can fill in"
-            )
-        if param.name in INJECTED:
-            injected.append(param.name)
-            if param.default is not param.empty:
-                injected_defaults.add(param.name)
-            continue
-        if param.kind is param.POSITIONAL_ONLY:
-            positional_only.append(param.name)
-        if param.name not in hints:
-            hint = (
-                " (for a method, pass the bound method obj.method)" if param.name in {"self", "cls"} else ""
-            )
-            raise TypeError(
-                f"tool function {owner!r}: parameter {param.name!r} has no type hint; add one "
-                f"(e.g. `{param.name}: str`) so its JSON Schema can be derived{hint}"
-            )
-        annotation = hints[param.name]
-        annotations[param.name] = annotation
-        field_name = f"f{len(fields)}"
-        fields.append((field_name, param.name))
-        definitions[field_name] = (annotation, _field(param, annotation, param_docs.get(param.name)))
-    try:
-        model = create_model(  # type: ignore[call-overload]
-            f"{owner.replace('.', '_').replace('<', '').replace('>', '')}_arguments",
-            __config__=ConfigDict(extra="forbid", populate_by_name=False),
-            **definitions,
-        )
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # non-JSON defaults are simply left out of the schema
-            raw = model.model_json_schema(by_alias=True, schema_generator=_ArgumentsJsonSchema)
-    except Exception as exc:
-        raise _diagnose(owner, annotations, exc) from exc
+        params.add(param, hints, owner, param_docs.get(param.name))
+    model, raw = _arguments_model(owner, params)
     loose = clean_schema(raw)
-    parameters = to_strict(loose, owner) if strict else loose
     return ArgumentSpec(
         model=model,
-        fields=tuple(fields),
-        positional_only=tuple(positional_only),
-        injected=tuple(injected),
-        injected_defaults=frozenset(injected_defaults),
-        parameters=parameters,
+        fields=tuple(params.fields),
+        positional_only=tuple(params.positional_only),
+        injected=tuple(params.injected),
+        injected_defaults=frozenset(params.injected_defaults),
+        parameters=to_strict(loose, owner) if strict else loose,
         loose_parameters=loose,
     )
 

@@ -21,12 +21,14 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from harness.errors import EndpointError
+from harness.errors import ConfigError, EndpointError
 from harness.retry import MalformedResponseError, call_with_retries, is_retryable, status_of
 from harness.types import Message, Usage
 
 logger = logging.getLogger(__name__)
 
+DEFAULT_CONCURRENCY = 64
+"""Requests (and, in `evaluate`, rollouts) in flight at once unless told otherwise."""
 PLACEHOLDER_KEY = "sk-no-key-required"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 #: Statuses that no retry and no other request of the run can fix.
@@ -145,6 +147,39 @@ def _message_from_sdk(message: Any) -> Message:
     return Message.model_validate(data)
 
 
+def _check_settings(
+    model: str,
+    *,
+    max_concurrency: int,
+    max_retries: int,
+    seconds: Mapping[str, float],
+    backoff_base: float,
+    sampling: Mapping[str, Any] | None,
+    headers: Mapping[str, str] | None,
+) -> None:
+    """Reject a bad Client setting at construction, naming it and what it must be."""
+    if not isinstance(model, str) or not model.strip():
+        raise ConfigError(f"Client model must be a non-empty model name, got {model!r}")
+    if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
+        raise ConfigError(f"Client max_concurrency={max_concurrency!r} must be an integer >= 1")
+    if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+        raise ConfigError(f"Client max_retries={max_retries!r} must be an integer >= 0 (0 = no retries)")
+    for name, value in seconds.items():
+        if not isinstance(value, (int, float)) or value <= 0:
+            raise ConfigError(f"Client {name}={value!r} must be a positive number of seconds")
+    if not isinstance(backoff_base, (int, float)) or backoff_base < 0:
+        raise ConfigError(f"Client backoff_base={backoff_base!r} must be >= 0 seconds")
+    if sampling is not None and not isinstance(sampling, Mapping):
+        raise TypeError(
+            f"Client sampling must be a mapping like {{'temperature': 0.7}}, got {type(sampling).__name__}"
+        )
+    if headers is not None and (
+        not isinstance(headers, Mapping)
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items())
+    ):
+        raise TypeError("Client headers must be a mapping of header names to string values")
+
+
 class Client:
     """An OpenAI-compatible chat endpoint with a concurrency limit, retries and token accounting.
 
@@ -167,7 +202,7 @@ class Client:
         base_url: str | None = None,
         api_key: str | None = None,
         *,
-        max_concurrency: int = 64,
+        max_concurrency: int = DEFAULT_CONCURRENCY,
         max_retries: int = 5,
         timeout: float = 120.0,
         sampling: Mapping[str, Any] | None = None,
@@ -176,31 +211,15 @@ class Client:
         backoff_max: float = 30.0,
         retry_after_max: float = 60.0,
     ) -> None:
-        if not isinstance(model, str) or not model.strip():
-            raise ValueError(f"Client model must be a non-empty model name, got {model!r}")
-        if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
-            raise ValueError(f"Client max_concurrency={max_concurrency!r} must be an integer >= 1")
-        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-            raise ValueError(f"Client max_retries={max_retries!r} must be an integer >= 0 (0 = no retries)")
-        for name, value in (
-            ("timeout", timeout),
-            ("backoff_max", backoff_max),
-            ("retry_after_max", retry_after_max),
-        ):
-            if not isinstance(value, (int, float)) or value <= 0:
-                raise ValueError(f"Client {name}={value!r} must be a positive number of seconds")
-        if not isinstance(backoff_base, (int, float)) or backoff_base < 0:
-            raise ValueError(f"Client backoff_base={backoff_base!r} must be >= 0 seconds")
-        if sampling is not None and not isinstance(sampling, Mapping):
-            raise TypeError(
-                "Client sampling must be a mapping like {'temperature': 0.7}, "
-                f"got {type(sampling).__name__}"
-            )
-        if headers is not None and (
-            not isinstance(headers, Mapping)
-            or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items())
-        ):
-            raise TypeError("Client headers must be a mapping of header names to string values")
+        _check_settings(
+            model,
+            max_concurrency=max_concurrency,
+            max_retries=max_retries,
+            seconds={"timeout": timeout, "backoff_max": backoff_max, "retry_after_max": retry_after_max},
+            backoff_base=backoff_base,
+            sampling=sampling,
+            headers=headers,
+        )
         _check_params(dict(sampling or {}), "sampling")
 
         self.model = model
@@ -478,4 +497,4 @@ def _describe(exc: BaseException | None, timeout: float | None = None) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-__all__ = ["Choice", "Client", "Completion", "EndpointError"]
+__all__ = ["DEFAULT_CONCURRENCY", "Choice", "Client", "Completion", "EndpointError"]

@@ -12,11 +12,13 @@ import asyncio
 import json
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from harness.client import DEFAULT_CONCURRENCY, Client
+from harness.errors import ConfigError, ResultsError
 from harness.progress import ProgressDisplay, RunStats
 from harness.protocol import EnvironmentProtocol
 from harness.results import EvalResults, node_paths
@@ -32,7 +34,7 @@ from harness.storage import (
 )
 from harness.summary import summarize
 from harness.types import Rollout
-from harness.workers import peak_rss_mib, plan_executor
+from harness.workers import Job, PoolReport, peak_rss_mib, plan_executor
 
 # Arguments that only change how fast a run goes, so a resumed run may change them.
 _FREE_ON_RESUME = {"concurrency", "progress", "workers", "executor", "ray_address"}
@@ -40,9 +42,6 @@ _FREE_ON_RESUME = {"concurrency", "progress", "workers", "executor", "ray_addres
 # a resumed `scripted:` run even gets a new port).
 _MODEL_IDENTITY = ("model", "sampling")
 _VERSIONED = ("rubric-rl", "openai", "datasets", "pydantic", "rich")
-
-
-DEFAULT_CONCURRENCY = 64
 
 
 def _now() -> str:
@@ -66,17 +65,9 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def _client_config(client: Any) -> dict[str, Any]:
-    config = getattr(client, "config", None)
-    if callable(config):
-        return _jsonable(config())
-    return {
-        "model": getattr(client, "model", None),
-        "sampling": dict(getattr(client, "sampling", None) or {}),
-    }
-
-
-def _check_arguments(env: Any, num_examples: int | None, rollouts_per_example: int, concurrency: int) -> None:
+def _check_arguments(
+    env: object, num_examples: int | None, rollouts_per_example: int, concurrency: int
+) -> None:
     if not isinstance(env, EnvironmentProtocol):
         wanted = [
             "name",
@@ -100,11 +91,11 @@ def _check_arguments(env: Any, num_examples: int | None, rollouts_per_example: i
         ("concurrency", concurrency, 1),
     ):
         if not isinstance(value, int) or isinstance(value, bool) or value < low:
-            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+            raise ConfigError(f"{name} must be an integer >= {low}, got {value!r}")
     if num_examples is not None and (
         not isinstance(num_examples, int) or isinstance(num_examples, bool) or num_examples < 1
     ):
-        raise ValueError(f"num_examples must be None (all) or an integer >= 1, got {num_examples!r}")
+        raise ConfigError(f"num_examples must be None (all) or an integer >= 1, got {num_examples!r}")
 
 
 def _example_ids(examples: list[Mapping[str, Any]]) -> list[str]:
@@ -112,13 +103,13 @@ def _example_ids(examples: list[Mapping[str, Any]]) -> list[str]:
     seen: set[str] = set()
     for position, example in enumerate(examples):
         if "example_id" not in example:
-            raise ValueError(
+            raise ConfigError(
                 f"example {position} from get_dataset has no 'example_id' (keys: "
                 f"{', '.join(map(str, example))}); the environment must give every example a stable id"
             )
         key = str(example["example_id"])
         if key in seen:
-            raise ValueError(
+            raise ConfigError(
                 f"example_id {key!r} appears twice in the dataset; ids must be unique so "
                 f"results can be matched on resume"
             )
@@ -140,7 +131,7 @@ def _differences(before: Mapping[str, Any], now: Mapping[str, Any], prefix: str)
 
 
 def _check_resumable(directory: Path, saved: Mapping[str, Any], current: Mapping[str, Any]) -> None:
-    """Raise ValueError listing every setting that differs from the run being resumed."""
+    """Raise ResultsError listing every setting that differs from the run being resumed."""
     diffs = _differences(saved.get("env") or {}, current["env"], "env.")
     saved_model, model = saved.get("model") or {}, current["model"]
     diffs += _differences(
@@ -150,7 +141,7 @@ def _check_resumable(directory: Path, saved: Mapping[str, Any], current: Mapping
     args = {k: v for k, v in current["arguments"].items() if k not in _FREE_ON_RESUME}
     diffs += _differences(saved_args, args, "arguments.")
     if diffs:
-        raise ValueError(
+        raise ResultsError(
             f"cannot resume {directory}: it was run with different settings:\n  "
             + "\n  ".join(diffs)
             + "\nrun with the original settings (only concurrency and progress may change), or use a new output_dir"
@@ -168,11 +159,31 @@ class _Run:
         self.writer: ResultsWriter | None = None
         self.started = time.perf_counter()
 
+    @classmethod
+    def open(cls, directory: Path | None, metadata: dict[str, Any], plan: _Plan) -> _Run:
+        """Start the run: resumed rollouts counted, metadata.json written, results.jsonl open."""
+        run = cls(directory, metadata, RunStats(total=len(plan.order), done=len(plan.done)))
+        run.rollouts.extend(plan.done.values())
+        if directory is not None:
+            run.save_metadata()
+            run.writer = ResultsWriter(directory / "results.jsonl")
+        return run
+
     def finished(self, rollout: Rollout) -> None:
         self.rollouts.append(rollout)
         if self.writer is not None:
             self.writer.write(rollout)
         self.stats.add(rollout)
+
+    def record_workers(self, executor: str, report: PoolReport) -> None:
+        """Note in this session's metadata how the worker processes or actors fared."""
+        self.metadata["sessions"][-1]["workers"] = {
+            "executor": executor,
+            "workers": report.workers,
+            "requeued": report.requeued,
+            "lost": report.lost_workers,
+            "driver_peak_rss_mib": round(peak_rss_mib(), 1),
+        }
 
     def save_metadata(self) -> None:
         if self.directory is not None:
@@ -199,9 +210,129 @@ class _Run:
         return EvalResults(self.rollouts, metadata=self.metadata, summary=summary)
 
 
+class _Plan:
+    """Every (example_id, rollout_index) the run must produce, which are done, which remain."""
+
+    def __init__(self, examples: list[Mapping[str, Any]], ids: list[str], rollouts_per_example: int) -> None:
+        self.examples = examples
+        self.ids = ids
+        self.rollouts_per_example = rollouts_per_example
+        # (example_id, rollout_index) -> position in the final, ordered results
+        self.order = {
+            (key, index): position * rollouts_per_example + index
+            for position, key in enumerate(self.ids)
+            for index in range(rollouts_per_example)
+        }
+        self.done: dict[tuple[str, int], Rollout] = {}
+        self.jobs: list[Job] = []
+
+    def skip_finished(self, previous: list[Rollout], directory: Path | None) -> None:
+        """Mark the rollouts of the run being resumed as done; the rest become `jobs`."""
+        for r in previous:
+            if r.key not in self.order:
+                raise ResultsError(
+                    f"cannot resume {directory}: its results.jsonl holds rollout {r.key} "
+                    f"(example_id, rollout_index), which this run would not produce; "
+                    f"use the original settings or a new output_dir"
+                )
+            self.done.setdefault(r.key, r)
+        self.jobs = [
+            (example, index)
+            for example, key in zip(self.examples, self.ids)
+            for index in range(self.rollouts_per_example)
+            if (key, index) not in self.done
+        ]
+
+    def sort(self, rollouts: list[Rollout]) -> None:
+        """Put `rollouts` in dataset order, then rollout_index order."""
+        rollouts.sort(key=lambda r: self.order.get(r.key, len(self.order)))
+
+
+def _select_examples(
+    env: EnvironmentProtocol, split: str, num_examples: int | None, seed: int | None, shard: Shard | None
+) -> tuple[list[Mapping[str, Any]], list[str], dict[str, Any]]:
+    """The examples this run covers, their ids, and the shard's metadata (empty without one)."""
+    examples = list(env.get_dataset(split, n=num_examples, seed=seed))
+    ids = _example_ids(examples)
+    if shard is None:
+        return examples, ids, {}
+    return shard.select(examples), shard.select(ids), {"shard": shard_metadata(shard, ids)}
+
+
+def _load_previous(
+    directory: Path | None, resume: bool, overwrite: bool, current: Mapping[str, Any]
+) -> tuple[list[Rollout], dict[str, Any] | None]:
+    """The rollouts and metadata of the run being resumed (nothing for a fresh directory)."""
+    if directory is None:
+        return [], None
+    if overwrite and not resume:
+        clear_run(directory)
+    previous = prepare_directory(directory, resume=resume)
+    saved = read_metadata(directory)
+    if saved is not None:
+        _check_resumable(directory, saved, current)
+    return previous, saved
+
+
+def _start_metadata(
+    current: Mapping[str, Any],
+    saved: Mapping[str, Any] | None,
+    plan: _Plan,
+    sharding: Mapping[str, Any],
+) -> dict[str, Any]:
+    """metadata.json of a run that starts now, continuing the sessions of `saved` if resumed."""
+    started_at = _now()
+    saved = saved or {}
+    return {
+        "status": "running",
+        **current,
+        "versions": _versions(),
+        "started_at": saved.get("started_at", started_at),
+        "finished_at": None,
+        "sessions": [
+            *(saved.get("sessions") or []),
+            {"started_at": started_at, "status": "running", "rollouts_planned": len(plan.jobs)},
+        ],
+        "summary": None,
+        **sharding,
+        # Dataset order, so `load_results` gives rollouts back in the order evaluate does.
+        "example_ids": plan.ids,
+    }
+
+
+async def run_jobs(
+    env: EnvironmentProtocol,
+    client: Client,
+    jobs: Iterable[Job],
+    *,
+    concurrency: int,
+    sampling: Mapping[str, Any] | None,
+    on_finished: Callable[[Rollout], None],
+) -> None:
+    """Run `jobs` in this process with at most `concurrency` rollouts in flight.
+
+    The seam of `evaluate`: everything before it plans, everything after it summarises, and
+    `on_finished` is called (on this event loop) once per finished rollout, which streams it
+    to disk and the progress bar. The executors of `harness.workers` (processes, Ray) stand
+    in for it and call `on_finished` the same way.
+    """
+    params = dict(sampling or {})
+    pending: Iterator[Job] = iter(jobs)
+
+    async def worker() -> None:
+        # All workers share one iterator: taking a job is a plain next(), no queue needed.
+        for example, index in pending:
+            on_finished(await run_rollout(env, client, example, index, sampling=params))
+
+    async with asyncio.TaskGroup() as group:
+        for _ in range(concurrency):
+            group.create_task(worker())
+
+
+# Over 60 lines only through its signature and docstring (the body is four named steps).
 async def evaluate(
     env: EnvironmentProtocol,
-    client: Any,
+    client: Client,
     *,
     num_examples: int | None = None,
     rollouts_per_example: int = 1,
@@ -227,11 +358,35 @@ async def evaluate(
     inside a rollout are recorded on it; the batch always finishes. On cancellation or
     Ctrl-C the workers stop, finished rollouts stay on disk, metadata says "interrupted",
     and the interruption propagates (asyncio.run turns a Ctrl-C cancellation into
-    KeyboardInterrupt). `shard="i/N"` runs only slice i of N of the examples (see
-    `harness.sharding`; merge the shards' directories with `harness.sharding.merge_results`).
-    `workers=N` runs the rollouts in N worker processes (`executor="ray"`: Ray actors, on the
-    cluster at `ray_address` or a local one), `concurrency` being the total across them; see
-    `harness.workers`. Only this process writes results.
+    KeyboardInterrupt).
+
+    Args:
+        env: The environment (anything implementing `harness.protocol.EnvironmentProtocol`).
+        client: The endpoint client.
+        num_examples: How many examples of the split to run (None: all).
+        rollouts_per_example: Rollouts of each example (pass@k needs k of them).
+        concurrency: Most rollouts in flight at once.
+        output_dir: Where results stream to (None: kept in memory only).
+        resume: Continue the run in `output_dir`, running only what is missing.
+        overwrite: Replace the results of an earlier run in `output_dir`.
+        progress: Show the live progress bar.
+        seed: Shuffle the examples with this seed.
+        split: "eval" or "train".
+        sampling: Sampling arguments merged over the environment's and the client's.
+        shard: "i/N" runs only slice i of N of the examples (see `harness.sharding`; merge the
+            shards' directories with `harness.sharding.merge_results`).
+        workers: Run the rollouts in this many worker processes (see `harness.workers`);
+            `concurrency` is the total across them. Only this process writes results.
+        executor: "local" (processes) or "ray" (Ray actors).
+        ray_address: The Ray cluster for executor="ray" (None: a local one).
+
+    Returns:
+        Every rollout of the run (resumed ones included) in dataset order, with its summary
+        and metadata.
+
+    Raises:
+        ConfigError: An argument is out of range or the dataset's example ids are unusable.
+        ResultsError: `output_dir` cannot be resumed with these settings.
     """
     _check_arguments(env, num_examples, rollouts_per_example, concurrency)
     run_elsewhere = plan_executor(
@@ -244,12 +399,8 @@ async def evaluate(
         sampling=sampling,
     )
     chosen = Shard.parse(shard) if shard is not None else None
-    examples = list(env.get_dataset(split, n=num_examples, seed=seed))
-    ids = _example_ids(examples)
-    sharding: dict[str, Any] = {}
-    if chosen is not None:
-        sharding = {"shard": shard_metadata(chosen, ids)}
-        examples, ids = chosen.select(examples), chosen.select(ids)
+    examples, ids, sharding = _select_examples(env, split, num_examples, seed, chosen)
+    plan = _Plan(examples, ids, rollouts_per_example)
     arguments = {
         "num_examples": num_examples,
         "rollouts_per_example": rollouts_per_example,
@@ -263,97 +414,38 @@ async def evaluate(
         arguments["shard"] = str(chosen)
     if run_elsewhere is not None:
         arguments.update(workers=workers, executor=executor)
-    current = {"env": _jsonable(env.config()), "model": _client_config(client), "arguments": arguments}
-
+    current = {"env": _jsonable(env.config()), "model": _jsonable(client.config()), "arguments": arguments}
     directory = Path(output_dir) if output_dir is not None else None
-    previous: list[Rollout] = []
-    saved: dict[str, Any] | None = None
-    if directory is not None:
-        if overwrite and not resume:
-            clear_run(directory)
-        previous = prepare_directory(directory, resume=resume)
-        saved = read_metadata(directory)
-        if saved is not None:
-            _check_resumable(directory, saved, current)
-
-    plan = {
-        (key, index): position * rollouts_per_example + index
-        for position, key in enumerate(ids)
-        for index in range(rollouts_per_example)
-    }
-    done: dict[tuple[str, int], Rollout] = {}
-    for r in previous:
-        if r.key not in plan:
-            raise ValueError(
-                f"cannot resume {directory}: its results.jsonl holds rollout {r.key} "
-                f"(example_id, rollout_index), which this run would not produce; "
-                f"use the original settings or a new output_dir"
-            )
-        done.setdefault(r.key, r)
-    jobs = [
-        (example, index)
-        for example, key in zip(examples, ids)
-        for index in range(rollouts_per_example)
-        if (key, index) not in done
-    ]
-
-    started_at = _now()
-    metadata = {
-        "status": "running",
-        **current,
-        "versions": _versions(),
-        "started_at": (saved or {}).get("started_at", started_at),
-        "finished_at": None,
-        "sessions": [
-            *((saved or {}).get("sessions") or []),
-            {"started_at": started_at, "status": "running", "rollouts_planned": len(jobs)},
-        ],
-        "summary": None,
-        **sharding,
-        # Dataset order, so `load_results` gives rollouts back in the order evaluate does.
-        "example_ids": ids,
-    }
-    stats = RunStats(total=len(plan), done=len(done))
-    run = _Run(directory, metadata, stats)
-    run.rollouts.extend(done.values())
-    if directory is not None:
-        run.save_metadata()
-        run.writer = ResultsWriter(directory / "results.jsonl")
-
-    params = dict(sampling or {})
-    pending: Iterator[tuple[Mapping[str, Any], int]] = iter(jobs)
-
-    async def worker() -> None:
-        # All workers share one iterator: taking a job is a plain next(), no queue needed.
-        for example, index in pending:
-            run.finished(await run_rollout(env, client, example, index, sampling=params))
+    previous, saved = _load_previous(directory, resume, overwrite, current)
+    plan.skip_finished(previous, directory)
+    run = _Run.open(directory, _start_metadata(current, saved, plan, sharding), plan)
 
     status = "failed"
     try:
-        with ProgressDisplay(stats, enabled=progress):
+        with ProgressDisplay(run.stats, enabled=progress):
             if run_elsewhere is None:
-                async with asyncio.TaskGroup() as group:
-                    for _ in range(min(concurrency, len(jobs))):
-                        group.create_task(worker())
+                await run_jobs(
+                    env,
+                    client,
+                    plan.jobs,
+                    concurrency=min(concurrency, len(plan.jobs)),
+                    sampling=sampling,
+                    on_finished=run.finished,
+                )
             else:
-                report = await run_elsewhere(jobs, run.finished)
-                metadata["sessions"][-1]["workers"] = {
-                    "executor": executor,
-                    "workers": report.workers,
-                    "requeued": report.requeued,
-                    "lost": report.lost_workers,
-                    "driver_peak_rss_mib": round(peak_rss_mib(), 1),
-                }
+                run.record_workers(executor, await run_elsewhere(plan.jobs, run.finished))
         status = "completed"
     except (KeyboardInterrupt, asyncio.CancelledError) as exc:
         status = "interrupted"
         where = f"; they are in {directory}, and resume=True continues the run" if directory else ""
-        exc.add_note(f"evaluation interrupted: {stats.done} of {stats.total} rollouts finished{where}")
+        exc.add_note(
+            f"evaluation interrupted: {run.stats.done} of {run.stats.total} rollouts finished{where}"
+        )
         raise
     finally:
-        results = run.close(status, ran=stats.ran, max_k=rollouts_per_example)
-    results.rollouts.sort(key=lambda r: plan.get(r.key, len(plan)))
+        results = run.close(status, ran=run.stats.ran, max_k=rollouts_per_example)
+    plan.sort(results.rollouts)
     return results
 
 
-__all__ = ["evaluate"]
+__all__ = ["DEFAULT_CONCURRENCY", "evaluate", "run_jobs"]

@@ -13,7 +13,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from harness.client import EndpointError
+from harness.client import Client
+from harness.errors import EndpointError
 from harness.protocol import EnvironmentProtocol
 from harness.types import Rollout
 
@@ -38,16 +39,20 @@ def is_context_length_error(exc: BaseException) -> bool:
     return getattr(exc, "status", None) == 400 and bool(_CONTEXT_TOO_LONG.search(str(exc)))
 
 
-def _failed_setup(example: Mapping[str, Any], rollout_index: int, exc: Exception) -> Rollout:
+def _failed_setup(example: Mapping[str, Any], rollout_index: int, exc: Exception, started: float) -> Rollout:
     example_id = example.get("example_id", example.get("id", 0)) if isinstance(example, Mapping) else 0
     return Rollout(
-        example_id=example_id, rollout_index=rollout_index, stop_reason="error", error=describe_error(exc)
+        example_id=example_id,
+        rollout_index=rollout_index,
+        stop_reason="error",
+        error=describe_error(exc),
+        timing={"generation": 0.0, "env": 0.0, "scoring": 0.0, "total": time.perf_counter() - started},
     )
 
 
 async def rollout(
     env: EnvironmentProtocol,
-    client: Any,
+    client: Client,
     example: Mapping[str, Any],
     rollout_index: int = 0,
     *,
@@ -65,76 +70,91 @@ async def rollout(
     try:
         r = await env.setup_rollout(example, rollout_index)
     except Exception as exc:  # an environment bug: recorded, never raised out of a batch
-        failed = _failed_setup(example, rollout_index, exc)
-        failed.timing = {
-            "generation": 0.0,
-            "env": 0.0,
-            "scoring": 0.0,
-            "total": time.perf_counter() - started,
-        }
-        return failed
+        return _failed_setup(example, rollout_index, exc, started)
 
     params = {**env.sampling, **sampling} if sampling else dict(env.sampling)
-    generation = env_seconds = scoring = 0.0
+    timing = {"generation": 0.0, "env": 0.0, "scoring": 0.0}
     try:
-        tools = env.tool_schemas or None
-        max_turns = env.max_turns
-        while True:
-            if r.turns >= max_turns:
-                r.stop_reason = "max_turns"
-                break
-            t0 = time.perf_counter()
-            try:
-                reply = await client.complete(r.messages, tools=tools, **params)
-            except EndpointError as exc:
-                generation += time.perf_counter() - t0
-                if is_context_length_error(exc):
-                    r.stop_reason = "length"
-                    r.state["context_error"] = str(exc)
-                else:
-                    r.stop_reason, r.error = "error", describe_error(exc)
-                break
-            t1 = time.perf_counter()
-            generation += t1 - t0
-            r.completion.append(reply.message)
-            r.turns += 1
-            r.usage = r.usage + reply.usage
-            if reply.finish_reason == "length":
-                r.stop_reason = "length"
-                break
-            try:
-                reason = await env.stop_reason(r)
-                if reason:
-                    r.stop_reason = reason
-                    break
-                new_messages = await env.respond(r)
-                if new_messages is None:
-                    r.stop_reason = "completed"
-                    break
-                r.completion.extend(new_messages)
-                reason = await env.stop_reason(r)
-                if reason:
-                    r.stop_reason = reason
-                    break
-            finally:
-                env_seconds += time.perf_counter() - t1
+        await _turns(env, client, r, params, timing)
     except Exception as exc:  # env code (respond / env_response / stop conditions) raised
         r.stop_reason, r.error = "error", describe_error(exc)
-
     if r.error is None:
         t0 = time.perf_counter()
         try:
             await env.score(r)
         except Exception as exc:
             r.stop_reason, r.error = "error", describe_error(exc)
-        scoring = time.perf_counter() - t0
-    r.timing = {
-        "generation": generation,
-        "env": env_seconds,
-        "scoring": scoring,
-        "total": time.perf_counter() - started,
-    }
+        timing["scoring"] = time.perf_counter() - t0
+    r.timing = {**timing, "total": time.perf_counter() - started}
     return r
+
+
+async def _turns(
+    env: EnvironmentProtocol,
+    client: Client,
+    r: Rollout,
+    params: dict[str, Any],
+    timing: dict[str, float],
+) -> None:
+    """Alternate model and environment turns until one of them sets `r.stop_reason`."""
+    tools = env.tool_schemas or None
+    max_turns = env.max_turns
+    while True:
+        if r.turns >= max_turns:
+            r.stop_reason = "max_turns"
+            return
+        t0 = time.perf_counter()
+        try:
+            if not await _model_turn(client, r, tools, params):
+                return
+        finally:
+            timing["generation"] += time.perf_counter() - t0
+        t1 = time.perf_counter()
+        try:
+            if not await _env_turn(env, r):
+                return
+        finally:
+            timing["env"] += time.perf_counter() - t1
+
+
+async def _model_turn(
+    client: Client, r: Rollout, tools: list[dict[str, Any]] | None, params: dict[str, Any]
+) -> bool:
+    """Ask the model for the next assistant message; False when that ends the episode."""
+    try:
+        reply = await client.complete(r.messages, tools=tools, **params)
+    except EndpointError as exc:
+        if is_context_length_error(exc):
+            r.stop_reason = "length"
+            r.state["context_error"] = str(exc)
+        else:
+            r.stop_reason, r.error = "error", describe_error(exc)
+        return False
+    r.completion.append(reply.message)
+    r.turns += 1
+    r.usage = r.usage + reply.usage
+    if reply.finish_reason == "length":
+        r.stop_reason = "length"
+        return False
+    return True
+
+
+async def _env_turn(env: EnvironmentProtocol, r: Rollout) -> bool:
+    """Stop checks, then tool results or feedback from the environment; False when the episode ends."""
+    reason = await env.stop_reason(r)
+    if reason:
+        r.stop_reason = reason
+        return False
+    new_messages = await env.respond(r)
+    if new_messages is None:
+        r.stop_reason = "completed"
+        return False
+    r.completion.extend(new_messages)
+    reason = await env.stop_reason(r)
+    if reason:
+        r.stop_reason = reason
+        return False
+    return True
 
 
 __all__ = ["describe_error", "is_context_length_error", "rollout"]

@@ -256,6 +256,23 @@ class ScriptedApp:
         return latency
 
     async def _answer(self, request: Request, number: int) -> Response:
+        """Validate the body, apply this request's fault, then ask the policy for the choices."""
+        body = self._read_body(request)
+        if isinstance(body, Response):
+            return body
+        fault = self._next_fault()
+        faulted = await self._apply_fault(fault, request)
+        if faulted is not None:
+            return faulted
+        choices = await self._choices(body, number)
+        if isinstance(choices, Response):
+            return choices
+        if fault == "malformed" or (self.faults.rate_malformed_tool_json and self._draw_malformed()):
+            self._corrupt(choices)
+        return self._completion(body, choices, number)
+
+    def _read_body(self, request: Request) -> dict[str, Any] | Response:
+        """The request's JSON body, or the 400 that explains what is wrong with it."""
         try:
             body = request.json()
         except (ValueError, UnicodeDecodeError) as exc:
@@ -274,8 +291,10 @@ class ScriptedApp:
         n = body.get("n") or 1
         if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= 128:
             return _error(400, f"'n' must be an integer in [1, 128], got {n!r}", "invalid_request_error")
+        return body
 
-        fault = self._next_fault()
+    async def _apply_fault(self, fault: int | str | None, request: Request) -> Response | None:
+        """Wait out the latency, then the fault's response (DROP, 429, 5xx), or None to answer."""
         if await request.sleep(self._latency()):
             return DROP
         if fault == "drop":
@@ -291,9 +310,12 @@ class ScriptedApp:
             return response
         if isinstance(fault, int):
             return _error(fault, f"scripted failure: HTTP {fault}")
+        return None
 
+    async def _choices(self, body: dict[str, Any], number: int) -> list[dict[str, Any]] | Response:
+        """The policy's answers (`n` of them), or the error response a policy failure becomes."""
         choices: list[dict[str, Any]] = []
-        for index in range(n):
+        for index in range(body.get("n") or 1):
             args: tuple[Any, ...] = (body["messages"], body.get("tools"))
             if self._wants_body:
                 args = (*args, body)
@@ -304,9 +326,10 @@ class ScriptedApp:
                 return _error(exc.status, exc.message)
             except Exception as exc:
                 return _error(500, f"scripted policy raised {type(exc).__name__}: {exc}")
-        if fault == "malformed" or (self.faults.rate_malformed_tool_json and self._draw_malformed()):
-            self._corrupt(choices)
+        return choices
 
+    def _completion(self, body: dict[str, Any], choices: list[dict[str, Any]], number: int) -> Response:
+        """The chat.completion response, with whitespace token counts as usage."""
         prompt_tokens = sum(_message_tokens(m) for m in body["messages"] if isinstance(m, dict))
         completion_tokens = sum(_message_tokens(c["message"]) for c in choices)
         with self._lock:

@@ -132,6 +132,58 @@ def _tree_order(node_values: dict[str, list[float]], node_order: Iterable[str] |
     return known + sorted(rest, key=key)
 
 
+class _Tally:
+    """Counts gathered in one pass over the rollouts."""
+
+    def __init__(self) -> None:
+        self.rewards: list[float] = []
+        self.node_values: dict[str, list[float]] = {}
+        self.per_example: dict[str, list[int]] = {}  # example -> [n scored, c passing]
+        self.counts: dict[str, int] = {}  # example -> rollouts
+        self.stop_reasons: Counter[str] = Counter()
+        self.reasons: Counter[str] = Counter()
+        self.errors = self.unscored = self.prompt_tokens = self.completion_tokens = 0
+        self.judge_prompt_tokens = self.judge_completion_tokens = 0
+
+    def add(self, r: Rollout) -> None:
+        self.stop_reasons[r.stop_reason or "unknown"] += 1
+        example = str(r.example_id)
+        self.counts[example] = self.counts.get(example, 0) + 1
+        self.prompt_tokens += r.usage.prompt_tokens
+        self.completion_tokens += r.usage.completion_tokens
+        self.judge_prompt_tokens += r.judge_usage.prompt_tokens
+        self.judge_completion_tokens += r.judge_usage.completion_tokens
+        if r.error:
+            self.errors += 1
+        for path, value in r.scores.items():
+            if value is not None and not math.isnan(value):
+                self.node_values.setdefault(path, []).append(value)
+        reward = r.reward
+        if reward is None or math.isnan(reward):
+            self.unscored += 1
+            self.reasons.update(_unscored_reasons(r))
+            return
+        self.rewards.append(reward)
+        tally = self.per_example.setdefault(example, [0, 0])
+        tally[0] += 1
+        tally[1] += reward >= PASS_THRESHOLD
+
+    def node_means(self, paths: list[str]) -> dict[str, float]:
+        return {p: math.fsum(self.node_values[p]) / len(self.node_values[p]) for p in paths}
+
+    def node_stderrs(self, paths: list[str]) -> dict[str, float]:
+        return {p: e for p in paths if (e := mean_and_stderr(self.node_values[p])[1]) is not None}
+
+    def pass_at(self, max_k: int | None) -> dict[int, float]:
+        k_limit = max_k if max_k is not None else max(self.counts.values(), default=0)
+        passes: dict[int, float] = {}
+        for k in range(1, k_limit + 1):
+            eligible = [pass_at_k(n, c, k) for n, c in self.per_example.values() if n >= k]
+            if eligible:
+                passes[k] = math.fsum(eligible) / len(eligible)
+        return passes
+
+
 def summarize(
     rollouts: Iterable[Rollout],
     *,
@@ -149,62 +201,30 @@ def summarize(
     after, in the order they were first scored. `planned` is how many rollouts the run
     meant to make."""
     rollouts = list(rollouts)
-    rewards: list[float] = []
-    node_values: dict[str, list[float]] = {}
-    per_example: dict[str, list[int]] = {}  # example -> [n scored, c passing]
-    counts: dict[str, int] = {}
-    stop_reasons: Counter[str] = Counter()
-    reasons: Counter[str] = Counter()
-    errors = unscored = prompt_tokens = completion_tokens = judge_prompt = judge_completion = 0
+    tally = _Tally()
     for r in rollouts:
-        stop_reasons[r.stop_reason or "unknown"] += 1
-        example = str(r.example_id)
-        counts[example] = counts.get(example, 0) + 1
-        prompt_tokens += r.usage.prompt_tokens
-        completion_tokens += r.usage.completion_tokens
-        judge_prompt += r.judge_usage.prompt_tokens
-        judge_completion += r.judge_usage.completion_tokens
-        if r.error:
-            errors += 1
-        for path, value in r.scores.items():
-            if value is not None and not math.isnan(value):
-                node_values.setdefault(path, []).append(value)
-        reward = r.reward
-        if reward is None or math.isnan(reward):
-            unscored += 1
-            reasons.update(_unscored_reasons(r))
-            continue
-        rewards.append(reward)
-        tally = per_example.setdefault(example, [0, 0])
-        tally[0] += 1
-        tally[1] += reward >= PASS_THRESHOLD
-    mean, stderr = mean_and_stderr(rewards)
-    k_limit = max_k if max_k is not None else max(counts.values(), default=0)
-    passes: dict[int, float] = {}
-    for k in range(1, k_limit + 1):
-        eligible = [pass_at_k(n, c, k) for n, c in per_example.values() if n >= k]
-        if eligible:
-            passes[k] = math.fsum(eligible) / len(eligible)
-    paths = _tree_order(node_values, node_order)
+        tally.add(r)
+    mean, stderr = mean_and_stderr(tally.rewards)
+    paths = _tree_order(tally.node_values, node_order)
     timed = len(rollouts) if timed_rollouts is None else timed_rollouts
     rate = timed / wall_seconds if wall_seconds and wall_seconds > 0 else None
     return Summary(
         rollouts=len(rollouts),
-        examples=len(counts),
-        scored=len(rewards),
+        examples=len(tally.counts),
+        scored=len(tally.rewards),
         mean_reward=mean,
         reward_stderr=stderr,
-        node_means={p: math.fsum(node_values[p]) / len(node_values[p]) for p in paths},
-        node_stderrs={p: e for p in paths if (e := mean_and_stderr(node_values[p])[1]) is not None},
-        pass_at_k=passes,
-        stop_reasons=dict(stop_reasons.most_common()),
-        errors=errors,
-        unscored=unscored,
-        unscored_reasons=reasons.most_common(top_reasons),
-        prompt_tokens=prompt_tokens,
-        completion_tokens=completion_tokens,
-        judge_prompt_tokens=judge_prompt,
-        judge_completion_tokens=judge_completion,
+        node_means=tally.node_means(paths),
+        node_stderrs=tally.node_stderrs(paths),
+        pass_at_k=tally.pass_at(max_k),
+        stop_reasons=dict(tally.stop_reasons.most_common()),
+        errors=tally.errors,
+        unscored=tally.unscored,
+        unscored_reasons=tally.reasons.most_common(top_reasons),
+        prompt_tokens=tally.prompt_tokens,
+        completion_tokens=tally.completion_tokens,
+        judge_prompt_tokens=tally.judge_prompt_tokens,
+        judge_completion_tokens=tally.judge_completion_tokens,
         wall_seconds=wall_seconds,
         rollouts_per_second=rate,
         planned=planned,
