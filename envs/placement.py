@@ -94,6 +94,14 @@ class Placement:
         self._slow_calls: deque[int] = deque(maxlen=PIN_AFTER_SLOW_CALLS)  # their call numbers
         self._lock = threading.Lock()
 
+    def __getstate__(self) -> dict[str, Any]:
+        # A lock cannot be copied or pickled; a copied Tool gets its own (copy.deepcopy(tool)).
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     def observe(self, seconds: float) -> None:
         """Count one timed call of an adaptive tool; move the tool when the rule says so."""
         with self._lock:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 import re
 import threading
@@ -47,16 +48,17 @@ async def promote(t: Tool) -> None:
 
 def test_promoted_after_enough_fast_calls_in_a_row() -> None:
     p = Placement("t", None)
-    assert p.where == "measuring"
+    seen = [p.where]
     for _ in range(PROMOTE_AFTER_CALLS - 1):
         p.observe(FAST)
-    assert p.where == "measuring"
+    seen.append(p.where)
     p.observe(SLOW)  # a slow call starts the count again
     for _ in range(PROMOTE_AFTER_CALLS - 1):
         p.observe(FAST)
-    assert p.where == "measuring"
+    seen.append(p.where)
     p.observe(FAST)
-    assert p.where == "inline"
+    seen.append(p.where)
+    assert seen == ["measuring", "measuring", "measuring", "inline"]
 
 
 def test_slow_calls_close_together_pin_to_the_thread_pool_for_good() -> None:
@@ -149,6 +151,14 @@ def test_async_tools_run_on_the_loop_and_reject_blocking_true() -> None:
     with pytest.raises(ConfigError, match="blocking must be True, False or None"):
         Tool(where_it_ran, blocking="yes")  # type: ignore[arg-type]
     assert Tool.from_function(Tool(where_it_ran), blocking=True).blocking is True
+
+
+async def test_a_tool_can_still_be_deep_copied() -> None:
+    t = Tool(where_it_ran)
+    await promote(t)
+    twin = copy.deepcopy(t)
+    assert twin.placement == "inline" and twin._placement is not t._placement
+    assert (await twin.call({})).ok
 
 
 # -- timeouts in every mode --------------------------------------------------------------------
