@@ -273,17 +273,15 @@ def _summary_value(summary: Any, key: str) -> Any:
 
 
 def _start_scripted(stack: ExitStack, env: Any, policy_name: str) -> str:
-    from harness.scripted import ScriptedEndpoint
+    from harness.errors import ConfigError
+    from harness.scripted import ScriptedEndpoint, scripted_policy
 
-    policies = getattr(env, "scripted_policies", {}) or {}
-    if policy_name not in policies:
-        available = ", ".join(sorted(policies)) or "none"
-        raise CliError(
-            f"environment {getattr(env, 'name', '?')!r} has no scripted policy {policy_name!r} "
-            f"(available: {available}); use -m scripted:<one of those> or a real model"
-        )
+    try:
+        policy = scripted_policy(env, policy_name)
+    except ConfigError as exc:
+        raise CliError(str(exc)) from exc
     # In its own process, so the server does not share the GIL with the harness it serves.
-    endpoint = stack.enter_context(ScriptedEndpoint(policies[policy_name], process=True))
+    endpoint = stack.enter_context(ScriptedEndpoint(policy, process=True))
     return endpoint.base_url
 
 
@@ -473,7 +471,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_endpoint(args: argparse.Namespace) -> int:
-    from harness.scripted import ScriptedEndpoint
+    from harness.errors import ConfigError
+    from harness.scripted import ScriptedEndpoint, scripted_policy
 
     env_spec, policy_name = args.policy.split(":", 1) if ":" in args.policy else (args.env, args.policy)
     if not env_spec:
@@ -481,14 +480,12 @@ def cmd_endpoint(args: argparse.Namespace) -> int:
             "say whose policy to serve: --policy ENV:POLICY (e.g. gsm8k:oracle) or --env ENV --policy POLICY"
         )
     env = _load_env(env_spec, _json_arg(args.env_args, "-a/--env-args"))
-    policies = getattr(env, "scripted_policies", {}) or {}
-    if policy_name not in policies:
-        raise CliError(
-            f"environment {env_spec!r} has no scripted policy {policy_name!r} "
-            f"(available: {', '.join(sorted(policies)) or 'none'})"
-        )
+    try:
+        policy = scripted_policy(env, policy_name)
+    except ConfigError as exc:
+        raise CliError(str(exc)) from exc
     endpoint = ScriptedEndpoint(
-        policies[policy_name],
+        policy,
         host=args.host,
         port=args.port,
         latency=args.latency,

@@ -11,6 +11,7 @@ finding out after a thousand paid requests. The per-rollout methods (`setup_roll
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import json
 import math
@@ -370,24 +371,32 @@ class Environment:
     # ------------------------------------------------------------------ running
 
     async def aevaluate(self, model: Any, **kwargs: Any) -> Any:
-        """Evaluate with `model` (a model name or a `harness.Client`); returns `EvalResults`.
+        """Evaluate with `model`; returns `EvalResults`.
 
-        Keyword arguments go to `harness.evaluation.evaluate` (num_examples, rollouts_per_example,
-        concurrency, output_dir, resume, ...). A client built here from a name is closed after.
+        `model` is a `harness.Client`, a model name (endpoint and key from OPENAI_BASE_URL /
+        OPENAI_API_KEY), or "scripted:POLICY": one of `scripted_policies` served on loopback
+        for the call, exactly as `rubric eval ENV -m scripted:POLICY` does. Keyword arguments
+        go to `harness.evaluation.evaluate` (num_examples, rollouts_per_example, concurrency,
+        output_dir, resume, overwrite, ...). A client built here is closed after.
         """
         from harness.client import Client
         from harness.evaluation import DEFAULT_CONCURRENCY, evaluate
+        from harness.scripted import SCRIPTED_PREFIX, ScriptedEndpoint, scripted_policy
 
-        if isinstance(model, str):
-            # Size the connection pool to the run, so `concurrency` above the default is real.
-            client = Client(
-                model, max_concurrency=max(1, int(kwargs.get("concurrency") or DEFAULT_CONCURRENCY))
-            )
+        if not isinstance(model, str):
+            return await evaluate(self, model, **kwargs)
+        # Size the connection pool to the run, so `concurrency` above the default is real.
+        pool = max(1, int(kwargs.get("concurrency") or DEFAULT_CONCURRENCY))
+        with contextlib.ExitStack() as stack:
+            if model.startswith(SCRIPTED_PREFIX):
+                endpoint = stack.enter_context(ScriptedEndpoint(scripted_policy(self, model)))
+                client = Client(model, base_url=endpoint.base_url, api_key="scripted", max_concurrency=pool)
+            else:
+                client = Client(model, max_concurrency=pool)
             try:
                 return await evaluate(self, client, **kwargs)
             finally:
                 await client.aclose()
-        return await evaluate(self, model, **kwargs)
 
     def evaluate(self, model: Any, **kwargs: Any) -> Any:
         """Synchronous `aevaluate` (works in scripts and inside Jupyter)."""

@@ -224,7 +224,9 @@ class Client:
 
         self.model = model
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
-        self._key = _Secret(api_key or os.environ.get("OPENAI_API_KEY") or PLACEHOLDER_KEY)
+        key = api_key or os.environ.get("OPENAI_API_KEY")
+        self._has_key = bool(key)
+        self._key = _Secret(key or PLACEHOLDER_KEY)
         self.max_concurrency = max_concurrency
         self.max_retries = max_retries
         self.timeout = float(timeout)
@@ -246,6 +248,17 @@ class Client:
         self._openai: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._semaphore: asyncio.Semaphore | None = None
+
+    def check_credentials(self) -> None:
+        """Raise ConfigError when the endpoint is OpenAI's and no key was given: called by
+        `evaluate` before its first rollout and before this client's first request, so the
+        mistake is one clear error instead of 401s and retries."""
+        if not self._has_key and self.base_url == DEFAULT_BASE_URL:
+            raise ConfigError(
+                f"no API key for {DEFAULT_BASE_URL} (model {self.model!r}): set OPENAI_API_KEY or pass "
+                f"api_key=...; for a local OpenAI-compatible server pass base_url= (or set "
+                f"OPENAI_BASE_URL); offline, env.evaluate('scripted:POLICY') serves an environment's own policy"
+            )
 
     def __repr__(self) -> str:
         return (
@@ -290,6 +303,7 @@ class Client:
         """The SDK client and semaphore for the running loop (pools cannot cross loops)."""
         loop = asyncio.get_running_loop()
         if self._openai is None or self._loop is not loop:
+            self.check_credentials()
             import openai
 
             old, old_loop = self._openai, self._loop

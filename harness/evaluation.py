@@ -389,6 +389,9 @@ async def evaluate(
         ResultsError: `output_dir` cannot be resumed with these settings.
     """
     _check_arguments(env, num_examples, rollouts_per_example, concurrency)
+    check_credentials = getattr(client, "check_credentials", None)
+    if callable(check_credentials):  # no key for OpenAI: one clear error, not N failed rollouts
+        check_credentials()
     run_elsewhere = plan_executor(
         env,
         client,

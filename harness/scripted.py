@@ -308,4 +308,36 @@ def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:
     loop.run_until_complete(loop.shutdown_asyncgens())
 
 
-__all__ = ["EndpointStats", "Policy", "ScriptedEndpoint", "ScriptedHTTPError"]
+SCRIPTED_PREFIX = "scripted:"
+
+
+def scripted_policy(env: Any, model: str) -> Policy:
+    """The policy `model` names ("scripted:NAME" or "NAME") from `env.scripted_policies`.
+
+    The one lookup behind `rubric eval ENV -m scripted:NAME`, `rubric endpoint` and
+    `env.evaluate("scripted:NAME")`.
+
+    Raises:
+        ConfigError: the environment has no such policy (the ones it has are listed).
+    """
+    from harness.errors import ConfigError
+
+    name = model.removeprefix(SCRIPTED_PREFIX)
+    policies = getattr(env, "scripted_policies", None) or {}
+    if name not in policies:
+        available = ", ".join(sorted(policies)) or "none"
+        raise ConfigError(
+            f"environment {getattr(env, 'name', '?')!r} has no scripted policy {name!r} "
+            f"(available: {available}); use scripted:<one of those> or a real model"
+        )
+    return policies[name]
+
+
+__all__ = [
+    "SCRIPTED_PREFIX",
+    "EndpointStats",
+    "Policy",
+    "ScriptedEndpoint",
+    "ScriptedHTTPError",
+    "scripted_policy",
+]

@@ -22,8 +22,11 @@ from harness.types import Message, Rollout
 
 # Names every rollout provides; any other name a template uses is a dataset column.
 INJECTED: frozenset[str] = frozenset(
-    {"rollout", "prompt", "completion", "response", "answer", "info", "task", "state"}
-)
+    {
+        "rollout", "prompt", "completion", "prompt_messages", "completion_messages",
+        "response", "answer", "info", "task", "state",
+    }
+)  # fmt: skip
 _TAG = re.compile(r"<\s*/?\s*([A-Za-z_][\w\-]*)\s*>")
 
 
@@ -121,15 +124,27 @@ class JudgeTemplate:
             ) from exc
 
 
+def _message_fields(message: Message) -> dict[str, Any]:
+    """A message for a template: `content` is always text (multi-part content joined)."""
+    fields: dict[str, Any] = {"role": message.role, "content": message.text, "name": message.name}
+    fields["tool_calls"] = [
+        {"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls or []
+    ]
+    return fields
+
+
 def rollout_fields(rollout: Rollout, constants: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Everything a judge template may name: dataset columns (from `info`), the judge's
-    constants, then the rollout's own fields; `prompt`/`completion` as readable text."""
+    constants, then the rollout's own fields; `prompt`/`completion` as readable text and
+    `prompt_messages`/`completion_messages` as lists of message dicts."""
     fields: dict[str, Any] = {key: value for key, value in rollout.info.items() if isinstance(key, str)}
     fields.update(constants or {})
     fields.update(
         rollout=rollout,
         prompt=conversation_text(rollout.prompt),
         completion=conversation_text(rollout.completion),
+        prompt_messages=[_message_fields(m) for m in rollout.prompt],
+        completion_messages=[_message_fields(m) for m in rollout.completion],
         response=rollout.response,
         answer=rollout.answer,
         info=rollout.info,

@@ -73,9 +73,13 @@ class LLMJudge(Rubric):
     """Grade a rollout with a judge model; see the module docstring for the failure rules.
 
     Args:
-        prompt: jinja2 template over `prompt`, `completion`, `response`, `answer`, `info`,
-            `task`, `state` and dataset columns. Values are inserted as variables (braces in
-            them are safe) and the template's own tags are defused inside them.
+        prompt: jinja2 template over the rollout's fields: `prompt` and `completion` as
+            text (one message's text, or a "role: text" transcript with tool calls),
+            `prompt_messages` and `completion_messages` as lists of message dicts (`role`,
+            `content` as text, `name`, `tool_calls`), so `{{ prompt_messages[-1].content }}`
+            is the last prompt message; `response` (the final answer's text), `answer`,
+            `info`, `task`, `state` and dataset columns. Values are inserted as variables
+            (braces in them are safe) and the template's own tags are defused inside them.
         model / client: a model name (a `harness.Client` is built lazily from it, with
             `base_url`, `api_key` and `client_options`, falling back to OPENAI_* env vars)
             or a ready Client whose endpoint, retries and concurrency are used.
@@ -344,9 +348,11 @@ class LLMJudge(Rubric):
                 answer = await fetch()
         except EndpointError as exc:
             self._fail(rollout, f"judge call failed: {exc}", [])
-        return self._verdict(rollout, answer)
+        # The judge's tokens go on the rollout apart from the policy's (a cached answer adds 0).
+        rollout.judge_usage = rollout.judge_usage + answer.usage
+        return self._verdict(rollout, answer, messages[-1]["content"])
 
-    def _verdict(self, rollout: Rollout, answer: Answer) -> float:
+    def _verdict(self, rollout: Rollout, answer: Answer, prompt: str | None = None) -> float:
         replies = list(answer.replies)
         scores: list[float | None] = []
         reasons: list[str] = []
@@ -359,6 +365,7 @@ class LLMJudge(Rubric):
         parsed = [s for s in scores if s is not None]
         shown = next((r for r, s in zip(replies, scores) if s is not None), replies[0] if replies else None)
         detail: dict[str, Any] = {
+            "prompt": prompt,
             "reply": shown,
             "replies": replies,
             "scores": scores,

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.aio import run_sync
 from harness.errors import ScoringError, raised_at
-from harness.types import Rollout
+from harness.types import Rollout, Usage
 
 if TYPE_CHECKING:  # pragma: no cover
     from rubrics.module import Rubric
@@ -203,6 +203,7 @@ def clear_scores(rollout: Rollout) -> None:
     rollout.scores.clear()
     rollout.score_errors.clear()
     rollout.score_details.clear()
+    rollout.judge_usage = Usage()  # re-scoring counts the judges' tokens afresh
 
 
 def validate_batch(rollouts: Iterable[Any], concurrency: int) -> list[Rollout]:

@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,13 +32,34 @@ def test_first_rubric_example_prints_what_readme_says() -> None:
     assert f"The last line prints `{last}`" in README
 
 
-def test_judge_example_builds(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    namespace: dict[str, object] = {}
-    exec(compile(code_block("python", "LLMJudge("), "<README>", "exec"), namespace)
+def test_judge_example_runs_as_written_against_a_local_judge(monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.scripted import ScriptedEndpoint
+    from rubrics.llm_judge import clear_cache
+
+    seen: list[str] = []
+
+    def judge_policy(messages: list[dict[str, Any]], tools: Any) -> str:
+        prompt = messages[-1]["content"]
+        seen.append(prompt)
+        return "GRADE: C" if "GRADE" in prompt else "Helpful and exact.\nScore: 8"
+
+    clear_cache()
+    with ScriptedEndpoint(judge_policy) as endpoint:
+        monkeypatch.setenv("OPENAI_BASE_URL", endpoint.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "local")
+        out = io.StringIO()
+        namespace: dict[str, object] = {}
+        with contextlib.redirect_stdout(out):
+            exec(compile(code_block("python", "LLMJudge("), "<README>", "exec"), namespace)
     rubric = namespace["rubric"]
     assert [name for name, _ in rubric.named_children()] == ["correct", "helpful"]
     assert "model='gpt-4.1-mini', parse='number', score_range=(0, 10)" in repr(rubric)
+    assert out.getvalue().startswith("0.94 {'correct': 1.0, 'helpful': 0.8}")
+    assert "judge_usage" not in out.getvalue() and "prompt_tokens=" in out.getvalue()
+    assert any("<question>What is 6 x 7?</question>" in p for p in seen)
+    rollout = namespace["rollout"]
+    assert rollout.judge_usage.prompt_tokens > 0 and rollout.usage.prompt_tokens == 0
+    assert "What is 6 x 7?" in rollout.score_details["helpful"]["prompt"]
 
 
 @pytest.mark.skipif(shutil.which("rubric") is None, reason="the rubric console script is not installed")
