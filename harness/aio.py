@@ -9,8 +9,12 @@ connection pools) stay valid across calls.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
+import os
+import socket
 import threading
+import urllib.parse
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -21,6 +25,9 @@ CANCEL_GRACE_SECONDS = 10.0
 _loop: asyncio.AbstractEventLoop | None = None
 _thread: threading.Thread | None = None
 _lock = threading.Lock()
+_BLOCKED_LOOP: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = contextvars.ContextVar(
+    "rubric_blocked_loop", default=None
+)
 
 
 def _background_loop() -> asyncio.AbstractEventLoop:
@@ -55,7 +62,18 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         finally:
             finished.set()
 
-    future = asyncio.run_coroutine_threadsafe(tracked(), loop)
+    # The work runs in a copy of this thread's context (run_coroutine_threadsafe keeps it):
+    # a loop this call blocks (Jupyter's) is recorded there, so a client can tell at once
+    # that its server is on that loop and would never answer (see `blocked_loop_serves`).
+    try:
+        caller: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        caller = None
+    token = _BLOCKED_LOOP.set(caller)
+    try:
+        future = asyncio.run_coroutine_threadsafe(tracked(), loop)
+    finally:
+        _BLOCKED_LOOP.reset(token)
     try:
         return future.result()
     except KeyboardInterrupt:
@@ -64,6 +82,39 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         future.cancel()
         finished.wait(timeout=CANCEL_GRACE_SECONDS)
         raise
+
+
+def blocked_loop_serves(url: str) -> bool:
+    """True when `url`'s loopback port is listened on by the event loop that the current
+    synchronous call (`run_sync`) is blocking: a request there would wait forever, e.g. a sync
+    `judge(x)` in Jupyter against a server started on the notebook's own loop."""
+    loop = _BLOCKED_LOOP.get()
+    if loop is None:
+        return False
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.hostname not in {"127.0.0.1", "localhost", "::1", "0.0.0.0"}:
+        return False
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    selector = getattr(loop, "_selector", None)  # selector loops (the default on Linux/macOS)
+    if selector is None:
+        return False
+    for key in list(selector.get_map().values()):
+        if _is_listening_on(key.fd, port):
+            return True
+    return False
+
+
+def _is_listening_on(fd: int, port: int) -> bool:
+    try:
+        sock = socket.socket(fileno=os.dup(fd))
+    except OSError:
+        return False
+    with sock:
+        try:
+            listening = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
+            return bool(listening) and sock.getsockname()[1] == port
+        except (OSError, IndexError, TypeError):
+            return False
 
 
 async def maybe_await(value: T | Awaitable[T]) -> T:
@@ -80,4 +131,4 @@ def is_async_callable(fn: Callable[..., Any]) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
 
 
-__all__ = ["is_async_callable", "maybe_await", "run_sync"]
+__all__ = ["blocked_loop_serves", "is_async_callable", "maybe_await", "run_sync"]

@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
+from harness.aio import blocked_loop_serves
 from harness.errors import ConfigError, EndpointError
 from harness.retry import MalformedResponseError, call_with_retries, is_retryable, status_of
 from harness.types import Message, Usage
@@ -370,6 +371,13 @@ class Client:
         if tools:
             direct["tools"] = tools
 
+        if blocked_loop_serves(self.base_url):
+            raise EndpointError(
+                f"the endpoint at {self.base_url} is served by the event loop that this synchronous "
+                f"call is blocking (in Jupyter: a server started in the notebook), so it can never "
+                f"answer; use the async form there (await rubric.ascore(x) / await env.aevaluate(...)) "
+                f"or run the server in its own thread or process"
+            )
         sdk, semaphore = self._connection()
         attempts = 0
 

@@ -11,6 +11,7 @@ import math
 import time
 from typing import Any
 
+from harness.notebook import NotebookProgress, in_notebook
 from harness.types import Rollout
 
 
@@ -47,7 +48,8 @@ class RunStats:
 
 
 class ProgressDisplay:
-    """A rich progress bar over `RunStats`; does nothing when disabled or not on a terminal."""
+    """A rich progress bar over `RunStats` on a terminal, an in-place display in Jupyter;
+    nothing when disabled or writing to a pipe."""
 
     def __init__(
         self,
@@ -59,7 +61,11 @@ class ProgressDisplay:
     ) -> None:
         self.stats = stats
         self._progress: Any = None
+        self._notebook: NotebookProgress | None = None
         if not enabled:
+            return
+        if in_notebook():  # rich's bar is off in a kernel; draw one that updates in place
+            self._notebook = NotebookProgress(stats, description=description)
             return
         from rich.console import Console
 
@@ -98,14 +104,18 @@ class ProgressDisplay:
 
     @property
     def active(self) -> bool:
-        return self._progress is not None
+        return self._progress is not None or self._notebook is not None
 
     def __enter__(self) -> ProgressDisplay:
+        if self._notebook is not None:
+            self._notebook.start()
         if self._progress is not None:
             self._progress.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self._notebook is not None:
+            self._notebook.stop()
         if self._progress is not None:
             self._progress.update(self._task, completed=self.stats.done)
             self._progress.stop()
