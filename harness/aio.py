@@ -106,8 +106,13 @@ def blocked_loop_serves(url: str) -> bool:
 
 def _is_listening_on(fd: int, port: int) -> bool:
     try:
-        sock = socket.socket(fileno=os.dup(fd))
+        copy = os.dup(fd)
     except OSError:
+        return False
+    try:
+        sock = socket.socket(fileno=copy)
+    except OSError:  # not a socket (a pipe, an eventfd): close the copy, or its peer never sees EOF
+        os.close(copy)
         return False
     with sock:
         try:
