@@ -19,6 +19,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from harness.defaults import DEFAULT_CONCURRENCY
 from harness.errors import RubricError
 
 EXIT_USAGE = 2
@@ -236,9 +237,12 @@ def _eval(args: argparse.Namespace) -> int:
 def _client(stack: ExitStack, args: argparse.Namespace, env: Any):
     """The endpoint client `rubric eval` talks to (starting the scripted endpoint if asked)."""
     from harness.client import Client
+    from harness.scripted import SCRIPTED_PREFIX, ScriptedEndpoint, scripted_policy
 
-    if args.model.startswith("scripted:"):
-        base_url = _start_scripted(stack, env, args.model.split(":", 1)[1])
+    if args.model.startswith(SCRIPTED_PREFIX):
+        # In its own process, so the server does not share the GIL with the harness it serves.
+        endpoint = ScriptedEndpoint(scripted_policy(env, args.model), process=True)
+        base_url = stack.enter_context(endpoint).base_url
         api_key: str | None = "scripted"
     else:
         base_url = args.base_url or os.environ.get("OPENAI_BASE_URL")
@@ -258,31 +262,13 @@ def _print_eval(results: Any, output_dir: Path) -> None:
     console = _console()
     console.print(results)
     console.print(f"Results written to [bold]{output_dir}[/bold]", soft_wrap=True)
-    summary = results.summary
-    errors = _summary_value(summary, "errors")
+    errors = results.summary.errors
     if errors:
         console.print(
             f"[yellow]{errors} rollout(s) ended with an error; see them with "
             f"`rubric view {output_dir} --errors`[/yellow]",
             soft_wrap=True,
         )
-
-
-def _summary_value(summary: Any, key: str) -> Any:
-    return summary.get(key) if isinstance(summary, dict) else getattr(summary, key, None)
-
-
-def _start_scripted(stack: ExitStack, env: Any, policy_name: str) -> str:
-    from harness.errors import ConfigError
-    from harness.scripted import ScriptedEndpoint, scripted_policy
-
-    try:
-        policy = scripted_policy(env, policy_name)
-    except ConfigError as exc:
-        raise CliError(str(exc)) from exc
-    # In its own process, so the server does not share the GIL with the harness it serves.
-    endpoint = stack.enter_context(ScriptedEndpoint(policy, process=True))
-    return endpoint.base_url
 
 
 # ---------------------------------------------------------------------------------------------
@@ -362,8 +348,7 @@ def _recorded_env(env_meta: dict[str, Any], directory: str) -> str:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from harness.aio import run_sync
-    from harness.results import EvalResults
+    from harness.rescoring import rescore
 
     results = _load_run(args.dir)
     metadata = results.metadata or {}
@@ -383,31 +368,12 @@ def cmd_score(args: argparse.Namespace) -> int:
     if out.exists():
         raise CliError(f"{out} already exists; choose another -o/--output")
 
-    async def rescore() -> list[Any]:
-        import asyncio
-        import math
-
-        fresh = []
-        for old in results.rollouts:
-            copy = old.model_copy(deep=True)
-            copy.reward, copy.scores, copy.score_errors, copy.score_details = math.nan, {}, {}, {}
-            fresh.append(copy)
-        limit = asyncio.Semaphore(args.concurrency)
-
-        async def one(r: Any) -> None:
-            async with limit:
-                await env.score(r)
-
-        await asyncio.gather(*(one(r) for r in fresh))
-        return fresh
-
-    rescored = run_sync(rescore())
-    new = EvalResults(rescored, metadata={**metadata, "rescored_from": str(args.dir), "rescored_with": spec})
+    new = rescore(results, env, concurrency=args.concurrency)
+    new.metadata.update(rescored_from=str(args.dir), rescored_with=spec)
     new.to_jsonl(out)
     console = _console()
     console.print(new)
-    old_mean = _summary_value(results.summary, "mean_reward")
-    new_mean = _summary_value(new.summary, "mean_reward")
+    old_mean, new_mean = results.summary.mean_reward, new.summary.mean_reward
     console.print(
         f"mean reward {_fmt(old_mean)} -> {_fmt(new_mean)}; re-scored rollouts written to [bold]{out}[/bold]",
         soft_wrap=True,
@@ -471,7 +437,6 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_endpoint(args: argparse.Namespace) -> int:
-    from harness.errors import ConfigError
     from harness.scripted import ScriptedEndpoint, scripted_policy
 
     env_spec, policy_name = args.policy.split(":", 1) if ":" in args.policy else (args.env, args.policy)
@@ -480,12 +445,8 @@ def cmd_endpoint(args: argparse.Namespace) -> int:
             "say whose policy to serve: --policy ENV:POLICY (e.g. gsm8k:oracle) or --env ENV --policy POLICY"
         )
     env = _load_env(env_spec, _json_arg(args.env_args, "-a/--env-args"))
-    try:
-        policy = scripted_policy(env, policy_name)
-    except ConfigError as exc:
-        raise CliError(str(exc)) from exc
     endpoint = ScriptedEndpoint(
-        policy,
+        scripted_policy(env, policy_name),
         host=args.host,
         port=args.port,
         latency=args.latency,
@@ -586,7 +547,13 @@ def _add_eval(sub: Any) -> None:
     )
     ev.add_argument("-n", "--num-examples", type=int, help="examples to run (default: all)")
     ev.add_argument("-r", "--rollouts-per-example", type=int, default=1)
-    ev.add_argument("-c", "--concurrency", type=int, default=64, help="rollouts (and requests) in flight")
+    ev.add_argument(
+        "-c",
+        "--concurrency",
+        type=int,
+        default=DEFAULT_CONCURRENCY,
+        help="rollouts (and requests) in flight",
+    )
     ev.add_argument("--max-turns", type=int, help="override the environment's max_turns")
     ev.add_argument("-t", "--max-tokens", type=int)
     ev.add_argument("-T", "--temperature", type=float)
@@ -646,7 +613,7 @@ def _add_results_commands(sub: Any) -> None:
     sc.add_argument("env", metavar="ENV", nargs="?", help="default: the environment recorded in DIR")
     sc.add_argument("-a", "--env-args", help="JSON object passed to load_environment")
     sc.add_argument("-o", "--output", help="new results file (default DIR/results.rescored-<time>.jsonl)")
-    sc.add_argument("-c", "--concurrency", type=int, default=64)
+    sc.add_argument("-c", "--concurrency", type=int, default=DEFAULT_CONCURRENCY)
     sc.set_defaults(func=cmd_score)
 
     mg = sub.add_parser("merge", help="merge the result directories of a sharded run into one")
@@ -679,11 +646,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         return args.func(args)
-    except CliError as exc:
+    except RubricError as exc:  # every error a user can cause: one line, the fix in it
         if args.debug:
             raise
         print(f"rubric {args.command}: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_USAGE if isinstance(exc, CliError) else 1
     except KeyboardInterrupt:
         print(f"rubric {args.command}: interrupted; finished rollouts are kept", file=sys.stderr)
         return 130

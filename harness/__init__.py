@@ -24,6 +24,8 @@ _LAZY = {
     "Completion": "harness.client",
     "rollout": "harness.runner",
     "evaluate": "harness.evaluation",
+    "rescore": "harness.rescoring",
+    "arescore": "harness.rescoring",
     "EvalResults": "harness.results",
     "load_results": "harness.results",
     "ScriptedEndpoint": "harness.scripted",
@@ -36,6 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from harness.client import Client, Completion
     from harness.evaluation import evaluate
     from harness.protocol import EnvironmentProtocol
+    from harness.rescoring import arescore, rescore
     from harness.results import EvalResults, load_results
     from harness.runner import rollout
     from harness.scripted import ScriptedEndpoint

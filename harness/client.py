@@ -22,14 +22,13 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from harness.aio import blocked_loop_serves
+from harness.defaults import DEFAULT_CONCURRENCY
 from harness.errors import ConfigError, EndpointError
 from harness.retry import MalformedResponseError, call_with_retries, is_retryable, status_of
 from harness.types import Message, Usage
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_CONCURRENCY = 64
-"""Requests (and, in `evaluate`, rollouts) in flight at once unless told otherwise."""
 PLACEHOLDER_KEY = "sk-no-key-required"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 #: Statuses that no retry and no other request of the run can fix.

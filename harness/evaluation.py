@@ -17,7 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from harness.client import DEFAULT_CONCURRENCY, Client
+from harness.client import Client
+from harness.defaults import DEFAULT_CONCURRENCY
 from harness.errors import ConfigError, ResultsError
 from harness.progress import ProgressDisplay, RunStats
 from harness.protocol import EnvironmentProtocol

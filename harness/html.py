@@ -145,7 +145,7 @@ def summary_html(summary: Summary, nodes: Sequence[TreeNode] | None = None, stat
     planned = getattr(s, "planned", None)
     count = f"{total:,}" + (f" of {planned:,} planned" if planned and planned != total else "")
     rows = [
-        _row("rollouts", f"{count} ({s.examples:,} examples)"),
+        _row("rollouts", f"{count} ({s.num_examples:,} examples)"),
         _row("mean reward", f"{reward} <span class='muted'>over {s.scored:,} scored</span>"),
     ]
     nodes_rows = _node_rows(s, nodes)

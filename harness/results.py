@@ -90,7 +90,7 @@ class EvalResults:
             )
             wall = recorded.get("wall_seconds")
             if wall:  # the run's own timing; a loaded or re-scored copy has none of its own
-                rate = recorded.get("rollouts_per_second") or summary.rollouts / wall
+                rate = recorded.get("rollouts_per_second") or summary.num_rollouts / wall
                 summary = summary.model_copy(update={"wall_seconds": wall, "rollouts_per_second": rate})
             self._summary = summary
         return self._summary
@@ -227,8 +227,8 @@ class EvalResults:
         table = Table(title=safe_text(title), show_header=False, title_justify="left")
         table.add_column("metric", style="bold")
         table.add_column("value", justify="right")
-        planned = f" of {s.planned} planned" if s.planned is not None and s.planned != s.rollouts else ""
-        table.add_row("rollouts", f"{s.rollouts}{planned} ({s.examples} examples)")
+        planned = f" of {s.planned} planned" if s.planned is not None and s.planned != s.num_rollouts else ""
+        table.add_row("rollouts", f"{s.num_rollouts}{planned} ({s.num_examples} examples)")
         reward = _fmt(s.mean_reward)
         if s.reward_stderr is not None:
             reward += f" ± {s.reward_stderr:.4f}"
@@ -282,7 +282,7 @@ class EvalResults:
 
     def __repr__(self) -> str:
         s = self.summary
-        return f"EvalResults(rollouts={s.rollouts}, mean_reward={_fmt(s.mean_reward)}, errors={s.errors})"
+        return f"EvalResults(rollouts={s.num_rollouts}, mean_reward={_fmt(s.mean_reward)}, errors={s.errors})"
 
     def _repr_html_(self) -> str:
         """Jupyter: the summary as an HTML table (node means in tree order, with standard

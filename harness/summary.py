@@ -19,7 +19,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable
 
-from pydantic import BaseModel, Field
+from pydantic import AliasChoices, BaseModel, Field
 
 from harness.types import Rollout
 
@@ -29,8 +29,9 @@ PASS_THRESHOLD = 1.0 - 1e-9
 class Summary(BaseModel):
     """Aggregate statistics of a set of rollouts (see the module docstring for definitions)."""
 
-    rollouts: int = 0
-    examples: int = 0
+    # Counts are num_*; metadata.json files written before the rename say "rollouts"/"examples".
+    num_rollouts: int = Field(0, validation_alias=AliasChoices("num_rollouts", "rollouts"))
+    num_examples: int = Field(0, validation_alias=AliasChoices("num_examples", "examples"))
     scored: int = 0
     mean_reward: float | None = None
     reward_stderr: float | None = None
@@ -56,12 +57,14 @@ class Summary(BaseModel):
         reward = "n/a" if self.mean_reward is None else f"{self.mean_reward:.4g}"
         if self.reward_stderr is not None:
             reward += f" ± {self.reward_stderr:.2g}"
-        planned = f" of {self.planned}" if self.planned is not None and self.planned != self.rollouts else ""
+        planned = (
+            f" of {self.planned}" if self.planned is not None and self.planned != self.num_rollouts else ""
+        )
         nodes = ", ".join(f"{p}={v:.4g}" for p, v in self.node_means.items())
         passes = ", ".join(f"pass@{k}={v:.4g}" for k, v in self.pass_at_k.items())
         parts = [
-            f"rollouts={self.rollouts}{planned}",
-            f"examples={self.examples}",
+            f"rollouts={self.num_rollouts}{planned}",
+            f"examples={self.num_examples}",
             f"mean_reward={reward}",
             *([f"nodes: {nodes}"] if nodes else []),
             *([passes] if passes else []),
@@ -209,8 +212,8 @@ def summarize(
     timed = len(rollouts) if timed_rollouts is None else timed_rollouts
     rate = timed / wall_seconds if wall_seconds and wall_seconds > 0 else None
     return Summary(
-        rollouts=len(rollouts),
-        examples=len(tally.counts),
+        num_rollouts=len(rollouts),
+        num_examples=len(tally.counts),
         scored=len(tally.rewards),
         mean_reward=mean,
         reward_stderr=stderr,

@@ -20,6 +20,7 @@ from types import MappingProxyType
 from typing import Any, ClassVar
 
 from harness.aio import is_async_callable, run_sync
+from harness.defaults import DEFAULT_CONCURRENCY
 from harness.types import Rollout
 from rubrics.scoring import (
     GENERATION,
@@ -318,7 +319,7 @@ class Rubric:
         return await self._score_async(r, "")
 
     def score_batch(
-        self, rollouts: Iterable[Rollout | Mapping[str, Any]], *, concurrency: int = 64
+        self, rollouts: Iterable[Rollout | Mapping[str, Any]], *, concurrency: int = DEFAULT_CONCURRENCY
     ) -> list[float]:
         """Score many; a failing item is NaN on its own rollout and never stops the batch."""
         self._check_scoreable()
@@ -332,7 +333,7 @@ class Rubric:
         return run_sync(self.ascore_batch(items, concurrency=concurrency))
 
     async def ascore_batch(
-        self, rollouts: Iterable[Rollout | Mapping[str, Any]], *, concurrency: int = 64
+        self, rollouts: Iterable[Rollout | Mapping[str, Any]], *, concurrency: int = DEFAULT_CONCURRENCY
     ) -> list[float]:
         """Score many concurrently, at most `concurrency` at a time; results in input order."""
         self._check_scoreable()

@@ -69,27 +69,3 @@ class RowLookup:
 
 
 __all__ = ["RowLookup", "first_user_text", "message_text", "seeded_rng"]
-
-
-def evaluate_with_policy(env: Any, policy: str, **evaluate_kwargs: Any) -> Any:
-    """Evaluate `env` against its own scripted policy `policy`, served on loopback for the call.
-
-    What `rubric eval ENV -m scripted:POLICY` does, from Python: a quick, offline end-to-end
-    check of an environment (the oracle should score 1.0).
-    """
-    from harness.aio import run_sync
-    from harness.client import Client
-    from harness.scripted import ScriptedEndpoint
-
-    policies = getattr(env, "scripted_policies", {}) or {}
-    if policy not in policies:
-        raise KeyError(
-            f"{getattr(env, 'name', env)!r} has no scripted policy {policy!r}; "
-            f"available: {', '.join(sorted(policies)) or 'none'}"
-        )
-    with ScriptedEndpoint(policies[policy]) as endpoint:
-        client = Client(f"scripted:{policy}", base_url=endpoint.base_url, max_retries=0)
-        try:
-            return env.evaluate(client, **evaluate_kwargs)
-        finally:
-            run_sync(client.aclose())

@@ -52,7 +52,7 @@ async def test_judge_limit_is_for_the_whole_run_and_workers_skip_datasets(tmp_pa
             results = await evaluate(env, client, concurrency=16, workers=2, progress=False)
         assert judge.stats.requests == 24
         assert judge.stats.max_in_flight <= 3  # 2 + 1 across the two workers, not 3 each
-    assert results.summary.mean_reward == 1.0 and results.summary.rollouts == 24
+    assert results.summary.mean_reward == 1.0 and results.summary.num_rollouts == 24
     report = results.metadata["sessions"][-1]["workers"]["workers"]
     assert [w["imported_datasets"] for w in report] == [False, False]
     assert sum(w["rollouts"] for w in report) == 24

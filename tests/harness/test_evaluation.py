@@ -30,7 +30,7 @@ async def test_batch_of_single_turn_rollouts() -> None:
         results = await evaluate(FakeEnv(n=5), client, rollouts_per_example=3, progress=False)
     assert [r.key for r in results.rollouts] == [(str(i), k) for i in range(5) for k in range(3)]
     s = results.summary
-    assert s.rollouts == 15 and s.examples == 5 and s.mean_reward == 1.0 and s.reward_stderr == 0.0
+    assert s.num_rollouts == 15 and s.num_examples == 5 and s.mean_reward == 1.0 and s.reward_stderr == 0.0
     assert s.pass_at_k == {1: 1.0, 2: 1.0, 3: 1.0}
     assert s.stop_reasons == {"completed": 15} and s.errors == 0 and s.unscored == 0
     assert s.node_means == {"correct": 1.0, "correct.exact": 1.0}
@@ -110,7 +110,7 @@ async def test_output_dir_streams_each_rollout_as_it_finishes(tmp_path: Path) ->
     assert meta["model"]["model"] == "scripted" and "api_key" not in json.dumps(meta)
     assert meta["arguments"]["rollouts_per_example"] == 1 and meta["arguments"]["concurrency"] == 1
     assert set(meta["versions"]) >= {"rubric-rl", "openai", "datasets", "pydantic", "python"}
-    assert meta["summary"]["rollouts"] == 5 and meta["summary"]["mean_reward"] == 1.0
+    assert meta["summary"]["num_rollouts"] == 5 and meta["summary"]["mean_reward"] == 1.0
     assert meta["started_at"] and meta["finished_at"] and meta["sessions"][0]["rollouts_ran"] == 5
     assert not list(out.glob("*.tmp"))
     back = load_results(out)
@@ -155,7 +155,7 @@ async def test_cancellation_keeps_finished_rollouts_and_marks_interrupted(tmp_pa
         meta = json.loads((tmp_path / "metadata.json").read_text())
         done = len(results_file.read_bytes().splitlines())
         assert meta["status"] == "interrupted" and 4 <= done < 40
-        assert meta["summary"]["rollouts"] == done
+        assert meta["summary"]["num_rollouts"] == done
         resumed = await evaluate(
             FakeEnv(n=40), client, concurrency=8, output_dir=tmp_path, resume=True, progress=False
         )

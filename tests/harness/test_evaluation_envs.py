@@ -55,7 +55,7 @@ async def test_tool_env_with_a_rubric_tree(tmp_path: Path) -> None:
         results = await evaluate(env, client, rollouts_per_example=2, output_dir=tmp_path, progress=False)
         assert endpoint.stats.requests == 24
     s = results.summary
-    assert s.rollouts == 12 and s.stop_reasons == {"completed": 12} and s.errors == 0
+    assert s.num_rollouts == 12 and s.stop_reasons == {"completed": 12} and s.errors == 0
     assert s.node_means["correct"] == 1.0
     assert s.node_means["brief"] == 5 / 6  # answers 1, 3, 5, 7, 9 are one character; 11 is not
     assert s.mean_reward == pytest.approx(0.5 + 0.5 * 5 / 6) and s.pass_at_k[1] == pytest.approx(5 / 6)

@@ -151,7 +151,7 @@ async def test_to_pandas_and_slicing(tmp_path: Path) -> None:
     assert df.completion[0] == [{"role": "assistant", "content": "1"}]
     assert {"stop_reason", "error", "turns", "prompt_tokens", "judge_prompt_tokens"} <= set(df.columns)
     head = results[:2]
-    assert isinstance(head, EvalResults) and len(head) == 2 and head.summary.rollouts == 2
+    assert isinstance(head, EvalResults) and len(head) == 2 and head.summary.num_rollouts == 2
     assert head.metadata["env"]["name"] == "adder" and results[0] is results.rollouts[0]
 
 
@@ -187,5 +187,5 @@ async def test_interrupted_run_says_what_finished_and_what_was_planned(tmp_path:
     assert "resume=True" in note
     loaded = load_results(tmp_path)
     assert loaded.metadata["status"] == "interrupted"
-    assert loaded.summary.planned == 32 and loaded.summary.rollouts < 32
+    assert loaded.summary.planned == 32 and loaded.summary.num_rollouts < 32
     assert "of 32 planned" in str(loaded)

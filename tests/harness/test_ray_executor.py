@@ -84,7 +84,7 @@ async def test_killing_an_actor_mid_run_loses_and_duplicates_nothing(local_ray: 
         Rollout.model_validate_json(line).key for line in (out / "results.jsonl").read_bytes().splitlines()
     ]
     assert sorted(keys) == sorted((str(i), k) for i in range(40) for k in range(2))  # each exactly once
-    assert results.summary.rollouts == 80 and results.summary.mean_reward == 1.0
+    assert results.summary.num_rollouts == 80 and results.summary.mean_reward == 1.0
     report = results.metadata["sessions"][-1]["workers"]
     assert report["executor"] == "ray" and report["lost"] == [int(killed.rsplit("-", 1)[1])]
     assert report["requeued"] >= 1  # its in-flight jobs ran again elsewhere

@@ -90,7 +90,7 @@ def test_summary_numbers() -> None:
     s = summarize(_hand_made(), wall_seconds=3.0, max_k=3)
     rewards = [1.0, 0.5, 0.0, 1.0 - 1e-12, 0.0, 1.0]
     mean, stderr = mean_and_stderr(rewards)
-    assert (s.rollouts, s.examples, s.scored) == (9, 3, 6)
+    assert (s.num_rollouts, s.num_examples, s.scored) == (9, 3, 6)
     assert s.mean_reward == pytest.approx(mean) and s.reward_stderr == pytest.approx(stderr)
     # node means over rollouts where the node has a non-NaN score
     assert s.node_means["acc"] == pytest.approx(3 / 6)
@@ -111,7 +111,9 @@ def test_summary_numbers() -> None:
 
 def test_summary_of_nothing() -> None:
     s = summarize([])
-    assert s.rollouts == 0 and s.mean_reward is None and s.pass_at_k == {} and s.rollouts_per_second is None
+    assert (
+        s.num_rollouts == 0 and s.mean_reward is None and s.pass_at_k == {} and s.rollouts_per_second is None
+    )
 
 
 def test_summary_survives_json() -> None:

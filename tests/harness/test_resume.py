@@ -50,7 +50,7 @@ async def test_resume_runs_only_the_missing_pairs(tmp_path: Path) -> None:
     keys = _keys(results_file)
     assert len(keys) == 8 and set(keys[-3:]) == missing and len(set(keys)) == 8
     assert [r.key for r in resumed.rollouts] == [(str(i), k) for i in range(4) for k in range(2)]
-    assert resumed.summary.rollouts == 8 and resumed.summary.mean_reward == 1.0
+    assert resumed.summary.num_rollouts == 8 and resumed.summary.mean_reward == 1.0
     assert resumed.metadata["status"] == "completed" and len(resumed.metadata["sessions"]) == 2
 
 
@@ -242,7 +242,7 @@ async def test_ctrl_c_marks_the_run_interrupted(tmp_path: Path, code: str) -> No
         assert child.returncode != 0 and "KeyboardInterrupt" in stderr
         meta = json.loads((out / "metadata.json").read_text())
         done = len(_keys(out / "results.jsonl"))
-        assert meta["status"] == "interrupted" and meta["summary"]["rollouts"] == done and 4 <= done < 60
+        assert meta["status"] == "interrupted" and meta["summary"]["num_rollouts"] == done and 4 <= done < 60
         resumed = await evaluate(
             FakeEnv(n=30), client, rollouts_per_example=2, output_dir=out, resume=True, progress=False
         )

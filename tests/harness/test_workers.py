@@ -112,7 +112,7 @@ async def test_a_dying_worker_loses_and_duplicates_nothing(tmp_path: Path) -> No
     assert marker.exists()  # a worker really was killed
     keys = _keys(tmp_path / "run")
     assert sorted(keys) == sorted((str(i), k) for i in range(24) for k in range(2))
-    assert results.summary.rollouts == 48 and results.summary.mean_reward == 1.0
+    assert results.summary.num_rollouts == 48 and results.summary.mean_reward == 1.0
     report = results.metadata["sessions"][-1]["workers"]
     assert len(report["lost"]) == 1 and report["requeued"] >= 1
     assert [w["rollouts"] for w in report["workers"]] != []  # the survivor reported

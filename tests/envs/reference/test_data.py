@@ -90,8 +90,8 @@ def test_registry_rejects_unknown_arguments():
 
 
 def test_evaluate_with_an_unknown_policy_names_the_available_ones() -> None:
-    from envs.reference.scripting import evaluate_with_policy
+    from harness.errors import ConfigError
 
     env = envs.load_environment("gsm8k")
-    with pytest.raises(KeyError, match="no scripted policy 'psychic'; available: noisy, oracle"):
-        evaluate_with_policy(env, "psychic", num_examples=1)
+    with pytest.raises(ConfigError, match=r"no scripted policy 'psychic' \(available: noisy, oracle\)"):
+        env.evaluate("scripted:psychic", num_examples=1)

@@ -12,7 +12,6 @@ import pytest
 
 from envs.reference import gsm8k, make_gsm8k
 from envs.reference.data import REPO_DATASETS, read_jsonl
-from envs.reference.scripting import evaluate_with_policy
 
 
 @pytest.mark.parametrize(
@@ -119,7 +118,7 @@ def test_bundled_environment_shape():
 
 def test_oracle_scores_exactly_one():
     env = gsm8k.load_environment()
-    results = evaluate_with_policy(env, "oracle", num_examples=20, progress=False)
+    results = env.evaluate("scripted:oracle", num_examples=20, progress=False)
     assert len(results.rollouts) == 20
     assert all(r.error is None and r.stop_reason == "completed" for r in results.rollouts)
     assert [r.reward for r in results.rollouts] == [1.0] * 20
@@ -128,12 +127,12 @@ def test_oracle_scores_exactly_one():
 
 def test_noisy_policy_scores_strictly_between_zero_and_one():
     env = gsm8k.load_environment()
-    rewards = [r.reward for r in evaluate_with_policy(env, "noisy", num_examples=20, progress=False).rollouts]
+    rewards = [r.reward for r in env.evaluate("scripted:noisy", num_examples=20, progress=False).rollouts]
     mean = sum(rewards) / len(rewards)
     assert 0.0 < mean < 1.0
     assert {0.0, 1.0} <= set(rewards)  # both outright failures and successes happen
     assert rewards == [
-        r.reward for r in evaluate_with_policy(env, "noisy", num_examples=20, progress=False).rollouts
+        r.reward for r in env.evaluate("scripted:noisy", num_examples=20, progress=False).rollouts
     ]  # seeded: reproducible
 
 

@@ -11,7 +11,6 @@ import pytest
 from envs.reference import make_python_questions, python_env
 from envs.reference.data import REPO_DATASETS, read_jsonl
 from envs.reference.sandbox import run_code
-from envs.reference.scripting import evaluate_with_policy
 from harness.types import Message
 
 # ----------------------------------------------------------------------------- environment
@@ -77,7 +76,7 @@ def test_known_answers():
 
 def test_oracle_scores_exactly_one_and_cleans_up():
     env = python_env.load_environment()
-    rollouts = evaluate_with_policy(env, "oracle", num_examples=20, progress=False).rollouts
+    rollouts = env.evaluate("scripted:oracle", num_examples=20, progress=False).rollouts
     assert len(rollouts) == 20 and all(r.error is None for r in rollouts)
     assert [r.reward for r in rollouts] == [1.0] * 20
     assert all(r.turns == 2 and r.scores["ran_code"] == 1.0 for r in rollouts)
@@ -85,7 +84,7 @@ def test_oracle_scores_exactly_one_and_cleans_up():
 
 def test_noisy_policy_scores_strictly_between_zero_and_one():
     env = python_env.load_environment()
-    rollouts = evaluate_with_policy(env, "noisy", num_examples=20, progress=False).rollouts
+    rollouts = env.evaluate("scripted:noisy", num_examples=20, progress=False).rollouts
     mean = sum(r.reward for r in rollouts) / len(rollouts)
     assert 0.0 < mean < 1.0
     assert {r.scores["ran_code"] for r in rollouts} == {0.0, 1.0}

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from envs.reference import wordle
-from envs.reference.scripting import evaluate_with_policy
 from harness import run_sync
 from harness.types import Message, Rollout
 
@@ -156,7 +155,7 @@ def test_unknown_secret_is_rejected_at_setup():
 
 def test_oracle_wins_every_game_at_once():
     env = wordle.load_environment()
-    rollouts = evaluate_with_policy(env, "oracle", num_examples=20, progress=False).rollouts
+    rollouts = env.evaluate("scripted:oracle", num_examples=20, progress=False).rollouts
     assert len(rollouts) == 20
     assert all(r.stop_reason == "won" and r.turns == 1 and r.error is None for r in rollouts)
     assert [r.reward for r in rollouts] == [1.0] * 20
@@ -164,7 +163,7 @@ def test_oracle_wins_every_game_at_once():
 
 def test_noisy_policy_wins_some_loses_some_with_both_guess_forms():
     env = wordle.load_environment()
-    rollouts = evaluate_with_policy(env, "noisy", num_examples=20, progress=False).rollouts
+    rollouts = env.evaluate("scripted:noisy", num_examples=20, progress=False).rollouts
     mean = sum(r.reward for r in rollouts) / len(rollouts)
     assert 0.0 < mean < 1.0
     assert {r.stop_reason for r in rollouts} == {"won", "out_of_guesses"}

@@ -1,0 +1,66 @@
+"""Score saved rollouts again with an environment's current rubric, without model calls.
+
+Why a library function: `rubric score` is one caller; a notebook that changed a reward
+function is another, and both should get the same copies, limits and metadata.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+from harness.aio import run_sync
+from harness.defaults import DEFAULT_CONCURRENCY
+from harness.errors import ConfigError
+from harness.protocol import EnvironmentProtocol
+from harness.results import EvalResults
+from harness.runner import describe_error
+from harness.types import Rollout
+
+
+def _unscored_copy(rollout: Rollout) -> Rollout:
+    copy = rollout.model_copy(deep=True)
+    copy.reward, copy.scores, copy.score_errors, copy.score_details = math.nan, {}, {}, {}
+    return copy
+
+
+async def arescore(
+    results: EvalResults, env: EnvironmentProtocol, *, concurrency: int = DEFAULT_CONCURRENCY
+) -> EvalResults:
+    """Re-score copies of `results`' rollouts with `env`'s rubric; `results` is left untouched.
+
+    Args:
+        results: A run, e.g. from `harness.load_results(DIR)`.
+        env: The environment whose `score` (its rubric) grades the copies.
+        concurrency: Most rollouts scored at once.
+
+    Returns:
+        The re-scored rollouts in the same order, with the run's metadata plus
+        `rescored_with` (the environment's name) and a fresh summary. A rollout whose
+        scoring raised is NaN with the reason in `score_errors`, never a silent 0.
+    """
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ConfigError(f"concurrency must be an integer >= 1, got {concurrency!r}")
+    fresh = [_unscored_copy(r) for r in results.rollouts]
+    limit = asyncio.Semaphore(concurrency)
+
+    async def one(rollout: Rollout) -> None:
+        async with limit:
+            try:
+                await env.score(rollout)
+            except Exception as exc:  # env.score should not raise; if it does, record it
+                rollout.reward = math.nan
+                rollout.score_errors[""] = f"scoring failed: {describe_error(exc)}"
+
+    await asyncio.gather(*(one(r) for r in fresh))
+    return EvalResults(fresh, metadata={**results.metadata, "rescored_with": env.name})
+
+
+def rescore(
+    results: EvalResults, env: EnvironmentProtocol, *, concurrency: int = DEFAULT_CONCURRENCY
+) -> EvalResults:
+    """Synchronous `arescore` (works in scripts and inside Jupyter)."""
+    return run_sync(arescore(results, env, concurrency=concurrency))
+
+
+__all__ = ["arescore", "rescore"]
