@@ -177,7 +177,7 @@ async def _harness(base_url: str, concurrency: int, n: int, variant: str) -> dic
         wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     await client.aclose()
     s = results.summary
-    assert s.rollouts == n and s.mean_reward == 1.0 and s.errors == 0, f"harness run went wrong: {s}"
+    assert s.num_rollouts == n and s.mean_reward == 1.0 and s.errors == 0, f"harness run went wrong: {s}"
     # 1.0 when the tool ended the run inline on the loop (the median shows if most runs did)
     return {"wall": wall, "cpu": cpu, "rss0": rss0, "inline": float(tool.placement == "inline")}
 
