@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import re
 import sys
@@ -110,7 +111,14 @@ def _resolve_key(args: argparse.Namespace, base_url: str | None) -> str | None:
 
 
 def _sampling(args: argparse.Namespace) -> dict[str, Any]:
+    from harness.client import check_sampling
+    from harness.errors import ConfigError
+
     sampling = _json_arg(args.sampling, "-S/--sampling")
+    try:
+        check_sampling(sampling, "-S/--sampling")
+    except ConfigError as exc:
+        raise CliError(str(exc)) from None
     if args.max_tokens is not None:
         sampling["max_tokens"] = args.max_tokens
     if args.temperature is not None:
@@ -144,21 +152,50 @@ def _output_dir(args: argparse.Namespace, env_name: str) -> tuple[Path, bool]:
     return path, False
 
 
+# Caps sane for one machine (24 GiB): each planned rollout is kept in memory until the run ends.
+MAX_ROLLOUTS_PER_RUN = 1_000_000
+_INT_RANGES = (  # flag, attribute, least, most
+    ("-n/--num-examples", "num_examples", 1, None),
+    ("-r/--rollouts-per-example", "rollouts_per_example", 1, 1000),
+    ("-c/--concurrency", "concurrency", 1, 4096),
+    ("--max-turns", "max_turns", 1, 1000),
+    ("-t/--max-tokens", "max_tokens", 1, 1_000_000),
+    ("--max-retries", "max_retries", 0, 100),
+    ("--workers", "workers", 1, 256),
+    ("--seed", "seed", 0, 2**32 - 1),
+)
+_FLOAT_RANGES = (  # flag, attribute, low, high, low inclusive
+    ("--timeout", "timeout", 0.0, 86400.0, False),  # "a positive number of seconds"
+    ("-T/--temperature", "temperature", 0.0, 2.0, True),
+    ("--max-error-rate", "max_error_rate", 0.0, 1.0, True),
+)
+
+
 def _check_counts(args: argparse.Namespace) -> None:
-    """Reject impossible numbers before anything is loaded or started."""
-    for flag, value, least in (
-        ("-n/--num-examples", args.num_examples, 1),
-        ("-r/--rollouts-per-example", args.rollouts_per_example, 1),
-        ("-c/--concurrency", args.concurrency, 1),
-        ("--max-turns", args.max_turns, 1),
-        ("-t/--max-tokens", args.max_tokens, 1),
-        ("--max-retries", args.max_retries, 0),
-        ("--workers", args.workers, 1),
-    ):
-        if value is not None and value < least:
-            raise CliError(f"{flag} must be at least {least}, got {value}")
-    if args.timeout <= 0:
-        raise CliError(f"--timeout must be a positive number of seconds, got {args.timeout}")
+    """Reject impossible or harmful values before anything is loaded or started: one line
+    naming the flag and the allowed values."""
+    for flag, name, least, most in _INT_RANGES:
+        value = getattr(args, name, None)
+        if value is None:
+            continue
+        allowed = f" (allowed: {least} to {most:,})" if most is not None else ""
+        if value < least:
+            raise CliError(f"{flag} must be at least {least}, got {value}{allowed}")
+        if most is not None and value > most:
+            raise CliError(f"{flag} must be at most {most:,}, got {value:,}{allowed}")
+    for flag, name, low, high, inclusive in _FLOAT_RANGES:
+        value = getattr(args, name, None)
+        if value is None:
+            continue
+        above = value >= low if inclusive else value > low
+        if not (math.isfinite(value) and above and value <= high):
+            what = f"a number from {low:g} to {high:g}" if inclusive else f"a positive number up to {high:g}"
+            raise CliError(f"{flag} must be {what}, got {value}")
+    if args.resume and args.output_dir:
+        raise CliError(
+            f"--resume {args.resume} continues that run in place, so -o/--output-dir {args.output_dir} "
+            "cannot be used with it; drop one of them"
+        )
     if args.shard is not None:
         from harness.errors import ConfigError
         from harness.sharding import Shard
@@ -167,6 +204,19 @@ def _check_counts(args: argparse.Namespace) -> None:
             args.shard = Shard.parse(args.shard)
         except ConfigError as exc:
             raise CliError(f"--shard {args.shard}: {exc}") from None
+
+
+def _check_planned(env: Any, args: argparse.Namespace) -> None:
+    """The run's size (examples x rollouts) must fit in memory: checked before it starts."""
+    examples = len(env.get_dataset(args.split))
+    if args.num_examples is not None:
+        examples = min(examples, args.num_examples)
+    planned = examples * args.rollouts_per_example
+    if planned > MAX_ROLLOUTS_PER_RUN:
+        raise CliError(
+            f"-n/-r: {examples:,} examples x {args.rollouts_per_example:,} rollouts = {planned:,} rollouts, "
+            f"more than {MAX_ROLLOUTS_PER_RUN:,} per run; lower -n or -r, or split it with --shard"
+        )
 
 
 def _warn_in_one_line(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
@@ -183,7 +233,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def _eval(args: argparse.Namespace) -> int:
     from harness.aio import run_sync
-    from harness.errors import ConfigError
+    from harness.errors import ConfigError, EndpointError, ResultsError
     from harness.evaluation import evaluate
     from harness.workers import WorkerError
 
@@ -194,6 +244,7 @@ def _eval(args: argparse.Namespace) -> int:
     if args.max_turns is not None:
         env.max_turns = args.max_turns
     env_name = getattr(env, "name", None) or args.env
+    _check_planned(env, args)
     output_dir, resume = _output_dir(args, env_name)
 
     with ExitStack() as stack:
@@ -222,16 +273,20 @@ def _eval(args: argparse.Namespace) -> int:
             raise CliError(str(exc)) from exc
         except (ConfigError, WorkerError) as exc:  # bad --workers/--ray, or a worker could not start
             raise CliError(str(exc)) from exc
+        except EndpointError as exc:  # the endpoint refused the first requests: stopped early
+            raise CliError(str(exc)) from exc
         except ValueError as exc:
-            if resume:  # a settings mismatch: one line, each difference separated by "; "
+            # A settings mismatch on resume, or another writer holding the directory: one
+            # line, each difference separated by "; ".
+            if resume or isinstance(exc, ResultsError):
                 raise CliError(
                     "; ".join(line.strip().rstrip(":") for line in str(exc).splitlines() if line.strip())
                 ) from exc
             raise
         finally:
             run_sync(client.aclose())
-    _print_eval(results, output_dir)
-    return 0
+    errors = _print_eval(results, output_dir)
+    return _error_rate_exit(errors, _summary_value(results.summary, "rollouts") or 0, args.max_error_rate)
 
 
 def _client(stack: ExitStack, args: argparse.Namespace, env: Any):
@@ -258,7 +313,8 @@ def _client(stack: ExitStack, args: argparse.Namespace, env: Any):
     )
 
 
-def _print_eval(results: Any, output_dir: Path) -> None:
+def _print_eval(results: Any, output_dir: Path) -> int:
+    """Print the summary and where the results are; returns how many rollouts errored."""
     console = _console()
     console.print(results)
     console.print(f"Results written to [bold]{output_dir}[/bold]", soft_wrap=True)
@@ -269,6 +325,17 @@ def _print_eval(results: Any, output_dir: Path) -> None:
             f"`rubric view {output_dir} --errors`[/yellow]",
             soft_wrap=True,
         )
+    return int(errors or 0)
+
+
+def _error_rate_exit(errors: int, rollouts: int, limit: float | None) -> int:
+    """1 when too many rollouts errored: more than `limit` of them, or (no limit) all of them."""
+    too_many = errors > limit * rollouts if limit is not None else rollouts > 0 and errors == rollouts
+    if not too_many:
+        return 0
+    allowed = f"more than --max-error-rate {limit:g}" if limit is not None else "every rollout"
+    print(f"rubric eval: error: {errors} of {rollouts} rollouts errored ({allowed})", file=sys.stderr)
+    return 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -306,6 +373,9 @@ def _view_html(args: argparse.Namespace, results: Any) -> int:
 def cmd_view(args: argparse.Namespace) -> int:
     from harness.render import render_rollout, select_rollouts
 
+    for flag, value in (("--worst", args.worst), ("--best", args.best)):
+        if value is not None and value < 1:
+            raise CliError(f"{flag} must be a count of at least 1, got {value}")
     results = _load_run(args.dir)
     if args.html is not None:
         return _view_html(args, results)
@@ -564,7 +634,13 @@ def _add_eval(sub: Any) -> None:
     ev.add_argument("-o", "--output-dir", help="results directory (default runs/<env>--<model>--<time>)")
     ev.add_argument("--resume", metavar="DIR", help="continue an interrupted run in DIR")
     ev.add_argument("--max-retries", type=int, default=5)
-    ev.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
+    ev.add_argument("--timeout", type=float, default=120.0, help="seconds per request, the whole of it")
+    ev.add_argument(
+        "--max-error-rate",
+        type=float,
+        metavar="F",
+        help="exit non-zero when more than this share (0-1) of rollouts errored (default: when all did)",
+    )
     ev.add_argument("--no-progress", action="store_true")
     ev.add_argument(
         "--workers",

@@ -481,6 +481,29 @@ def _timeout_error(base_url: str) -> Exception:
     return openai.APITimeoutError(request=request)
 
 
+#: Request arguments the harness sets itself, or that would break every rollout, with why.
+HARNESS_OWNED = {
+    "messages": "the harness sends each rollout's conversation",
+    "model": "the model is -m/--model (Client(model=...))",
+    "tools": "tools come from the environment",
+    "functions": "tools come from the environment",
+    "stream": "the harness reads whole responses",
+    "stream_options": "the harness reads whole responses",
+    "n": "one rollout is one completion; use -r/--rollouts-per-example for several",
+}
+
+
+def check_sampling(sampling: Mapping[str, Any], where: str = "sampling") -> None:
+    """Reject sampling arguments the harness owns (`HARNESS_OWNED`), naming the reason.
+
+    Raises:
+        ConfigError: A key such as `stream`, `messages`, `model`, `tools` or `n` is present.
+    """
+    for key in sampling:
+        if key in HARNESS_OWNED and not (key == "n" and sampling[key] == 1):
+            raise ConfigError(f"{where} may not set {key!r}: {HARNESS_OWNED[key]}; remove it")
+
+
 def _check_params(params: Mapping[str, Any], where: str) -> None:
     for name in ("messages", "stream"):
         if params.get(name) not in (None, False):

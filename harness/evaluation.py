@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -17,9 +18,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from harness.client import Client
+from harness.client import Client, check_sampling
 from harness.defaults import DEFAULT_CONCURRENCY
-from harness.errors import ConfigError, ResultsError
+from harness.errors import ConfigError, EndpointError, ResultsError
 from harness.progress import ProgressDisplay, RunStats
 from harness.protocol import EnvironmentProtocol
 from harness.results import EvalResults, node_paths
@@ -28,6 +29,7 @@ from harness.sharding import Shard, shard_metadata
 from harness.storage import (
     METADATA_FILE,
     ResultsWriter,
+    RunLock,
     clear_run,
     prepare_directory,
     read_metadata,
@@ -149,6 +151,27 @@ def _check_resumable(directory: Path, saved: Mapping[str, Any], current: Mapping
         )
 
 
+def _finite(value: Any) -> Any:
+    """`value` with every NaN or ±inf float replaced by None: metadata.json is strict JSON."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _stop_if_refused(client: Any, stats: RunStats) -> None:
+    """Raise when the endpoint refused the run's first requests (401, 403, unknown model)."""
+    refused = getattr(client, "refused", None)
+    if refused is not None:
+        raise EndpointError(
+            f"stopped early after {stats.ran} rollout(s): the endpoint refused the first requests: {refused}",
+            status=refused.status,
+        )
+
+
 class _Run:
     """Book-keeping of one evaluate call: the plan, what finished, what goes to disk."""
 
@@ -158,6 +181,7 @@ class _Run:
         self.stats = stats
         self.rollouts: list[Rollout] = []
         self.writer: ResultsWriter | None = None
+        self.lock: RunLock | None = None
         self.started = time.perf_counter()
 
     @classmethod
@@ -188,9 +212,25 @@ class _Run:
 
     def save_metadata(self) -> None:
         if self.directory is not None:
-            write_json_atomic(self.directory / METADATA_FILE, self.metadata)
+            write_json_atomic(self.directory / METADATA_FILE, _finite(self.metadata))
 
     def close(self, status: str, *, ran: int, max_k: int) -> EvalResults:
+        """Finalize metadata.json (status, summary), close results.jsonl, release the lock:
+        whatever happened, including a summary that cannot be computed."""
+        try:
+            return self._finalize(status, ran=ran, max_k=max_k)
+        except Exception as exc:
+            self.metadata.update(status="failed", finished_at=_now(), summary=None)
+            self.metadata["error"] = f"the run could not be summarized: {type(exc).__name__}: {exc}"
+            self.save_metadata()
+            raise
+        finally:
+            if self.writer is not None:
+                self.writer.close()
+            if self.lock is not None:
+                self.lock.release()
+
+    def _finalize(self, status: str, *, ran: int, max_k: int) -> EvalResults:
         wall = time.perf_counter() - self.started
         summary = summarize(
             self.rollouts,
@@ -262,17 +302,23 @@ def _select_examples(
 
 def _load_previous(
     directory: Path | None, resume: bool, overwrite: bool, current: Mapping[str, Any]
-) -> tuple[list[Rollout], dict[str, Any] | None]:
-    """The rollouts and metadata of the run being resumed (nothing for a fresh directory)."""
+) -> tuple[list[Rollout], dict[str, Any] | None, RunLock | None]:
+    """The rollouts and metadata of the run being resumed (nothing for a fresh directory),
+    read under the directory's one-writer lock, which the caller then holds."""
     if directory is None:
-        return [], None
+        return [], None, None
     if overwrite and not resume:
         clear_run(directory)
-    previous = prepare_directory(directory, resume=resume)
-    saved = read_metadata(directory)
-    if saved is not None:
-        _check_resumable(directory, saved, current)
-    return previous, saved
+    lock = RunLock(directory)
+    try:
+        previous = prepare_directory(directory, resume=resume, lock=lock)
+        saved = read_metadata(directory)
+        if saved is not None:
+            _check_resumable(directory, saved, current)
+    except BaseException:
+        lock.release()
+        raise
+    return previous, saved, lock
 
 
 def _start_metadata(
@@ -324,6 +370,8 @@ async def run_jobs(
         # All workers share one iterator: taking a job is a plain next(), no queue needed.
         for example, index in pending:
             on_finished(await run_rollout(env, client, example, index, sampling=params))
+            if getattr(client, "refused", None) is not None:
+                return  # the endpoint refuses this key or model: every request would fail alike
 
     async with asyncio.TaskGroup() as group:
         for _ in range(concurrency):
@@ -393,6 +441,8 @@ async def evaluate(
     check_credentials = getattr(client, "check_credentials", None)
     if callable(check_credentials):  # no key for OpenAI: one clear error, not N failed rollouts
         check_credentials()
+
+    check_sampling(dict(sampling or {}))
     run_elsewhere = plan_executor(
         env,
         client,
@@ -420,9 +470,15 @@ async def evaluate(
         arguments.update(workers=workers, executor=executor)
     current = {"env": _jsonable(env.config()), "model": _jsonable(client.config()), "arguments": arguments}
     directory = Path(output_dir) if output_dir is not None else None
-    previous, saved = _load_previous(directory, resume, overwrite, current)
-    plan.skip_finished(previous, directory)
-    run = _Run.open(directory, _start_metadata(current, saved, plan, sharding), plan)
+    previous, saved, lock = _load_previous(directory, resume, overwrite, current)
+    try:
+        plan.skip_finished(previous, directory)
+        run = _Run.open(directory, _start_metadata(current, saved, plan, sharding), plan)
+    except BaseException:
+        if lock is not None:
+            lock.release()
+        raise
+    run.lock = lock
 
     status = "failed"
     try:
@@ -436,6 +492,7 @@ async def evaluate(
                     sampling=sampling,
                     on_finished=run.finished,
                 )
+                _stop_if_refused(client, run.stats)
             else:
                 run.record_workers(executor, await run_elsewhere(plan.jobs, run.finished))
         status = "completed"

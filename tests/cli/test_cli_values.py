@@ -1,0 +1,61 @@
+"""Bad command-line values and harmful -S keys: one line naming the flag before anything starts."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+import cli
+from tests.cli.test_cli import run
+
+EVAL = ["eval", "gsm8k", "-m", "scripted:oracle", "--no-progress"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-r", "100000000"], "-r/--rollouts-per-example must be at most 1,000, got 100,000,000"),
+        (["-c", "1000000"], "-c/--concurrency must be at most 4,096"),
+        (["--timeout", "nan"], "--timeout must be a positive number up to 86400, got nan"),
+        (["--timeout", "inf"], "--timeout must be a positive number up to 86400, got inf"),
+        (["-T", "nan"], "-T/--temperature must be a number from 0 to 2, got nan"),
+        (["--seed", "-1"], "--seed must be at least 0, got -1"),
+        (["--max-error-rate", "1.5"], "--max-error-rate must be a number from 0 to 1, got 1.5"),
+        (["--resume", "A", "-o", "B"], "-o/--output-dir B cannot be used with it"),
+        (["-S", '{"stream": true}'], "-S/--sampling may not set 'stream'"),
+        (["-S", '{"messages": []}'], "-S/--sampling may not set 'messages'"),
+        (["-S", '{"model": "other"}'], "-S/--sampling may not set 'model'"),
+        (["-S", '{"tools": []}'], "-S/--sampling may not set 'tools'"),
+        (["-S", '{"n": 4}'], "use -r/--rollouts-per-example for several"),
+    ],
+)
+def test_bad_values_are_one_line_and_nothing_starts(tmp_path: Path, args: list[str], message: str) -> None:
+    out = tmp_path / "out"
+    extra = ["-o", str(out)] if "--resume" not in args else []
+    proc = run(*EVAL, *args, *extra, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr
+    assert message in lines[0]
+    assert not out.exists(), "an output folder was left behind"
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--worst", "-3"), ("--best", "0")])
+def test_view_counts_must_be_positive(tmp_path: Path, flag: str, value: str) -> None:
+    proc = run("view", str(tmp_path), flag, value, cwd=tmp_path)
+    assert proc.returncode == 2 and f"{flag} must be a count of at least 1, got {value}" in proc.stderr
+
+
+def test_a_run_too_large_in_total_is_refused_before_it_starts() -> None:
+    class Big:
+        def get_dataset(self, split: str) -> list[int]:
+            return list(range(5000))
+
+    args = argparse.Namespace(split="eval", num_examples=None, rollouts_per_example=1000)
+    with pytest.raises(
+        cli.CliError, match=r"5,000 examples x 1,000 rollouts = 5,000,000 rollouts, more than 1,000,000"
+    ):
+        cli._check_planned(Big(), args)
+    cli._check_planned(Big(), argparse.Namespace(split="eval", num_examples=100, rollouts_per_example=1000))
