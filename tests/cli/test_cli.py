@@ -336,7 +336,7 @@ def test_debug_shows_traceback(tmp_path: Path) -> None:
     assert "Traceback" in proc.stderr
 
 
-def test_errors_in_rollouts_still_exit_zero_but_say_so(tmp_path: Path) -> None:
+def test_errors_in_rollouts_are_said_and_fail_the_run_only_past_the_error_rate(tmp_path: Path) -> None:
     env_file = tmp_path / "broken.py"
     env_file.write_text(
         "from envs import MultiTurnEnv\n\n"
@@ -356,12 +356,26 @@ def test_errors_in_rollouts_still_exit_zero_but_say_so(tmp_path: Path) -> None:
         "-o",
         str(tmp_path / "run"),
         "--no-progress",
+        "--max-error-rate",
+        "1",
         cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
     assert "ended with an error" in proc.stdout
     rollouts = read_rollouts(tmp_path / "run" / "results.jsonl")
     assert rollouts[0]["stop_reason"] == "error" and "feedback bug" in rollouts[0]["error"]
+    # By default a run in which every rollout errored fails.
+    again = run(
+        "eval",
+        str(env_file),
+        "-m",
+        "scripted:echo",
+        "-o",
+        str(tmp_path / "r2"),
+        "--no-progress",
+        cwd=tmp_path,
+    )
+    assert again.returncode == 1 and "1 of 1 rollouts errored (every rollout)" in again.stderr
 
 
 def test_help_starts_without_heavy_imports() -> None:
