@@ -200,7 +200,7 @@ def prepare_directory(directory: Path, *, resume: bool, lock: RunLock | None = N
     """
     if directory.exists() and not directory.is_dir():
         raise NotADirectoryError(f"output_dir {directory} is a file; pass a directory path")
-    if directory.exists() and any(directory.iterdir()) and not resume:
+    if directory.exists() and any(p.name != LOCK_FILE for p in directory.iterdir()) and not resume:
         raise FileExistsError(
             f"output directory {directory} already exists and is not empty; pass resume=True to "
             f"continue that run, overwrite=True to replace it, or choose another output_dir"
