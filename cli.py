@@ -286,7 +286,7 @@ def _eval(args: argparse.Namespace) -> int:
         finally:
             run_sync(client.aclose())
     errors = _print_eval(results, output_dir)
-    return _error_rate_exit(errors, _summary_value(results.summary, "rollouts") or 0, args.max_error_rate)
+    return _error_rate_exit(errors, results.summary.num_rollouts, args.max_error_rate)
 
 
 def _client(stack: ExitStack, args: argparse.Namespace, env: Any):
