@@ -488,20 +488,14 @@ def _fmt(value: Any) -> str:
 def cmd_list(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from envs import list_environments
+    from envs.hub.install import installed_environments
 
-    found = list_environments()
+    found = installed_environments()
     table = Table(title="installed environments")
-    for column in ("name", "distribution", "version", "entry point"):
+    for column in ("name", "version", "distribution", "description"):
         table.add_column(column)
-    for item in found:
-        row = item if isinstance(item, dict) else getattr(item, "__dict__", {})
-        table.add_row(
-            str(row.get("name", "")),
-            str(row.get("distribution", "")),
-            str(row.get("version", "")),
-            str(row.get("value", row.get("entry_point", ""))),
-        )
+    for env in found:
+        table.add_row(env.name, env.version, env.distribution, env.description)
     _console().print(table if found else "no environments installed (group rubric.environments)")
     return 0
 
@@ -566,8 +560,74 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def cmd_build(args: argparse.Namespace) -> int:
+    from envs.hub.build import build_package
+
+    result = _hub_call(build_package, args.dir, isolation=not args.no_isolation)
+    for path in result.files:
+        print(f"built {path}")
+    print(
+        f"checked on rubric-rl {', '.join(result.record.compatibility.get('rubric-rl', []))}; next: rubric push"
+    )
+    return 0
+
+
+def cmd_push(args: argparse.Namespace) -> int:
+    from envs.hub.publish import push_package
+
+    result = _hub_call(push_package, args.dir, hub=args.hub, bump=args.bump, isolation=not args.no_isolation)
+    print(f"pushed {result.name} {result.version} to {result.hub.url} ({len(result.files)} files)")
+    print(f"install it with: rubric install {result.name}=={result.version} --hub {result.hub.url}")
+    return 0
+
+
+def cmd_install(args: argparse.Namespace) -> int:
+    from envs.hub.install import install
+
+    env = _hub_call(install, args.spec, hub=args.hub)
+    print(f"installed {env.distribution} {env.version}: environment {env.name!r} ({env.entry_point})")
+    print(f"run it: rubric eval {env.name} -m MODEL -n 5")
+    return 0
+
+
+def _print_entry(entry: Any, full: bool) -> None:
+    print(f"{entry.name} {entry.version}  (versions: {', '.join(entry.versions)})")
+    print(f"  {entry.description}")
+    print(f"  tags: {', '.join(entry.tags) or '-'}")
+    compat = "; ".join(f"{k} {', '.join(v)}" for k, v in entry.compatibility.items())
+    print(f"  checked on: {compat or 'unknown (no rubric_card.json)'}")
+    if full:
+        from envs.hub.card import split_front_matter
+
+        card = (entry.record or {}).get("card") or {}
+        needs = card.get("needs") or {}
+        wanted = [*needs.get("api_keys", []), *(k for k in ("sandbox", "network") if needs.get(k))]
+        print(f"  kind: {card.get('kind', '?')}; reward range {card.get('reward_range', '?')}; ", end="")
+        print(f"license {card.get('license', '?')}; needs {', '.join(wanted) or 'nothing else'}")
+        for node in (entry.record or {}).get("rubric", []):
+            extra = ", ".join(f"{k}={v}" for k, v in node.items() if k not in ("path", "type"))
+            print(f"  rubric {node['path'] or '(root)'}: {node['type']}{f' ({extra})' if extra else ''}")
+        print()
+        print(split_front_matter(entry.readme)[1].strip())
+
+
+def cmd_hub(args: argparse.Namespace) -> int:
+    from envs.hub.index import info, search
+
+    if args.hub_command == "info":
+        _print_entry(_hub_call(info, args.name, hub=args.hub), full=True)
+        return 0
+    entries = _hub_call(search, args.query, tag=args.tag, hub=args.hub)
+    for entry in entries:
+        _print_entry(entry, full=False)
+    if not entries:
+        print("no environment packages match")
+    return 0
+
+
 def _add_hub_commands(sub: Any) -> None:
-    """`rubric init/check`: thin wrappers over envs.hub."""
+    """`rubric init/check/build/push/install` and `rubric hub search/info`: thin wrappers over envs.hub."""
+    hub_help = "index URL (default: $RUBRIC_HUB_URL), e.g. http://127.0.0.1:8080"
     init = sub.add_parser("init", help="write a new environment package, ready to eval, check and push")
     init.add_argument("name", metavar="NAME", help="environment/package name, e.g. my-env")
     init.add_argument("--dir", default=".", help="folder to create NAME/ in (default: here)")
@@ -576,6 +636,35 @@ def _add_hub_commands(sub: Any) -> None:
     check = sub.add_parser("check", help="run the checks a hub entry must pass (non-zero exit on failure)")
     check.add_argument("dir", metavar="DIR", nargs="?", default=".")
     check.set_defaults(func=cmd_check)
+    build = sub.add_parser("build", help="check, then build sdist and wheel (with the card) into DIR/dist")
+    push = sub.add_parser("push", help="upload DIR/dist's files for the current version to the hub")
+    for parser in (build, push):
+        parser.add_argument("dir", metavar="DIR", nargs="?", default=".")
+        parser.add_argument(
+            "--no-isolation", action="store_true", help="build with the backend installed here"
+        )
+    build.set_defaults(func=cmd_build)
+    push.add_argument("--hub", help=hub_help)
+    push.add_argument(
+        "--bump", choices=["patch", "minor", "major"], help="raise the version and rebuild first"
+    )
+    push.set_defaults(func=cmd_push)
+    inst = sub.add_parser("install", help="install an environment from the hub into this Python")
+    inst.add_argument("spec", metavar="NAME[==VERSION]")
+    inst.add_argument("--hub", help=hub_help)
+    inst.set_defaults(func=cmd_install)
+    hub = sub.add_parser("hub", help="search the hub and show an environment's card")
+    hub_sub = hub.add_subparsers(dest="hub_command", metavar="COMMAND", required=True)
+    search = hub_sub.add_parser("search", help="environment packages on the hub (name, versions, card)")
+    search.add_argument("query", metavar="QUERY", nargs="?")
+    search.add_argument("--tag", help="only entries with this tag")
+    info = hub_sub.add_parser("info", help="one environment: versions, card, rubric tree, compatibility")
+    info.add_argument("name", metavar="NAME")
+    for parser in (search, info):
+        parser.add_argument("--hub", help=hub_help)
+    hub.set_defaults(func=cmd_hub)
+    for parser in (search, info):  # build_parser adds --debug to top-level commands only
+        parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """Shared fakes for tests: small environments implementing harness.protocol.EnvironmentProtocol,
-with matching scripted-endpoint policies, so the rollout loop and evaluate are tested without `envs`.
+with matching scripted-endpoint policies, so the rollout loop and evaluate are tested without `envs`;
+and `serve_pypiserver`, a real package index on 127.0.0.1 for the hub tests.
 
 Their own sanity tests live in tests/harness/test_helpers.py.
 """
@@ -9,7 +10,14 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import AsyncIterator, Iterable, Mapping
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from harness.types import Message, Rollout
@@ -213,3 +221,71 @@ async def serve(
             backoff_max=0.02,
         ) as client:
             yield endpoint, client
+
+
+# ---------------------------------------------------------------------------------------------
+# a real package index (pypiserver) on 127.0.0.1, for the hub tests
+
+
+@dataclass(frozen=True)
+class HubServer:
+    """A running pypiserver: its base URL, upload credentials and package folder."""
+
+    url: str
+    user: str
+    password: str
+    packages: Path
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def serve_pypiserver(
+    folder: Path, *, user: str = "alice", password: str = "wonderland"
+) -> Iterator[HubServer]:
+    """Run `pypiserver` in a subprocess on a free loopback port with an htpasswd file; stop it after.
+
+    Uploads need the credentials (`-a update`); reads are open; no fallback to PyPI.
+    """
+    import warnings
+
+    with warnings.catch_warnings():  # passlib imports the deprecated `crypt` module
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from passlib.apache import HtpasswdFile
+
+    packages = folder / "packages"
+    packages.mkdir(parents=True, exist_ok=True)
+    htpasswd = HtpasswdFile(str(folder / "htpasswd"), new=True)
+    htpasswd.set_password(user, password)
+    htpasswd.save()
+    port = _free_port()
+    log = (folder / "pypiserver.log").open("wb")
+    command = [sys.executable, "-m", "pypiserver", "run", "-i", "127.0.0.1", "-p", str(port)]
+    command += ["-P", str(folder / "htpasswd"), "-a", "update", "--disable-fallback", str(packages)]
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(url + "/simple/", timeout=2):
+                    break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"pypiserver did not start: {(folder / 'pypiserver.log').read_text()}"
+                    ) from None
+                time.sleep(0.1)
+        yield HubServer(url=url, user=user, password=password, packages=packages)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+        log.close()

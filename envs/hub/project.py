@@ -219,10 +219,9 @@ class Project:
                 files.append(path)
         return files
 
-    def bump_version(self, part: BumpPart) -> Version:
-        """Raise the version's `part` (resetting lower parts) in pyproject.toml; returns the new one."""
-        old = self.version
-        major, minor, patch = (*old.release, 0, 0)[:3]
+    def next_version(self, part: BumpPart) -> Version:
+        """The version with `part` raised and the lower parts reset (0.1.3 + minor -> 0.2.0)."""
+        major, minor, patch = (*self.version.release, 0, 0)[:3]
         new = {
             "major": f"{major + 1}.0.0",
             "minor": f"{major}.{minor + 1}.0",
@@ -230,15 +229,24 @@ class Project:
         }.get(part)
         if new is None:
             raise HubError(f"cannot bump {part!r}; use patch, minor or major")
+        return Version(new)
+
+    def write_version(self, new: str | Version) -> None:
+        """Rewrite the `version = "..."` line of [project] in pyproject.toml, and nothing else."""
         path = self.root / "pyproject.toml"
         text = path.read_text(encoding="utf-8")
         project_start = text.find("[project]")
         match = _VERSION_LINE.search(text, project_start if project_start >= 0 else 0)
         if match is None:
             raise HubError(f'cannot find the version = "..." line in {path}; edit the version by hand')
-        path.write_text(text[: match.start(3)] + new + text[match.end(3) :], encoding="utf-8")
-        self.table["version"] = new
-        return Version(new)
+        path.write_text(text[: match.start(3)] + str(new) + text[match.end(3) :], encoding="utf-8")
+        self.table["version"] = str(new)
+
+    def bump_version(self, part: BumpPart) -> Version:
+        """Raise the version's `part` in pyproject.toml; returns the new version."""
+        new = self.next_version(part)
+        self.write_version(new)
+        return new
 
 
 __all__ = ["CARD_FILE", "BumpPart", "HubError", "PackageName", "Project"]

@@ -1,0 +1,172 @@
+"""`rubric install` and `rubric list`: environments from a hub into this interpreter, and what is installed.
+
+`install` asks the hub which versions it has (so a typo or a missing version is one clear line
+before any installer runs), then runs uv (when on PATH) or pip for `sys.executable`, with the
+hub as an extra index so dependencies still come from the configured index (PyPI by default),
+and finally confirms the `rubric.environments` entry point is registered.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import importlib
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from importlib.metadata import Distribution, PackageNotFoundError, distribution, distributions
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from envs.hub.index import Hub, IndexReader
+from envs.hub.project import CARD_FILE, HubError, PackageName
+from envs.registry import ENTRY_POINT_GROUP
+from harness.aio import run_sync
+
+INSTALL_TIMEOUT = 900.0
+
+
+@dataclass(frozen=True)
+class InstalledEnvironment:
+    """An installed environment: its registered name, distribution, version and card description."""
+
+    name: str
+    distribution: str
+    version: str
+    description: str
+    entry_point: str
+
+
+def _parse_spec(spec: str) -> tuple[PackageName, str | None]:
+    try:
+        requirement = Requirement(spec.strip())
+    except InvalidRequirement:
+        raise HubError(f"cannot read {spec!r}; give NAME or NAME==VERSION, e.g. my-env==0.1.0") from None
+    name = PackageName.parse(requirement.name)
+    pins = [s.version for s in requirement.specifier if s.operator in ("==", "===")]
+    if requirement.specifier and not pins:
+        raise HubError(f"{spec!r}: only NAME or NAME==VERSION is supported")
+    return name, pins[0] if pins else None
+
+
+async def _resolve_version(hub: Hub, name: PackageName, wanted: str | None) -> str:
+    async with IndexReader(hub) as reader:
+        files = await reader.project_files(name.distribution)
+    if not files:
+        raise HubError(
+            f"no package {name.distribution!r} on {hub.url}; `rubric hub search` lists what is there"
+        )
+    versions = sorted({f.version for f in files})
+    if wanted is None:
+        return str(versions[-1])
+    if wanted not in {str(v) for v in versions}:
+        raise HubError(
+            f"{name.distribution} has no version {wanted} on {hub.url}; it has {', '.join(map(str, versions))}"
+        )
+    return wanted
+
+
+def installer_command(requirement: str, hub: Hub) -> list[str]:
+    """uv when on PATH, else pip; either installs into this interpreter's environment."""
+    uv = shutil.which("uv")
+    if uv:
+        return [
+            uv,
+            "pip",
+            "install",
+            "--python",
+            sys.executable,
+            "--extra-index-url",
+            hub.simple_url,
+            requirement,
+        ]
+    return [sys.executable, "-m", "pip", "install", "--extra-index-url", hub.simple_url, requirement]
+
+
+def _installed(name: PackageName) -> Distribution:
+    importlib.invalidate_caches()
+    try:
+        return distribution(name.distribution)
+    except PackageNotFoundError:
+        raise HubError(f"the installer finished but {name.distribution} is not installed here") from None
+
+
+async def ainstall(spec: str, *, hub: str | Hub | None = None) -> InstalledEnvironment:
+    """Install `NAME` or `NAME==VERSION` from the hub into the running interpreter's environment.
+
+    Raises:
+        HubError: a bad spec, no such package or version on the hub, the installer failed, or
+            the installed package registers no `rubric.environments` entry point.
+    """
+    where = hub if isinstance(hub, Hub) else Hub.resolve(hub)
+    name, wanted = _parse_spec(spec)
+    version = await _resolve_version(where, name, wanted)
+    command = installer_command(f"{name.distribution}=={version}", where)
+    proc = await asyncio.to_thread(
+        subprocess.run, command, capture_output=True, text=True, timeout=INSTALL_TIMEOUT, check=False
+    )
+    if proc.returncode != 0:
+        tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
+        raise HubError(f"installing {name.distribution}=={version} failed ({command[0]}): {tail}")
+    found = [e for e in installed_environments() if canonicalize_name(e.distribution) == name.distribution]
+    if not found:
+        _installed(name)
+        raise HubError(
+            f"{name.distribution} {version} is installed but registers no {ENTRY_POINT_GROUP!r} entry point; "
+            "it is not an environment package"
+        )
+    return found[0]
+
+
+def install(spec: str, *, hub: str | Hub | None = None) -> InstalledEnvironment:
+    """Synchronous `ainstall` (works inside a running event loop too)."""
+    return run_sync(ainstall(spec, hub=hub))
+
+
+def _description(dist: Distribution, module: str) -> str:
+    """The card's description, else the first docstring line of the entry point's module, else Summary.
+
+    The docstring is read from the source with `ast`, so listing imports nothing.
+    """
+    card = Path(str(dist.locate_file(f"{module.split('.')[0]}/{CARD_FILE}")))
+    try:
+        return str(json.loads(card.read_text(encoding="utf-8"))["card"]["description"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    try:
+        spec = importlib.util.find_spec(module)
+        origin = Path(spec.origin) if spec is not None and spec.origin else None
+        doc = ast.get_docstring(ast.parse(origin.read_text(encoding="utf-8"))) if origin else None
+    except (ImportError, ValueError, OSError, SyntaxError):
+        doc = None
+    return (doc or "").strip().splitlines()[0] if doc else str((dist.metadata.get_all("Summary") or [""])[0])
+
+
+def installed_environments() -> list[InstalledEnvironment]:
+    """Every installed environment (entry-point group `rubric.environments`), sorted by name."""
+    importlib.invalidate_caches()
+    found: dict[tuple[str, str], InstalledEnvironment] = {}
+    for dist in distributions():
+        for ep in dist.entry_points:
+            if ep.group != ENTRY_POINT_GROUP:
+                continue
+            key = (canonicalize_name(ep.name), ep.value)
+            found.setdefault(
+                key,
+                InstalledEnvironment(
+                    name=ep.name,
+                    distribution=str(dist.metadata["Name"]),
+                    version=dist.version,
+                    description=_description(dist, ep.value.split(":")[0]),
+                    entry_point=ep.value,
+                ),
+            )
+    return sorted(found.values(), key=lambda e: canonicalize_name(e.name))
+
+
+__all__ = ["InstalledEnvironment", "ainstall", "install", "installed_environments", "installer_command"]

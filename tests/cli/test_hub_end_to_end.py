@@ -1,0 +1,175 @@
+"""The hub end to end: init, check, build, push to a real pypiserver, then install into a fresh venv.
+
+The fresh venv gets this project installed from the working tree (a real, non-editable
+install) and sees the heavy third-party dependencies (openai, datasets, ...) through a .pth
+line pointing at a folder of links to this interpreter's site-packages, leaving out rubric-rl
+itself: so the environment package and rubric-rl are installed only in the new venv, and pip
+never needs the internet. Every pip call there sees only the local hub (its config is blanked).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import venv
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cli import main
+from tests.helpers import HubServer, serve_pypiserver
+
+ROOT = Path(__file__).resolve().parents[2]
+NAME = "e2e-adder"
+
+
+def _dependencies_folder(folder: Path) -> Path:
+    """Links to every entry of this interpreter's site-packages except rubric-rl's own.
+
+    The folder is named site-packages because dill (under `datasets`' fingerprints) pickles
+    modules by reference only when their path looks installed.
+    """
+    folder.mkdir(parents=True)
+    sites = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    for site in sites:
+        for entry in Path(site).iterdir():
+            lowered = entry.name.lower()
+            if lowered.startswith(("__editable__", "rubric_rl", "rubric-rl")) or lowered.endswith(".pth"):
+                continue
+            if not (folder / entry.name).exists():
+                (folder / entry.name).symlink_to(entry)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def fresh_venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    base = tmp_path_factory.mktemp("fresh")
+    target = base / "venv"
+    venv.EnvBuilder(with_pip=True).create(target)
+    python = target / "bin" / "python"
+    site = Path(
+        subprocess.run(
+            [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout.strip()
+    )
+    (site / "_rubric_test_dependencies.pth").write_text(
+        str(_dependencies_folder(base / "deps" / "site-packages")) + "\n"
+    )
+    # Build this project's wheel from a copy of the tree (so the build leaves nothing in it),
+    # with the build backend installed here, and install it in the fresh venv: a real install.
+    source = base / "source"
+    shutil.copytree(
+        ROOT, source, ignore=shutil.ignore_patterns(".git", "runs", "build", "dist", "*.egg-info")
+    )
+    wheels = base / "wheels"
+    build = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "--no-index"]
+    _run([*build, "-w", str(wheels), str(source)])
+    _run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-index",
+            *map(str, wheels.glob("*.whl")),
+        ]
+    )
+    yield target
+
+
+def _run(command: list[str]) -> None:
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=_offline_env(None))
+    assert done.returncode == 0, done.stderr
+
+
+def _offline_env(hub: HubServer | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_", "RUBRIC_HUB"))}
+    env.update(PIP_CONFIG_FILE=os.devnull, PIP_NO_INPUT="1", PIP_DISABLE_PIP_VERSION_CHECK="1", COLUMNS="200")
+    env.update(UV_NO_CONFIG="1", PYTHON_KEYRING_BACKEND="keyring.backends.null.Keyring")
+    if hub is not None:  # pip's only index is the local hub
+        env.update(PIP_INDEX_URL=hub.url + "/simple/", UV_INDEX_URL=hub.url + "/simple/")
+    return env
+
+
+def _in_venv(
+    target: Path, hub: HubServer, *args: str, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(target / "bin" / "rubric"), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_offline_env(hub),
+        cwd=cwd,
+    )
+
+
+def test_init_check_build_push_install_list_eval_search_repush_bump(
+    tmp_path: Path, fresh_venv: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with serve_pypiserver(tmp_path / "hub") as hub:
+        monkeypatch.setenv("RUBRIC_HUB_USER", hub.user)
+        monkeypatch.setenv("RUBRIC_HUB_PASSWORD", hub.password)
+        monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.null.Keyring")
+        package = tmp_path / NAME
+        # 1. init -> check -> build -> push
+        assert main(["init", NAME, "--dir", str(tmp_path), "--kind", "tool"]) == 0
+        assert main(["check", str(package)]) == 0
+        assert main(["build", str(package), "--no-isolation"]) == 0
+        assert main(["push", str(package), "--hub", hub.url]) == 0
+        assert f"pushed {NAME} 0.1.0 to {hub.url}" in capsys.readouterr().out
+
+        # 2. in the fresh venv: rubric install NAME --hub URL
+        done = _in_venv(fresh_venv, hub, "install", NAME, "--hub", hub.url)
+        assert done.returncode == 0, done.stderr
+        assert f"installed {NAME} 0.1.0: environment '{NAME}'" in done.stdout
+
+        # 3. rubric list shows it, with its card's description
+        listed = _in_venv(fresh_venv, hub, "list")
+        assert NAME in listed.stdout and "A tool environment of two-number additions." in listed.stdout
+
+        # 4. rubric eval NAME -m scripted:demo -n 3: finite rewards, provenance recorded
+        run = tmp_path / "run"
+        evaluated = _in_venv(
+            fresh_venv, hub, "eval", NAME, "-m", "scripted:demo", "-n", "3", "--no-progress", "-o", str(run)
+        )
+        assert evaluated.returncode == 0, evaluated.stderr
+        rewards = [json.loads(line)["reward"] for line in (run / "results.jsonl").read_text().splitlines()]
+        assert rewards == [1.0, 1.0, 1.0]
+
+        # 5. rubric hub search finds it with its version
+        found = _in_venv(fresh_venv, hub, "hub", "search", "additions", "--hub", hub.url)
+        assert found.returncode == 0, found.stderr
+        assert f"{NAME} 0.1.0  (versions: 0.1.0)" in found.stdout
+
+        # 6. pushing the same version again is refused, in one line
+        assert main(["push", str(package), "--hub", hub.url]) == 2
+        err = capsys.readouterr().err.strip()
+        assert f"{NAME} 0.1.0 is already on {hub.url}; bump the version" in err and "\n" not in err
+
+        # 7. a bumped version goes up; NAME==0.1.0 still installs the old one
+        data = package / "e2e_adder" / "data.jsonl"
+        data.write_text(data.read_text() + '{"id": "extra", "question": "What is 40 + 2?", "answer": "42"}\n')
+        assert main(["push", str(package), "--hub", hub.url, "--bump", "patch", "--no-isolation"]) == 0
+        assert f"pushed {NAME} 0.1.1" in capsys.readouterr().out
+        assert _in_venv(fresh_venv, hub, "install", NAME, "--hub", hub.url).returncode == 0
+        assert f"{NAME} │ 0.1.1" in _in_venv(fresh_venv, hub, "list").stdout
+        old = _in_venv(fresh_venv, hub, "install", f"{NAME}==0.1.0", "--hub", hub.url)
+        assert old.returncode == 0, old.stderr
+        assert f"{NAME} │ 0.1.0" in _in_venv(fresh_venv, hub, "list").stdout
+        missing = _in_venv(fresh_venv, hub, "install", f"{NAME}==9.9.9", "--hub", hub.url)
+        assert missing.returncode == 2
+        assert f"{NAME} has no version 9.9.9 on {hub.url}; it has 0.1.0, 0.1.1" in missing.stderr
+    # the installs went to the fresh venv, never to this interpreter's environment
+    assert not list(Path(sysconfig.get_paths()["purelib"]).glob("e2e_adder*"))
