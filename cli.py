@@ -246,6 +246,8 @@ def _eval(args: argparse.Namespace) -> int:
     env_name = getattr(env, "name", None) or args.env
     _check_planned(env, args)
     output_dir, resume = _output_dir(args, env_name)
+    if resume:
+        _warn_if_env_changed(output_dir, getattr(env, "provenance", None))
 
     with ExitStack() as stack:
         client = _client(stack, args, env)
@@ -338,6 +340,29 @@ def _error_rate_exit(errors: int, rollouts: int, limit: float | None) -> int:
     return 1
 
 
+def _warn_if_env_changed(run: Path, now: Any) -> None:
+    """On --resume: say so when the environment's distribution/version or source hash changed."""
+    from envs.provenance import changes
+
+    try:
+        saved = json.loads((run / "metadata.json").read_text(encoding="utf-8")).get("provenance")
+    except (OSError, ValueError, AttributeError):
+        return
+    change = changes(saved, now)
+    if change:
+        print(f"rubric eval: warning: {change}", file=sys.stderr)
+
+
+def _print_provenance(metadata: Any) -> None:
+    from envs.provenance import describe
+    from harness.text import escape_control
+
+    if (
+        isinstance(metadata, dict) and "provenance" in metadata
+    ):  # runs from before it was recorded say nothing
+        print(f"environment: {escape_control(describe(metadata['provenance']))}")
+
+
 # ---------------------------------------------------------------------------------------------
 # rubric view / score / list / endpoint
 
@@ -385,6 +410,7 @@ def cmd_view(args: argparse.Namespace) -> int:
         )
     console = _console()
     console.print(results)
+    _print_provenance(results.metadata)
     try:
         chosen = select_rollouts(
             list(results.rollouts),

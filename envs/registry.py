@@ -21,6 +21,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from envs import provenance
 from harness.errors import EnvironmentNotFoundError, RubricError, UserCodeError, raised_at
 
 ENTRY_POINT_GROUP = "rubric.environments"
@@ -150,6 +151,14 @@ def _from_name(name: str) -> tuple[Any, str]:
     )
 
 
+def _provenance_of_name(name: str) -> dict[str, Any]:
+    matches = _entry_points().get(_normalise(name), [])
+    dist = getattr(matches[0], "dist", None) if matches else None
+    if dist is not None:
+        return provenance.of_distribution(dist, matches[0].value)
+    return provenance.of_module(_normalise(name))
+
+
 def load_environment(spec: str, **kwargs: Any) -> Any:
     """Build the environment `spec` names, passing `kwargs` to its `load_environment`.
 
@@ -164,13 +173,17 @@ def load_environment(spec: str, **kwargs: Any) -> Any:
     if ("/" in spec or "\\" in spec) and Path(spec).is_dir():
         loader = _from_directory(Path(spec))
         recorded_spec = str(Path(spec).resolve())
+        origin = provenance.of_directory(Path(spec))
     elif spec.endswith(".py") or "/" in spec or "\\" in spec:
         loader = _from_file(Path(spec))
         recorded_spec = str(Path(spec).resolve())  # so `rubric score` finds it from any directory
+        origin = provenance.of_file(Path(spec))
     elif ":" in spec:
         loader = _from_import_path(spec)
+        origin = provenance.of_module(spec.partition(":")[0])
     else:
         loader, registered_name = _from_name(spec)
+        origin = _provenance_of_name(spec)
     _check_kwargs(loader, kwargs, spec)
     env = _call_loader(loader, kwargs, spec)
     from harness.protocol import EnvironmentProtocol
@@ -181,6 +194,7 @@ def load_environment(spec: str, **kwargs: Any) -> Any:
         )
     env.load_spec = recorded_spec
     env.load_kwargs = dict(kwargs)
+    env.provenance = origin  # recorded in metadata.json by evaluate; not part of config()
     if registered_name is not None and not getattr(env, "_name_given", True):
         env.name = registered_name
     return env

@@ -326,20 +326,24 @@ def _start_metadata(
     saved: Mapping[str, Any] | None,
     plan: _Plan,
     sharding: Mapping[str, Any],
+    provenance: Any = None,
 ) -> dict[str, Any]:
-    """metadata.json of a run that starts now, continuing the sessions of `saved` if resumed."""
+    """metadata.json of a run that starts now, continuing the sessions of `saved` if resumed.
+
+    `provenance` (where the env came from, as `envs.load_environment` records it) is kept from
+    the first session at the top and per session, so a changed environment shows.
+    """
     started_at = _now()
     saved = saved or {}
+    session = {"started_at": started_at, "status": "running", "rollouts_planned": len(plan.jobs)}
     return {
         "status": "running",
         **current,
         "versions": _versions(),
+        "provenance": saved.get("provenance", provenance),
         "started_at": saved.get("started_at", started_at),
         "finished_at": None,
-        "sessions": [
-            *(saved.get("sessions") or []),
-            {"started_at": started_at, "status": "running", "rollouts_planned": len(plan.jobs)},
-        ],
+        "sessions": [*(saved.get("sessions") or []), {**session, "provenance": provenance}],
         "summary": None,
         **sharding,
         # Dataset order, so `load_results` gives rollouts back in the order evaluate does.
@@ -471,9 +475,10 @@ async def evaluate(
     current = {"env": _jsonable(env.config()), "model": _jsonable(client.config()), "arguments": arguments}
     directory = Path(output_dir) if output_dir is not None else None
     previous, saved, lock = _load_previous(directory, resume, overwrite, current)
+    origin = _jsonable(getattr(env, "provenance", None))  # duck-typed: envs sets it, harness records it
     try:
         plan.skip_finished(previous, directory)
-        run = _Run.open(directory, _start_metadata(current, saved, plan, sharding), plan)
+        run = _Run.open(directory, _start_metadata(current, saved, plan, sharding, origin), plan)
     except BaseException:
         if lock is not None:
             lock.release()
