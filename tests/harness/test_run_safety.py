@@ -34,7 +34,10 @@ async def test_a_401_on_the_first_requests_stops_the_run_early(tmp_path: Path) -
         requests = endpoint.stats.requests
     assert caught.value.status == 401 and requests <= 8, requests  # not 200 requests
     metadata = json.loads((tmp_path / "run" / "metadata.json").read_text())
-    assert metadata["status"] == "failed" and metadata["summary"]["errors"] == metadata["summary"]["num_rollouts"]
+    assert (
+        metadata["status"] == "failed"
+        and metadata["summary"]["errors"] == metadata["summary"]["num_rollouts"]
+    )
 
 
 async def test_a_401_after_successes_is_an_error_on_the_rollout_only(tmp_path: Path) -> None:
