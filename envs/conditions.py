@@ -11,6 +11,8 @@ import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from harness.errors import ConfigTypeError
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 _MARK = "__rubric_stop__"
@@ -19,7 +21,7 @@ _MARK = "__rubric_stop__"
 def stop(fn: F) -> F:
     """Decorator: `fn(self, rollout) -> bool` ends the episode with stop_reason `fn.__name__`."""
     if not callable(fn):
-        raise TypeError(f"@stop decorates a method (self, rollout) -> bool, got {type(fn).__name__}")
+        raise ConfigTypeError(f"@stop decorates a method (self, rollout) -> bool, got {type(fn).__name__}")
     setattr(fn, _MARK, True)
     return fn
 

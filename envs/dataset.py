@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import ConfigError
+from harness.errors import ConfigError, ConfigTypeError
 from harness.types import as_messages
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -47,7 +47,7 @@ def load_source(source: Any, *, split: str | None = None, what: str = "dataset")
     if isinstance(source, datasets.DatasetDict):
         return _pick_split(source, split, what)
     if split is not None:
-        raise ValueError(
+        raise ConfigError(
             f"split={split!r} picks a split of a DatasetDict, but {what} is a {type(source).__name__}; drop split="
         )
     if isinstance(source, datasets.Dataset):
@@ -56,7 +56,7 @@ def load_source(source: Any, *, split: str | None = None, what: str = "dataset")
         return _load_file(Path(source), what)
     if isinstance(source, Sequence) and not isinstance(source, (bytes, bytearray)):
         return _from_rows(source, what)
-    raise TypeError(
+    raise ConfigTypeError(
         f"{what} must be a datasets.Dataset, a datasets.DatasetDict, a list of row dicts or a path "
         f"to a {'/'.join(sorted(FILE_FORMATS))} file; got {type(source).__name__}"
     )
@@ -70,7 +70,7 @@ def _pick_split(source: Any, split: str | None, what: str) -> Dataset:
         return source[split]
     if len(splits) == 1:
         return source[splits[0]]
-    raise ValueError(
+    raise ConfigError(
         f"{what} is a DatasetDict with several splits ({describe(splits)}); "
         f'say which one with split="{splits[0]}" or pass {what}["{splits[0]}"]'
     )
@@ -81,7 +81,7 @@ def _load_file(path: Path, what: str) -> Dataset:
 
     suffix = path.suffix.lower()
     if suffix not in FILE_FORMATS:
-        raise ValueError(
+        raise ConfigError(
             f"{what} path {str(path)!r} has an unsupported extension {suffix or '(none)'!r}; "
             f"supported: {', '.join(FILE_FORMATS)}"
         )
@@ -95,7 +95,7 @@ def _load_file(path: Path, what: str) -> Dataset:
     try:
         loaded = loader(str(path))
     except Exception as exc:  # the datasets library raises many types; name the file either way
-        raise ValueError(f"could not read {what} file {str(path)!r}: {type(exc).__name__}: {exc}") from exc
+        raise ConfigError(f"could not read {what} file {str(path)!r}: {type(exc).__name__}: {exc}") from exc
     return loaded  # type: ignore[return-value]
 
 
@@ -114,7 +114,7 @@ def _read_json_rows(path: Path) -> list[Any]:
         try:
             rows = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{str(path)!r} is not valid JSON (line {exc.lineno}: {exc.msg})") from exc
+            raise ConfigError(f"{str(path)!r} is not valid JSON (line {exc.lineno}: {exc.msg})") from exc
         return list(rows)
     rows = []
     for number, line in enumerate(text.splitlines(), start=1):
@@ -122,7 +122,7 @@ def _read_json_rows(path: Path) -> list[Any]:
             try:
                 rows.append(json.loads(line))
             except json.JSONDecodeError as exc:
-                raise ValueError(f"{str(path)!r} line {number} is not valid JSON ({exc.msg})") from exc
+                raise ConfigError(f"{str(path)!r} line {number} is not valid JSON ({exc.msg})") from exc
     return rows
 
 
@@ -130,10 +130,10 @@ def _from_rows(rows: Sequence[Any], what: str) -> Dataset:
     from datasets import Dataset
 
     if not rows:
-        raise ValueError(f"{what} is empty; an environment needs at least one example")
+        raise ConfigError(f"{what} is empty; an environment needs at least one example")
     for index, row in enumerate(rows):
         if not isinstance(row, Mapping):
-            raise TypeError(
+            raise ConfigTypeError(
                 f"{what}[{index}] is a {type(row).__name__}; every row must be a dict of column -> value"
             )
     # `info` goes in as JSON text: Arrow would give every row the union of all rows' keys.
@@ -147,7 +147,7 @@ def _from_rows(rows: Sequence[Any], what: str) -> Dataset:
     try:
         return Dataset.from_list(records)
     except Exception as exc:  # pyarrow cannot store a column whose rows disagree on type
-        raise ValueError(
+        raise ConfigError(
             f"could not build a dataset from {what}: {type(exc).__name__}: {exc}; "
             "make each column hold the same type in every row"
         ) from exc
@@ -180,18 +180,18 @@ def rename_columns(ds: Dataset, columns: Mapping[str, str] | None, what: str = "
     if not columns:
         return ds
     if not isinstance(columns, Mapping):
-        raise TypeError(
+        raise ConfigTypeError(
             f"columns must be a dict of standard name -> your column name, got {type(columns).__name__}"
         )
     present = set(ds.column_names)
     for target, source in columns.items():
         if source not in present:
-            raise ValueError(
+            raise ConfigError(
                 f"columns maps {target!r} to {source!r}, but {what} has no column {source!r}; "
                 f"available columns: {describe(present)}"
             )
         if target != source and target in present and target not in columns.values():
-            raise ValueError(
+            raise ConfigError(
                 f"columns maps {source!r} to {target!r}, but {what} already has a column {target!r}; "
                 f"drop or rename it first (available columns: {describe(present)})"
             )
@@ -208,7 +208,7 @@ def normalise(ds: Dataset, what: str = "dataset") -> Dataset:
     as given: the same example keeps the same id across runs, which resume relies on.
     """
     if len(ds) == 0:
-        raise ValueError(f"{what} has no rows; an environment needs at least one example")
+        raise ConfigError(f"{what} has no rows; an environment needs at least one example")
     if "example_id" not in ds.column_names:
         if "id" in ds.column_names:
             ds = ds.rename_column("id", "example_id")
@@ -250,9 +250,9 @@ def _check_ids(ids: Sequence[Any], what: str) -> None:
     seen: set[Any] = set()
     for index, value in enumerate(ids):
         if isinstance(value, bool) or not isinstance(value, (int, str)):
-            raise ValueError(f"{what} row {index} has id {value!r}; ids must be strings or integers")
+            raise ConfigError(f"{what} row {index} has id {value!r}; ids must be strings or integers")
         if value in seen:
-            raise ValueError(
+            raise ConfigError(
                 f"{what} has duplicate id {value!r} (row {index}); ids must be unique for results to resume"
             )
         seen.add(value)
@@ -268,13 +268,13 @@ def parse_info(value: Any, where: str = "row") -> dict[str, Any]:
         try:
             parsed = json.loads(value)
         except json.JSONDecodeError as exc:
-            raise ValueError(
+            raise ConfigError(
                 f"{where}: info is a string but not valid JSON ({exc.msg}): {value[:80]!r}"
             ) from exc
         if isinstance(parsed, dict):
             return parsed
         value = parsed
-    raise ValueError(f"{where}: info must be a dict or a JSON object string, got {type(value).__name__}")
+    raise ConfigError(f"{where}: info must be a dict or a JSON object string, got {type(value).__name__}")
 
 
 def info_keys(ds: Dataset, limit: int = INFO_SAMPLE_ROWS) -> set[str]:

@@ -25,6 +25,7 @@ from envs.inputs import as_rubric, build_tools
 from envs.prompts import Template
 from envs.tools import Tool, ToolResult, call_tool
 from harness.aio import maybe_await, run_sync
+from harness.errors import ConfigError, ConfigTypeError
 from harness.types import Message, Rollout, ToolCall, as_messages
 from rubrics.render import tree_nodes
 
@@ -87,18 +88,18 @@ class Environment:
     ) -> None:
         self.max_turns = _check_max_turns(self.default_max_turns if max_turns is None else max_turns)
         if sampling is not None and not isinstance(sampling, Mapping):
-            raise TypeError(
+            raise ConfigTypeError(
                 f"sampling must be a dict such as {{'max_tokens': 512}}, got {type(sampling).__name__}"
             )
         self.sampling: dict[str, Any] = dict(sampling or {})
         if name is not None and (not isinstance(name, str) or not name):
-            raise ValueError(f"name must be a non-empty string, got {name!r}")
+            raise ConfigError(f"name must be a non-empty string, got {name!r}")
         self._name_given = name is not None
         self.name: str = name or type(self).__name__
         self.tools: list[Tool] = build_tools(tools)
         self._tool_map: dict[str, Tool] = {t.name: t for t in self.tools}
         if parser is not None and not (callable(parser) or callable(getattr(parser, "parse_answer", None))):
-            raise TypeError(
+            raise ConfigTypeError(
                 f"parser must be callable (text -> str | None) or have parse_answer(text); got {type(parser).__name__}"
             )
         self.parser = parser
@@ -147,7 +148,7 @@ class Environment:
         )
         self._source_columns[what] = set(data.column_names)
         if self._user is None and not ({"prompt", "question"} & set(data.column_names)):
-            raise ValueError(
+            raise ConfigError(
                 f"{what} needs a 'prompt' or a 'question' column (or a prompt_template); "
                 f"available columns: {ds_utils.describe(data.column_names)}; "
                 "map yours with columns={'question': 'your_column'}"
@@ -163,7 +164,7 @@ class Environment:
         available = (present - _ROLLOUT_FIELDS) | ds_utils.info_keys(data)  # what reaches rollout.info
         missing = sorted(required - available)
         if missing:
-            raise ValueError(
+            raise ConfigError(
                 f"the rubric asks for column(s) {', '.join(map(repr, missing))} that {what} lacks; "
                 f"available columns (including info keys): {ds_utils.describe(available)}"
             )
@@ -175,10 +176,10 @@ class Environment:
         `seed` shuffles (reproducibly), then `n` keeps the first n; `example_id`s never change.
         """
         if split not in ("eval", "train"):
-            raise ValueError(f"split must be 'eval' or 'train', got {split!r}")
+            raise ConfigError(f"split must be 'eval' or 'train', got {split!r}")
         data = self.eval_dataset if split == "eval" and self.eval_dataset is not None else self.dataset
         if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 0):
-            raise ValueError(f"n must be a non-negative integer or None, got {n!r}")
+            raise ConfigError(f"n must be a non-negative integer or None, got {n!r}")
         if seed is not None:
             data = data.shuffle(seed=seed)
         if n is not None and n < len(data):
@@ -195,7 +196,7 @@ class Environment:
         elif row.get("question") is not None:
             messages.append(Message(role="user", content=str(row["question"])))
         else:
-            raise ValueError(
+            raise ConfigError(
                 f"example {row.get('example_id')!r} has neither a prompt nor a question "
                 f"(columns: {ds_utils.describe(k for k, v in row.items() if v is not None)})"
             )
@@ -228,7 +229,7 @@ class Environment:
     async def setup_rollout(self, example: Mapping[str, Any], rollout_index: int = 0) -> Rollout:
         """A fresh Rollout for `example` (a row of `get_dataset()`); never shares state between rollouts."""
         if "example_id" not in example:
-            raise ValueError(
+            raise ConfigError(
                 "example has no 'example_id'; pass rows from env.get_dataset() "
                 f"(got columns: {ds_utils.describe(example)})"
             )
@@ -413,7 +414,7 @@ class Environment:
 
 def _check_max_turns(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"max_turns must be an integer >= 1, got {value!r}")
+        raise ConfigError(f"max_turns must be an integer >= 1, got {value!r}")
     return value
 
 
@@ -422,7 +423,7 @@ def _check_same_columns(source_columns: dict[str, set[str]]) -> None:
     ignore = {"id", "example_id"}
     a, b = source_columns["dataset"] - ignore, source_columns["eval_dataset"] - ignore
     if a != b:
-        raise ValueError(
+        raise ConfigError(
             "eval_dataset must have the same columns as dataset; "
             f"only in dataset: {ds_utils.describe(a - b)}; only in eval_dataset: {ds_utils.describe(b - a)} "
             f"(dataset columns: {ds_utils.describe(a)}; eval_dataset columns: {ds_utils.describe(b)})"

@@ -11,6 +11,7 @@ from typing import Any
 
 import rubrics
 from envs.tools import Tool
+from harness.errors import ConfigError, ConfigTypeError
 
 
 def as_rubric(value: Any) -> rubrics.Rubric:
@@ -19,17 +20,17 @@ def as_rubric(value: Any) -> rubrics.Rubric:
         return value
     if isinstance(value, Mapping) or (isinstance(value, Sequence) and not isinstance(value, (str, bytes))):
         if not value:
-            raise ValueError("rubric is an empty list/dict; give at least one reward function or Rubric")
+            raise ConfigError("rubric is an empty list/dict; give at least one reward function or Rubric")
         items = value.values() if isinstance(value, Mapping) else value
         for item in items:
             if not callable(item):
-                raise TypeError(
+                raise ConfigTypeError(
                     f"every rubric entry must be a function or a Rubric, got {type(item).__name__}"
                 )
         return rubrics.WeightedSum(value if isinstance(value, Mapping) else list(value))
     if callable(value):
         return rubrics.reward(value)
-    raise TypeError(
+    raise ConfigTypeError(
         "rubric must be a rubrics.Rubric, a reward function (e.g. def correct(response, answer) -> float) "
         f"or a list/dict of them; got {type(value).__name__}"
     )
@@ -40,7 +41,9 @@ def build_tools(tools: Sequence[Any] | None) -> list[Tool]:
     if tools is None:
         return []
     if isinstance(tools, (str, bytes)) or not isinstance(tools, Sequence):
-        raise TypeError(f"tools must be a list of functions or envs.Tool objects, got {type(tools).__name__}")
+        raise ConfigTypeError(
+            f"tools must be a list of functions or envs.Tool objects, got {type(tools).__name__}"
+        )
     built: list[Tool] = []
     for index, item in enumerate(tools):
         if isinstance(item, Tool):
@@ -48,11 +51,11 @@ def build_tools(tools: Sequence[Any] | None) -> list[Tool]:
         elif callable(item):
             built.append(Tool.from_function(item))
         else:
-            raise TypeError(f"tools[{index}] is a {type(item).__name__}, not a function or envs.Tool")
+            raise ConfigTypeError(f"tools[{index}] is a {type(item).__name__}, not a function or envs.Tool")
     names = [t.name for t in built]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
-        raise ValueError(
+        raise ConfigError(
             f"duplicate tool name(s) {', '.join(map(repr, duplicates))}; tool names must be unique "
             f"(tools: {', '.join(names)}); rename one with envs.tool(name=...)"
         )

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from envs.environment import Environment
+from harness.errors import ConfigError
 
 
 class SingleTurnEnv(Environment):
@@ -23,11 +24,11 @@ class SingleTurnEnv(Environment):
 
     def __init__(self, dataset: Any, rubric: Any, **kwargs: Any) -> None:
         if kwargs.get("tools"):
-            raise ValueError(
+            raise ConfigError(
                 "SingleTurnEnv takes no tools; use ToolEnv(dataset, rubric, tools=[...]) for tool use"
             )
         if kwargs.get("max_turns") not in (None, 1):
-            raise ValueError(
+            raise ConfigError(
                 f"SingleTurnEnv always has max_turns=1 (got {kwargs['max_turns']!r}); "
                 "use MultiTurnEnv or ToolEnv for longer episodes"
             )
@@ -44,7 +45,7 @@ class ToolEnv(Environment):
 
     def __init__(self, dataset: Any, rubric: Any, **kwargs: Any) -> None:
         if not kwargs.get("tools"):
-            raise ValueError(
+            raise ConfigError(
                 "ToolEnv needs tools=[...] (functions or envs.Tool); without tools use SingleTurnEnv"
             )
         super().__init__(dataset, rubric, **kwargs)

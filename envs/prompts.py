@@ -13,6 +13,8 @@ from typing import Any
 import jinja2
 import jinja2.meta
 
+from harness.errors import ConfigError, ConfigTypeError
+
 _JINJA = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
 
 
@@ -21,11 +23,11 @@ class Template:
 
     def __init__(self, text: str, what: str) -> None:
         if not isinstance(text, str):
-            raise TypeError(f"{what} must be a string (a jinja2 template), got {type(text).__name__}")
+            raise ConfigTypeError(f"{what} must be a string (a jinja2 template), got {type(text).__name__}")
         try:
             tree = _JINJA.parse(text)
         except jinja2.TemplateSyntaxError as exc:
-            raise ValueError(
+            raise ConfigError(
                 f"{what} is not a valid jinja2 template (line {exc.lineno}: {exc.message})"
             ) from exc
         self.text = text
@@ -37,7 +39,7 @@ class Template:
         """Raise if the template reads a column that `columns` lacks, listing what exists."""
         missing = sorted(self.variables - columns)
         if missing:
-            raise ValueError(
+            raise ConfigError(
                 f"{self.what} uses {', '.join('{{ ' + m + ' }}' for m in missing)} but {dataset_name} has no "
                 f"such column; available columns: {', '.join(sorted(columns)) or 'none'} "
                 f"(map another name with columns={{{missing[0]!r}: 'your_column'}})"

@@ -22,7 +22,7 @@ from types import ModuleType
 from typing import Any
 
 from envs import provenance
-from harness.errors import EnvironmentNotFoundError, RubricError, UserCodeError, raised_at
+from harness.errors import ConfigTypeError, EnvironmentNotFoundError, RubricError, UserCodeError, raised_at
 
 ENTRY_POINT_GROUP = "rubric.environments"
 
@@ -119,7 +119,9 @@ def _from_import_path(spec: str) -> Any:
             )
         target = getattr(target, part)
     if not callable(target):
-        raise TypeError(f"{spec!r} is a {type(target).__name__}, not a function returning an Environment")
+        raise ConfigTypeError(
+            f"{spec!r} is a {type(target).__name__}, not a function returning an Environment"
+        )
     return target
 
 
@@ -167,7 +169,7 @@ def load_environment(spec: str, **kwargs: Any) -> Any:
     entry point (imported from the folder, uninstalled), or `module:function`.
     """
     if not isinstance(spec, str) or not spec.strip():
-        raise TypeError(f"environment spec must be a non-empty string, got {spec!r}")
+        raise ConfigTypeError(f"environment spec must be a non-empty string, got {spec!r}")
     registered_name: str | None = None
     recorded_spec = spec
     if ("/" in spec or "\\" in spec) and Path(spec).is_dir():
@@ -189,7 +191,7 @@ def load_environment(spec: str, **kwargs: Any) -> Any:
     from harness.protocol import EnvironmentProtocol
 
     if not isinstance(env, EnvironmentProtocol):
-        raise TypeError(
+        raise ConfigTypeError(
             f"load_environment of {spec!r} returned an object of type {type(env).__name__}, not an Environment"
         )
     env.load_spec = recorded_spec
@@ -276,7 +278,7 @@ def _check_kwargs(loader: Any, kwargs: dict[str, Any], spec: str) -> None:
     accepted = [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     unknown = sorted(set(kwargs) - set(accepted))
     if unknown:
-        raise TypeError(
+        raise ConfigTypeError(
             f"environment {spec!r} does not accept argument(s) {', '.join(unknown)}; "
             f"it accepts: {', '.join(accepted) or 'no arguments'}"
         )

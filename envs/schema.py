@@ -20,6 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 from pydantic.fields import FieldInfo
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 
+from harness.errors import ConfigTypeError
+
 INJECTED: frozenset[str] = frozenset({"state", "rollout"})
 """Parameter names the harness fills in; they never appear in the schema."""
 
@@ -131,12 +133,12 @@ def _resolve_hints(fn: Callable[..., Any], sig: inspect.Signature, owner: str) -
                 try:
                     eval(param.annotation, globalns)
                 except Exception as inner:
-                    raise TypeError(
+                    raise ConfigTypeError(
                         f"tool function {owner!r}: the type hint of parameter {name!r} "
                         f"({param.annotation!r}) cannot be resolved ({inner}); define the type at "
                         "module level so it can be found by name"
                     ) from inner
-        raise TypeError(f"tool function {owner!r}: its type hints cannot be resolved ({exc})") from exc
+        raise ConfigTypeError(f"tool function {owner!r}: its type hints cannot be resolved ({exc})") from exc
 
 
 def _has_description(annotation: Any) -> bool:
@@ -164,13 +166,13 @@ def _diagnose(owner: str, annotations: dict[str, Any], exc: Exception) -> TypeEr
         try:
             TypeAdapter(annotation).json_schema()
         except Exception as inner:
-            return TypeError(
+            return ConfigTypeError(
                 f"tool function {owner!r}: parameter {name!r} has type {annotation!r}, which has "
                 f"no JSON Schema ({str(inner).splitlines()[0]}). Use JSON-friendly types: str, int, float, bool, None, "
                 "list/tuple/set, dict[str, T], Literal, Enum, pydantic models, TypedDict "
                 "(typing_extensions.TypedDict on Python < 3.12) or dataclasses"
             )
-    return TypeError(f"tool function {owner!r}: cannot build an argument schema ({exc})")
+    return ConfigTypeError(f"tool function {owner!r}: cannot build an argument schema ({exc})")
 
 
 class _Parameters:
@@ -187,7 +189,7 @@ class _Parameters:
     def add(self, param: inspect.Parameter, hints: dict[str, Any], owner: str, doc: str | None) -> None:
         if param.kind is param.VAR_POSITIONAL or param.kind is param.VAR_KEYWORD:
             star = "*" if param.kind is param.VAR_POSITIONAL else "**"
-            raise TypeError(
+            raise ConfigTypeError(
                 f"tool function {owner!r}: parameter {star}{param.name} is not supported; a tool "
                 "needs a fixed set of named, typed parameters the model can fill in"
             )
@@ -202,7 +204,7 @@ class _Parameters:
             hint = (
                 " (for a method, pass the bound method obj.method)" if param.name in {"self", "cls"} else ""
             )
-            raise TypeError(
+            raise ConfigTypeError(
                 f"tool function {owner!r}: parameter {param.name!r} has no type hint; add one "
                 f"(e.g. `{param.name}: str`) so its JSON Schema can be derived{hint}"
             )
@@ -243,7 +245,7 @@ def build_arguments(
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError) as exc:
-        raise TypeError(f"tool function {owner!r}: cannot read its signature ({exc})") from exc
+        raise ConfigTypeError(f"tool function {owner!r}: cannot read its signature ({exc})") from exc
     hints = _resolve_hints(fn, sig, owner)
     params = _Parameters()
     for param in sig.parameters.values():
@@ -360,20 +362,20 @@ def _nullable(node: dict[str, Any]) -> dict[str, Any]:
 
 def _strict_node(node: Any, where: str) -> dict[str, Any]:
     if not isinstance(node, dict):
-        raise TypeError(f"{where}: not a JSON Schema object ({node!r})")
+        raise ConfigTypeError(f"{where}: not a JSON Schema object ({node!r})")
     if "prefixItems" in node:
-        raise TypeError(
+        raise ConfigTypeError(
             f"{where}: a fixed-length tuple cannot be expressed in OpenAI strict mode; "
             "use list[T] / tuple[T, ...], a pydantic model, or strict=False"
         )
     extra = node.get("additionalProperties")
     if extra is True or isinstance(extra, dict) or "patternProperties" in node:
-        raise TypeError(
+        raise ConfigTypeError(
             f"{where}: a dict with free-form keys cannot be expressed in OpenAI strict mode "
             "(objects need fixed properties); use a pydantic model / TypedDict, or strict=False"
         )
     if node.get("type") == "object" and "properties" not in node:
-        raise TypeError(
+        raise ConfigTypeError(
             f"{where}: an object with no declared properties cannot be expressed in OpenAI strict "
             "mode; use a pydantic model / TypedDict, or strict=False"
         )
@@ -381,14 +383,14 @@ def _strict_node(node: Any, where: str) -> dict[str, Any]:
         rest = {k: v for k, v in node.items() if k != "allOf"}
         node = {**node["allOf"][0], **rest}
     if "allOf" in node:
-        raise TypeError(f"{where}: 'allOf' is not supported in OpenAI strict mode; use strict=False")
+        raise ConfigTypeError(f"{where}: 'allOf' is not supported in OpenAI strict mode; use strict=False")
     out = {k: v for k, v in node.items() if k in _STRICT_KEYWORDS}
     if "oneOf" in node:  # strict mode knows only anyOf; pydantic still checks exclusivity
         out["anyOf"] = [*out.get("anyOf", ()), *node["oneOf"]]
     if out.get("format") not in _STRICT_FORMATS:
         out.pop("format", None)
     if not any(key in out for key in ("type", "anyOf", "$ref", "enum", "const")):
-        raise TypeError(
+        raise ConfigTypeError(
             f"{where}: has no JSON type (e.g. `Any` or `object`), which OpenAI strict mode "
             "rejects; give it a concrete type, or use strict=False"
         )
@@ -423,7 +425,7 @@ def to_strict(schema: dict[str, Any], owner: str = "") -> dict[str, Any]:
     try:
         return _strict_node(schema, "")
     except TypeError as exc:
-        raise TypeError(f"tool function {owner!r} (strict=True): parameter {exc}") from None
+        raise ConfigTypeError(f"tool function {owner!r} (strict=True): parameter {exc}") from None
 
 
 def _resolve(node: Any, defs: dict[str, Any]) -> Any:

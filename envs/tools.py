@@ -33,7 +33,7 @@ from envs.docstrings import describe
 from envs.placement import CallTimedOut, Placement, Where, thread_pool
 from envs.schema import INJECTED, build_arguments, callable_name, drop_null_defaults
 from harness.aio import is_async_callable, maybe_await
-from harness.errors import ConfigError
+from harness.errors import ConfigError, ConfigTypeError
 from harness.types import Message, Rollout, ToolCall
 
 DEFAULT_TIMEOUT: float = 60.0
@@ -141,15 +141,15 @@ class Tool:
         blocking: bool | None = None,
     ) -> None:
         if not callable(fn):
-            raise TypeError(f"a tool must be a function, got {type(fn).__name__}: {fn!r}")
+            raise ConfigTypeError(f"a tool must be a function, got {type(fn).__name__}: {fn!r}")
         name = name if name is not None else getattr(fn, "__name__", None)
         if not isinstance(name, str) or not _NAME.match(name):
-            raise ValueError(
+            raise ConfigError(
                 f"tool name {name!r} (from {callable_name(fn)!r}) is invalid: OpenAI needs 1-64 "
                 "characters of letters, digits, '_' or '-'; pass name=... to choose one"
             )
         if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
-            raise ValueError(
+            raise ConfigError(
                 f"tool {name!r}: timeout must be a positive number of seconds or None, got {timeout!r}"
             )
         self._is_async = is_async_callable(fn)

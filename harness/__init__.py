@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 from harness.errors import (
     ConfigError,
+    ConfigTypeError,
     EndpointError,
     EnvironmentNotFoundError,
+    NotScoreableError,
     ResultsError,
     ResultsNotFoundError,
     RubricError,
@@ -55,10 +57,12 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "ConfigError",
+    "ConfigTypeError",
     "EndpointError",
     "EnvironmentNotFoundError",
     "FunctionCall",
     "Message",
+    "NotScoreableError",
     "ResultsError",
     "ResultsNotFoundError",
     "Rollout",

@@ -7,6 +7,8 @@ existing `except ValueError:` code keeps working.
 
     RubricError
     ├── ConfigError (ValueError)                  bad input, caught at construction
+    │   └── ConfigTypeError (TypeError)           ... of the wrong type (a str where a list belongs)
+    ├── NotScoreableError (TypeError, NotImplementedError)  calling a RubricList/RubricDict
     ├── ScoringError                              a rubric node could not score a rollout
     ├── EndpointError                             an endpoint failed for good
     ├── EnvironmentNotFoundError (LookupError)    no environment by that name, path or spec
@@ -19,8 +21,10 @@ from __future__ import annotations
 
 __all__ = [
     "ConfigError",
+    "ConfigTypeError",
     "EndpointError",
     "EnvironmentNotFoundError",
+    "NotScoreableError",
     "ResultsError",
     "ResultsNotFoundError",
     "ResultsWarning",
@@ -37,6 +41,18 @@ class RubricError(Exception):
 
 class ConfigError(RubricError, ValueError):
     """Bad input to a constructor or entry point: raised before anything runs."""
+
+
+class ConfigTypeError(ConfigError, TypeError):
+    """Bad input of the wrong type at construction; still a `TypeError`, as Python would raise."""
+
+
+class NotScoreableError(RubricError, TypeError, NotImplementedError):
+    """A rubric that only holds others (`RubricList`, `RubricDict`) was asked for a score.
+
+    Both a `TypeError` (as calling a non-callable is) and a `NotImplementedError` (as OpenEnv
+    raises for containers without a forward), so either `except` catches it.
+    """
 
 
 class ScoringError(RubricError):

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
+from harness.errors import ConfigError, ConfigTypeError
 from harness.types import Rollout
 from rubrics.leaf import as_rubric
 from rubrics.module import NAN, Rubric, ScoringError, check_name, join_path, snake_name
@@ -38,7 +39,7 @@ def unique_name(base: str, taken: Iterable[str]) -> str:
 def _scoreable_child(value: Any, owner: str) -> Rubric:
     rubric = as_rubric(value, owner)
     if not rubric._scoreable:
-        raise TypeError(
+        raise ConfigTypeError(
             f"{owner} cannot score a {type(rubric).__name__} (it has no score); "
             f"pass its items instead, e.g. {owner.split('(')[0]}(list(...))"
         )
@@ -55,7 +56,9 @@ def add_children(owner: Rubric, rubrics: Any, what: str) -> list[str]:
             names.append(key)
         return names
     if isinstance(rubrics, (str, bytes)) or not isinstance(rubrics, Iterable):
-        raise TypeError(f"{what} takes a list or dict of rubrics/functions, got {type(rubrics).__name__}")
+        raise ConfigTypeError(
+            f"{what} takes a list or dict of rubrics/functions, got {type(rubrics).__name__}"
+        )
     reserved = set(dir(type(owner)))
     for value in rubrics:
         rubric = _scoreable_child(value, what)
@@ -67,13 +70,13 @@ def add_children(owner: Rubric, rubrics: Any, what: str) -> list[str]:
 
 def _finite(value: Any, what: str) -> float:
     if isinstance(value, (str, bytes)) or value is None:
-        raise ValueError(f"{what} must be a finite number, got {value!r}")
+        raise ConfigError(f"{what} must be a finite number, got {value!r}")
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"{what} must be a finite number, got {value!r}") from None
+        raise ConfigError(f"{what} must be a finite number, got {value!r}") from None
     if not math.isfinite(number):
-        raise ValueError(f"{what} must be a finite number, got {value!r}")
+        raise ConfigError(f"{what} must be a finite number, got {value!r}")
     return number
 
 
@@ -98,7 +101,7 @@ class WeightedSum(Rubric):
         self.__dict__["_weights"] = {}
         names = add_children(self, rubrics, "WeightedSum(rubrics)")
         if not names:
-            raise ValueError("WeightedSum needs at least one rubric; a sum of nothing would be a silent 0")
+            raise ConfigError("WeightedSum needs at least one rubric; a sum of nothing would be a silent 0")
         if weights is None:
             weights = [1.0 / len(names)] * len(names)
         self.weights = weights
@@ -115,14 +118,14 @@ class WeightedSum(Rubric):
             missing = [n for n in names if n not in weights]
             extra = [k for k in weights if k not in self._children]
             if missing or extra:
-                raise ValueError(
+                raise ConfigError(
                     f"WeightedSum weights must match the children {names}: missing {missing}, unknown {extra}"
                 )
             resolved = {n: _finite(weights[n], f"weight {n!r}") for n in names}
         else:
             values = list(weights)
             if len(values) != len(names):
-                raise ValueError(f"WeightedSum got {len(values)} weights for {len(names)} rubrics {names}")
+                raise ConfigError(f"WeightedSum got {len(values)} weights for {len(names)} rubrics {names}")
             resolved = {n: _finite(w, f"weight {n!r}") for n, w in zip(names, values)}
         self.__dict__["_weights"] = resolved
 

@@ -17,7 +17,7 @@ from typing import Any
 import jinja2
 import jinja2.meta
 
-from harness.errors import ScoringError
+from harness.errors import ConfigError, ScoringError
 from harness.types import Message, Rollout
 
 # Names every rollout provides; any other name a template uses is a dataset column.
@@ -70,7 +70,7 @@ class JudgeTemplate:
 
     def __init__(self, source: str, *, what: str = "prompt"):
         if not isinstance(source, str) or not source.strip():
-            raise ValueError(f"LLMJudge {what} must be a non-empty jinja2 template string")
+            raise ConfigError(f"LLMJudge {what} must be a non-empty jinja2 template string")
         self.source = source
         self.what = what
         environment = jinja2.Environment(
@@ -83,7 +83,7 @@ class JudgeTemplate:
             parsed = environment.parse(source)
             self._template = environment.from_string(parsed)
         except jinja2.TemplateSyntaxError as exc:
-            raise ValueError(
+            raise ConfigError(
                 f"LLMJudge {what} template has a syntax error at line {exc.lineno}: {exc.message}"
             ) from exc
         self.variables: frozenset[str] = frozenset(jinja2.meta.find_undeclared_variables(parsed))

@@ -12,6 +12,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from harness.errors import ConfigError
 from harness.types import Rollout
 from rubrics.llm_judge import LLMJudge
 from rubrics.module import Rubric, ScoringError
@@ -97,17 +98,17 @@ def _criterion(item: Any, index: int) -> tuple[str, float]:
     elif isinstance(item, Sequence) and len(item) == 2 and isinstance(item[0], str):
         text, points = item[0], item[1]
     else:
-        raise ValueError(
+        raise ConfigError(
             f"criterion {index} is {item!r}; give a string or a (text, points) pair, e.g. ('Cites a source', 2)"
         )
     if not text.strip():
-        raise ValueError(f"criterion {index} has empty text")
+        raise ConfigError(f"criterion {index} has empty text")
     if (
         isinstance(points, (bool, str, bytes))
         or not isinstance(points, (int, float))
         or not math.isfinite(points)
     ):
-        raise ValueError(f"criterion {index} ({text[:40]!r}) has points {points!r}; use a finite number")
+        raise ConfigError(f"criterion {index} ({text[:40]!r}) has points {points!r}; use a finite number")
     return text.strip(), float(points)
 
 
@@ -130,15 +131,15 @@ class CriteriaJudge(Rubric):
         **judge_kwargs: Any,
     ) -> None:
         if isinstance(criteria, str) or not isinstance(criteria, Sequence) or not criteria:
-            raise ValueError("criteria needs a non-empty list of criteria: strings or (text, points) pairs")
+            raise ConfigError("criteria needs a non-empty list of criteria: strings or (text, points) pairs")
         parsed = [_criterion(item, i) for i, item in enumerate(criteria)]
         if not any(points > 0 for _, points in parsed):
-            raise ValueError(
+            raise ConfigError(
                 "criteria need at least one criterion with positive points (the score's denominator)"
             )
         for key in ("parse", "json_key", "variables", "choices", "pattern", "name"):
             if key in judge_kwargs:
-                raise ValueError(f"criteria(...) sets {key}= itself; it cannot be overridden")
+                raise ConfigError(f"criteria(...) sets {key}= itself; it cannot be overridden")
         super().__init__(name=name, on_error=on_error)
         if judge_kwargs.get("client") is None and judge_kwargs.get("model"):
             from harness.client import Client  # one connection pool shared by every criterion

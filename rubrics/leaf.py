@@ -16,6 +16,7 @@ from operator import attrgetter
 from typing import Any, NamedTuple, overload
 
 from harness.aio import is_async_callable
+from harness.errors import ConfigError, ConfigTypeError
 from harness.types import Rollout
 from rubrics.module import NAN, Rubric, ScoringError, coerce_sync, failure_reason, snake_name
 from rubrics.scoring import nonfinite_error
@@ -112,7 +113,7 @@ def build_plan(fn: Callable[..., Any], leaf: str) -> Plan:
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError) as exc:
-        raise ValueError(
+        raise ConfigError(
             f"cannot read the parameters of reward function {_describe(fn)}: {exc}; wrap it in a def"
         ) from None
     positional: list[Getter] = []
@@ -122,7 +123,7 @@ def build_plan(fn: Callable[..., Any], leaf: str) -> Plan:
     for p in signature.parameters.values():
         if p.kind is p.VAR_POSITIONAL or p.kind is p.POSITIONAL_ONLY:
             shown = f"*{p.name}" if p.kind is p.VAR_POSITIONAL else f"{p.name}, /"
-            raise ValueError(
+            raise ConfigError(
                 f"reward function {_describe(fn)} takes {shown!r}; rubric passes arguments by name, so use "
                 f"named parameters ({', '.join(INJECTED)}, or dataset column names) or **kwargs"
             )
@@ -177,11 +178,11 @@ class FunctionRubric(Rubric):
         self, fn: Callable[..., Any], *, name: str | None = None, on_error: float | None = math.nan
     ) -> None:
         if isinstance(fn, Rubric):
-            raise TypeError(
+            raise ConfigTypeError(
                 f"{fn.label} is already a Rubric; use it directly instead of wrapping it in reward()"
             )
         if not callable(fn):
-            raise TypeError(f"reward() needs a function, got {type(fn).__name__} {fn!r}")
+            raise ConfigTypeError(f"reward() needs a function, got {type(fn).__name__} {fn!r}")
         super().__init__(name=name if name is not None else function_name(fn), on_error=on_error)
         d = self.__dict__
         d["_fn"] = fn
@@ -281,7 +282,9 @@ def as_rubric(value: Any, where: str = "a rubric container") -> Rubric:
         return value
     if callable(value):
         return FunctionRubric(value)
-    raise TypeError(f"{where} takes Rubrics or reward functions, got {type(value).__name__} {value!r:.60}")
+    raise ConfigTypeError(
+        f"{where} takes Rubrics or reward functions, got {type(value).__name__} {value!r:.60}"
+    )
 
 
 __all__ = ["INJECTED", "FunctionRubric", "as_rubric", "function_name", "reward"]

@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
+from harness.errors import ConfigError
 from harness.types import Rollout
 from rubrics.judge_cache import CACHE, Answer, ask, cache_info, clear_cache
 from rubrics.judge_prompt import INJECTED, JudgeTemplate, MissingFieldError, rollout_fields
@@ -45,9 +46,9 @@ def _check_range(value: Any) -> tuple[float, float]:
     try:
         low, high = (float(v) for v in value)
     except (TypeError, ValueError):
-        raise ValueError(f"score_range must be a pair (low, high) of numbers, got {value!r}") from None
+        raise ConfigError(f"score_range must be a pair (low, high) of numbers, got {value!r}") from None
     if not (math.isfinite(low) and math.isfinite(high)) or low >= high:
-        raise ValueError(f"score_range must be finite with low < high, got {value!r}")
+        raise ConfigError(f"score_range must be finite with low < high, got {value!r}")
     return (low, high)
 
 
@@ -55,17 +56,17 @@ def _check_choices(value: Any) -> dict[str, float] | None:
     if value is None:
         return None
     if not isinstance(value, Mapping) or not value:
-        raise ValueError('choices must be a non-empty dict of label -> score, e.g. {"C": 1.0, "I": 0.0}')
+        raise ConfigError('choices must be a non-empty dict of label -> score, e.g. {"C": 1.0, "I": 0.0}')
     out: dict[str, float] = {}
     for label, score in value.items():
         if not isinstance(label, str) or not label.strip():
-            raise ValueError(f"choice labels must be non-empty strings, got {label!r}")
+            raise ConfigError(f"choice labels must be non-empty strings, got {label!r}")
         if isinstance(score, (str, bytes)):
-            raise ValueError(f"choice {label!r} must map to a number, got {score!r}")
+            raise ConfigError(f"choice {label!r} must map to a number, got {score!r}")
         try:
             out[label.strip()] = float(score)
         except (TypeError, ValueError):
-            raise ValueError(f"choice {label!r} must map to a number, got {score!r}") from None
+            raise ConfigError(f"choice {label!r} must map to a number, got {score!r}") from None
     return out
 
 
@@ -126,11 +127,11 @@ class LLMJudge(Rubric):
     ) -> None:
         super().__init__(name=name if name is not None else "judge", on_error=on_error)
         if client is not None and model is not None and model != client.model:
-            raise ValueError(
+            raise ConfigError(
                 f"LLMJudge got model={model!r} and a client for {client.model!r}; give one of them"
             )
         if client is None and not model:
-            raise ValueError(
+            raise ConfigError(
                 "LLMJudge needs a judge: model='name' (endpoint from base_url= or OPENAI_BASE_URL) "
                 "or client=harness.Client(...)"
             )
@@ -171,7 +172,7 @@ class LLMJudge(Rubric):
 
     def _set_model(self, value: Any) -> str:
         if not isinstance(value, str) or not value.strip():
-            raise ValueError(f"LLMJudge model must be a non-empty model name, got {value!r}")
+            raise ConfigError(f"LLMJudge model must be a non-empty model name, got {value!r}")
         client = self.__dict__.get("_client")
         if client is not None and client.model != value:
             self.__dict__["_client"], self.__dict__["_owns_client"] = None, True  # rebuilt lazily
@@ -185,7 +186,7 @@ class LLMJudge(Rubric):
 
     def _set_parse(self, value: Any) -> str:
         if value not in PARSE_MODES:
-            raise ValueError(f"LLMJudge parse={value!r}; use one of {', '.join(PARSE_MODES)}")
+            raise ConfigError(f"LLMJudge parse={value!r}; use one of {', '.join(PARSE_MODES)}")
         return value
 
     def _set_choices(self, value: Any) -> dict[str, float] | None:
@@ -200,59 +201,59 @@ class LLMJudge(Rubric):
         try:
             compiled = re.compile(value)
         except (re.error, TypeError) as exc:
-            raise ValueError(f"LLMJudge pattern {value!r} is not a valid regex: {exc}") from None
+            raise ConfigError(f"LLMJudge pattern {value!r} is not a valid regex: {exc}") from None
         if compiled.groups < 1:
-            raise ValueError(
+            raise ConfigError(
                 f"LLMJudge pattern {value!r} needs a group around the score, e.g. r'Score: (\\d+)'"
             )
         return compiled.pattern
 
     def _set_json_key(self, value: Any) -> str:
         if not isinstance(value, str) or not value:
-            raise ValueError(f"LLMJudge json_key must be a non-empty string, got {value!r}")
+            raise ConfigError(f"LLMJudge json_key must be a non-empty string, got {value!r}")
         return value
 
     def _set_samples(self, value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"LLMJudge samples must be an int >= 1, got {value!r}")
+            raise ConfigError(f"LLMJudge samples must be an int >= 1, got {value!r}")
         return value
 
     def _set_reduce(self, value: Any) -> str:
         if value not in REDUCTIONS:
-            raise ValueError(f"LLMJudge reduce={value!r}; use one of {', '.join(REDUCTIONS)}")
+            raise ConfigError(f"LLMJudge reduce={value!r}; use one of {', '.join(REDUCTIONS)}")
         return value
 
     def _set_cache(self, value: Any) -> bool:
         if not isinstance(value, bool):
-            raise ValueError(f"LLMJudge cache must be True or False, got {value!r}")
+            raise ConfigError(f"LLMJudge cache must be True or False, got {value!r}")
         return value
 
     def _set_sampling(self, value: Any) -> dict[str, Any]:
         if value is not None and not isinstance(value, Mapping):
-            raise ValueError(f"LLMJudge sampling must be a dict like {{'max_tokens': 512}}, got {value!r}")
+            raise ConfigError(f"LLMJudge sampling must be a dict like {{'max_tokens': 512}}, got {value!r}")
         return dict(value or {})
 
     def _set_variables(self, value: Any) -> dict[str, Any]:
         if value is not None and not isinstance(value, Mapping):
-            raise ValueError(f"LLMJudge variables must be a dict of template constants, got {value!r}")
+            raise ConfigError(f"LLMJudge variables must be a dict of template constants, got {value!r}")
         clash = sorted(set(value or {}) & INJECTED)
         if clash:
-            raise ValueError(f"LLMJudge variables {clash} would hide the rollout's own fields; rename them")
+            raise ConfigError(f"LLMJudge variables {clash} would hide the rollout's own fields; rename them")
         return dict(value or {})
 
     def _check_config(self) -> None:
         """Rules that tie several settings together (checked at construction and per call,
         since `load_state_dict` sets fields one at a time)."""
         if self.parse == "choice" and not self.choices:
-            raise ValueError('LLMJudge parse="choice" needs choices, e.g. {"C": 1.0, "P": 0.5, "I": 0.0}')
+            raise ConfigError('LLMJudge parse="choice" needs choices, e.g. {"C": 1.0, "P": 0.5, "I": 0.0}')
         if self.parse == "number" and self.choices:
-            raise ValueError('LLMJudge choices only apply to parse="choice" or parse="json"')
+            raise ConfigError('LLMJudge choices only apply to parse="choice" or parse="json"')
         if self.parse == "json" and self.pattern is not None:
-            raise ValueError('LLMJudge pattern does not apply to parse="json" (it reads json_key)')
+            raise ConfigError('LLMJudge pattern does not apply to parse="json" (it reads json_key)')
         low, high = self.score_range
         outside = {k: v for k, v in (self.choices or {}).items() if not low <= v <= high}
         if outside:
-            raise ValueError(f"LLMJudge choices {outside} lie outside score_range {self.score_range}")
+            raise ConfigError(f"LLMJudge choices {outside} lie outside score_range {self.score_range}")
 
     # ------------------------------------------------------------------ public helpers
     @property

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 
 from harness.aio import is_async_callable, run_sync
 from harness.defaults import DEFAULT_CONCURRENCY
+from harness.errors import ConfigError, ConfigTypeError, NotScoreableError
 from harness.types import Rollout
 from rubrics.scoring import (
     GENERATION,
@@ -81,7 +82,9 @@ class Rubric:
     def __init__(self, *, name: str | None = None, on_error: float | None = None) -> None:
         cls = type(self)
         if cls._scoreable and cls.forward is Rubric.forward and getattr(cls, "aforward", None) is None:
-            raise TypeError(f"{cls.__name__} must define forward(self, rollout) -> float (def or async def)")
+            raise ConfigTypeError(
+                f"{cls.__name__} must define forward(self, rollout) -> float (def or async def)"
+            )
         d = self.__dict__
         d["_children"] = {}
         d["_pre_hooks"] = {}
@@ -97,7 +100,7 @@ class Rubric:
             self.add_rubric(name, value)
         elif name in self.__dict__.get("_children", ()):
             if value is not None:
-                raise TypeError(
+                raise ConfigTypeError(
                     f"cannot assign {type(value).__name__} to child rubric {name!r} of {self.label}; "
                     "assign a Rubric, or None to remove it"
                 )
@@ -131,13 +134,15 @@ class Rubric:
             )
         check_name(name, f"child name of {self.label}")
         if not isinstance(rubric, Rubric):
-            raise TypeError(f"child {name!r} of {self.label} must be a Rubric, got {type(rubric).__name__}")
+            raise ConfigTypeError(
+                f"child {name!r} of {self.label} must be a Rubric, got {type(rubric).__name__}"
+            )
         if name not in children and hasattr(type(self), name):
-            raise ValueError(
+            raise ConfigError(
                 f"{name!r} is an attribute of {type(self).__name__}; give the child rubric another name"
             )
         if rubric is self or any(node is self for node in rubric.rubrics()):
-            raise ValueError(f"adding {rubric.label} as {name!r} under {self.label} would make a cycle")
+            raise ConfigError(f"adding {rubric.label} as {name!r} under {self.label} would make a cycle")
         self.__dict__.pop(name, None)
         children[name] = rubric
         bump_generation()
@@ -210,7 +215,7 @@ class Rubric:
 
     def _add_hook(self, attr: str, hook: Callable[..., Any]) -> RemovableHandle:
         if not callable(hook):
-            raise TypeError(f"a hook must be callable, got {type(hook).__name__}")
+            raise ConfigTypeError(f"a hook must be callable, got {type(hook).__name__}")
         hooks = self.__dict__[attr]
         key = next(HOOK_IDS)
         hooks[key] = hook
@@ -292,7 +297,9 @@ class Rubric:
     # ------------------------------------------------------------------ scoring entry points
     def forward(self, rollout: Rollout) -> float:
         """Score one rollout. Subclasses implement this (sync or async)."""
-        raise TypeError(f"{type(self).__name__} has no score of its own; it is a container of rubrics")
+        raise NotScoreableError(
+            f"{type(self).__name__} has no score of its own; it is a container of rubrics"
+        )
 
     def __call__(self, rollout: Rollout | Mapping[str, Any]) -> float:
         """Score synchronously; works in scripts and inside a running loop (Jupyter)."""
@@ -357,7 +364,7 @@ class Rubric:
 
     def _check_scoreable(self) -> None:
         if not self._scoreable:
-            raise TypeError(
+            raise NotScoreableError(
                 f"{type(self).__name__} only holds rubrics and has no score; index it, or wrap it: "
                 f"WeightedSum(my_{snake_name(type(self).__name__)}) / Sequential(*items)"
             )

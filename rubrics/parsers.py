@@ -13,6 +13,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.errors import ConfigError
+
 _THINK = "think"
 _TAG_NAME = re.compile(r"^[A-Za-z_][\w.\-]*$")
 
@@ -219,7 +221,7 @@ def extract_after(
     """What follows the last `marker` (GSM8K's "#### 72"): its first line, stripped, or
     everything after it with `line=False`. None if the marker is absent or nothing follows."""
     if not marker:
-        raise ValueError("extract_after needs a non-empty marker, e.g. '####'")
+        raise ConfigError("extract_after needs a non-empty marker, e.g. '####'")
     visible = _visible(text, ignore_think)
     index = visible.rfind(marker)
     if index < 0:
@@ -232,7 +234,9 @@ def extract_after(
 
 def _check_tag(tag: Any) -> None:
     if not isinstance(tag, str) or not _TAG_NAME.match(tag):
-        raise ValueError(f"invalid XML tag name {tag!r}: use letters, digits, '_', '-' or '.', e.g. 'answer'")
+        raise ConfigError(
+            f"invalid XML tag name {tag!r}: use letters, digits, '_', '-' or '.', e.g. 'answer'"
+        )
 
 
 class XMLFormat:
@@ -247,15 +251,15 @@ class XMLFormat:
         self, fields: Sequence[str], *, answer_field: str | None = None, allow_text_outside: bool = True
     ):
         if isinstance(fields, str) or not fields:
-            raise ValueError("XMLFormat needs a list of tag names, e.g. XMLFormat(['reasoning', 'answer'])")
+            raise ConfigError("XMLFormat needs a list of tag names, e.g. XMLFormat(['reasoning', 'answer'])")
         fields = list(fields)
         for tag in fields:
             _check_tag(tag)
         duplicates = sorted({t for t in fields if fields.count(t) > 1})
         if duplicates:
-            raise ValueError(f"XMLFormat fields must be unique; repeated: {duplicates}")
+            raise ConfigError(f"XMLFormat fields must be unique; repeated: {duplicates}")
         if answer_field is not None and answer_field not in fields:
-            raise ValueError(f"answer_field {answer_field!r} is not one of the fields {fields}")
+            raise ConfigError(f"answer_field {answer_field!r} is not one of the fields {fields}")
         self.fields: list[str] = fields
         self.answer_field: str = answer_field or fields[-1]
         self.allow_text_outside = allow_text_outside
@@ -360,7 +364,7 @@ class XMLFormat:
         missing = [name for name in self.fields if name not in values]
         unknown = sorted(set(values) - set(self.fields))
         if missing or unknown:
-            raise ValueError(
+            raise ConfigError(
                 f"XMLFormat.format needs exactly the fields {self.fields}; missing {missing}, unknown {unknown}"
             )
         return "\n".join(f"<{name}>\n{values[name]}\n</{name}>" for name in self.fields)

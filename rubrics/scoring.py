@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from harness.aio import run_sync
-from harness.errors import ScoringError, raised_at
+from harness.errors import ConfigError, ConfigTypeError, ScoringError, raised_at
 from harness.types import Rollout, Usage
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -173,14 +173,16 @@ def check_on_error(value: Any) -> float | None:
     if value is None:
         return None
     if isinstance(value, (str, bytes)):
-        raise TypeError(f"on_error must be a number (the score to use when the node fails), got {value!r}")
+        raise ConfigTypeError(
+            f"on_error must be a number (the score to use when the node fails), got {value!r}"
+        )
     value = float(value)
     return None if math.isnan(value) else value
 
 
 def check_name(name: Any, what: str) -> str:
     if not isinstance(name, str) or not name or "." in name:
-        raise ValueError(f"{what} must be a non-empty string without '.', got {name!r}")
+        raise ConfigError(f"{what} must be a non-empty string without '.', got {name!r}")
     return name
 
 
@@ -208,7 +210,7 @@ def clear_scores(rollout: Rollout) -> None:
 
 def validate_batch(rollouts: Iterable[Any], concurrency: int) -> list[Rollout]:
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-        raise ValueError(f"concurrency must be an int >= 1, got {concurrency!r}")
+        raise ConfigError(f"concurrency must be an int >= 1, got {concurrency!r}")
     items = []
     for i, value in enumerate(rollouts):
         try:

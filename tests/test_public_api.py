@@ -52,8 +52,20 @@ def test_every_error_is_a_rubric_error_with_its_builtin_base() -> None:
         harness.ConfigError, ValueError
     )
     assert issubclass(harness.EnvironmentNotFoundError, LookupError)
+    assert issubclass(harness.ConfigTypeError, harness.ConfigError) and issubclass(
+        harness.ConfigTypeError, TypeError
+    )
+    assert issubclass(harness.NotScoreableError, TypeError) and issubclass(
+        harness.NotScoreableError, NotImplementedError
+    )
     assert issubclass(harness.ResultsNotFoundError, FileNotFoundError)
-    for name in ("ScoringError", "EndpointError", "EnvironmentNotFoundError", "ResultsError"):
+    for name in (
+        "ScoringError",
+        "EndpointError",
+        "EnvironmentNotFoundError",
+        "ResultsError",
+        "NotScoreableError",
+    ):
         assert issubclass(getattr(harness, name), harness.RubricError), name
     import envs
     import rubrics

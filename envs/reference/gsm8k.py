@@ -22,6 +22,7 @@ from typing import Any
 from envs import SingleTurnEnv
 from envs.reference.data import data_path, read_jsonl
 from envs.reference.scripting import RowLookup, seeded_rng
+from harness.errors import ConfigError
 from rubrics import WeightedSum
 from rubrics.parsers import extract_after, extract_last_number
 
@@ -112,7 +113,7 @@ def load_rows(
     for index, row in enumerate(raw):
         missing = {"question", "answer"} - set(row)
         if missing:
-            raise ValueError(f"gsm8k row {index} lacks {sorted(missing)}; columns: {sorted(row)}")
+            raise ConfigError(f"gsm8k row {index} lacks {sorted(missing)}; columns: {sorted(row)}")
         reasoning, number = split_solution(str(row["answer"]))
         rows.append(
             {
@@ -162,7 +163,7 @@ def load_environment(
 ) -> SingleTurnEnv:
     """The gsm8k environment (see `load_rows` for `dataset`; `sampling` e.g. {"max_tokens": 1024})."""
     if num_examples is not None and num_examples < 1:
-        raise ValueError(f"num_examples must be a positive integer or None (all), got {num_examples}")
+        raise ConfigError(f"num_examples must be a positive integer or None (all), got {num_examples}")
     rows = load_rows(dataset, split, subset)[:num_examples]
     env = SingleTurnEnv(rows, make_rubric(), system_prompt=system_prompt, sampling=sampling, name="gsm8k")
     env.scripted_policies = make_policies(rows)

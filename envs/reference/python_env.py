@@ -27,6 +27,7 @@ from envs import Tool, ToolEnv
 from envs.reference.data import data_path, read_jsonl
 from envs.reference.sandbox import UNSAFE_WARNING, Sandbox, SandboxLimits
 from envs.reference.scripting import RowLookup, seeded_rng
+from harness.errors import ConfigError
 from rubrics import WeightedSum
 from rubrics.parsers import extract_last_number, extract_xml
 
@@ -209,7 +210,7 @@ def load_rows(dataset: str | Path | None = None) -> list[dict[str, Any]]:
     for index, row in enumerate(rows):
         missing = {"question", "answer"} - set(row)
         if missing:
-            raise ValueError(f"python question {index} lacks {sorted(missing)}; columns: {sorted(row)}")
+            raise ConfigError(f"python question {index} lacks {sorted(missing)}; columns: {sorted(row)}")
         row["answer"] = str(row["answer"])
     return rows
 
@@ -236,7 +237,7 @@ def load_environment(
             is not set.
     """
     if num_examples is not None and num_examples < 1:
-        raise ValueError(f"num_examples must be a positive integer or None (all), got {num_examples}")
+        raise ConfigError(f"num_examples must be a positive integer or None (all), got {num_examples}")
     rows = load_rows(dataset)[:num_examples]
     limits = SandboxLimits(
         timeout=timeout,

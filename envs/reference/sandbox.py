@@ -100,13 +100,13 @@ class SandboxLimits:
 
     def __post_init__(self) -> None:
         if not self.timeout > 0:
-            raise ValueError(f"SandboxLimits.timeout must be > 0 seconds, got {self.timeout}")
+            raise ConfigError(f"SandboxLimits.timeout must be > 0 seconds, got {self.timeout}")
         if self.cpu_seconds < 0 or self.memory_mb < 0:
-            raise ValueError("SandboxLimits.cpu_seconds and memory_mb must be >= 0 (0 = no limit)")
+            raise ConfigError("SandboxLimits.cpu_seconds and memory_mb must be >= 0 (0 = no limit)")
         if self.output_limit < 1:
-            raise ValueError(f"SandboxLimits.output_limit must be >= 1 byte, got {self.output_limit}")
+            raise ConfigError(f"SandboxLimits.output_limit must be >= 1 byte, got {self.output_limit}")
         if self.disk_mb < 1 or self.max_processes < 2:
-            raise ValueError(
+            raise ConfigError(
                 f"SandboxLimits.disk_mb must be >= 1 and max_processes >= 2, "
                 f"got {self.disk_mb} and {self.max_processes}"
             )

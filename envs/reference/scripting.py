@@ -14,6 +14,8 @@ import random
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from harness.errors import ConfigError
+
 
 def message_text(message: Mapping[str, Any]) -> str:
     """The text of an OpenAI-shaped message dict (string or list-of-parts content)."""
@@ -50,7 +52,7 @@ class RowLookup:
                 raise KeyError(f"row {dict(row)!r} has no {key!r} column to look it up by")
             self._rows[str(row[key]).strip()] = row
         if not self._rows:
-            raise ValueError("RowLookup needs at least one row")
+            raise ConfigError("RowLookup needs at least one row")
 
     def __len__(self) -> int:
         return len(self._rows)

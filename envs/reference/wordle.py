@@ -27,6 +27,7 @@ from typing import Any
 from envs import MultiTurnEnv, Tool, stop
 from envs.reference.data import data_path
 from envs.reference.scripting import RowLookup, seeded_rng
+from harness.errors import ConfigError
 from harness.types import Rollout
 from rubrics import Gate, Sequential, WeightedSum
 from rubrics.parsers import extract_xml
@@ -75,17 +76,17 @@ def load_words(path: str | Path | None = None) -> list[str]:
         if not word:
             continue
         if len(word) != WORD_LENGTH or not word.isascii() or not word.isalpha():
-            raise ValueError(f"{path}:{number}: {word!r} is not a {WORD_LENGTH}-letter word")
+            raise ConfigError(f"{path}:{number}: {word!r} is not a {WORD_LENGTH}-letter word")
         words.append(word)
     if not words:
-        raise ValueError(f"word list {path} is empty")
+        raise ConfigError(f"word list {path} is empty")
     return sorted(set(words))
 
 
 def make_games(words: Sequence[str], num_games: int = 50, seed: int = 0) -> list[dict[str, str]]:
     """`num_games` games with distinct secrets drawn from `words` (seeded: same seed, same games)."""
     if not 1 <= num_games <= len(words):
-        raise ValueError(f"num_games must be between 1 and the word count ({len(words)}), got {num_games}")
+        raise ConfigError(f"num_games must be between 1 and the word count ({len(words)}), got {num_games}")
     secrets = random.Random(seed).sample(sorted(words), num_games)
     return [
         {
@@ -116,7 +117,7 @@ class WordleEnv(MultiTurnEnv):
     ) -> None:
         self.words = frozenset(words)
         if max_guesses < 1:
-            raise ValueError(f"max_guesses must be >= 1, got {max_guesses}")
+            raise ConfigError(f"max_guesses must be >= 1, got {max_guesses}")
         self.max_guesses = max_guesses
         tools = [Tool.from_function(self.guess, name="guess")] if use_tool else None
         # A turn without a guess earns a reminder, so allow a few more turns than guesses.
@@ -127,7 +128,7 @@ class WordleEnv(MultiTurnEnv):
     def setup_state(self, state: dict[str, Any], example: Mapping[str, Any]) -> None:
         secret = str(example["answer"]).strip().lower()
         if secret not in self.words:
-            raise ValueError(
+            raise ConfigError(
                 f"example {example.get('example_id')!r}: secret {secret!r} is not in the word list"
             )
         state.update(secret=secret, guesses=[], won=False, max_guesses=self.max_guesses)

@@ -14,6 +14,7 @@ import pytest
 
 import rubrics
 from envs import Environment, MultiTurnEnv, SingleTurnEnv, ToolEnv, stop
+from harness.errors import ConfigError, ConfigTypeError
 from harness.protocol import EnvironmentProtocol
 from harness.types import Message, Rollout
 
@@ -166,14 +167,17 @@ def test_max_turns_must_be_positive_int(bad: object) -> None:
 
 
 def test_bad_sampling_parser_rubric() -> None:
-    with pytest.raises(TypeError, match="sampling"):
+    # Wrong types are ConfigTypeError: a ConfigError (RubricError, ValueError) and a TypeError.
+    with pytest.raises(ConfigTypeError, match="sampling"):
         Environment(ROWS, exact, sampling=[("max_tokens", 5)])
-    with pytest.raises(TypeError, match="parser"):
+    with pytest.raises(ConfigTypeError, match="parser"):
         Environment(ROWS, exact, parser=42)
     with pytest.raises(TypeError, match="rubric must be"):
         Environment(ROWS, 42)
-    with pytest.raises(ValueError, match="empty"):
+    with pytest.raises(ConfigError, match="empty"):
         Environment(ROWS, [])
+    with pytest.raises(ConfigError, match="max_turns"):
+        Environment(ROWS, exact, max_turns=0)
 
 
 def test_implements_protocol() -> None:

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from harness.errors import ConfigError, ConfigTypeError, NotScoreableError, RubricError
 from harness.types import Rollout
 from rubrics import Gate, Rubric, RubricDict, RubricList, Sequential, WeightedSum, reward
 
@@ -313,10 +314,13 @@ def test_rubric_dict_behaves_like_module_dict() -> None:
 
 @pytest.mark.parametrize("container", [RubricList([lambda: 1.0]), RubricDict({"a": lambda: 1.0})])
 def test_calling_a_rubric_list_or_dict_raises_clearly(container: Rubric) -> None:
-    with pytest.raises(TypeError, match="has no score"):
-        container(blank())
-    with pytest.raises(TypeError, match="has no score"):
-        container.score_batch([blank()])
+    for call in (container, container.forward, lambda r: container.score_batch([r])):
+        with pytest.raises(NotScoreableError, match="has no score") as caught:
+            call(blank())
+        # Both bases, as nn.ModuleList (TypeError) and OpenEnv (NotImplementedError) raise.
+        assert isinstance(caught.value, TypeError) and isinstance(caught.value, NotImplementedError)
+    with pytest.raises(NotImplementedError, match="has no score"):
+        asyncio.run(container.ascore(blank()))
 
 
 def test_rubric_list_inside_a_container_is_rejected_at_construction() -> None:
@@ -327,3 +331,19 @@ def test_rubric_list_inside_a_container_is_rejected_at_construction() -> None:
 def test_dict_keys_with_dots_are_rejected() -> None:
     with pytest.raises(ValueError, match="without '.'"):
         WeightedSum({"a.b": const(1.0, "a")})
+
+
+def test_bad_container_config_is_a_config_error() -> None:
+    for build in (
+        lambda: WeightedSum([const(1.0, "a")], weights=[1.0, 2.0]),
+        lambda: WeightedSum([]),
+        lambda: Gate(const(1.0, "a"), threshold=math.inf),
+        lambda: WeightedSum({"a.b": const(1.0, "a")}),
+    ):
+        with pytest.raises(ConfigError) as caught:
+            build()
+        assert isinstance(caught.value, (RubricError, ValueError))
+    # A value of the wrong type is still a TypeError, as Python would raise, and a ConfigError.
+    with pytest.raises(ConfigTypeError) as caught:
+        WeightedSum("not a list")  # type: ignore[arg-type]
+    assert isinstance(caught.value, TypeError) and isinstance(caught.value, ConfigError)
