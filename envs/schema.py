@@ -21,9 +21,12 @@ from pydantic.fields import FieldInfo
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 
 from harness.errors import ConfigTypeError
+from harness.types import INJECTED
 
-INJECTED: frozenset[str] = frozenset({"state", "rollout"})
-"""Parameter names the harness fills in; they never appear in the schema."""
+# The rollout fields a tool may ask for by parameter name (a subset of what reward functions
+# get: a tool runs mid-episode, before there is a final response or score).
+TOOL_INJECTED: frozenset[str] = frozenset(name for name in INJECTED if name in ("state", "rollout"))
+"""Parameter names the harness fills in for a tool; they never appear in its schema."""
 
 # Keywords OpenAI accepts in strict mode; everything else (default, uniqueItems, minLength,
 # discriminator, ...) is dropped from a strict schema. Pydantic still enforces it on input.
@@ -193,7 +196,7 @@ class _Parameters:
                 f"tool function {owner!r}: parameter {star}{param.name} is not supported; a tool "
                 "needs a fixed set of named, typed parameters the model can fill in"
             )
-        if param.name in INJECTED:
+        if param.name in TOOL_INJECTED:
             self.injected.append(param.name)
             if param.default is not param.empty:
                 self.injected_defaults.add(param.name)
@@ -469,7 +472,7 @@ def drop_null_defaults(data: Any, schema: Any, defs: dict[str, Any] | None = Non
 
 
 __all__ = [
-    "INJECTED",
+    "TOOL_INJECTED",
     "ArgumentSpec",
     "admits_null",
     "build_arguments",

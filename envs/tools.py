@@ -31,7 +31,7 @@ from pydantic_core import to_json
 
 from envs.docstrings import describe
 from envs.placement import CallTimedOut, Placement, Where, thread_pool
-from envs.schema import INJECTED, build_arguments, callable_name, drop_null_defaults
+from envs.schema import TOOL_INJECTED, build_arguments, callable_name, drop_null_defaults
 from harness.aio import is_async_callable, maybe_await
 from harness.errors import ConfigError, ConfigTypeError
 from harness.types import Message, Rollout, ToolCall
@@ -436,7 +436,7 @@ async def call_tool(
 
 __all__ = [
     "DEFAULT_TIMEOUT",
-    "INJECTED",
+    "TOOL_INJECTED",
     "Tool",
     "ToolResult",
     "call_tool",

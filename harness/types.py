@@ -14,6 +14,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 Role = Literal["system", "user", "assistant", "tool", "developer"]
 
+# The names a reward function parameter or a judge template variable gets from the rollout
+# itself (in this order in messages); every other name is a dataset column. Tools may ask for
+# two of them (`state`, `rollout`), see `envs.tools.TOOL_INJECTED`.
+INJECTED: tuple[str, ...] = ("rollout", "prompt", "completion", "response", "answer", "info", "task", "state")
+
 
 class FunctionCall(BaseModel):
     """The function part of an OpenAI tool call; `arguments` is the raw JSON text."""
@@ -217,4 +222,4 @@ class Rollout(BaseModel):
         return rollout_html(self)
 
 
-__all__ = ["FunctionCall", "Message", "Role", "Rollout", "ToolCall", "Usage", "as_messages"]
+__all__ = ["INJECTED", "FunctionCall", "Message", "Role", "Rollout", "ToolCall", "Usage", "as_messages"]

@@ -18,15 +18,11 @@ import jinja2
 import jinja2.meta
 
 from harness.errors import ConfigError, ScoringError
-from harness.types import Message, Rollout
+from harness.types import INJECTED, Message, Rollout
 
-# Names every rollout provides; any other name a template uses is a dataset column.
-INJECTED: frozenset[str] = frozenset(
-    {
-        "rollout", "prompt", "completion", "prompt_messages", "completion_messages",
-        "response", "answer", "info", "task", "state",
-    }
-)  # fmt: skip
+# Names a judge template gets from the rollout: its fields (harness.types.INJECTED) plus the
+# prompt and completion as message lists; any other name a template uses is a dataset column.
+TEMPLATE_FIELDS: frozenset[str] = frozenset(INJECTED) | {"prompt_messages", "completion_messages"}
 _TAG = re.compile(r"<\s*/?\s*([A-Za-z_][\w\-]*)\s*>")
 
 
@@ -107,7 +103,7 @@ class JudgeTemplate:
 
     def columns(self) -> set[str]:
         """Dataset columns the template needs (names that are not rollout fields)."""
-        return set(self.variables - INJECTED)
+        return set(self.variables - TEMPLATE_FIELDS)
 
     def render(self, fields: Mapping[str, Any]) -> str:
         missing = sorted(self.variables - set(fields))
@@ -154,4 +150,4 @@ def rollout_fields(rollout: Rollout, constants: Mapping[str, Any] | None = None)
     return fields
 
 
-__all__ = ["INJECTED", "JudgeTemplate", "MissingFieldError", "conversation_text", "rollout_fields"]
+__all__ = ["JudgeTemplate", "MissingFieldError", "conversation_text", "rollout_fields"]

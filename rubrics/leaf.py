@@ -17,12 +17,10 @@ from typing import Any, NamedTuple, overload
 
 from harness.aio import is_async_callable
 from harness.errors import ConfigError, ConfigTypeError
-from harness.types import Rollout
+from harness.types import INJECTED, Rollout
 from rubrics.module import NAN, Rubric, ScoringError, coerce_sync, failure_reason, snake_name
 from rubrics.scoring import nonfinite_error
 
-# Parameter names filled from the rollout itself; every other name is a dataset column.
-INJECTED: tuple[str, ...] = ("rollout", "prompt", "completion", "response", "answer", "info", "task", "state")
 _MISSING = object()
 Getter = Callable[[Rollout], Any]
 
@@ -287,4 +285,4 @@ def as_rubric(value: Any, where: str = "a rubric container") -> Rubric:
     )
 
 
-__all__ = ["INJECTED", "FunctionRubric", "as_rubric", "function_name", "reward"]
+__all__ = ["FunctionRubric", "as_rubric", "function_name", "reward"]

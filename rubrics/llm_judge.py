@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 from harness.errors import ConfigError
 from harness.types import Rollout
 from rubrics.judge_cache import CACHE, Answer, ask, cache_info, clear_cache
-from rubrics.judge_prompt import INJECTED, JudgeTemplate, MissingFieldError, rollout_fields
+from rubrics.judge_prompt import TEMPLATE_FIELDS, JudgeTemplate, MissingFieldError, rollout_fields
 from rubrics.judge_verdicts import (
     PARSE_MODES,
     REDUCTIONS,
@@ -236,7 +236,7 @@ class LLMJudge(Rubric):
     def _set_variables(self, value: Any) -> dict[str, Any]:
         if value is not None and not isinstance(value, Mapping):
             raise ConfigError(f"LLMJudge variables must be a dict of template constants, got {value!r}")
-        clash = sorted(set(value or {}) & INJECTED)
+        clash = sorted(set(value or {}) & TEMPLATE_FIELDS)
         if clash:
             raise ConfigError(f"LLMJudge variables {clash} would hide the rollout's own fields; rename them")
         return dict(value or {})
