@@ -11,17 +11,15 @@ rollout, so a summary can say "12 unscored: judge reply had no score" instead of
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, NoReturn, TypeVar, overload
 
 from harness.errors import ConfigError
 from harness.types import Rollout
 from rubrics.judge_cache import CACHE, Answer, ask, cache_info, clear_cache
-from rubrics.judge_prompt import TEMPLATE_FIELDS, JudgeTemplate, MissingFieldError, rollout_fields
+from rubrics.judge_config import JudgeConfig, compile_template
+from rubrics.judge_prompt import JudgeTemplate, MissingFieldError, rollout_fields
 from rubrics.judge_verdicts import (
-    PARSE_MODES,
-    REDUCTIONS,
     VerdictError,
     parse_choice,
     parse_json,
@@ -42,32 +40,33 @@ DEFAULT_SYSTEM_PROMPT = (
 )
 
 
-def _check_range(value: Any) -> tuple[float, float]:
-    try:
-        low, high = (float(v) for v in value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"score_range must be a pair (low, high) of numbers, got {value!r}") from None
-    if not (math.isfinite(low) and math.isfinite(high)) or low >= high:
-        raise ConfigError(f"score_range must be finite with low < high, got {value!r}")
-    return (low, high)
+T = TypeVar("T")
 
 
-def _check_choices(value: Any) -> dict[str, float] | None:
-    if value is None:
-        return None
-    if not isinstance(value, Mapping) or not value:
-        raise ConfigError('choices must be a non-empty dict of label -> score, e.g. {"C": 1.0, "I": 0.0}')
-    out: dict[str, float] = {}
-    for label, score in value.items():
-        if not isinstance(label, str) or not label.strip():
-            raise ConfigError(f"choice labels must be non-empty strings, got {label!r}")
-        if isinstance(score, (str, bytes)):
-            raise ConfigError(f"choice {label!r} must map to a number, got {score!r}")
-        try:
-            out[label.strip()] = float(score)
-        except (TypeError, ValueError):
-            raise ConfigError(f"choice {label!r} must map to a number, got {score!r}") from None
-    return out
+class Setting(Generic[T]):
+    """An LLMJudge attribute kept in (and validated by) the judge's `JudgeConfig`.
+
+    Reading it reads the config; assigning validates the one field and keeps the old config
+    when the value is bad, so `judge.samples = 0` raises ConfigError and changes nothing.
+    """
+
+    name: str
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, judge: None, owner: type | None = None) -> Setting[T]: ...
+    @overload
+    def __get__(self, judge: LLMJudge, owner: type | None = None) -> T: ...
+    def __get__(self, judge: LLMJudge | None, owner: type | None = None) -> T | Setting[T]:
+        if judge is None:
+            return self
+        value: T = getattr(judge._config, self.name)
+        return value
+
+    def __set__(self, judge: LLMJudge, value: T) -> None:
+        judge._use_config(judge._config.replace(**{self.name: value}))
 
 
 class LLMJudge(Rubric):
@@ -95,12 +94,31 @@ class LLMJudge(Rubric):
         sampling: request arguments (temperature defaults to 0, or 1 when samples > 1).
         variables: constants the template may name (e.g. a criterion's text), inserted
             as safely as rollout values.
+
+    Every setting above except the client ones is a field of `judge.config` (a
+    `rubrics.judge_config.JudgeConfig`) and an attribute validated on assignment
+    (`judge.samples = 3`); `judge.configure(parse="choice", choices={...})` changes several
+    at once. Bad values raise `ConfigError` and leave the judge unchanged.
     """
 
-    config_fields: ClassVar[tuple[str, ...]] = (
-        "prompt", "system_prompt", "model", "base_url", "parse", "choices", "score_range",
-        "pattern", "json_key", "samples", "reduce", "cache", "sampling", "variables",
-    )  # fmt: skip
+    _config: JudgeConfig
+    # `state_dict()` saves every JudgeConfig field, in the model's order.
+    config_fields: ClassVar[tuple[str, ...]] = tuple(JudgeConfig.model_fields)
+
+    prompt = Setting[str]()
+    system_prompt = Setting[str | None]()
+    model = Setting[str]()
+    base_url = Setting[str | None]()
+    parse = Setting[str]()
+    choices = Setting[dict[str, float] | None]()
+    score_range = Setting[tuple[float, float]]()
+    pattern = Setting[str | None]()
+    json_key = Setting[str]()
+    samples = Setting[int]()
+    reduce = Setting[str]()
+    cache = Setting[bool]()
+    sampling = Setting[dict[str, Any]]()
+    variables = Setting[dict[str, Any]]()
 
     def __init__(
         self,
@@ -141,119 +159,60 @@ class LLMJudge(Rubric):
         d["_api_key"] = api_key
         d["_client_options"] = dict(client_options or {})
         d["last_reply"] = None
-        self.model = client.model if client is not None else model
-        self.base_url = client.base_url if client is not None else base_url
-        self.prompt = prompt
-        self.system_prompt = system_prompt
-        self.score_range = score_range
-        self.choices = choices
-        self.parse = parse
-        self.pattern = pattern
-        self.json_key = json_key
-        self.samples = samples
-        self.reduce = reduce
-        self.cache = cache
-        self.sampling = sampling
-        self.variables = variables
-        self._check_config()
+        d["_config"] = JudgeConfig.build(
+            {
+                "prompt": prompt,
+                "system_prompt": system_prompt,
+                "model": client.model if client is not None else model,
+                "base_url": client.base_url if client is not None else base_url,
+                "parse": parse,
+                "choices": choices,
+                "score_range": score_range,
+                "pattern": pattern,
+                "json_key": json_key,
+                "samples": samples,
+                "reduce": reduce,
+                "cache": cache,
+                "sampling": sampling,
+                "variables": variables,
+            }
+        )
+        self._config.check()
 
     # ------------------------------------------------------------------ configuration
-    def __setattr__(self, name: str, value: Any) -> None:
-        check = getattr(self, f"_set_{name}", None) if name in self.config_fields else None
-        super().__setattr__(name, check(value) if check is not None else value)
+    @property
+    def config(self) -> JudgeConfig:
+        """The judge's settings (read-only here: assign `judge.<field>` or call `configure`)."""
+        return self._config.model_copy(deep=True)
 
-    def _set_prompt(self, value: Any) -> str:
-        self.__dict__["_template"] = JudgeTemplate(value, what="prompt")
-        return value
+    def configure(self, **changes: Any) -> None:
+        """Change several settings at once, validated together; a bad one changes nothing.
 
-    def _set_system_prompt(self, value: Any) -> str | None:
-        self.__dict__["_system"] = JudgeTemplate(value, what="system_prompt") if value is not None else None
-        return value
+        Use it for settings that only make sense together (`parse="choice"` with `choices`).
+        Assigning one attribute (`judge.samples = 3`) validates that field alone, and the
+        rules tying fields together are checked again before the next request.
+        """
+        config = self._config.replace(**changes)
+        config.check()
+        self._use_config(config)
 
-    def _set_model(self, value: Any) -> str:
-        if not isinstance(value, str) or not value.strip():
-            raise ConfigError(f"LLMJudge model must be a non-empty model name, got {value!r}")
-        client = self.__dict__.get("_client")
-        if client is not None and client.model != value:
+    def _use_config(self, config: JudgeConfig) -> None:
+        self.__dict__["_config"] = config
+        client = self.__dict__["_client"]
+        if client is not None and (
+            client.model != config.model
+            or (config.base_url is not None and client.base_url != config.base_url.rstrip("/"))
+        ):
             self.__dict__["_client"], self.__dict__["_owns_client"] = None, True  # rebuilt lazily
-        return value
 
-    def _set_base_url(self, value: Any) -> str | None:
-        client = self.__dict__.get("_client")
-        if client is not None and value is not None and client.base_url != value.rstrip("/"):
-            self.__dict__["_client"], self.__dict__["_owns_client"] = None, True
-        return value
+    @property
+    def _template(self) -> JudgeTemplate:
+        return compile_template(self._config.prompt, "prompt")
 
-    def _set_parse(self, value: Any) -> str:
-        if value not in PARSE_MODES:
-            raise ConfigError(f"LLMJudge parse={value!r}; use one of {', '.join(PARSE_MODES)}")
-        return value
-
-    def _set_choices(self, value: Any) -> dict[str, float] | None:
-        return _check_choices(value)
-
-    def _set_score_range(self, value: Any) -> tuple[float, float]:
-        return _check_range(value)
-
-    def _set_pattern(self, value: Any) -> str | None:
-        if value is None:
-            return None
-        try:
-            compiled = re.compile(value)
-        except (re.error, TypeError) as exc:
-            raise ConfigError(f"LLMJudge pattern {value!r} is not a valid regex: {exc}") from None
-        if compiled.groups < 1:
-            raise ConfigError(
-                f"LLMJudge pattern {value!r} needs a group around the score, e.g. r'Score: (\\d+)'"
-            )
-        return compiled.pattern
-
-    def _set_json_key(self, value: Any) -> str:
-        if not isinstance(value, str) or not value:
-            raise ConfigError(f"LLMJudge json_key must be a non-empty string, got {value!r}")
-        return value
-
-    def _set_samples(self, value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"LLMJudge samples must be an int >= 1, got {value!r}")
-        return value
-
-    def _set_reduce(self, value: Any) -> str:
-        if value not in REDUCTIONS:
-            raise ConfigError(f"LLMJudge reduce={value!r}; use one of {', '.join(REDUCTIONS)}")
-        return value
-
-    def _set_cache(self, value: Any) -> bool:
-        if not isinstance(value, bool):
-            raise ConfigError(f"LLMJudge cache must be True or False, got {value!r}")
-        return value
-
-    def _set_sampling(self, value: Any) -> dict[str, Any]:
-        if value is not None and not isinstance(value, Mapping):
-            raise ConfigError(f"LLMJudge sampling must be a dict like {{'max_tokens': 512}}, got {value!r}")
-        return dict(value or {})
-
-    def _set_variables(self, value: Any) -> dict[str, Any]:
-        if value is not None and not isinstance(value, Mapping):
-            raise ConfigError(f"LLMJudge variables must be a dict of template constants, got {value!r}")
-        clash = sorted(set(value or {}) & TEMPLATE_FIELDS)
-        if clash:
-            raise ConfigError(f"LLMJudge variables {clash} would hide the rollout's own fields; rename them")
-        return dict(value or {})
-
-    def _check_config(self) -> None:
-        """Rules that tie several settings together (checked at construction and per call,
-        since `load_state_dict` sets fields one at a time)."""
-        if self.parse == "choice" and not self.choices:
-            raise ConfigError('LLMJudge parse="choice" needs choices, e.g. {"C": 1.0, "P": 0.5, "I": 0.0}')
-        if self.parse == "number" and self.choices:
-            raise ConfigError('LLMJudge choices only apply to parse="choice" or parse="json"')
-        if self.parse == "json" and self.pattern is not None:
-            raise ConfigError('LLMJudge pattern does not apply to parse="json" (it reads json_key)')
-        low, high = self.score_range
-        outside = {k: v for k, v in (self.choices or {}).items() if not low <= v <= high}
-        if outside:
-            raise ConfigError(f"LLMJudge choices {outside} lie outside score_range {self.score_range}")
+    @property
+    def _system(self) -> JudgeTemplate | None:
+        source = self._config.system_prompt
+        return compile_template(source, "system_prompt") if source is not None else None
 
     # ------------------------------------------------------------------ public helpers
     @property
@@ -313,7 +272,6 @@ class LLMJudge(Rubric):
         return {k: v for k, v in params.items() if v is not None}
 
     cache_info = staticmethod(cache_info)
-    cache_stats = staticmethod(cache_info)
     clear_cache = staticmethod(clear_cache)
 
     async def aclose(self) -> None:
@@ -326,7 +284,7 @@ class LLMJudge(Rubric):
     async def forward(self, rollout: Rollout) -> float:
         from harness.client import EndpointError
 
-        self._check_config()
+        self._config.check()
         try:
             messages = self.render(rollout)
         except MissingFieldError as exc:

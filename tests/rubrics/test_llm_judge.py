@@ -11,9 +11,11 @@ from typing import Any
 import pytest
 
 from harness.client import Client
+from harness.errors import ConfigError
 from harness.scripted import ScriptedEndpoint, ScriptedHTTPError
 from harness.types import Rollout
 from rubrics import LLMJudge, WeightedSum
+from rubrics.judge_config import JudgeConfig
 from rubrics.llm_judge import cache_info, clear_cache
 
 EndpointFactory = Callable[..., ScriptedEndpoint]
@@ -234,8 +236,65 @@ def test_template_syntax_error_fails_at_construction() -> None:
 )
 def test_bad_configuration_fails_at_construction(kwargs: dict[str, Any], message: str) -> None:
     kwargs = {"model": "m", **kwargs}
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ConfigError, match=message):
         LLMJudge(PROMPT, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("parse", "vibes", "parse='vibes'"),
+        ("samples", 0, "samples must be an int"),
+        ("samples", True, "samples must be an int"),
+        ("score_range", (1, 1), "low < high"),
+        ("prompt", "{{ broken", "syntax error"),
+        ("prompt", 42, "template string"),
+        ("cache", "yes", "True or False"),
+        ("variables", {"answer": 1}, "hide the rollout's own fields"),
+        ("model", "", "non-empty model name"),
+    ],
+)
+def test_assigning_a_bad_setting_raises_and_changes_nothing(field: str, value: Any, message: str) -> None:
+    judge = LLMJudge(PROMPT, model="m")
+    before = judge.state_dict()
+    with pytest.raises(ConfigError, match=message):
+        setattr(judge, field, value)
+    assert judge.state_dict() == before
+
+
+def test_settings_are_one_validated_config() -> None:
+    judge = LLMJudge(PROMPT, model="m", choices=None)
+    # Every JudgeConfig field is a judge attribute and a state_dict key, in the model's order.
+    assert LLMJudge.config_fields == tuple(JudgeConfig.model_fields)
+    assert [k for k in judge.state_dict() if k != "on_error"] == list(JudgeConfig.model_fields)
+    judge.score_range = [0, "10"]
+    assert judge.score_range == (0.0, 10.0) and judge.config.score_range == (0.0, 10.0)
+    judge.config.samples = 5  # a copy: the judge is unchanged
+    assert judge.samples == 1
+    # Settings that only make sense together change in one call, validated together.
+    judge.configure(parse="choice", choices={"C": 10, "I": 0})
+    assert judge.score_reply("GRADE: C") == 1.0
+    with pytest.raises(ConfigError, match="needs choices"):
+        judge.configure(parse="choice", choices=None)
+    assert judge.choices == {"C": 10.0, "I": 0.0}
+    with pytest.raises(ConfigError, match="unknown_setting"):
+        judge.configure(unknown_setting=1)
+    # Assigning one field alone defers the cross-field rules to the next call (NaN + reason).
+    judge.parse = "number"
+    rollout = Rollout.model_validate(SAMPLE)
+    assert math.isnan(judge(rollout)) and "choices only apply" in rollout.score_errors[""]
+
+
+def test_changing_model_or_base_url_rebuilds_the_client() -> None:
+    client = Client("a", base_url="http://127.0.0.1:9/v1")
+    judge = LLMJudge(PROMPT, client=client)
+    judge.sampling = {"max_tokens": 8}
+    assert judge.client is client
+    judge.base_url = "http://127.0.0.1:9/v1/"
+    assert judge.client is client  # the same endpoint
+    judge.model = "b"
+    assert judge.client is not client and judge.client.model == "b"
+    assert judge.client.base_url == "http://127.0.0.1:9/v1"
 
 
 # ----------------------------------------------------------------------------- cache
@@ -249,7 +308,7 @@ async def test_identical_request_is_made_once(
     assert await judge.ascore(second) == 1.0
     assert ep.stats.requests == 1
     assert cache_info() == {"hits": 1, "shared": 0, "misses": 1, "size": 1}
-    assert LLMJudge.cache_stats() == cache_info()
+    assert LLMJudge.cache_info() == cache_info()
     assert second.score_details[""]["cached"] is True and first.score_details[""]["cached"] is False
     uncached = judge_for(ep, fast_retry, cache=False)
     assert await uncached.ascore(SAMPLE) == 1.0
