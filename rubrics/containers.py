@@ -10,7 +10,7 @@ import asyncio
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import Any, overload
 
 from harness.errors import ConfigError, ConfigTypeError
 from harness.types import Rollout
@@ -55,6 +55,11 @@ def add_children(owner: Rubric, rubrics: Any, what: str) -> list[str]:
             owner.add_rubric(key, _scoreable_child(value, what))
             names.append(key)
         return names
+    if isinstance(rubrics, Rubric) and rubrics._scoreable:  # e.g. a Sequential, which is iterable
+        raise ConfigTypeError(
+            f"{what} takes a list or dict of rubrics, got one {type(rubrics).__name__}; "
+            f"wrap it in a list to use it as one child: [{default_name(rubrics)}]"
+        )
     if isinstance(rubrics, (str, bytes)) or not isinstance(rubrics, Iterable):
         raise ConfigTypeError(
             f"{what} takes a list or dict of rubrics/functions, got {type(rubrics).__name__}"
@@ -175,6 +180,30 @@ class Sequential(Rubric):
         super().__init__(name=name, on_error=on_error)
         source: Any = rubrics[0] if len(rubrics) == 1 and isinstance(rubrics[0], Mapping) else rubrics
         add_children(self, source, "Sequential(...)")
+
+    # Indexing and length as `nn.Sequential`: by position, a slice is a new Sequential
+    # keeping the children's names.
+    def __len__(self) -> int:
+        return len(self._children)
+
+    def __bool__(self) -> bool:
+        return True  # a rubric, even with no steps (it scores 1.0): never falsy because empty
+
+    def __iter__(self) -> Iterator[Rubric]:
+        return iter(list(self._children.values()))
+
+    @overload
+    def __getitem__(self, index: int) -> Rubric: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequential: ...
+    def __getitem__(self, index: int | slice) -> Rubric | Sequential:
+        items = list(self._children.items())
+        if isinstance(index, slice):
+            return Sequential(dict(items[index]))
+        try:
+            return items[index][1]
+        except IndexError:
+            raise IndexError(f"Sequential index {index} out of range (length {len(items)})") from None
 
     def forward(self, rollout: Rollout) -> float:
         prefix = self._child_prefix()

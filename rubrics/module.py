@@ -17,7 +17,7 @@ import copy
 import inspect
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import MappingProxyType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from harness.aio import is_async_callable, run_sync
 from harness.defaults import DEFAULT_CONCURRENCY
@@ -42,6 +42,7 @@ from rubrics.scoring import (
     config_names,
     export_value,
     failure_reason,
+    hook_score,
     join_path,
     nonfinite_error,
     path_under,
@@ -49,6 +50,13 @@ from rubrics.scoring import (
     to_score,
     validate_batch,
 )
+
+
+class IncompatibleKeys(NamedTuple):
+    """What `load_state_dict(strict=False)` could not match, as torch reports it."""
+
+    missing_keys: list[str]
+    unexpected_keys: list[str]
 
 
 class Rubric:
@@ -210,7 +218,12 @@ class Rubric:
         return self._add_hook("_pre_hooks", hook)
 
     def register_forward_hook(self, hook: ForwardHook) -> RemovableHandle:
-        """`hook(node, rollout, score)` runs after `forward`; a returned number replaces the score."""
+        """`hook(node, rollout, score)` runs after `forward` (sync or async).
+
+        A returned number (int, float, bool, numpy scalar) replaces the score; anything else
+        (None, or the dict a logging hook returns) is ignored, as in OpenEnv. A raise fails
+        the node (NaN with the reason).
+        """
         return self._add_hook("_hooks", hook)
 
     def _add_hook(self, attr: str, hook: Callable[..., Any]) -> RemovableHandle:
@@ -238,8 +251,18 @@ class Rubric:
                 out[join_path(prefix, field)] = export_value(getattr(node, field))
         return out
 
-    def load_state_dict(self, state: Mapping[str, Any], strict: bool = True) -> None:
-        """Restore config saved by `state_dict()`; all-or-nothing (a bad value changes nothing)."""
+    def load_state_dict(self, state: Mapping[str, Any], strict: bool = True) -> IncompatibleKeys:
+        """Restore config saved by `state_dict()`; all-or-nothing (a bad value changes nothing).
+
+        Args:
+            state: Dotted keys to values, as `state_dict()` returns them.
+            strict: When True (the default), any key this tree lacks or a key of this tree
+                missing from `state` is a KeyError and nothing is loaded. When False, the keys
+                that match are loaded and the others are reported.
+
+        Returns:
+            `IncompatibleKeys(missing_keys, unexpected_keys)`, as `torch.nn.Module` returns.
+        """
         targets = {
             join_path(prefix, field): (node, field)
             for prefix, node in [("", self), *self.named_rubrics()]
@@ -262,6 +285,7 @@ class Rubric:
                 node, field = targets[key]
                 setattr(node, field, value)
             raise
+        return IncompatibleKeys(missing, unknown)
 
     # ------------------------------------------------------------------ per-rollout reporting
     def record_detail(self, rollout: Rollout, detail: Mapping[str, Any]) -> None:
@@ -412,7 +436,7 @@ class Rubric:
                     for post in tuple(self._hooks.values()):
                         out = post(self, rollout, score)
                         if out is not None:
-                            score = to_score(out, post)
+                            score = hook_score(out, score)
                 except Exception as exc:
                     score = self._settle(scope, scope.fail(exc))
             d = self.__dict__
@@ -453,7 +477,7 @@ class Rubric:
                     if inspect.isawaitable(out):
                         out = await out
                     if out is not None:
-                        score = to_score(out, post)
+                        score = hook_score(out, score)
             except Exception as exc:
                 score = self._settle(scope, scope.fail(exc))
             self._record(scope, score)
@@ -505,6 +529,6 @@ class Rubric:
 
 
 __all__ = [
-    "NAN", "RemovableHandle", "Rubric", "ScoringError", "as_rollout", "check_name", "coerce_sync",
-    "failure_reason", "join_path", "snake_name", "to_score",
+    "NAN", "IncompatibleKeys", "RemovableHandle", "Rubric", "ScoringError", "as_rollout", "check_name",
+    "coerce_sync", "failure_reason", "join_path", "snake_name", "to_score",
 ]  # fmt: skip

@@ -14,6 +14,7 @@ import contextvars
 import copy
 import inspect
 import math
+import numbers
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -98,6 +99,12 @@ def to_score(value: Any, source: object) -> float:
         f"{label} returned {type(value).__name__} {repr(value)[:80]}; a reward must be a number "
         "(float, int or bool)"
     )
+
+
+def hook_score(out: Any, score: float) -> float:
+    """What a forward hook's result does: a number replaces `score`; anything else (a dict
+    a logging hook returned, say) leaves it unchanged."""
+    return float(out) if isinstance(out, numbers.Real) else score
 
 
 def as_rollout(value: Any) -> Rollout:

@@ -347,3 +347,20 @@ def test_bad_container_config_is_a_config_error() -> None:
     with pytest.raises(ConfigTypeError) as caught:
         WeightedSum("not a list")  # type: ignore[arg-type]
     assert isinstance(caught.value, TypeError) and isinstance(caught.value, ConfigError)
+
+
+def test_sequential_has_length_and_indexing_like_nn_sequential() -> None:
+    a, b, c = reward(const(1.0, "a")), reward(const(0.5, "b")), reward(const(0.2, "c"))
+    seq = Sequential(a, b, c)
+    assert len(seq) == 3 and seq[0] is a and seq[-1] is c and list(seq) == [a, b, c]
+    with pytest.raises(IndexError, match="out of range"):
+        seq[3]
+    tail = seq[1:]
+    assert isinstance(tail, Sequential) and list(tail) == [b, c]
+    assert [name for name, _ in tail.named_children()] == ["b", "c"] and tail(blank()) == 0.2
+    empty = Sequential()
+    assert len(empty) == 0 and bool(empty) and empty(blank()) == 1.0  # still a rubric
+    # Iterable, but not a list of summands: WeightedSum(seq) would silently sum its steps.
+    with pytest.raises(ConfigTypeError, match=r"wrap it in a list"):
+        WeightedSum(seq)  # type: ignore[arg-type]
+    assert WeightedSum([seq])(blank()) == 0.2

@@ -10,6 +10,7 @@ import pytest
 
 from harness.types import Rollout
 from rubrics import Gate, Rubric, ScoringError, Sequential, WeightedSum, reward
+from rubrics.module import IncompatibleKeys
 
 
 def blank(**extra: object) -> Rollout:
@@ -290,6 +291,28 @@ def test_forward_hook_may_replace_the_score_and_a_raising_hook_fails_the_node() 
         leaf.register_forward_hook("nope")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_hook_returning_a_non_number_is_ignored_and_a_number_replaces(mode: str) -> None:
+    leaf = reward(lambda: 0.5, name="leaf")
+    seen: list[dict[str, object]] = []
+
+    def log(node: Rubric, rollout: Rollout, score: float) -> dict[str, object]:
+        entry = {"node": node.name, "score": score}
+        seen.append(entry)
+        return entry  # a logging hook's return value: not a score
+
+    async def alog(node: Rubric, rollout: Rollout, score: float) -> str:
+        return "logged"
+
+    leaf.register_forward_hook(log if mode == "sync" else alog)
+    r = blank()
+    assert leaf(r) == 0.5 and r.reward == 0.5 and not r.score_errors
+    leaf.register_forward_hook(lambda node, rollout, score: 1)  # an int is a number: replaces
+    assert leaf(blank()) == 1.0
+    if mode == "sync":
+        assert seen == [{"node": "leaf", "score": 0.5}] * 2
+
+
 # ---------------------------------------------------------------- failure reporting for subclasses
 class Reporter(Rubric):
     def __init__(self, mode: str) -> None:
@@ -356,8 +379,13 @@ def test_load_state_dict_is_strict_and_all_or_nothing() -> None:
     with pytest.raises(ValueError, match="threshold"):
         tree.load_state_dict(bad)
     assert tree.state_dict() == good
-    tree.load_state_dict({"g.threshold": 0.1}, strict=False)
+    assert tree.load_state_dict(good) == IncompatibleKeys([], [])
+    result = tree.load_state_dict({"g.threshold": 0.1, "bogus": 1, "g.nope": 2}, strict=False)
     assert tree.g.threshold == 0.1
+    # As torch: a NamedTuple of the keys this tree lacks in `state` and the keys it has no use for.
+    assert result == (["g.lambda.on_error", "g.on_error", "on_error", "weights"], ["bogus", "g.nope"])
+    assert result.missing_keys == ["g.lambda.on_error", "g.on_error", "on_error", "weights"]
+    assert result.unexpected_keys == ["bogus", "g.nope"]
 
 
 # ---------------------------------------------------------------- display
