@@ -2,8 +2,9 @@
 
 - `SingleTurnEnv`: one model turn, no tools (question -> answer -> score).
 - `ToolEnv`: the model calls tools until it answers without calling one, or `max_turns`.
-- `MultiTurnEnv`: subclass it and override `setup_state`, `env_response`, `is_done` and
-  `@stop` conditions to script the other side of a conversation (games, simulated users).
+- `MultiTurnEnv`: subclass it and override `env_response` (and optionally `setup_state`,
+  `is_done`, `@stop` conditions) to script the other side of a conversation (games,
+  simulated users).
 
 Each preset only fixes defaults and rejects arguments that contradict its shape, so a
 mistake (tools on a single-turn env) fails at construction instead of being ignored.
@@ -52,17 +53,30 @@ class ToolEnv(Environment):
 
 
 class MultiTurnEnv(Environment):
-    """An environment that talks back: override the hooks to script the other side.
+    """An environment that talks back: subclass it and override `env_response`.
 
+    - `env_response(rollout)` (required): the reply after each model turn: messages, a str
+      (one user message), or None to end the episode ("completed").
     - `setup_state(state, example)`: per-rollout state (sync or async).
-    - `env_response(rollout)`: the reply after each model turn: messages, a str (one user
-      message), or None to end the episode ("completed").
     - `is_done(rollout)`: True ends the episode ("completed").
     - methods decorated with `@envs.stop`: end it with the method's name as `stop_reason`.
     Tools work too: a turn with tool calls gets the tool results instead of `env_response`.
+
+    What sets it apart from `Environment`: `max_turns` defaults to 10, and a class that does
+    not override `env_response` is rejected at construction, since every episode would end
+    after the model's first answer (that is `SingleTurnEnv`, or `ToolEnv` with tools).
     """
 
     default_max_turns: ClassVar[int] = 10
+
+    def __init__(self, dataset: Any, rubric: Any, **kwargs: Any) -> None:
+        if type(self).env_response is Environment.env_response:
+            raise ConfigError(
+                f"{type(self).__name__} is a MultiTurnEnv but does not override env_response(rollout), "
+                "so every episode would end after the model's first answer; override it to reply, "
+                "or use SingleTurnEnv (ToolEnv for tools)"
+            )
+        super().__init__(dataset, rubric, **kwargs)
 
 
 __all__ = ["MultiTurnEnv", "SingleTurnEnv", "ToolEnv"]

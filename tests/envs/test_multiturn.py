@@ -95,6 +95,9 @@ async def test_setup_state_may_return_a_new_dict() -> None:
         def setup_state(self, state: dict, example: dict) -> dict:
             return {"replaced": example["example_id"]}
 
+        def env_response(self, rollout: Rollout) -> str:
+            return "again"
+
     env = Fresh(ROWS, exact)
     rollout = await env.setup_rollout(env.get_dataset()[0])
     assert rollout.state == {"replaced": 0}
@@ -146,9 +149,19 @@ async def test_plain_environment_ends_when_model_answers() -> None:
 
 def test_presets_default_max_turns() -> None:
     assert SingleTurnEnv(ROWS, exact).max_turns == 1
-    assert MultiTurnEnv(ROWS, exact).max_turns == 10
+    assert GuessEnv(ROWS, exact).max_turns == 10
     assert ToolEnv(ROWS, exact, tools=[double]).max_turns == 10
-    assert MultiTurnEnv(ROWS, exact, max_turns=4).max_turns == 4
+    assert GuessEnv(ROWS, exact, max_turns=4).max_turns == 4
+
+
+def test_multi_turn_env_must_script_the_other_side() -> None:
+    class Silent(MultiTurnEnv):
+        def is_done(self, rollout: Rollout) -> bool:
+            return True
+
+    for cls in (MultiTurnEnv, Silent):
+        with pytest.raises(ConfigError, match="does not override env_response"):
+            cls(ROWS, exact)
 
 
 def test_preset_argument_errors() -> None:
