@@ -34,7 +34,7 @@ FILE_FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "p
 INFO_SAMPLE_ROWS = 100
 
 
-def describe(columns: Iterable[str]) -> str:
+def name_list(columns: Iterable[str]) -> str:
     """A sorted, comma-separated column list for error messages ("none" when empty)."""
     names = sorted(set(columns))
     return ", ".join(names) if names else "none"
@@ -66,12 +66,12 @@ def _pick_split(source: Any, split: str | None, what: str) -> Dataset:
     splits = list(source.keys())
     if split is not None:
         if split not in source:
-            raise KeyError(f"{what} has no split {split!r}; available splits: {describe(splits)}")
+            raise KeyError(f"{what} has no split {split!r}; available splits: {name_list(splits)}")
         return source[split]
     if len(splits) == 1:
         return source[splits[0]]
     raise ConfigError(
-        f"{what} is a DatasetDict with several splits ({describe(splits)}); "
+        f"{what} is a DatasetDict with several splits ({name_list(splits)}); "
         f'say which one with split="{splits[0]}" or pass {what}["{splits[0]}"]'
     )
 
@@ -188,12 +188,12 @@ def rename_columns(ds: Dataset, columns: Mapping[str, str] | None, what: str = "
         if source not in present:
             raise ConfigError(
                 f"columns maps {target!r} to {source!r}, but {what} has no column {source!r}; "
-                f"available columns: {describe(present)}"
+                f"available columns: {name_list(present)}"
             )
         if target != source and target in present and target not in columns.values():
             raise ConfigError(
                 f"columns maps {source!r} to {target!r}, but {what} already has a column {target!r}; "
-                f"drop or rename it first (available columns: {describe(present)})"
+                f"drop or rename it first (available columns: {name_list(present)})"
             )
     return ds.rename_columns({source: target for target, source in columns.items() if source != target})
 
@@ -290,9 +290,9 @@ def info_keys(ds: Dataset, limit: int = INFO_SAMPLE_ROWS) -> set[str]:
 __all__ = [
     "FILE_FORMATS",
     "STANDARD_COLUMNS",
-    "describe",
     "info_keys",
     "load_source",
+    "name_list",
     "normalise",
     "parse_info",
     "rename_columns",

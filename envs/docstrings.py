@@ -55,7 +55,7 @@ def parse_docstring(doc: str | None) -> DocInfo:
     return DocInfo(description="\n\n".join(parts), params=params)
 
 
-def describe(fn: Callable[..., Any]) -> DocInfo:
+def docs_of(fn: Callable[..., Any]) -> DocInfo:
     """The `DocInfo` of a function (or of a callable object's `__call__` if it has no docstring)."""
     while isinstance(fn, functools.partial):
         fn = fn.func
@@ -65,4 +65,4 @@ def describe(fn: Callable[..., Any]) -> DocInfo:
     return parse_docstring(doc)
 
 
-__all__ = ["DocInfo", "describe", "parse_docstring"]
+__all__ = ["DocInfo", "docs_of", "parse_docstring"]

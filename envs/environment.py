@@ -150,7 +150,7 @@ class Environment:
         if self._user is None and not ({"prompt", "question"} & set(data.column_names)):
             raise ConfigError(
                 f"{what} needs a 'prompt' or a 'question' column (or a prompt_template); "
-                f"available columns: {ds_utils.describe(data.column_names)}; "
+                f"available columns: {ds_utils.name_list(data.column_names)}; "
                 "map yours with columns={'question': 'your_column'}"
             )
         data = ds_utils.normalise(data, what)
@@ -166,7 +166,7 @@ class Environment:
         if missing:
             raise ConfigError(
                 f"the rubric asks for column(s) {', '.join(map(repr, missing))} that {what} lacks; "
-                f"available columns (including info keys): {ds_utils.describe(available)}"
+                f"available columns (including info keys): {ds_utils.name_list(available)}"
             )
         return data
 
@@ -198,7 +198,7 @@ class Environment:
         else:
             raise ConfigError(
                 f"example {row.get('example_id')!r} has neither a prompt nor a question "
-                f"(columns: {ds_utils.describe(k for k, v in row.items() if v is not None)})"
+                f"(columns: {ds_utils.name_list(k for k, v in row.items() if v is not None)})"
             )
         if self._system is not None and not (messages and messages[0].role == "system"):
             messages.insert(0, Message(role="system", content=self._system.render(row)))
@@ -231,7 +231,7 @@ class Environment:
         if "example_id" not in example:
             raise ConfigError(
                 "example has no 'example_id'; pass rows from env.get_dataset() "
-                f"(got columns: {ds_utils.describe(example)})"
+                f"(got columns: {ds_utils.name_list(example)})"
             )
         info = copy.deepcopy(ds_utils.parse_info(example.get("info"), f"example {example['example_id']!r}"))
         for key, value in example.items():
@@ -425,8 +425,8 @@ def _check_same_columns(source_columns: dict[str, set[str]]) -> None:
     if a != b:
         raise ConfigError(
             "eval_dataset must have the same columns as dataset; "
-            f"only in dataset: {ds_utils.describe(a - b)}; only in eval_dataset: {ds_utils.describe(b - a)} "
-            f"(dataset columns: {ds_utils.describe(a)}; eval_dataset columns: {ds_utils.describe(b)})"
+            f"only in dataset: {ds_utils.name_list(a - b)}; only in eval_dataset: {ds_utils.name_list(b - a)} "
+            f"(dataset columns: {ds_utils.name_list(a)}; eval_dataset columns: {ds_utils.name_list(b)})"
         )
 
 

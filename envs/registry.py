@@ -51,7 +51,7 @@ def _entry_points() -> dict[str, list[EntryPoint]]:
     return found
 
 
-def _describe(ep: EntryPoint) -> RegisteredEnvironment:
+def _registered(ep: EntryPoint) -> RegisteredEnvironment:
     dist = getattr(ep, "dist", None)
     return RegisteredEnvironment(
         name=ep.name,
@@ -63,7 +63,7 @@ def _describe(ep: EntryPoint) -> RegisteredEnvironment:
 
 def list_environments() -> list[RegisteredEnvironment]:
     """Every environment registered under `rubric.environments`, sorted by name."""
-    return sorted((_describe(ep) for eps in _entry_points().values() for ep in eps), key=lambda e: e.name)
+    return sorted((_registered(ep) for eps in _entry_points().values() for ep in eps), key=lambda e: e.name)
 
 
 def _installed_hint() -> str:
@@ -128,7 +128,7 @@ def _from_import_path(spec: str) -> Any:
 def _from_name(name: str) -> tuple[Any, str]:
     matches = _entry_points().get(_normalise(name), [])
     if len(matches) > 1:
-        providers = "; ".join(f"{e.value} from {_describe(e).distribution}" for e in matches)
+        providers = "; ".join(f"{e.value} from {_registered(e).distribution}" for e in matches)
         raise EnvironmentNotFoundError(
             f"environment name {name!r} is registered more than once ({providers}); uninstall one, "
             "or load it as module:function"

@@ -29,7 +29,7 @@ from typing import Any, overload
 from pydantic import BaseModel, ValidationError
 from pydantic_core import to_json
 
-from envs.docstrings import describe
+from envs.docstrings import docs_of
 from envs.placement import CallTimedOut, Placement, Where, thread_pool
 from envs.schema import TOOL_INJECTED, build_arguments, callable_name, drop_null_defaults
 from harness.aio import is_async_callable, maybe_await
@@ -156,7 +156,7 @@ class Tool:
         _check_blocking(name, blocking, self._is_async)
         self.blocking = blocking
         self._placement = Placement(name, blocking)
-        docs = describe(fn)
+        docs = docs_of(fn)
         self.fn = fn
         self.name = name
         self.description = description if description is not None else docs.description

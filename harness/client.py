@@ -421,7 +421,7 @@ class Client:
             self.model,
             wait,
             failed_attempt,
-            self._key.scrub(_describe(exc)),
+            self._key.scrub(_error_text(exc)),
         )
 
     def _completion(self, raw: Any) -> Completion:
@@ -465,7 +465,7 @@ class Client:
     def _endpoint_error(self, exc: BaseException, attempts: int) -> EndpointError:
         status = status_of(exc)
         after = f" after {attempts} attempt{'s' if attempts != 1 else ''}" if is_retryable(exc) else ""
-        text = f"{self.model} at {self.base_url}: {_describe(exc, self.timeout)}{after}"
+        text = f"{self.model} at {self.base_url}: {_error_text(exc, self.timeout)}{after}"
         if status in _HINTS:
             text += f" ({_HINTS[status]})"
         return EndpointError(self._key.scrub(text), status=status, attempts=attempts)
@@ -519,7 +519,7 @@ def _is_openai_error(exc: BaseException) -> bool:
     return isinstance(exc, openai.OpenAIError)
 
 
-def _describe(exc: BaseException | None, timeout: float | None = None) -> str:
+def _error_text(exc: BaseException | None, timeout: float | None = None) -> str:
     """What went wrong, in the endpoint's own words where it gave any."""
     import openai
 

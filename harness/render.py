@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
 
 from rich.console import Group, RenderableType
 from rich.panel import Panel
@@ -134,12 +133,6 @@ def select_rollouts(
     if errors:
         chosen.extend(r for r in rollouts if r.error or r.score_errors)
     return chosen
-
-
-def describe(value: Any) -> str:
-    """Short, single-line text for a metadata value."""
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
-    return text if len(text) <= 120 else text[:117] + "..."
 
 
 __all__ = ["render_message", "render_rollout", "score_table", "select_rollouts"]

@@ -37,7 +37,7 @@ def function_name(fn: Callable[..., Any]) -> str:
     return snake_name(name) if not name.isidentifier() else name
 
 
-def _describe(fn: Callable[..., Any]) -> str:
+def _qualified_name(fn: Callable[..., Any]) -> str:
     return getattr(fn, "__qualname__", None) or function_name(fn)
 
 
@@ -112,7 +112,7 @@ def build_plan(fn: Callable[..., Any], leaf: str) -> Plan:
         signature = inspect.signature(fn)
     except (TypeError, ValueError) as exc:
         raise ConfigError(
-            f"cannot read the parameters of reward function {_describe(fn)}: {exc}; wrap it in a def"
+            f"cannot read the parameters of reward function {_qualified_name(fn)}: {exc}; wrap it in a def"
         ) from None
     positional: list[Getter] = []
     keyword: list[tuple[str, Getter]] = []
@@ -122,7 +122,7 @@ def build_plan(fn: Callable[..., Any], leaf: str) -> Plan:
         if p.kind is p.VAR_POSITIONAL or p.kind is p.POSITIONAL_ONLY:
             shown = f"*{p.name}" if p.kind is p.VAR_POSITIONAL else f"{p.name}, /"
             raise ConfigError(
-                f"reward function {_describe(fn)} takes {shown!r}; rubric passes arguments by name, so use "
+                f"reward function {_qualified_name(fn)} takes {shown!r}; rubric passes arguments by name, so use "
                 f"named parameters ({', '.join(INJECTED)}, or dataset column names) or **kwargs"
             )
         if p.kind is p.VAR_KEYWORD:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 
-from envs.docstrings import DocInfo, describe, parse_docstring
+from envs.docstrings import DocInfo, docs_of, parse_docstring
 from envs.tools import Tool
 
 
@@ -125,7 +125,7 @@ def test_empty_and_plain_docstrings() -> None:
 
 
 def test_partial_and_callable_objects_use_the_wrapped_docstring() -> None:
-    assert describe(functools.partial(rest, days=2)).description == "Get the weather forecast."
+    assert docs_of(functools.partial(rest, days=2)).description == "Get the weather forecast."
 
     class Search:
         def __call__(self, q: str) -> str:
@@ -136,6 +136,6 @@ def test_partial_and_callable_objects_use_the_wrapped_docstring() -> None:
             """
             return q
 
-    assert describe(Search()) == DocInfo("Search the index.", {"q": "The query."})
+    assert docs_of(Search()) == DocInfo("Search the index.", {"q": "The query."})
     t = Tool.from_function(Search(), name="search")
     assert t.parameters["properties"] == {"q": {"description": "The query.", "type": "string"}}
