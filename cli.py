@@ -296,6 +296,7 @@ def _client(stack: ExitStack, args: argparse.Namespace, env: Any):
     from harness.client import Client
     from harness.scripted import SCRIPTED_PREFIX, ScriptedEndpoint, scripted_policy
 
+    base_url: str | None
     if args.model.startswith(SCRIPTED_PREFIX):
         # In its own process, so the server does not share the GIL with the harness it serves.
         endpoint = ScriptedEndpoint(scripted_policy(env, args.model), process=True)

@@ -96,7 +96,7 @@ def _load_file(path: Path, what: str) -> Dataset:
         loaded = loader(str(path))
     except Exception as exc:  # the datasets library raises many types; name the file either way
         raise ConfigError(f"could not read {what} file {str(path)!r}: {type(exc).__name__}: {exc}") from exc
-    return loaded  # type: ignore[return-value]
+    return loaded
 
 
 def _read_json_rows(path: Path) -> list[Any]:
@@ -105,9 +105,9 @@ def _read_json_rows(path: Path) -> list[Any]:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
+        line_number = data[: exc.start].count(b"\n") + 1
         raise ConfigError(
-            f"{str(path)!r} is not UTF-8 text (byte 0x{data[exc.start]:02x} on line {line}); "
+            f"{str(path)!r} is not UTF-8 text (byte 0x{data[exc.start]:02x} on line {line_number}); "
             "save it as UTF-8 (e.g. iconv -f latin1 -t utf-8)"
         ) from None
     if text.lstrip().startswith("["):

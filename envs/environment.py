@@ -317,7 +317,8 @@ class Environment:
 
     async def stop_reason(self, rollout: Rollout) -> str | None:
         """The first `@stop` condition that holds (by method name), "completed" if `is_done`, else None."""
-        for name in stop_condition_names(type(self)):
+        # A class is hashable; mypy checks the instance's __hash__ (pydantic-style __eq__) instead.
+        for name in stop_condition_names(type(self)):  # type: ignore[arg-type]
             if await maybe_await(getattr(self, name)(rollout)):
                 return name
         if await maybe_await(self.is_done(rollout)):
@@ -330,7 +331,8 @@ class Environment:
         if self.parser is None:
             return text
         parse = getattr(self.parser, "parse_answer", None)
-        return parse(text) if callable(parse) else self.parser(text)
+        answer: str | None = parse(text) if callable(parse) else self.parser(text)
+        return answer
 
     async def score(self, rollout: Rollout) -> None:
         """Score with the rubric; with a parser, its result is in `state["parsed_answer"]` first.
@@ -352,7 +354,7 @@ class Environment:
 
     def config(self) -> dict[str, Any]:
         """What identifies this environment in metadata.json (compared when a run resumes)."""
-        return _jsonable(
+        identity: dict[str, Any] = _jsonable(
             {
                 "class": type(self).__name__,
                 "name": self.name,
@@ -368,6 +370,7 @@ class Environment:
                 "rubric": tree_nodes(self.rubric),
             }
         )
+        return identity
 
     # ------------------------------------------------------------------ running
 

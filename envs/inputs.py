@@ -29,7 +29,8 @@ def as_rubric(value: Any) -> rubrics.Rubric:
                 )
         return rubrics.WeightedSum(value if isinstance(value, Mapping) else list(value))
     if callable(value):
-        return rubrics.reward(value)
+        leaf: rubrics.Rubric = rubrics.reward(value)
+        return leaf
     raise ConfigTypeError(
         "rubric must be a rubrics.Rubric, a reward function (e.g. def correct(response, answer) -> float) "
         f"or a list/dict of them; got {type(value).__name__}"

@@ -194,9 +194,10 @@ def load_environment(spec: str, **kwargs: Any) -> Any:
         raise ConfigTypeError(
             f"load_environment of {spec!r} returned an object of type {type(env).__name__}, not an Environment"
         )
-    env.load_spec = recorded_spec
-    env.load_kwargs = dict(kwargs)
-    env.provenance = origin  # recorded in metadata.json by evaluate; not part of config()
+    # Provenance for metadata and workers; the protocol does not declare these attributes.
+    env.load_spec = recorded_spec  # type: ignore[attr-defined]
+    env.load_kwargs = dict(kwargs)  # type: ignore[attr-defined]
+    env.provenance = origin  # type: ignore[attr-defined]  # recorded in metadata.json by evaluate
     if registered_name is not None and not getattr(env, "_name_given", True):
         env.name = registered_name
     return env

@@ -158,9 +158,13 @@ def _field(param: inspect.Parameter, annotation: Any, doc: str | None) -> FieldI
         if default.description:
             extra = {}
         return FieldInfo.merge_field_infos(default, Field(alias=param.name, **extra))
-    if default is inspect.Parameter.empty:
-        return Field(alias=param.name, **extra)
-    return Field(default, alias=param.name, **extra)
+    # `Field()` is typed as returning Any (so it can stand as a default); it is a FieldInfo.
+    field: FieldInfo = (
+        Field(alias=param.name, **extra)
+        if default is inspect.Parameter.empty
+        else Field(default, alias=param.name, **extra)
+    )
+    return field
 
 
 def _diagnose(owner: str, annotations: dict[str, Any], exc: Exception) -> TypeError:
@@ -221,7 +225,7 @@ class _Parameters:
 def _arguments_model(owner: str, params: _Parameters) -> tuple[type[BaseModel], dict[str, Any]]:
     """The pydantic model validating a call's arguments, and its raw JSON Schema."""
     try:
-        model = create_model(  # type: ignore[call-overload]
+        model = create_model(
             f"{owner.replace('.', '_').replace('<', '').replace('>', '')}_arguments",
             __config__=ConfigDict(extra="forbid", populate_by_name=False),
             **params.definitions,

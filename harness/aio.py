@@ -126,13 +126,13 @@ async def maybe_await(value: T | Awaitable[T]) -> T:
     """Await `value` if it is awaitable, else return it: lets hooks and leaves be sync or async."""
     if inspect.isawaitable(value):
         return await value
-    return value  # type: ignore[return-value]
+    return value
 
 
 def is_async_callable(fn: Callable[..., Any]) -> bool:
     """True for `async def` functions and objects whose `__call__` is `async def`."""
     while hasattr(fn, "func") and not inspect.isfunction(fn):  # functools.partial
-        fn = fn.func  # type: ignore[attr-defined]
+        fn = fn.func
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
 
 

@@ -68,6 +68,10 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
+def _shown(value: Any, missing: object) -> str:
+    return "(absent)" if value is missing else json.dumps(value, default=str)[:80]
+
+
 def _check_arguments(
     env: object, num_examples: int | None, rollouts_per_example: int, concurrency: int
 ) -> None:
@@ -128,8 +132,7 @@ def _differences(before: Mapping[str, Any], now: Mapping[str, Any], prefix: str)
     for key in keys:
         old, new = before.get(key, missing), now.get(key, missing)
         if old != new:
-            show = lambda v: "(absent)" if v is missing else json.dumps(v, default=str)[:80]  # noqa: E731
-            out.append(f"{prefix}{key}: was {show(old)}, now {show(new)}")
+            out.append(f"{prefix}{key}: was {_shown(old, missing)}, now {_shown(new, missing)}")
     return out
 
 

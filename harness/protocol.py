@@ -57,7 +57,9 @@ class EnvironmentProtocol(Protocol):
 
     name: str
     max_turns: int
-    sampling: Mapping[str, Any]
+
+    @property
+    def sampling(self) -> Mapping[str, Any]: ...
 
     @property
     def tool_schemas(self) -> list[dict[str, Any]]: ...

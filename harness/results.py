@@ -278,7 +278,7 @@ class EvalResults:
         return console
 
     def __str__(self) -> str:
-        return self._render().export_text().rstrip()
+        return str(self._render().export_text()).rstrip()
 
     def __repr__(self) -> str:
         s = self.summary

@@ -141,7 +141,9 @@ async def call_with_retries(
 
     def before_sleep(state: RetryCallState) -> None:
         if on_retry is not None and state.outcome is not None and state.next_action is not None:
-            on_retry(state.outcome.exception(), state.attempt_number + 1, state.next_action.sleep)
+            exc = state.outcome.exception()
+            if exc is not None:  # tenacity only sleeps after a failed attempt
+                on_retry(exc, state.attempt_number + 1, state.next_action.sleep)
 
     retrying = AsyncRetrying(
         stop=stop_after_attempt(max_retries),

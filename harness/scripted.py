@@ -141,7 +141,7 @@ class ScriptedEndpoint:
 
     # -- lifecycle -----------------------------------------------------------------------
 
-    async def _start_server(self) -> asyncio.AbstractServer:
+    async def _start_server(self) -> asyncio.Server:
         handle = self._app.handle
 
         async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

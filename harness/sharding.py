@@ -247,8 +247,8 @@ def _merged_metadata(pieces: list[_Piece], status: str, rollouts: list[Rollout],
         "arguments": arguments,
         # The whole plan's order (each shard recorded only its own), for `load_results`.
         "example_ids": list(dict.fromkeys(str(r.example_id) for r in rollouts)),
-        "started_at": min(started, default=None),
-        "finished_at": max(finished, default=None),
+        "started_at": min(filter(None, started), default=None),
+        "finished_at": max(filter(None, finished), default=None),
         "sessions": [s for p in pieces for s in p.metadata.get("sessions") or []],
         "merged_from": [
             {

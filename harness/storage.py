@@ -64,7 +64,8 @@ def read_metadata(directory: Path) -> dict[str, Any] | None:
     if not path.exists():
         return None
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        metadata: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        return metadata
     except json.JSONDecodeError as exc:
         raise ResultsError(f"{path} is not valid JSON ({exc}); fix or delete it") from exc
 

@@ -93,6 +93,7 @@ class WeightedSum(Rubric):
     """
 
     config_fields = ("weights",)
+    _weights: dict[str, float]
 
     def __init__(
         self,
@@ -232,6 +233,7 @@ class Gate(Rubric):
     """The child's score if it reaches `threshold` (inclusive), else 0.0; NaN stays NaN."""
 
     config_fields = ("threshold",)
+    _threshold: float
 
     def __init__(
         self,

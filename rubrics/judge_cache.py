@@ -66,15 +66,16 @@ class JudgeCache:
                 return Answer(answer.replies, Usage(), cached=True)
             inflight = self._inflight.get(key)
             joined = inflight is not None and inflight[0] is loop
-            if joined:
+            future: asyncio.Future[Answer]
+            if inflight is not None and joined:
                 self.shared += 1
-                future = inflight[1]  # type: ignore[index]
+                future = inflight[1]
             else:
                 self.misses += 1
                 future = loop.create_task(self._fetch(key, fetch))
                 self._inflight[key] = (loop, future)
-        answer = await asyncio.shield(future)
-        return Answer(answer.replies, Usage(), cached=True) if joined else answer
+        fetched = await asyncio.shield(future)
+        return Answer(fetched.replies, Usage(), cached=True) if joined else fetched
 
     async def _fetch(self, key: str, fetch: Callable[[], Awaitable[Answer]]) -> Answer:
         try:

@@ -159,7 +159,7 @@ class JudgeConfig(BaseModel):
             raise ConfigError(
                 f"LLMJudge pattern {value!r} needs a group around the score, e.g. r'Score: (\\d+)'"
             )
-        return compiled.pattern
+        return str(compiled.pattern)
 
     @field_validator("json_key", mode="before")
     @classmethod

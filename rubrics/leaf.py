@@ -172,6 +172,11 @@ def make_caller(fn: Callable[..., Any], plan: Plan) -> Callable[[Rollout], Any]:
 class FunctionRubric(Rubric):
     """A leaf wrapping a reward function; made by `reward(fn)` or by passing a function to a container."""
 
+    _fn: Callable[..., Any]
+    _async: bool
+    _call: Callable[[Rollout], Any]
+    _columns: set[str]
+
     def __init__(
         self, fn: Callable[..., Any], *, name: str | None = None, on_error: float | None = math.nan
     ) -> None:

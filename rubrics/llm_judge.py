@@ -218,7 +218,7 @@ class LLMJudge(Rubric):
     @property
     def client(self) -> Client:
         """The judge's Client (built on first use from `model`, `base_url` and env vars)."""
-        client = self.__dict__["_client"]
+        client: Client | None = self.__dict__["_client"]
         if client is None:
             from harness.client import Client
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import inspect
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any, ClassVar, NamedTuple
 
@@ -84,6 +84,9 @@ class Rubric:
     on_error: float | None = None
     last_score: float | None = None
     last_error: BaseException | None = None
+    # Set per instance in __init__ (in __dict__); declared here for readers and type checkers.
+    _children: dict[str, Rubric]
+    _sync_cache: tuple[int, bool]
     _pre_hooks: dict[int, PreHook] = MappingProxyType({})  # type: ignore[assignment]
     _hooks: dict[int, ForwardHook] = MappingProxyType({})  # type: ignore[assignment]
 
@@ -319,7 +322,7 @@ class Rubric:
         return scope.path if scope is not None and scope.node is self else ""
 
     # ------------------------------------------------------------------ scoring entry points
-    def forward(self, rollout: Rollout) -> float:
+    def forward(self, rollout: Rollout) -> float | Awaitable[float]:
         """Score one rollout. Subclasses implement this (sync or async)."""
         raise NotScoreableError(
             f"{type(self).__name__} has no score of its own; it is a container of rubrics"
@@ -397,13 +400,16 @@ class Rubric:
     def _own_is_async(self) -> bool:
         return inspect.iscoroutinefunction(self.forward)
 
+    def _all_hooks(self) -> list[Callable[..., Any]]:
+        return [*self._pre_hooks.values(), *self._hooks.values()]
+
     def _is_sync_tree(self) -> bool:
         generation, answer = self._sync_cache
         if generation == GENERATION[0]:
             return answer
         answer = (
             not self._own_is_async()
-            and not any(is_async_callable(h) for h in (*self._pre_hooks.values(), *self._hooks.values()))
+            and not any(is_async_callable(h) for h in self._all_hooks())
             and all(child._is_sync_tree() for child in self._children.values())
         )
         self.__dict__["_sync_cache"] = (GENERATION[0], answer)
@@ -418,7 +424,7 @@ class Rubric:
                 if self._pre_hooks:
                     for pre in tuple(self._pre_hooks.values()):  # a hook may remove itself
                         pre(self, rollout)
-                raw = self.forward(rollout)
+                raw: Any = self.forward(rollout)  # a float, bool, int, or an awaitable to run
                 kind = type(raw)
                 score = (
                     raw

@@ -18,7 +18,7 @@ def node_head(node: Rubric) -> str:
     """`reward(correct)` for a leaf, `Gate(threshold=0.5)` for others."""
     custom = getattr(node, "_repr_head", None)
     if custom is not None:
-        return custom()
+        return str(custom())
     extra = node.extra_repr()
     if node.name and "name=" not in extra:
         extra = f"name={node.name!r}" + (f", {extra}" if extra else "")

@@ -108,7 +108,7 @@ def load_rows(
     else:
         import datasets
 
-        raw = datasets.load_dataset(str(dataset), subset, split=split)
+        raw = datasets.load_dataset(str(dataset), subset, split=split)  # type: ignore[assignment]  # a Dataset is a sequence of row dicts
     rows = []
     for index, row in enumerate(raw):
         missing = {"question", "answer"} - set(row)

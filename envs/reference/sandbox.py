@@ -211,7 +211,7 @@ def _cgroup_parents() -> dict[str, Path]:
     """Where a per-call cgroup can be made for the pids and memory controllers, v1 or v2."""
     paths = _cgroup_paths()
     root = Path("/sys/fs/cgroup")
-    v1 = {c: root / c / paths[c].lstrip("/") for c in ("pids", "memory") if c in paths}
+    v1: dict[str, Path] = {c: root / c / paths[c].lstrip("/") for c in ("pids", "memory") if c in paths}
     if len(v1) == 2 and all((p / "cgroup.procs").exists() for p in v1.values()):
         return v1
     for mount in (root, root / "unified"):
