@@ -28,8 +28,12 @@ def test_first_rubric_example_prints_what_readme_says() -> None:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         exec(compile(code_block("python", "from rubrics import Gate"), "<README>", "exec"), {})
-    last = out.getvalue().splitlines()[-1]
-    assert f"The last line prints `{last}`" in README
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "WeightedSum("  # print(rubric) shows the tree
+    assert "  (correct) weight=0.8: reward(correct)" in lines
+    assert "1.0" in lines
+    assert lines[-1] == "0.2 {'correct': 0.0, 'concise.concise': 1.0, 'concise': 1.0}"
+    assert f"The last line prints `{lines[-1]}`" in README
 
 
 def test_judge_example_runs_as_written_against_a_local_judge(monkeypatch: pytest.MonkeyPatch) -> None:
