@@ -6,6 +6,7 @@ in a separate process so the server's CPU is not charged to either side.
 
     python benchmarks/bench_harness.py                 # 1000 rollouts, 64 @ 0 ms and 256 @ 20 ms
     python benchmarks/bench_harness.py -n 300 --repeats 1
+    python benchmarks/bench_harness.py --scale         # workers=1 vs workers=2 (and Ray), see below
 
 What is measured, per variant, each in a fresh Python process (so one variant's imports,
 caches and memory high-water mark cannot flatter or penalise the next):
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import resource
@@ -183,6 +185,9 @@ async def _harness(base_url: str, concurrency: int, n: int, variant: str) -> dic
 
 
 def _worker(variant: str, base_url: str, concurrency: int, n: int) -> None:
+    if variant.startswith("scale:"):
+        print(json.dumps(asyncio.run(_scale(variant.removeprefix("scale:"), base_url, n))))
+        return
     base = _rss_mib()
     if variant == "bare":
         out = asyncio.run(_bare(base_url, concurrency, n))
@@ -272,6 +277,143 @@ def _load() -> str:
     return f"load average {one:.2f} (1 min), {five:.2f} (5 min)"
 
 
+# -- scale: worker processes and Ray actors against one process ------------------------------
+#
+#     python benchmarks/bench_harness.py --scale            # 2000 rollouts at 256 @ 20 ms
+#
+# Rows: "workers=1" (evaluate in one process, the baseline), "workers=2" (two local worker
+# processes) and "ray x2" (the same two workers as actors of a local Ray with 2 CPUs, started
+# before the clock). Every row writes results.jsonl (only the driver writes) and runs in a fresh
+# process, against the scripted endpoint in its own process. "rate" is rollouts/s from the
+# first finished rollout to the last, so the one-off worker start (imports, loading the
+# environment from its spec) is shown apart as "start s" and not charged to the throughput.
+# Target: workers=2 rate >= 1.5x workers=1 on a 2-core machine.
+
+SCALE_VARIANTS = ("workers=1", "workers=2", "ray x2")
+SCALE_CONFIG = (256, 0.020)
+SCALE_TARGET = 1.5
+
+
+def load_environment(n: int = 1000) -> Any:
+    """The benchmark's environment, loadable by path so worker processes can build it."""
+    from envs import Tool, ToolEnv
+
+    def correct(response: str, answer: str) -> float:
+        return float(response == answer)
+
+    return ToolEnv(_questions(n), correct, tools=[Tool(add_inline, name="add")], name="bench-add")
+
+
+def _first_line_watch(path: Path) -> tuple[Any, dict[str, float]]:
+    """A thread noting when `path` first holds a rollout (a stat every 5 ms, off the loop)."""
+    import threading
+
+    seen: dict[str, float] = {}
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            with contextlib.suppress(OSError):
+                if path.stat().st_size > 0:
+                    seen["first"] = time.perf_counter()
+                    return
+            time.sleep(0.005)
+
+    threading.Thread(target=watch, daemon=True).start()
+    return done, seen
+
+
+async def _scale(variant: str, base_url: str, n: int) -> dict[str, float]:
+    from envs import load_environment as load
+    from harness.client import Client
+    from harness.evaluation import evaluate
+    from harness.workers import peak_rss_mib
+
+    concurrency = SCALE_CONFIG[0]
+    env = load(str(Path(__file__).resolve()), n=n)
+    client = Client("scripted", base_url=base_url, api_key="x", max_concurrency=concurrency)
+    await client.complete([{"role": "user", "content": "What is 1+2?"}])
+    if variant == "ray x2":
+        import ray
+
+        ray.init(num_cpus=2, include_dashboard=False, logging_level="warning")
+    workers = 1 if variant == "workers=1" else 2
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "run"
+        done, seen = _first_line_watch(out / "results.jsonl")
+        t0, cpu0 = time.perf_counter(), time.process_time()
+        results = await evaluate(
+            env,
+            client,
+            concurrency=concurrency,
+            workers=workers,
+            executor="ray" if variant.startswith("ray") else "local",
+            output_dir=out,
+            progress=False,
+        )
+        end, cpu = time.perf_counter(), time.process_time() - cpu0
+        done.set()
+    await client.aclose()
+    s = results.summary
+    assert s.rollouts == n and s.mean_reward == 1.0 and s.errors == 0, f"{variant} run went wrong: {s}"
+    first = seen.get("first", t0)
+    report = (results.metadata["sessions"][-1].get("workers") or {}).get("workers") or []
+    return {
+        "wall": end - t0,
+        "start": first - t0,
+        "rate": (n - 1) / (end - first),
+        "driver_rss": peak_rss_mib(),
+        "worker_rss": max((w.get("peak_rss_mib") or 0.0 for w in report), default=0.0),
+        "driver_cpu": cpu,
+        "worker_cpu": sum(w.get("cpu_seconds") or 0.0 for w in report),
+    }
+
+
+def _scale_main(n: int, repeats: int) -> None:
+    from harness.scripted import ScriptedEndpoint
+
+    concurrency, latency = SCALE_CONFIG
+    variants = list(SCALE_VARIANTS)
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        variants.remove("ray x2")
+        print("ray is not installed (pip install 'rubric-rl[ray]'): the Ray row is skipped")
+    print(
+        f"scale: {n} rollouts x 2 requests at {concurrency} @ {latency * 1000:.0f} ms, endpoint in its own "
+        f"process, median of {repeats}; {os.cpu_count()} CPUs; {_load()}"
+    )
+    with ScriptedEndpoint(policy, latency=latency, process=True, model="scripted") as endpoint:
+        runs: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
+        for _ in range(repeats):
+            for variant in variants:
+                runs[variant].append(_run_worker(f"scale:{variant}", endpoint.base_url, concurrency, n))
+    med = {v: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for v, rs in runs.items()}
+    print(
+        f"\n{'variant':<12}{'wall s':>8}{'start s':>9}{'rollouts/s':>12}{'driver RSS':>12}{'worker RSS':>12}"
+        f"{'driver cpu':>12}{'workers cpu':>13}"
+    )
+    for variant in variants:
+        m = med[variant]
+        worker = f"{m['worker_rss']:>10.0f}MB" if m["worker_rss"] else f"{'-':>12}"
+        print(
+            f"{variant:<12}{m['wall']:>8.2f}{m['start']:>9.2f}{m['rate']:>12.0f}{m['driver_rss']:>10.0f}MB{worker}"
+            f"{m['driver_cpu']:>11.1f}s{m['worker_cpu']:>12.1f}s"
+        )
+    one, two = med["workers=1"]["rate"], med["workers=2"]["rate"]
+    print(f"\nworkers=2 / workers=1 rollouts/s: {two / one:.2f}x")
+    if "ray x2" in med:
+        ray_rate = med["ray x2"]["rate"]
+        print(
+            f"ray x2 / workers=2 rollouts/s: {ray_rate / two:.2f}x (Ray overhead {100 * (1 - ray_rate / two):+.0f}%)"
+        )
+    print(f"afterwards: {_load()}")
+    verdict = "met" if two / one >= SCALE_TARGET else "MISSED"
+    print(
+        f"target at {concurrency} @ {latency * 1000:.0f} ms, workers=2 >= {SCALE_TARGET}x workers=1: {verdict}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-n", "--rollouts", type=int, default=1000)
@@ -286,10 +428,17 @@ def main() -> None:
     parser.add_argument(
         "--worker", nargs=4, metavar=("VARIANT", "BASE_URL", "CONCURRENCY", "N"), help=argparse.SUPPRESS
     )
+    parser.add_argument(
+        "--scale", action="store_true", help="workers=1 vs workers=2 (and Ray) at 256 @ 20 ms instead"
+    )
     args = parser.parse_args()
     if args.worker:
         variant, base_url, concurrency, n = args.worker
         _worker(variant, base_url, int(concurrency), int(n))
+        return
+    if args.scale:
+        sys.path.insert(0, str(ROOT))
+        _scale_main(args.rollouts if args.rollouts != 1000 else 2000, args.repeats)
         return
     chosen = {v.strip() for v in args.variants.split(",") if v.strip()}
     if chosen - set(VARIANTS):

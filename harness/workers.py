@@ -34,6 +34,7 @@ import resource
 import signal
 import struct
 import sys
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -240,6 +241,7 @@ class WorkerRuntime:
             "rollouts": self.rollouts,
             "concurrency": self.spec.concurrency,
             "peak_rss_mib": round(peak_rss_mib(), 1),
+            "cpu_seconds": round(time.process_time(), 2),
             "imported_datasets": "datasets" in sys.modules,
         }
 
@@ -343,10 +345,12 @@ class _Scheduler:
     async def _settle(self, job_id: int, lost: bool) -> None:
         async with self.changed:
             self.in_flight -= 1
-            if lost:
+            if lost:  # one idle slot (of a live worker, or it passes the job on) takes it
                 self.pending.appendleft(job_id)
                 self.report.requeued += 1
-            self.changed.notify_all()
+                self.changed.notify(1)
+            elif self.in_flight == 0 and not self.pending:  # all done: every idle slot ends
+                self.changed.notify_all()
 
     async def slot(self, worker: WorkerHandle, dead: asyncio.Event) -> None:
         while not dead.is_set():
@@ -396,9 +400,12 @@ async def run_jobs(
     try:
         await asyncio.gather(*(h.start() for h in handles))
         scheduler.alive = len(handles)
-        async with asyncio.TaskGroup() as group:
-            for handle in handles:
-                group.create_task(scheduler.serve(handle))
+        try:
+            async with asyncio.TaskGroup() as group:
+                for handle in handles:
+                    group.create_task(scheduler.serve(handle))
+        except* WorkerError as raised:  # from one worker's task: report it as itself
+            raise raised.exceptions[0] from None
     except BaseException:
         for handle in handles:
             handle.kill()

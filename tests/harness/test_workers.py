@@ -33,8 +33,9 @@ class SpecFakeEnv(FakeEnv):
         self.load_kwargs: dict[str, Any] | None = None
 
     async def setup_rollout(self, example: Any, rollout_index: int = 0) -> Rollout:
-        if example["example_id"] == self.die_on and self.marker and not os.path.exists(self.marker):
-            Path(self.marker).write_text(str(os.getpid()))
+        if example["example_id"] == self.die_on and (self.marker is None or not os.path.exists(self.marker)):
+            if self.marker is not None:
+                Path(self.marker).write_text(str(os.getpid()))
             await asyncio.sleep(0.2)  # let the worker's other rollouts be in flight when it dies
             os.kill(os.getpid(), signal.SIGKILL)
         return await super().setup_rollout(example, rollout_index)
@@ -116,6 +117,17 @@ async def test_a_dying_worker_loses_and_duplicates_nothing(tmp_path: Path) -> No
     report = results.metadata["sessions"][-1]["workers"]
     assert len(report["lost"]) == 1 and report["requeued"] >= 1
     assert [w["rollouts"] for w in report["workers"]] != []  # the survivor reported
+    assert not _worker_children()
+
+
+async def test_when_every_worker_dies_the_run_fails_and_keeps_what_finished(tmp_path: Path) -> None:
+    env = load_fake("fake", n=12, die_on=11)  # kills whichever worker runs example 11, every time
+    async with serve(sum_policy) as (_, client):
+        with pytest.raises(WorkerError, match=r"every worker died with 1 rollout\(s\) left"):
+            await evaluate(env, client, concurrency=2, workers=2, output_dir=tmp_path, progress=False)
+    keys = _keys(tmp_path)
+    assert len(keys) == 11 and len(set(keys)) == 11 and ("11", 0) not in keys
+    assert json.loads((tmp_path / "metadata.json").read_text())["status"] == "failed"
     assert not _worker_children()
 
 
