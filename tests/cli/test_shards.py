@@ -40,7 +40,10 @@ def test_shards_merge_view_and_resume(tmp_path: Path) -> None:
     assert "pass@2" in merged.stdout
     whole = _eval(tmp_path, "-o", "whole")
     assert whole.returncode == 0, whole.stderr
-    assert _keys(tmp_path / "all") == _keys(tmp_path / "whole")
+    # The merge is in plan order; the unsharded run's file is in finishing order.
+    plan = json.loads((tmp_path / "all" / "metadata.json").read_text())["example_ids"]
+    assert _keys(tmp_path / "all") == [(e, i) for e in plan for i in range(2)]
+    assert sorted(_keys(tmp_path / "all")) == sorted(_keys(tmp_path / "whole"))
     summary = json.loads((tmp_path / "all" / "metadata.json").read_text())["summary"]
     expected = json.loads((tmp_path / "whole" / "metadata.json").read_text())["summary"]
     assert summary["mean_reward"] == expected["mean_reward"] and summary["pass_at_k"] == expected["pass_at_k"]
