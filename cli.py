@@ -231,6 +231,24 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return _eval(args)
 
 
+def _print_workers(console: Any, metadata: dict[str, Any]) -> None:
+    """One line on the workers of the last session: their rollouts and peak memory."""
+    report = (metadata.get("sessions") or [{}])[-1].get("workers")
+    if not report:
+        return
+    each = ", ".join(
+        f"#{w['index']} {w.get('rollouts', '?')} rollouts {w.get('peak_rss_mib', '?')} MB"
+        if not w.get("lost")
+        else f"#{w['index']} lost"
+        for w in report["workers"]
+    )
+    lost = f"; {len(report['lost'])} died, {report['requeued']} rollout(s) re-run" if report["lost"] else ""
+    console.print(
+        f"{report['executor']} workers: {each}; driver peak {report['driver_peak_rss_mib']} MB{lost}",
+        soft_wrap=True,
+    )
+
+
 def _eval(args: argparse.Namespace) -> int:
     from harness.aio import run_sync
     from harness.errors import ConfigError, EndpointError, ResultsError
@@ -320,6 +338,7 @@ def _print_eval(results: Any, output_dir: Path) -> int:
     """Print the summary and where the results are; returns how many rollouts errored."""
     console = _console()
     console.print(results)
+    _print_workers(console, results.metadata)
     console.print(f"Results written to [bold]{output_dir}[/bold]", soft_wrap=True)
     errors = results.summary.errors
     if errors:

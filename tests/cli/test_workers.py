@@ -26,6 +26,7 @@ def test_eval_with_two_workers(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "1.0000" in proc.stdout and "60 (30 examples)" in proc.stdout
+    assert "local workers: #0 " in proc.stdout and " MB; driver peak " in proc.stdout
     lines = (tmp_path / "out" / "results.jsonl").read_text().splitlines()
     keys = {(r["example_id"], r["rollout_index"]) for r in map(json.loads, lines)}
     assert len(lines) == 60 and len(keys) == 60
