@@ -334,18 +334,38 @@ class Environment:
         answer: str | None = parse(text) if callable(parse) else self.parser(text)
         return answer
 
+    def prepare_for_scoring(self, rollout: Rollout) -> None:
+        """With a parser, put its answer in `state["parsed_answer"]` (a failure is recorded, not raised)."""
+        if self.parser is None:
+            return
+        try:
+            rollout.state["parsed_answer"] = self.parse_answer(rollout)
+        except Exception as exc:
+            rollout.state["parsed_answer"] = None
+            _add_error(rollout, f"parser failed: {type(exc).__name__}: {exc}")
+
+    def trl(self, *, split: str = "train", num_examples: int | None = None) -> Any:
+        """GRPOTrainer keyword arguments for this environment: `GRPOTrainer(..., **env.trl().kwargs)`.
+
+        Args:
+            split: "train" (default) or "eval" examples.
+            num_examples: keep only the first n examples.
+
+        Returns:
+            An `envs.trl_bridge.TRLSpec` with `train_dataset`, `reward_funcs`, and, with tools,
+            `environment_factory`; `.kwargs` holds them as a dict. Needs no TRL to build.
+        """
+        from envs.trl_bridge import TRLSpec  # trl_bridge imports this module
+
+        return TRLSpec(self, split=split, num_examples=num_examples)
+
     async def score(self, rollout: Rollout) -> None:
         """Score with the rubric; with a parser, its result is in `state["parsed_answer"]` first.
 
         A rubric that raises (rather than recording a failing leaf) leaves reward NaN and the
         reason in `rollout.error`: one broken rollout never stops an evaluation.
         """
-        if self.parser is not None:
-            try:
-                rollout.state["parsed_answer"] = self.parse_answer(rollout)
-            except Exception as exc:
-                rollout.state["parsed_answer"] = None
-                _add_error(rollout, f"parser failed: {type(exc).__name__}: {exc}")
+        self.prepare_for_scoring(rollout)
         try:
             await self.rubric.ascore(rollout)
         except Exception as exc:

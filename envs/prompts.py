@@ -54,6 +54,10 @@ class Template:
                 f"{self.what} failed for example {row.get('example_id')!r}: {exc.message}"
             ) from exc
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A compiled jinja2 template holds generated code; pickle the text and compile again.
+        return (Template, (self.text, self.what))
+
     def __repr__(self) -> str:
         return f"Template({self.text!r})"
 

@@ -199,6 +199,14 @@ class Tool:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The argument model is a class made at runtime (not importable by name), so a Tool
+        # pickles as its function and options and is rebuilt (TRL's async trainer pickles).
+        # Placement state travels as state, so a copy keeps where its calls run.
+        options = {"name": self.name, "description": self.description, "timeout": self.timeout}
+        options["blocking"] = self.blocking
+        return (_rebuild_tool, (self.fn, options, self.strict), {"_placement": self._placement})
+
     def __repr__(self) -> str:
         params = ", ".join(self.parameters.get("properties", {}))
         blocking = "" if self.blocking is None else f", blocking={self.blocking}"
@@ -344,6 +352,10 @@ class Tool:
         _log.debug("tool %r raised", self.name, exc_info=exc)
         text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         return self._failure(text, f"tool {self.name!r} raised {text}")
+
+
+def _rebuild_tool(fn: Callable[..., Any], options: dict[str, Any], strict: bool) -> Tool:
+    return Tool(fn, strict=strict, **options)
 
 
 @overload

@@ -266,6 +266,13 @@ class Client:
             f"max_concurrency={self.max_concurrency}, max_retries={self.max_retries}, timeout={self.timeout:g})"
         )
 
+    def __getstate__(self) -> dict[str, Any]:
+        # The SDK client and semaphore belong to one event loop; a copy (e.g. a pickled TRL
+        # reward holding a judge) reconnects on first use.
+        state = dict(self.__dict__)
+        state.update(_openai=None, _loop=None, _semaphore=None)
+        return state
+
     def config(self) -> dict[str, Any]:
         """A JSON-serialisable description for results metadata; never the key or header values."""
         return {

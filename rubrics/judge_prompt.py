@@ -61,8 +61,16 @@ def _as_text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def _rebuild_template(source: str, what: str) -> JudgeTemplate:
+    return JudgeTemplate(source, what=what)
+
+
 class JudgeTemplate:
     """A compiled judge template: knows its variables and the tags it uses as delimiters."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Compiled jinja2 code cannot be pickled; a pickled judge (TRL workers) compiles again.
+        return (_rebuild_template, (self.source, self.what))
 
     def __init__(self, source: str, *, what: str = "prompt"):
         if not isinstance(source, str) or not source.strip():

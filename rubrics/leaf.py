@@ -197,6 +197,20 @@ class FunctionRubric(Rubric):
         # less per leaf on the scoring hot path. `forward` still behaves the same.
         d["forward"] = d["_call"]
 
+    def __getstate__(self) -> dict[str, Any]:
+        # The caller closure cannot be pickled; it is rebuilt from the function on load
+        # (TRL's async trainer and worker processes pickle reward functions).
+        state = dict(self.__dict__)
+        state.pop("_call", None)
+        state.pop("forward", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        call = make_caller(self._fn, build_plan(self._fn, f"reward {self.name!r}"))
+        self.__dict__["_call"] = call
+        self.__dict__["forward"] = call
+
     @property
     def fn(self) -> Callable[..., Any]:
         """The wrapped function (call it directly to bypass the tree)."""

@@ -214,6 +214,14 @@ class LLMJudge(Rubric):
         source = self._config.system_prompt
         return compile_template(source, "system_prompt") if source is not None else None
 
+    def __getstate__(self) -> dict[str, Any]:
+        # A client this judge built is rebuilt lazily after unpickling (it holds an HTTP pool
+        # bound to an event loop); a client the user gave is kept, without its connection.
+        state = dict(self.__dict__)
+        if state.get("_owns_client"):
+            state["_client"] = None
+        return state
+
     # ------------------------------------------------------------------ public helpers
     @property
     def client(self) -> Client:

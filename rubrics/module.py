@@ -514,6 +514,43 @@ class Rubric:
         if scope.error is not None:
             rollout.score_errors[scope.path] = scope.error
 
+    # ------------------------------------------------------------------ training
+    def as_trl_reward(
+        self,
+        *,
+        name: str | None = None,
+        log_metrics: bool = True,
+        log_extras: bool = True,
+        concurrency: int = 64,
+    ) -> Any:
+        """This tree as a picklable TRL reward function; see `rubrics.trl.as_trl_reward`.
+
+        Args:
+            name: what TRL logs the reward as (default: this node's name, else its class).
+            log_metrics: log each node's batch mean as `rubric/<path>` through TRL's `log_metric`.
+            log_extras: log each node's per-completion scores through TRL's `log_extra`.
+            concurrency: most completions scored at once by an async tree.
+
+        Returns:
+            `f(prompts, completions, completion_ids, **kwargs) -> list[float | None]` (async
+            when the tree has async nodes); None marks a completion the tree could not score.
+        """
+        from rubrics.trl import as_trl_reward  # rubrics.trl imports this module
+
+        return as_trl_reward(
+            self, name=name, log_metrics=log_metrics, log_extras=log_extras, concurrency=concurrency
+        )
+
+    def as_trl_reward_funcs(self, *, concurrency: int = 64) -> tuple[list[Any], list[float]]:
+        """`(funcs, weights)`: one TRL reward per child of a WeightedSum, for GDPO.
+
+        Use with `GRPOConfig(reward_weights=weights, multi_objective_aggregation="normalize_then_sum")`.
+        A tree that is not a plain weighted sum raises TypeError pointing to `as_trl_reward()`.
+        """
+        from rubrics.trl import as_trl_reward_funcs
+
+        return as_trl_reward_funcs(self, concurrency=concurrency)
+
     # ------------------------------------------------------------------ display
     def extra_repr(self) -> str:
         """Extra text for `repr()`, like `nn.Module.extra_repr`."""

@@ -116,3 +116,25 @@ def test_quick_start_command_runs_as_written(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "mean reward" in proc.stdout and "1.0000 ± 0.0000" in proc.stdout
     assert "Results written to runs/gsm8k--scripted-oracle--" in proc.stdout
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning", "ignore::DeprecationWarning")
+@pytest.mark.timeout(300)
+def test_train_with_trl_blocks_run_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.helpers import tiny_chat_model
+
+    monkeypatch.chdir(tmp_path)
+    out = io.StringIO()
+    namespace: dict[str, object] = {}
+    with contextlib.redirect_stdout(out):
+        exec(
+            compile(code_block("python", "reward_fn = env.rubric.as_trl_reward()"), "<README>", "exec"),
+            namespace,
+        )
+    assert out.getvalue().splitlines()[0] == "[1.0]"
+    assert "'environment_factory'" not in out.getvalue() and "'Answer briefly.'" in out.getvalue()
+    namespace["model"], namespace["tokenizer"] = tiny_chat_model(" It is 4")  # "your model and tokenizer"
+    exec(compile(code_block("python", "GRPOTrainer(model=model"), "<README>", "exec"), namespace)
+    history = namespace["trainer"].state.log_history  # type: ignore[attr-defined]
+    # The model always says "It is 4": right on one of the two questions.
+    assert [entry["rubric/correct"] for entry in history if "rubric/correct" in entry] == [0.5]

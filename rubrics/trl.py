@@ -1,0 +1,281 @@
+"""A rubric tree as TRL reward functions: GRPOTrainer's signature, NaN as None, per-node metrics.
+
+TRL (1.x) calls a reward function as `f(prompts, completions, completion_ids, **kwargs)` with
+every dataset column in `kwargs` as a list, plus `trainer_state`, `log_metric(name, value)`
+and `log_extra(column, values)`, and reads back one `float | None` per completion: `None`
+becomes NaN, and a row every reward function left as `None` stays out of the group baseline.
+That is this project's "unscored is NaN, never a silent 0" rule, so an unscorable rollout
+reaches the trainer as `None`, not as a zero that would teach the policy something false.
+
+Nothing here imports TRL or torch: the objects are plain callables, so they can be built,
+pickled and tested without the `[trl]` extra. The async form is a separate class because
+TRL decides whether to await a callable object by inspecting its `__call__`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from harness.errors import ConfigError
+from harness.types import Rollout
+from rubrics.module import Rubric
+
+#: Keyword arguments TRL adds next to the dataset columns; they are not columns of a rollout.
+TRAINER_KWARGS = frozenset({"trainer_state", "log_metric", "log_extra", "environments"})
+#: Dataset columns that fill a Rollout field of their own instead of `info`.
+_ROLLOUT_COLUMNS = {"answer": "answer", "task": "task", "example_id": "example_id"}
+METRIC_PREFIX = "rubric/"
+DEFAULT_CONCURRENCY = 64
+
+
+def rollouts_from_batch(
+    prompts: Sequence[Any], completions: Sequence[Any], columns: Mapping[str, Sequence[Any]]
+) -> list[Rollout]:
+    """One Rollout per completion from what TRL passes a reward function.
+
+    Conversational prompts/completions are lists of message dicts; standard ones are text
+    (a text completion becomes one assistant message). `answer`, `task` and `example_id`
+    columns fill those fields, an `info` column (dict or JSON text) is merged into `info`,
+    and every other column lands in `info`, where reward leaves find it by name.
+    """
+    if len(prompts) != len(completions):
+        raise ConfigError(f"TRL passed {len(prompts)} prompts but {len(completions)} completions")
+    data = {k: v for k, v in columns.items() if k not in TRAINER_KWARGS}
+    for name, values in data.items():
+        if len(values) != len(completions):
+            raise ConfigError(
+                f"column {name!r} has {len(values)} values for {len(completions)} completions; "
+                "TRL passes one value per completion"
+            )
+    rollouts = []
+    for i, (prompt, completion) in enumerate(zip(prompts, completions)):
+        row = {name: values[i] for name, values in data.items()}
+        fields: dict[str, Any] = {"prompt": prompt, "completion": completion, "rollout_index": i}
+        info = _as_info(row.pop("info", None))
+        for column, value in row.items():
+            if column in _ROLLOUT_COLUMNS and value is not None:
+                fields[_ROLLOUT_COLUMNS[column]] = value
+            else:
+                info.setdefault(column, value)
+        fields["info"] = info
+        if "task" in fields:
+            fields["task"] = str(fields["task"])
+        rollouts.append(Rollout.model_validate(fields))
+    return rollouts
+
+
+def _as_info(value: Any) -> dict[str, Any]:
+    if value is None or value == "":
+        return {}
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError:
+            return {"info": value}
+        return dict(parsed) if isinstance(parsed, dict) else {"info": parsed}
+    return {"info": value}
+
+
+def as_trl_value(score: float) -> float | None:
+    """A score as TRL reads it: a finite float, or None for unscored (NaN) and non-finite."""
+    return score if math.isfinite(score) else None
+
+
+class TRLReward:
+    """A rubric as a synchronous TRL reward function (see `Rubric.as_trl_reward`).
+
+    Attributes:
+        rubric: the tree that scores each completion.
+        __name__: the name TRL logs the reward under (`rewards/<name>/mean`).
+        metric_prefix: per-node metrics are logged as `<metric_prefix><node path>`.
+        last_rollouts: the rollouts of the most recent call, scored (for inspection).
+        prepare: optional `prepare(rollout)` run before scoring each rollout.
+    """
+
+    def __init__(
+        self,
+        rubric: Rubric,
+        *,
+        name: str | None = None,
+        metric_prefix: str = METRIC_PREFIX,
+        log_metrics: bool = True,
+        log_extras: bool = True,
+        concurrency: int = DEFAULT_CONCURRENCY,
+    ) -> None:
+        if not isinstance(rubric, Rubric):
+            raise ConfigError(f"as_trl_reward needs a Rubric, got {type(rubric).__name__}")
+        rubric._check_scoreable()
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise ConfigError(f"concurrency must be an int >= 1, got {concurrency!r}")
+        self.rubric = rubric
+        self.__name__ = name or rubric.name or type(rubric).__name__
+        self.metric_prefix = metric_prefix
+        self.log_metrics = log_metrics
+        self.log_extras = log_extras
+        self.concurrency = concurrency
+        self.last_rollouts: list[Rollout] = []
+        # Set by `as_trl_reward_funcs`: a child's nodes are logged under its path in the whole tree.
+        self.path_prefix = ""
+        #: Called on each rollout before scoring (an environment's answer parser, set by `env.trl()`).
+        self.prepare: Callable[[Rollout], Any] | None = None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.__name__!r}, rubric={self.rubric.label})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["last_rollouts"] = []  # per-call data, not configuration
+        return state
+
+    def __call__(
+        self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
+    ) -> list[float | None]:
+        """Score one TRL batch; the list has one reward per completion, None where unscored."""
+        rollouts = self._prepare(prompts, completions, kwargs)
+        scores = self.rubric.score_batch(rollouts, concurrency=self.concurrency)
+        return self._report(rollouts, scores, kwargs)
+
+    def _prepare(
+        self, prompts: Sequence[Any], completions: Sequence[Any], kwargs: Mapping[str, Any]
+    ) -> list[Rollout]:
+        rollouts = rollouts_from_batch(prompts, completions, kwargs)
+        environments = kwargs.get("environments")
+        if environments:
+            # An environment from `env.trl()` holds the episode's tool state: it merges it into
+            # the rollout and claims the episode, so its `get_reward` does not count it twice.
+            for rollout, environment in zip(rollouts, environments):
+                attach = getattr(environment, "_attach_rollout", None)
+                if callable(attach):
+                    attach(rollout)
+        if self.prepare is not None:
+            for rollout in rollouts:
+                self.prepare(rollout)
+        return rollouts
+
+    def _report(
+        self,
+        rollouts: list[Rollout],
+        scores: list[float],
+        kwargs: Mapping[str, Any],
+    ) -> list[float | None]:
+        self.last_rollouts = rollouts
+        log_metric: Callable[[str, float], Any] | None = kwargs.get("log_metric")
+        log_extra: Callable[[str, list[Any]], Any] | None = kwargs.get("log_extra")
+        prefix = f"{self.metric_prefix}{self.path_prefix}"
+        for path, _ in self.rubric.named_rubrics():
+            values = [r.scores.get(path, math.nan) for r in rollouts]
+            name = f"{prefix}.{path}" if self.path_prefix else f"{prefix}{path}"
+            finite = [v for v in values if math.isfinite(v)]
+            if self.log_metrics and callable(log_metric) and finite:
+                log_metric(name, sum(finite) / len(finite))
+            if self.log_extras and callable(log_extra):
+                log_extra(name, [as_trl_value(v) for v in values])
+        if self.log_metrics and callable(log_metric) and rollouts:
+            unscored = sum(1 for s in scores if not math.isfinite(s))
+            where = f"{prefix}/" if self.path_prefix else prefix
+            log_metric(f"{where}unscored_frac", unscored / len(rollouts))
+        return [as_trl_value(s) for s in scores]
+
+
+class AsyncTRLReward(TRLReward):
+    """The async form, for trees holding async nodes (judges): TRL gathers it concurrently."""
+
+    async def __call__(  # type: ignore[override]
+        self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
+    ) -> list[float | None]:
+        """Score one TRL batch concurrently; one reward per completion, None where unscored."""
+        rollouts = self._prepare(prompts, completions, kwargs)  # before any await: see envs.trl_bridge
+        scores = await self.rubric.ascore_batch(rollouts, concurrency=self.concurrency)
+        return self._report(rollouts, scores, kwargs)
+
+
+def as_trl_reward(
+    rubric: Rubric,
+    *,
+    name: str | None = None,
+    metric_prefix: str = METRIC_PREFIX,
+    log_metrics: bool = True,
+    log_extras: bool = True,
+    concurrency: int = DEFAULT_CONCURRENCY,
+) -> TRLReward:
+    """`rubric` as a picklable TRL reward function; async when the tree has async nodes.
+
+    Args:
+        rubric: the tree to score with.
+        name: what TRL logs the reward as (default: the rubric's name, else its class).
+        metric_prefix: per-node batch means go to `log_metric("<prefix><path>", mean)`.
+        log_metrics: log per-node means and the fraction of unscored completions.
+        log_extras: log per-completion node scores to TRL's completions table (`log_extra`).
+        concurrency: most completions scored at once by an async tree.
+
+    Returns:
+        A `TRLReward` (sync) or `AsyncTRLReward`: `f(prompts, completions, completion_ids, **kwargs)`
+        returning one float per completion, None where the rubric could not score it.
+    """
+    cls = TRLReward if rubric._is_sync_tree() else AsyncTRLReward
+    return cls(
+        rubric,
+        name=name,
+        metric_prefix=metric_prefix,
+        log_metrics=log_metrics,
+        log_extras=log_extras,
+        concurrency=concurrency,
+    )
+
+
+def as_trl_reward_funcs(
+    rubric: Rubric, *, metric_prefix: str = METRIC_PREFIX, concurrency: int = DEFAULT_CONCURRENCY
+) -> tuple[list[TRLReward], list[float]]:
+    """A weighted sum as one TRL reward function per child, with the weights (for GDPO).
+
+    Pass them as `GRPOTrainer(reward_funcs=funcs, args=GRPOConfig(reward_weights=weights,
+    multi_objective_aggregation="normalize_then_sum"))`: TRL normalises each child's reward
+    within its group before weighting, instead of normalising the weighted total.
+
+    Raises:
+        ConfigError: `rubric` is not a plain `WeightedSum` (or a single leaf), so it has no
+            per-child decomposition; score it whole with `as_trl_reward()` instead.
+    """
+    from rubrics.containers import WeightedSum  # containers import this package's leaves
+
+    if not isinstance(rubric, WeightedSum):
+        if not any(True for _ in rubric.children()) and rubric._scoreable:
+            return [as_trl_reward(rubric, metric_prefix=metric_prefix, concurrency=concurrency)], [1.0]
+        raise ConfigError(
+            f"as_trl_reward_funcs() splits a WeightedSum into one reward per child; {rubric.label} is a "
+            f"{type(rubric).__name__}, whose score is not a weighted sum of its children. "
+            "Use as_trl_reward() to train on the whole tree's score"
+        )
+    if type(rubric).forward is not WeightedSum.forward or rubric._pre_hooks or rubric._hooks:
+        raise ConfigError(
+            f"{rubric.label} changes the plain weighted sum (own forward or hooks), which per-child "
+            "rewards would silently drop; use as_trl_reward() instead"
+        )
+    if rubric.on_error is not None:
+        raise ConfigError(
+            f"{rubric.label} has on_error={rubric.on_error:g}, which per-child rewards cannot apply; "
+            "use as_trl_reward() instead"
+        )
+    funcs: list[TRLReward] = []
+    weights: list[float] = []
+    for child_name, child in rubric.named_children():
+        func = as_trl_reward(child, name=child_name, metric_prefix=metric_prefix, concurrency=concurrency)
+        func.path_prefix = child_name
+        funcs.append(func)
+        weights.append(rubric.weights[child_name])
+    return funcs, weights
+
+
+__all__ = [
+    "AsyncTRLReward",
+    "TRLReward",
+    "as_trl_reward",
+    "as_trl_reward_funcs",
+    "as_trl_value",
+    "rollouts_from_batch",
+]
