@@ -27,6 +27,7 @@ from envs.tools import Tool, ToolResult, call_tool
 from harness.aio import maybe_await, run_sync
 from harness.errors import ConfigError, ConfigTypeError
 from harness.types import Message, Rollout, ToolCall, as_messages
+from rubrics.credit import assign_credit
 from rubrics.render import tree_nodes
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -60,6 +61,9 @@ class Environment:
         name: identifier written to results (default: the registry name or the class name).
         columns: {standard name: your column}, e.g. {"question": "problem"}.
         split: which split of a `DatasetDict` to use as `dataset`.
+        credit: credit assignment run after scoring, filling `rollout.turn_rewards` (one
+            reward per assistant turn): `rubrics.credit.discounted(0.9)`, `returns_to_go()`,
+            `outcome()`, or your own `(rollout) -> list[float]`.
     """
 
     default_max_turns: ClassVar[int] = 10
@@ -85,7 +89,14 @@ class Environment:
         name: str | None = None,
         columns: Mapping[str, str] | None = None,
         split: str | None = None,
+        credit: Callable[[Rollout], Sequence[float]] | None = None,
     ) -> None:
+        if credit is not None and not callable(credit):
+            raise ConfigError(
+                f"credit must be a function (rollout) -> list[float] such as rubrics.credit.discounted(0.9), "
+                f"got {type(credit).__name__}"
+            )
+        self.credit = credit
         self.max_turns = _check_max_turns(self.default_max_turns if max_turns is None else max_turns)
         if sampling is not None and not isinstance(sampling, Mapping):
             raise ConfigTypeError(
@@ -371,6 +382,11 @@ class Environment:
         except Exception as exc:
             rollout.reward = math.nan
             _add_error(rollout, f"scoring failed: {type(exc).__name__}: {exc}")
+        if self.credit is not None:
+            try:
+                assign_credit(rollout, self.credit)
+            except Exception as exc:
+                _add_error(rollout, f"credit assignment failed: {type(exc).__name__}: {exc}")
 
     def config(self) -> dict[str, Any]:
         """What identifies this environment in metadata.json (compared when a run resumes)."""

@@ -25,7 +25,7 @@ from harness.aio import blocked_loop_serves
 from harness.defaults import DEFAULT_CONCURRENCY
 from harness.errors import ConfigError, EndpointError
 from harness.retry import MalformedResponseError, call_with_retries, is_retryable, status_of
-from harness.types import Message, Usage
+from harness.types import Message, TurnTokens, Usage
 
 logger = logging.getLogger(__name__)
 
@@ -41,10 +41,12 @@ _HINTS = {
 
 
 class Choice(BaseModel):
-    """One generated alternative (`n > 1` gives several)."""
+    """One generated alternative (`n > 1` gives several), with its token ids when the endpoint sent them."""
 
     message: Message
     finish_reason: str | None = None
+    token_ids: list[int] | None = None
+    logprobs: list[float] | None = None
 
 
 class Completion(BaseModel):
@@ -54,6 +56,24 @@ class Completion(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     model: str | None = None
     id: str | None = None
+    prompt_token_ids: list[int] | None = None
+
+    def turn_tokens(self, turn: int) -> TurnTokens | None:
+        """The first choice's token record for assistant turn `turn`, if the endpoint gave ids."""
+        choice = self.choices[0]
+        if self.prompt_token_ids is None or choice.token_ids is None:
+            return None
+        logprobs = (
+            choice.logprobs
+            if choice.logprobs is not None and len(choice.logprobs) == len(choice.token_ids)
+            else None
+        )
+        return TurnTokens(
+            turn=turn,
+            prompt_token_ids=self.prompt_token_ids,
+            completion_token_ids=choice.token_ids,
+            logprobs=logprobs,
+        )
 
     @property
     def message(self) -> Message:
@@ -186,7 +206,9 @@ class Client:
     `sampling` holds default request arguments (temperature, max_tokens, ...); per-call
     arguments override them and a None value removes one; `model=` overrides the model for
     one call. Arguments the installed SDK does not know (e.g. vLLM's `top_k`) are sent in the
-    request body unchanged.
+    request body unchanged. `return_token_ids=True` asks for token ids and logprobs the vLLM
+    way (`logprobs=True`, `return_token_ids` in the body); a `Completion` then carries
+    `prompt_token_ids` and each choice its `token_ids` and `logprobs`.
 
     Counters: `usage` (tokens of every successful call), `requests` (HTTP requests sent,
     retries included), `retries`, `failures` (calls that ended in EndpointError), `successes`.
@@ -210,6 +232,7 @@ class Client:
         backoff_base: float = 0.5,
         backoff_max: float = 30.0,
         retry_after_max: float = 60.0,
+        return_token_ids: bool = False,
     ) -> None:
         _check_settings(
             model,
@@ -235,6 +258,7 @@ class Client:
         self.backoff_base = float(backoff_base)
         self.backoff_max = float(backoff_max)
         self.retry_after_max = float(retry_after_max)
+        self.return_token_ids = bool(return_token_ids)
 
         self.usage = Usage()
         self.requests = 0
@@ -368,6 +392,9 @@ class Client:
         payload = [m.to_openai() if isinstance(m, Message) else dict(m) for m in messages]
         merged = {k: v for k, v in {**self.sampling, **params}.items() if v is not None}
         _check_params(merged, "complete()")
+        if self.return_token_ids:  # asked the vLLM way: logprobs=True, return_token_ids in the body
+            merged.setdefault("logprobs", True)
+            merged.setdefault("return_token_ids", True)
         model = merged.pop("model", self.model)
         known = _create_parameters()
         direct = {k: v for k, v in merged.items() if k in known}
@@ -448,7 +475,11 @@ class Client:
         self.successes += 1
         choices = [self._choice(index, c) for index, c in enumerate(raw.choices)]
         return Completion(
-            choices=choices, usage=usage, model=getattr(raw, "model", None), id=getattr(raw, "id", None)
+            choices=choices,
+            usage=usage,
+            model=getattr(raw, "model", None),
+            id=getattr(raw, "id", None),
+            prompt_token_ids=_int_list(getattr(raw, "prompt_token_ids", None)),
         )
 
     def _choice(self, index: int, choice: Any) -> Choice:
@@ -458,7 +489,12 @@ class Client:
         try:
             if message is None:
                 raise ValueError("is null")
-            return Choice(message=_message_from_sdk(message), finish_reason=choice.finish_reason)
+            return Choice(
+                message=_message_from_sdk(message),
+                finish_reason=choice.finish_reason,
+                token_ids=_int_list(getattr(choice, "token_ids", None)),
+                logprobs=_logprobs(getattr(choice, "logprobs", None)),
+            )
         except ValidationError as exc:
             first = exc.errors()[0]
             field = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"])
@@ -509,6 +545,24 @@ def check_sampling(sampling: Mapping[str, Any], where: str = "sampling") -> None
     for key in sampling:
         if key in HARNESS_OWNED and not (key == "n" and sampling[key] == 1):
             raise ConfigError(f"{where} may not set {key!r}: {HARNESS_OWNED[key]}; remove it")
+
+
+def _int_list(value: Any) -> list[int] | None:
+    """Token ids as vLLM sends them (a list of ints), else None."""
+    if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return value
+    return None
+
+
+def _logprobs(value: Any) -> list[float] | None:
+    """The sampled tokens' logprobs from an OpenAI `logprobs` object (`content[i].logprob`)."""
+    content = getattr(value, "content", None)
+    if not content:
+        return None
+    try:
+        return [float(item.logprob) for item in content]
+    except (AttributeError, TypeError, ValueError):
+        return None
 
 
 def _check_params(params: Mapping[str, Any], where: str) -> None:

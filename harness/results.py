@@ -202,11 +202,26 @@ class EvalResults:
         ]  # fmt: skip
         return pd.DataFrame(rows, columns=columns)
 
-    def to_dataset(self) -> Dataset:
-        """A Hugging Face `datasets.Dataset`, one row per rollout (see `to_records`)."""
-        from datasets import Dataset
+    def to_dataset(
+        self, format: str = "records", *, best_of: int = 1, min_reward: float | None = None
+    ) -> Dataset:
+        """A Hugging Face `datasets.Dataset` of these results, shaped for `format`.
 
-        rows = self.to_records()
+        Args:
+            format: "records" (one row per rollout, see `to_records`), "messages" (SFT rows),
+                "preference" (chosen/rejected pairs), "tokens" (token ids, logprobs and
+                env_mask for multi-turn RL) or "trl" (GRPO prompts); see `harness.exports`.
+            best_of: for "messages", how many top-reward rollouts of each example to keep.
+            min_reward: for "messages", drop rollouts scoring below it.
+        """
+        from datasets import Dataset
+        from harness.exports import export_rows
+
+        rows = (
+            self.to_records()
+            if format == "records"
+            else export_rows(list(self.rollouts), format, best_of=best_of, min_reward=min_reward)
+        )
         if not rows:
             return Dataset.from_dict({})
         return Dataset.from_list(rows)

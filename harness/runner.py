@@ -131,6 +131,9 @@ async def _model_turn(
             r.stop_reason, r.error = "error", describe_error(exc)
         return False
     r.completion.append(reply.message)
+    tokens = reply.turn_tokens(r.turns) if hasattr(reply, "turn_tokens") else None
+    if tokens is not None:  # the endpoint's own token ids, kept for training exports
+        r.turn_tokens.append(tokens)
     r.turns += 1
     r.usage = r.usage + reply.usage
     if reply.finish_reason == "length":

@@ -20,6 +20,7 @@ from typing import Any
 
 from harness.aio import maybe_await
 from harness.scripted_http import DROP, Request, Response
+from harness.scripted_tokens import add_token_ids
 
 Policy = Callable[..., Any]
 """`policy(messages, tools[, request_body]) -> str | dict` (sync or async)."""
@@ -335,22 +336,22 @@ class ScriptedApp:
         with self._lock:
             self._stats.prompt_tokens += prompt_tokens
             self._stats.completion_tokens += completion_tokens
-        return Response(
-            200,
-            {
-                "id": f"chatcmpl-scripted-{number}",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": body.get("model") or self.model,
-                "system_fingerprint": "scripted",
-                "choices": choices,
-                "usage": {
-                    "prompt_tokens": prompt_tokens,
-                    "completion_tokens": completion_tokens,
-                    "total_tokens": prompt_tokens + completion_tokens,
-                },
+        payload = {
+            "id": f"chatcmpl-scripted-{number}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model") or self.model,
+            "system_fingerprint": "scripted",
+            "choices": choices,
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
             },
-        )
+        }
+        if body.get("return_token_ids") or body.get("logprobs"):
+            add_token_ids(payload, body)  # vLLM-style ids and logprobs from a toy tokenizer
+        return Response(200, payload)
 
     def _draw_malformed(self) -> bool:
         with self._lock:

@@ -98,6 +98,19 @@ class Usage(BaseModel):
         )
 
 
+class TurnTokens(BaseModel):
+    """What the model saw and generated in one assistant turn, as the endpoint's token ids.
+
+    Kept exactly as returned (never re-tokenized from text), so training sees the tokens the
+    policy sampled. `turn` is the index among the rollout's assistant turns.
+    """
+
+    turn: int
+    prompt_token_ids: list[int]
+    completion_token_ids: list[int]
+    logprobs: list[float] | None = None
+
+
 def as_messages(value: Any, default_role: Role = "user") -> list[Message]:
     """Accept a string, one message dict, or a list of them, and return validated messages."""
     if value is None:
@@ -140,6 +153,12 @@ class Rollout(BaseModel):
     # raw reply, so a user can see why a rollout scored what it scored.
     score_errors: dict[str, str] = Field(default_factory=dict)
     score_details: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # Per-turn scoring: node path -> one score per assistant turn (the root under ""), and the
+    # credit-assigned reward per assistant turn (rubrics.credit).
+    turn_scores: dict[str, list[float]] = Field(default_factory=dict)
+    turn_rewards: list[float] = Field(default_factory=list)
+    # Token ids and logprobs per assistant turn, when the endpoint returns them.
+    turn_tokens: list[TurnTokens] = Field(default_factory=list)
 
     @model_validator(mode="before")
     @classmethod
@@ -174,6 +193,20 @@ class Rollout(BaseModel):
         if isinstance(value, dict):
             return {k: _nan_if_none(v) for k, v in value.items()}
         return value
+
+    @field_validator("turn_scores", mode="before")
+    @classmethod
+    def _turn_scores_null_is_nan(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {
+                k: [_nan_if_none(v) for v in vs] if isinstance(vs, list) else vs for k, vs in value.items()
+            }
+        return value
+
+    @field_validator("turn_rewards", mode="before")
+    @classmethod
+    def _turn_rewards_null_is_nan(cls, value: Any) -> Any:
+        return [_nan_if_none(v) for v in value] if isinstance(value, list) else value
 
     @property
     def messages(self) -> list[Message]:
@@ -222,4 +255,14 @@ class Rollout(BaseModel):
         return rollout_html(self)
 
 
-__all__ = ["INJECTED", "FunctionCall", "Message", "Role", "Rollout", "ToolCall", "Usage", "as_messages"]
+__all__ = [
+    "INJECTED",
+    "FunctionCall",
+    "Message",
+    "Role",
+    "Rollout",
+    "ToolCall",
+    "TurnTokens",
+    "Usage",
+    "as_messages",
+]

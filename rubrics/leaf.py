@@ -271,26 +271,54 @@ class FunctionRubric(Rubric):
 
 @overload
 def reward(
-    fn: Callable[..., Any], *, name: str | None = None, on_error: float | None = math.nan
+    fn: Callable[..., Any],
+    *,
+    name: str | None = None,
+    on_error: float | None = math.nan,
+    per_turn: bool = False,
+    reduce_turns: str = "mean",
 ) -> FunctionRubric: ...
 @overload
 def reward(
-    fn: None = None, *, name: str | None = None, on_error: float | None = math.nan
+    fn: None = None,
+    *,
+    name: str | None = None,
+    on_error: float | None = math.nan,
+    per_turn: bool = False,
+    reduce_turns: str = "mean",
 ) -> Callable[[Callable[..., Any]], FunctionRubric]: ...
 
 
 def reward(
-    fn: Callable[..., Any] | None = None, *, name: str | None = None, on_error: float | None = math.nan
+    fn: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    on_error: float | None = math.nan,
+    per_turn: bool = False,
+    reduce_turns: str = "mean",
 ) -> FunctionRubric | Callable[[Callable[..., Any]], FunctionRubric]:
     """Turn a function into a rubric leaf: `reward(fn)`, `@reward`, or `@reward(name=..., on_error=0.0)`.
 
     Parameters are filled by name (rollout, prompt, completion, response, answer, info, task,
     state; any other name is a dataset column). If the function raises or returns a
     non-number the node scores NaN with the reason recorded, unless `on_error` gives a value.
+
+    With `per_turn=True` the function scores each assistant turn and may also ask for `turn`
+    (that message), `turn_index` and `messages` (the conversation up to it); the scores land
+    in `rollout.turn_scores`, and `reduce_turns` ("mean", "sum", "last", "min", "max") makes
+    the node's episode score from them. See `rubrics.turns`.
     """
-    if fn is None:
-        return lambda f: FunctionRubric(f, name=name, on_error=on_error)
-    return FunctionRubric(fn, name=name, on_error=on_error)
+
+    def make(f: Callable[..., Any]) -> FunctionRubric:
+        if per_turn:
+            from rubrics.turns import TurnFunctionRubric  # rubrics.turns builds on this module
+
+            return TurnFunctionRubric(f, name=name, on_error=on_error, reduce_turns=reduce_turns)
+        if reduce_turns != "mean":
+            raise ConfigError("reduce_turns only applies to per-turn leaves: reward(fn, per_turn=True, ...)")
+        return FunctionRubric(f, name=name, on_error=on_error)
+
+    return make if fn is None else make(fn)
 
 
 def as_rubric(value: Any, where: str = "a rubric container") -> Rubric:

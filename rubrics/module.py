@@ -92,9 +92,15 @@ class Rubric:
 
     def __init__(self, *, name: str | None = None, on_error: float | None = None) -> None:
         cls = type(self)
-        if cls._scoreable and cls.forward is Rubric.forward and getattr(cls, "aforward", None) is None:
+        if (
+            cls._scoreable
+            and cls.forward is Rubric.forward
+            and getattr(cls, "aforward", None) is None
+            and getattr(cls, "forward_turn", None) is None
+        ):
             raise ConfigTypeError(
-                f"{cls.__name__} must define forward(self, rollout) -> float (def or async def)"
+                f"{cls.__name__} must define forward(self, rollout) -> float, or forward_turn(self, rollout, turn) "
+                "-> float to score each assistant turn (def or async def)"
             )
         d = self.__dict__
         d["_children"] = {}
@@ -323,10 +329,12 @@ class Rubric:
 
     # ------------------------------------------------------------------ scoring entry points
     def forward(self, rollout: Rollout) -> float | Awaitable[float]:
-        """Score one rollout. Subclasses implement this (sync or async)."""
-        raise NotScoreableError(
-            f"{type(self).__name__} has no score of its own; it is a container of rubrics"
-        )
+        """Score one rollout. Subclasses implement this (sync or async), or `forward_turn`."""
+        if getattr(type(self), "forward_turn", None) is not None:
+            from rubrics.turns import score_turns  # rubrics.turns builds on this module
+
+            return score_turns(self, rollout)  # type: ignore[no-any-return]
+        raise NotScoreableError(f"{type(self).__name__} has no score of its own; it is a container of rubrics")
 
     def __call__(self, rollout: Rollout | Mapping[str, Any]) -> float:
         """Score synchronously; works in scripts and inside a running loop (Jupyter)."""
@@ -398,7 +406,22 @@ class Rubric:
 
     # ------------------------------------------------------------------ scoring engine
     def _own_is_async(self) -> bool:
-        return inspect.iscoroutinefunction(self.forward)
+        return inspect.iscoroutinefunction(self.forward) or inspect.iscoroutinefunction(
+            getattr(self, "forward_turn", None)
+        )
+
+    def _has_turn_nodes(self) -> bool:
+        """Whether a node of this tree scores turns (cached until any tree changes shape)."""
+        generation, answer = self.__dict__.get("_turn_cache", (-1, False))
+        if generation != GENERATION[0]:
+            answer = any(getattr(type(n), "forward_turn", None) is not None for n in (self, *self.rubrics()))
+            self.__dict__["_turn_cache"] = (GENERATION[0], answer)
+        return answer
+
+    def _finish_turns(self, rollout: Rollout) -> None:
+        from rubrics.turns import finish_turns
+
+        finish_turns(self, rollout)
 
     def _all_hooks(self) -> list[Callable[..., Any]]:
         return [*self._pre_hooks.values(), *self._hooks.values()]
@@ -452,6 +475,8 @@ class Rubric:
                 rollout.scores[path] = score
             else:
                 rollout.reward = score
+                if self._has_turn_nodes():
+                    self._finish_turns(rollout)
             if scope.error is not None:
                 rollout.score_errors[path] = scope.error
             return score
@@ -511,6 +536,8 @@ class Rubric:
             rollout.scores[scope.path] = score
         else:
             rollout.reward = score
+            if self._has_turn_nodes():
+                self._finish_turns(rollout)
         if scope.error is not None:
             rollout.score_errors[scope.path] = scope.error
 

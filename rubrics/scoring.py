@@ -209,6 +209,8 @@ def path_under(scope: Scope, node: Rubric) -> str:
 
 
 def clear_scores(rollout: Rollout) -> None:
+    rollout.turn_scores.clear()
+    rollout.turn_rewards.clear()
     rollout.scores.clear()
     rollout.score_errors.clear()
     rollout.score_details.clear()

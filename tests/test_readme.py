@@ -138,3 +138,13 @@ def test_train_with_trl_blocks_run_as_written(tmp_path: Path, monkeypatch: pytes
     history = namespace["trainer"].state.log_history  # type: ignore[attr-defined]
     # The model always says "It is 4": right on one of the two questions.
     assert [entry["rubric/correct"] for entry in history if "rubric/correct" in entry] == [0.5]
+
+
+def test_per_turn_example_prints_what_readme_says() -> None:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code_block("python", "reward(closer, per_turn=True)"), "<README>", "exec"), {})
+    assert out.getvalue().splitlines() == [
+        "0.90625 {'closer': [0.625, 1.0], '': [0.3125, 1.0]}",
+        "[0.453125, 0.90625]",
+    ]
