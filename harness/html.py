@@ -340,6 +340,10 @@ def rollout_facts_html(rollout: Rollout) -> str:
     if judge is not None and (judge.prompt_tokens or judge.completion_tokens):
         facts.append(f"judge tokens <b>{judge.prompt_tokens}+{judge.completion_tokens}</b>")
     out = f"<div>{' · '.join(facts)}</div>"
+    if r.turn_rewards:  # credit-assigned reward per assistant turn (rubrics.credit)
+        out += f"<div>turn rewards: <code>{esc(', '.join(fmt(v) for v in r.turn_rewards))}</code></div>"
+    for path, values in r.turn_scores.items():
+        out += f"<div>turn scores {esc(path or 'reward')}: <code>{esc(', '.join(fmt(v) for v in values))}</code></div>"
     if r.answer is not None:
         answer = (
             r.answer if isinstance(r.answer, str) else json.dumps(r.answer, ensure_ascii=False, default=str)

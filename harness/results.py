@@ -163,6 +163,7 @@ class EvalResults:
 
         Columns: `example_id`, `rollout_index`, `reward`, one column per rubric node path
         (tree order; NaN where a node did not score), `stop_reason`, `error`, `turns`,
+        `turn_rewards` (one per assistant turn when credit was assigned, see `rubrics.credit`),
         `prompt_tokens`, `completion_tokens`, `judge_prompt_tokens`, `judge_completion_tokens`,
         `response` (the final assistant text), `answer` as it was, `task`, `info`, and
         `prompt`/`completion` as lists of message dicts.
@@ -183,6 +184,7 @@ class EvalResults:
                 stop_reason=r.stop_reason,
                 error=r.error,
                 turns=r.turns,
+                turn_rewards=list(r.turn_rewards),
                 prompt_tokens=r.usage.prompt_tokens,
                 completion_tokens=r.usage.completion_tokens,
                 judge_prompt_tokens=r.judge_usage.prompt_tokens,
@@ -196,7 +198,7 @@ class EvalResults:
             )
             rows.append(row)
         columns = [
-            "example_id", "rollout_index", "reward", *paths, "stop_reason", "error", "turns",
+            "example_id", "rollout_index", "reward", *paths, "stop_reason", "error", "turns", "turn_rewards",
             "prompt_tokens", "completion_tokens", "judge_prompt_tokens", "judge_completion_tokens",
             "response", "answer", "task", "info", "prompt", "completion",
         ]  # fmt: skip

@@ -85,3 +85,15 @@ async def test_returns_to_go_over_the_root_turn_scores() -> None:
 def test_credit_must_be_callable() -> None:
     with pytest.raises(ConfigError, match="credit must be a function"):
         make_env(0.9)
+
+
+def test_rollout_views_show_turn_rewards() -> None:
+    r = Rollout.model_validate(
+        {"completion": [{"role": "assistant", "content": "4"}], "reward": 0.5, "turn_rewards": [0.5]}
+    )
+    r.turn_scores = {"": [0.5], "closer": [1.0]}
+    html = r._repr_html_()
+    assert "turn rewards: <code>0.5</code>" in html and "turn scores closer: <code>1</code>" in html
+    from harness.results import EvalResults
+
+    assert EvalResults([r]).to_pandas()["turn_rewards"].tolist() == [[0.5]]
