@@ -22,7 +22,8 @@ import asyncio
 import inspect
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import Any
 
 from harness.aio import is_async_callable
 from harness.errors import ConfigError
@@ -36,7 +37,8 @@ TURN_INJECTED: tuple[str, ...] = ("turn", "turn_index", "messages")
 TURN_REDUCTIONS: tuple[str, ...] = ("mean", "sum", "last", "min", "max")
 
 
-class Turn(NamedTuple):
+@dataclass(frozen=True)
+class Turn:
     """One assistant turn: its index among assistant turns, the message, and the conversation up to it."""
 
     index: int
@@ -46,7 +48,7 @@ class Turn(NamedTuple):
 
 def assistant_turns(rollout: Rollout) -> list[Turn]:
     """Every assistant message of the completion as a `Turn`, in order."""
-    turns = []
+    turns: list[Turn] = []
     for position, message in enumerate(rollout.completion):
         if message.role == "assistant":
             messages = [*rollout.prompt, *rollout.completion[: position + 1]]
@@ -168,8 +170,17 @@ def turn_plan(fn: Callable[..., Any], leaf: str) -> tuple[list[tuple[str, TurnGe
             base = _column_getter(leaf, p.name, default)
             if default is _MISSING:
                 columns.add(p.name)
-        getters.append((p.name, lambda r, t, base=base: base(r)))
+        getters.append((p.name, _rollout_getter(base)))
     return getters, var_kw, columns
+
+
+def _rollout_getter(get: Callable[[Rollout], Any]) -> TurnGetter:
+    """A getter of the rollout, called with the turn too (and ignoring it)."""
+
+    def getter(rollout: Rollout, turn: Turn) -> Any:
+        return get(rollout)
+
+    return getter
 
 
 class TurnFunctionRubric(FunctionRubric):
