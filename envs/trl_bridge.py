@@ -26,7 +26,7 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from envs.schema import INJECTED
+from envs.schema import TOOL_INJECTED
 from envs.tools import Tool
 from harness.aio import run_sync
 from harness.errors import ConfigError
@@ -152,7 +152,7 @@ def _tool_method(tool: Tool) -> Callable[..., Any]:
             annotation=hints.get(p.name, Any),
         )
         for p in signature.parameters.values()
-        if p.name not in INJECTED and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        if p.name not in TOOL_INJECTED and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
     ]
     name = tool.name
     if tool._is_async:
@@ -310,7 +310,7 @@ def train_dataset(env: Environment, *, split: str = "train", num_examples: int |
     if any(isinstance(v, Mapping) for v in info):
         # A struct column gains other rows' keys as None; JSON text keeps each row's own.
         data = data.remove_columns("info").add_column("info", [json.dumps(v, default=str) for v in info])
-    return data.add_column("prompt", prompts)
+    return data.add_column("prompt", prompts)  # type: ignore[no-any-return]  # datasets is untyped here
 
 
 __all__ = [

@@ -334,7 +334,9 @@ class Rubric:
             from rubrics.turns import score_turns  # rubrics.turns builds on this module
 
             return score_turns(self, rollout)  # type: ignore[no-any-return]
-        raise NotScoreableError(f"{type(self).__name__} has no score of its own; it is a container of rubrics")
+        raise NotScoreableError(
+            f"{type(self).__name__} has no score of its own; it is a container of rubrics"
+        )
 
     def __call__(self, rollout: Rollout | Mapping[str, Any]) -> float:
         """Score synchronously; works in scripts and inside a running loop (Jupyter)."""
@@ -416,7 +418,7 @@ class Rubric:
         if generation != GENERATION[0]:
             answer = any(getattr(type(n), "forward_turn", None) is not None for n in (self, *self.rubrics()))
             self.__dict__["_turn_cache"] = (GENERATION[0], answer)
-        return answer
+        return bool(answer)
 
     def _finish_turns(self, rollout: Rollout) -> None:
         from rubrics.turns import finish_turns

@@ -19,6 +19,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from harness.defaults import DEFAULT_CONCURRENCY
 from harness.errors import ConfigError
 from harness.types import Rollout
 from rubrics.module import Rubric
@@ -28,7 +29,6 @@ TRAINER_KWARGS = frozenset({"trainer_state", "log_metric", "log_extra", "environ
 #: Dataset columns that fill a Rollout field of their own instead of `info`.
 _ROLLOUT_COLUMNS = {"answer": "answer", "task": "task", "example_id": "example_id"}
 METRIC_PREFIX = "rubric/"
-DEFAULT_CONCURRENCY = 64
 
 
 def rollouts_from_batch(

@@ -64,7 +64,7 @@ def num_turns(rollout: Rollout) -> int:
 def check_reduce_turns(value: Any) -> str:
     if value not in TURN_REDUCTIONS:
         raise ConfigError(f"reduce_turns={value!r}; use one of {', '.join(TURN_REDUCTIONS)}")
-    return value
+    return str(value)
 
 
 def reduce_turns(values: Sequence[float], how: str) -> float:
@@ -97,7 +97,7 @@ def score_turns(node: Rubric, rollout: Rollout) -> Any:
     turns = assistant_turns(rollout)
     if not turns:
         raise ScoringError(f"{node.label} scores assistant turns, and this rollout has none")
-    turn_fn = node.forward_turn  # type: ignore[attr-defined]
+    turn_fn = node.forward_turn
     if node._own_is_async():
 
         async def scored() -> float:
@@ -150,7 +150,8 @@ def _turn_getter(name: str) -> TurnGetter:
 
 def turn_plan(fn: Callable[..., Any], leaf: str) -> tuple[list[tuple[str, TurnGetter]], bool, set[str]]:
     """(keyword getters, takes **kwargs, required columns) for a per-turn reward function."""
-    from rubrics.leaf import _MISSING, INJECTED, _column_getter, _field_getter, build_plan
+    from harness.types import INJECTED
+    from rubrics.leaf import _MISSING, _column_getter, _field_getter, build_plan
 
     build_plan(fn, leaf)  # the same checks (readable signature, no *args / positional-only)
     getters: list[tuple[str, TurnGetter]] = []
@@ -220,7 +221,7 @@ class TurnFunctionRubric(FunctionRubric):
     @property
     def reduce_turns(self) -> str:
         """How the per-turn scores make the episode score: mean, sum, last, min or max."""
-        return self.__dict__["_reduce_turns"]
+        return str(self.__dict__["_reduce_turns"])
 
     @reduce_turns.setter
     def reduce_turns(self, value: str) -> None:

@@ -290,6 +290,7 @@ def serve_pypiserver(
             process.wait(timeout=10)
         log.close()
 
+
 # ---------------------------------------------------------------- a tiny chat model for TRL tests
 TINY_CORPUS = (
     "You are a helpful assistant. What is 2 + 2? What is 3 + 3? The answer is 4. Look up the word cat. "
