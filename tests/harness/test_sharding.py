@@ -81,10 +81,12 @@ async def test_missing_shard_and_rollout_are_reported_and_resume_fills_them(tmp_
     async with serve(sum_policy) as (endpoint, client):
         dirs = await _run_shards(client, tmp_path, 3)
         lines = (dirs[0] / "results.jsonl").read_text().splitlines(keepends=True)
-        (dirs[0] / "results.jsonl").write_text("".join(lines[:-1]))  # drop ("6", 1)
+        (dirs[0] / "results.jsonl").write_text("".join(lines[:-1]))  # drop the last to finish
+        dropped = json.loads(lines[-1])
         report = merge_results(tmp_path / "merged", [dirs[0], dirs[2]])
         assert report.status == "incomplete"
-        assert report.missing_shards == [1] and report.missing == [("6", 1)]
+        assert report.missing_shards == [1]
+        assert report.missing == [(str(dropped["example_id"]), dropped["rollout_index"])]
         assert json.loads((tmp_path / "merged" / "metadata.json").read_text())["status"] == "incomplete"
 
         endpoint.reset_stats()
@@ -96,7 +98,7 @@ async def test_missing_shard_and_rollout_are_reported_and_resume_fills_them(tmp_
             resume=True,
             progress=False,
         )
-        assert endpoint.stats.requests == 5  # shard 1 (examples 1, 4: four rollouts) + ("6", 1)
+        assert endpoint.stats.requests == 5  # shard 1 (examples 1, 4: four rollouts) + the dropped one
     keys = [r.key for r in load_results(tmp_path / "merged")]
     assert len(keys) == 14 and len(set(keys)) == 14
     assert resumed.metadata["status"] == "completed" and resumed.summary.mean_reward == 1.0
