@@ -18,10 +18,13 @@ import time
 from contextlib import ExitStack
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.defaults import DEFAULT_CONCURRENCY
 from harness.errors import RubricError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from envs import Environment
 
 EXIT_USAGE = 2
 
@@ -62,15 +65,12 @@ def _console():
 # shared pieces
 
 
-def _load_env(spec: str, env_args: dict[str, Any]):
+def _load_env(spec: str, env_args: dict[str, Any]) -> Environment:
     from envs import load_environment
 
     try:
         return load_environment(spec, **env_args)
-    except (KeyError, LookupError, FileNotFoundError, ModuleNotFoundError, RubricError) as exc:
-        message = exc.args[0] if exc.args else str(exc)
-        raise CliError(f"cannot load environment {spec!r}: {message}") from exc
-    except TypeError as exc:  # unknown or mistyped -a/--env-args, named by the registry
+    except RubricError as exc:  # not found, unknown -a/--env-args, or the environment's code failed
         raise CliError(f"cannot load environment {spec!r}: {exc}") from exc
 
 
@@ -261,11 +261,11 @@ def _eval(args: argparse.Namespace) -> int:
     env = _load_env(args.env, env_args)
     if args.max_turns is not None:
         env.max_turns = args.max_turns
-    env_name = getattr(env, "name", None) or args.env
+    env_name = env.name or args.env
     _check_planned(env, args)
     output_dir, resume = _output_dir(args, env_name)
     if resume:
-        _warn_if_env_changed(output_dir, getattr(env, "provenance", None))
+        _warn_if_env_changed(output_dir, env.provenance)
 
     with ExitStack() as stack:
         client = _client(stack, args, env)
@@ -738,53 +738,62 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_eval(sub: Any) -> None:
     ev = sub.add_parser("eval", help="run an environment against a model and score every rollout")
     ev.add_argument("env", metavar="ENV", help="registered name, path to a .py file, or module:function")
-    ev.add_argument(
+    ev.add_argument("-a", "--env-args", help="JSON object passed to load_environment")
+    _add_eval_endpoint(ev.add_argument_group("model and endpoint"))
+    _add_eval_sampling(ev.add_argument_group("what to run"))
+    _add_eval_run(ev.add_argument_group("results, failures and scale"))
+    ev.set_defaults(func=cmd_eval)
+
+
+def _add_eval_endpoint(group: Any) -> None:
+    group.add_argument(
         "-m",
         "--model",
         required=True,
         help="model name at the endpoint, or scripted:POLICY for the built-in offline endpoint",
     )
-    ev.add_argument(
+    group.add_argument(
         "-b", "--base-url", help="OpenAI-compatible base URL (default: $OPENAI_BASE_URL or OpenAI)"
     )
-    ev.add_argument(
+    group.add_argument(
         "-k", "--api-key-var", default="OPENAI_API_KEY", help="name of the env var holding the key"
     )
-    ev.add_argument("-n", "--num-examples", type=int, help="examples to run (default: all)")
-    ev.add_argument("-r", "--rollouts-per-example", type=int, default=1)
-    ev.add_argument(
-        "-c",
-        "--concurrency",
-        type=int,
-        default=DEFAULT_CONCURRENCY,
-        help="rollouts (and requests) in flight",
+    group.add_argument(
+        "-c", "--concurrency", type=int, default=DEFAULT_CONCURRENCY, help="rollouts (and requests) in flight"
     )
-    ev.add_argument("--max-turns", type=int, help="override the environment's max_turns")
-    ev.add_argument("-t", "--max-tokens", type=int)
-    ev.add_argument("-T", "--temperature", type=float)
-    ev.add_argument("-S", "--sampling", help="JSON object of extra sampling arguments")
-    ev.add_argument("-a", "--env-args", help="JSON object passed to load_environment")
-    ev.add_argument("--split", default="eval", choices=["eval", "train"])
-    ev.add_argument("--seed", type=int, help="shuffle examples with this seed")
-    ev.add_argument("-o", "--output-dir", help="results directory (default runs/<env>--<model>--<time>)")
-    ev.add_argument("--resume", metavar="DIR", help="continue an interrupted run in DIR")
-    ev.add_argument("--max-retries", type=int, default=5)
-    ev.add_argument("--timeout", type=float, default=120.0, help="seconds per request, the whole of it")
-    ev.add_argument(
+    group.add_argument("--max-retries", type=int, default=5)
+    group.add_argument("--timeout", type=float, default=120.0, help="seconds per request, the whole of it")
+
+
+def _add_eval_sampling(group: Any) -> None:
+    group.add_argument("-n", "--num-examples", type=int, help="examples to run (default: all)")
+    group.add_argument("-r", "--rollouts-per-example", type=int, default=1)
+    group.add_argument("--split", default="eval", choices=["eval", "train"])
+    group.add_argument("--seed", type=int, help="shuffle examples with this seed")
+    group.add_argument("--max-turns", type=int, help="override the environment's max_turns")
+    group.add_argument("-t", "--max-tokens", type=int)
+    group.add_argument("-T", "--temperature", type=float)
+    group.add_argument("-S", "--sampling", help="JSON object of extra sampling arguments")
+
+
+def _add_eval_run(group: Any) -> None:
+    group.add_argument("-o", "--output-dir", help="results directory (default runs/<env>--<model>--<time>)")
+    group.add_argument("--resume", metavar="DIR", help="continue an interrupted run in DIR")
+    group.add_argument(
         "--max-error-rate",
         type=float,
         metavar="F",
         help="exit non-zero when more than this share (0-1) of rollouts errored (default: when all did)",
     )
-    ev.add_argument("--no-progress", action="store_true")
-    ev.add_argument(
+    group.add_argument("--no-progress", action="store_true")
+    group.add_argument(
         "--workers",
         type=int,
         default=1,
         metavar="N",
         help="run rollouts in N worker processes (-c is the total across them)",
     )
-    ev.add_argument(
+    group.add_argument(
         "--ray",
         nargs="?",
         const="",
@@ -792,12 +801,11 @@ def _add_eval(sub: Any) -> None:
         help="run the workers as Ray actors on the cluster at ADDRESS (no ADDRESS: a local Ray); "
         "needs pip install 'rubric-rl[ray]'",
     )
-    ev.add_argument(
+    group.add_argument(
         "--shard",
         metavar="I/N",
         help="run only slice I of N (from 0) of the examples; join with `rubric merge`",
     )
-    ev.set_defaults(func=cmd_eval)
 
 
 def _add_results_commands(sub: Any) -> None:

@@ -3,7 +3,7 @@
     python benchmarks/bench_scripted_client.py [--requests 2000] [--concurrency 64]
 
 1. Server: requests/s a raw keep-alive socket client gets from `ScriptedEndpoint`
-   (asyncio, separate process) vs the stdlib `ThreadingHTTPServer` answering a fixed
+   (uvicorn with httptools and uvloop, separate process) vs the stdlib `ThreadingHTTPServer` answering a fixed
    completion (no policy at all, so the baseline is flattered). Ratio > 1 = ours is faster.
 2. Client: client-side CPU time per completion through `harness.Client.complete` vs bare
    `openai.AsyncOpenAI.chat.completions.create` (same endpoint, concurrency and pool size;

@@ -17,11 +17,19 @@ import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Unpack
 
 from envs import dataset as ds_utils
 from envs.conditions import stop_condition_names
-from envs.inputs import as_rubric, build_tools
+from envs.inputs import (
+    AnswerParser,
+    DatasetSource,
+    ParserSource,
+    RubricSource,
+    ToolSource,
+    as_rubric,
+    build_tools,
+)
 from envs.prompts import Template
 from envs.tools import Tool, ToolResult, call_tool
 from harness.aio import maybe_await, run_sync
@@ -32,6 +40,9 @@ from rubrics.render import tree_nodes
 
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
+    from harness.client import Client
+    from harness.evaluation import EvaluateOptions
+    from harness.results import EvalResults
 
 #: True while `envs.registry.load_worker_environment` builds an environment in a worker process.
 DEFER_DATASETS: ContextVar[bool] = ContextVar("DEFER_DATASETS", default=False)
@@ -73,19 +84,25 @@ class Environment:
     #: How a worker process rebuilds this environment: `spec_loader(load_spec, **load_kwargs)`
     #: (`evaluate(..., workers=N)` never pickles an environment).
     spec_loader: ClassVar[str] = "envs.registry:load_worker_environment"
+    #: How the registry built this environment (spec and kwargs), reported by `config()`;
+    #: set per instance by `envs.load_environment`.
+    load_spec: str | None = None
+    load_kwargs: dict[str, Any] | None = None
+    #: Where the registry found it (distribution and version, or a source hash); in metadata.json.
+    provenance: dict[str, Any] | None = None
 
     def __init__(
         self,
-        dataset: Any,
-        rubric: Any,
+        dataset: DatasetSource,
+        rubric: RubricSource,
         *,
         system_prompt: str | None = None,
         prompt_template: str | None = None,
-        tools: Sequence[Callable[..., Any] | Tool] | None = None,
-        parser: Any = None,
+        tools: Sequence[ToolSource] | None = None,
+        parser: ParserSource | None = None,
         max_turns: int | None = None,
         sampling: Mapping[str, Any] | None = None,
-        eval_dataset: Any = None,
+        eval_dataset: DatasetSource | None = None,
         name: str | None = None,
         columns: Mapping[str, str] | None = None,
         split: str | None = None,
@@ -130,9 +147,6 @@ class Environment:
             self._load_datasets(dataset, eval_dataset, split)
         #: Named policies for the scripted endpoint (`--model scripted:NAME`); filled by envs that ship them.
         self.scripted_policies: dict[str, Callable[..., Any]] = {}
-        #: How the registry built this environment (spec and kwargs), reported by `config()`.
-        self.load_spec: str | None = None
-        self.load_kwargs: dict[str, Any] | None = None
 
     # ------------------------------------------------------------------ dataset
 
@@ -341,9 +355,9 @@ class Environment:
         text = rollout.response
         if self.parser is None:
             return text
-        parse = getattr(self.parser, "parse_answer", None)
-        answer: str | None = parse(text) if callable(parse) else self.parser(text)
-        return answer
+        if isinstance(self.parser, AnswerParser):
+            return self.parser.parse_answer(text)
+        return self.parser(text)
 
     def prepare_for_scoring(self, rollout: Rollout) -> None:
         """With a parser, put its answer in `state["parsed_answer"]` (a failure is recorded, not raised)."""
@@ -410,23 +424,27 @@ class Environment:
 
     # ------------------------------------------------------------------ running
 
-    async def aevaluate(self, model: Any, **kwargs: Any) -> Any:
+    async def aevaluate(self, model: Client | str, **options: Unpack[EvaluateOptions]) -> EvalResults:
         """Evaluate with `model`; returns `EvalResults`.
 
         `model` is a `harness.Client`, a model name (endpoint and key from OPENAI_BASE_URL /
         OPENAI_API_KEY), or "scripted:POLICY": one of `scripted_policies` served on loopback
-        for the call, exactly as `rubric eval ENV -m scripted:POLICY` does. Keyword arguments
-        go to `harness.evaluation.evaluate` (num_examples, rollouts_per_example, concurrency,
+        for the call, exactly as `rubric eval ENV -m scripted:POLICY` does. Keyword options
+        are `harness.evaluation.evaluate`'s (num_examples, rollouts_per_example, concurrency,
         output_dir, resume, overwrite, ...). A client built here is closed after.
         """
         from harness.client import Client
         from harness.evaluation import DEFAULT_CONCURRENCY, evaluate
         from harness.scripted import SCRIPTED_PREFIX, ScriptedEndpoint, scripted_policy
 
+        if isinstance(model, Client):
+            return await evaluate(self, model, **options)
         if not isinstance(model, str):
-            return await evaluate(self, model, **kwargs)
+            raise ConfigTypeError(
+                f"model must be a harness.Client, a model name or 'scripted:POLICY', got {type(model).__name__}"
+            )
         # Size the connection pool to the run, so `concurrency` above the default is real.
-        pool = max(1, int(kwargs.get("concurrency") or DEFAULT_CONCURRENCY))
+        pool = max(1, int(options.get("concurrency") or DEFAULT_CONCURRENCY))
         with contextlib.ExitStack() as stack:
             if model.startswith(SCRIPTED_PREFIX):
                 endpoint = stack.enter_context(ScriptedEndpoint(scripted_policy(self, model)))
@@ -434,13 +452,13 @@ class Environment:
             else:
                 client = Client(model, max_concurrency=pool)
             try:
-                return await evaluate(self, client, **kwargs)
+                return await evaluate(self, client, **options)
             finally:
                 await client.aclose()
 
-    def evaluate(self, model: Any, **kwargs: Any) -> Any:
+    def evaluate(self, model: Client | str, **options: Unpack[EvaluateOptions]) -> EvalResults:
         """Synchronous `aevaluate` (works in scripts and inside Jupyter)."""
-        return run_sync(self.aevaluate(model, **kwargs))
+        return run_sync(self.aevaluate(model, **options))
 
     def __repr__(self) -> str:
         tools = f", tools=[{', '.join(self._tool_map)}]" if self.tools else ""

@@ -6,15 +6,42 @@ function is a tool) live in one place with their error messages.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
 import rubrics
 from envs.tools import Tool
 from harness.errors import ConfigError, ConfigTypeError
 
+if TYPE_CHECKING:  # pragma: no cover
+    from os import PathLike
 
-def as_rubric(value: Any) -> rubrics.Rubric:
+    from datasets import Dataset, DatasetDict
+
+DatasetSource: TypeAlias = "Dataset | DatasetDict | Sequence[Mapping[str, Any]] | str | PathLike[str]"
+"""What `Environment(dataset=...)` takes: a Dataset, a DatasetDict (with `split=`), row dicts, or a file."""
+
+RubricSource: TypeAlias = (
+    "rubrics.Rubric | Callable[..., Any] | Sequence[Callable[..., Any]] | Mapping[str, Callable[..., Any]]"
+)
+"""What `Environment(rubric=...)` takes: a Rubric, a reward function, or a list/dict of them."""
+
+ToolSource: TypeAlias = "Callable[..., Any] | Tool"
+"""One entry of `Environment(tools=[...])`: a plain function or an `envs.Tool`."""
+
+
+@runtime_checkable
+class AnswerParser(Protocol):
+    """An object that pulls the answer out of a final response (e.g. `rubrics.XMLParser`)."""
+
+    def parse_answer(self, text: str | None) -> str | None: ...
+
+
+ParserSource: TypeAlias = "Callable[[str], str | None] | AnswerParser"
+"""What `Environment(parser=...)` takes."""
+
+
+def as_rubric(value: RubricSource) -> rubrics.Rubric:
     """A `Rubric` as is; a function -> `reward(fn)`; a list/dict of them -> `WeightedSum` (equal weights)."""
     if isinstance(value, rubrics.Rubric):
         return value
@@ -37,7 +64,7 @@ def as_rubric(value: Any) -> rubrics.Rubric:
     )
 
 
-def build_tools(tools: Sequence[Any] | None) -> list[Tool]:
+def build_tools(tools: Sequence[ToolSource] | None) -> list[Tool]:
     """`Tool`s as given, functions through `Tool.from_function`; names must be unique."""
     if tools is None:
         return []
@@ -63,4 +90,12 @@ def build_tools(tools: Sequence[Any] | None) -> list[Tool]:
     return built
 
 
-__all__ = ["as_rubric", "build_tools"]
+__all__ = [
+    "AnswerParser",
+    "DatasetSource",
+    "ParserSource",
+    "RubricSource",
+    "ToolSource",
+    "as_rubric",
+    "build_tools",
+]

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, NoReturn
 
 from envs import provenance
+from envs.environment import Environment
 from harness.errors import ConfigTypeError, EnvironmentNotFoundError, RubricError, UserCodeError, raised_at
 
 ENTRY_POINT_GROUP = "rubric.environments"
@@ -77,18 +78,21 @@ def _installed_hint() -> str:
 
 def _from_file(path: Path) -> Any:
     if not path.is_file():
-        raise FileNotFoundError(f"environment file not found: {str(path)!r}")
+        raise EnvironmentNotFoundError(
+            f"environment file not found: {str(path)!r}; give an existing .py file, a package folder, "
+            "an installed name or module:function"
+        )
     module_name = f"_rubric_env_{path.stem}_{abs(hash(str(path.resolve())))}"
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {str(path)!r} as a Python module")
+        raise EnvironmentNotFoundError(f"cannot import {str(path)!r} as a Python module; give a .py file")
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module  # dataclasses/pickle look modules up by name
     try:
         spec.loader.exec_module(module)
-    except BaseException:
+    except BaseException as exc:
         sys.modules.pop(module_name, None)
-        raise
+        _raise_user_code_error(exc, f"importing {str(path)!r}")
     return _loader_of(module, str(path))
 
 
@@ -110,7 +114,16 @@ def _loader_of(module: ModuleType, where: str) -> Any:
 
 def _from_import_path(spec: str) -> Any:
     module_name, _, attr = spec.partition(":")
-    module = importlib.import_module(module_name)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not (module_name == exc.name or module_name.startswith(exc.name + ".")):
+            _raise_user_code_error(exc, f"importing {module_name!r}")  # a module it imports is missing
+        raise EnvironmentNotFoundError(
+            f"no module named {module_name!r} (from spec {spec!r}); install it or fix the name"
+        ) from None
+    except BaseException as exc:
+        _raise_user_code_error(exc, f"importing {module_name!r}")
     target: Any = module
     for part in attr.split("."):
         if not hasattr(target, part):
@@ -161,12 +174,22 @@ def _provenance_of_name(name: str) -> dict[str, Any]:
     return provenance.of_module(_normalise(name))
 
 
-def load_environment(spec: str, **kwargs: Any) -> Any:
+def load_environment(spec: str, **kwargs: Any) -> Environment:
     """Build the environment `spec` names, passing `kwargs` to its `load_environment`.
 
     `spec` is an installed name (entry-point group `rubric.environments`), a path to a `.py`
     file defining `load_environment`, a package folder whose pyproject.toml declares the
     entry point (imported from the folder, uninstalled), or `module:function`.
+
+    `kwargs` are that environment's own arguments, so no static type can list them; they are
+    checked against its `load_environment` signature before it runs (an unknown name is a
+    ConfigTypeError listing the accepted ones).
+
+    Raises:
+        EnvironmentNotFoundError: Nothing is installed or importable under `spec`.
+        ConfigTypeError: An argument the environment does not take, or its `load_environment`
+            returned something other than an `envs.Environment`.
+        UserCodeError: The environment's own code failed (the error names where).
     """
     if not isinstance(spec, str) or not spec.strip():
         raise ConfigTypeError(f"environment spec must be a non-empty string, got {spec!r}")
@@ -188,22 +211,21 @@ def load_environment(spec: str, **kwargs: Any) -> Any:
         origin = _provenance_of_name(spec)
     _check_kwargs(loader, kwargs, spec)
     env = _call_loader(loader, kwargs, spec)
-    from harness.protocol import EnvironmentProtocol
-
-    if not isinstance(env, EnvironmentProtocol):
+    if not isinstance(env, Environment):
         raise ConfigTypeError(
-            f"load_environment of {spec!r} returned an object of type {type(env).__name__}, not an Environment"
+            f"load_environment of {spec!r} returned an object of type {type(env).__name__}, "
+            "not an Environment; return an envs.Environment (or a subclass such as envs.ToolEnv)"
         )
-    # Provenance for metadata and workers; the protocol does not declare these attributes.
-    env.load_spec = recorded_spec  # type: ignore[attr-defined]
-    env.load_kwargs = dict(kwargs)  # type: ignore[attr-defined]
-    env.provenance = origin  # type: ignore[attr-defined]  # recorded in metadata.json by evaluate
-    if registered_name is not None and not getattr(env, "_name_given", True):
+    # Provenance for metadata and workers.
+    env.load_spec = recorded_spec
+    env.load_kwargs = dict(kwargs)
+    env.provenance = origin  # recorded in metadata.json by evaluate
+    if registered_name is not None and not env._name_given:
         env.name = registered_name
     return env
 
 
-def load_worker_environment(spec: str, **kwargs: Any) -> Any:
+def load_worker_environment(spec: str, **kwargs: Any) -> Environment:
     """`load_environment` for a worker process of `evaluate(..., workers=N)`.
 
     The driver already loaded and checked the dataset and sends each worker its examples as
@@ -255,17 +277,24 @@ def _call_loader(loader: Any, kwargs: dict[str, Any], spec: str) -> Any:
     """Call the environment's own `load_environment`; a failure of that code names where."""
     try:
         return loader(**kwargs)
-    except (RubricError, ValueError, TypeError):
-        raise  # already says what is wrong with the arguments or data
-    except SystemExit as exc:
+    except BaseException as exc:
+        _raise_user_code_error(exc, f"load_environment of {spec!r}")
+
+
+def _raise_user_code_error(exc: BaseException, doing: str) -> NoReturn:
+    """Re-raise a failure of the user's environment code as one that says where it happened.
+
+    Our own errors and ValueError/TypeError (which already say what is wrong with the
+    arguments or data) pass through, as do KeyboardInterrupt and the like.
+    """
+    if isinstance(exc, (RubricError, ValueError, TypeError)) or not isinstance(exc, (Exception, SystemExit)):
+        raise exc
+    if isinstance(exc, SystemExit):
         raise UserCodeError(
-            f"load_environment of {spec!r} called sys.exit({exc.code!r}) at {raised_at(exc)}; "
+            f"{doing} called sys.exit({exc.code!r}) at {raised_at(exc)}; "
             "an environment must raise an exception, not exit"
         ) from None
-    except Exception as exc:
-        raise UserCodeError(
-            f"load_environment of {spec!r} raised {type(exc).__name__}: {exc} at {raised_at(exc)}"
-        ) from exc
+    raise UserCodeError(f"{doing} raised {type(exc).__name__}: {exc} at {raised_at(exc)}") from exc
 
 
 def _check_kwargs(loader: Any, kwargs: dict[str, Any], spec: str) -> None:

@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from harness.aio import blocked_loop_serves
 from harness.defaults import DEFAULT_CONCURRENCY
-from harness.errors import ConfigError, EndpointError
+from harness.errors import ConfigError, ConfigTypeError, EndpointError
 from harness.retry import MalformedResponseError, call_with_retries, is_retryable, status_of
 from harness.types import Message, TurnTokens, Usage
 
@@ -382,35 +382,13 @@ class Client:
         tools: list[dict[str, Any]] | None = None,
         **params: Any,
     ) -> Completion:
-        """One chat completion (retried per the policy); raises EndpointError when it cannot."""
-        if isinstance(messages, (str, bytes, Mapping, Message)) or not isinstance(messages, Sequence):
-            raise TypeError(
-                "Client.complete(messages=...) takes a list of messages "
-                "(harness.Message or {'role': ..., 'content': ...} dicts), "
-                f"got {type(messages).__name__}"
-            )
-        payload = [m.to_openai() if isinstance(m, Message) else dict(m) for m in messages]
-        merged = {k: v for k, v in {**self.sampling, **params}.items() if v is not None}
-        _check_params(merged, "complete()")
-        if self.return_token_ids:  # asked the vLLM way: logprobs=True, return_token_ids in the body
-            merged.setdefault("logprobs", True)
-            merged.setdefault("return_token_ids", True)
-        model = merged.pop("model", self.model)
-        known = _create_parameters()
-        direct = {k: v for k, v in merged.items() if k in known}
-        extra = {k: v for k, v in merged.items() if k not in known}
-        if extra:
-            direct["extra_body"] = {**direct.get("extra_body", {}), **extra}
-        if tools:
-            direct["tools"] = tools
+        """One chat completion (retried per the policy); raises EndpointError when it cannot.
 
-        if blocked_loop_serves(self.base_url):
-            raise EndpointError(
-                f"the endpoint at {self.base_url} is served by the event loop that this synchronous "
-                f"call is blocking (in Jupyter: a server started in the notebook), so it can never "
-                f"answer; use the async form there (await rubric.ascore(x) / await env.aevaluate(...)) "
-                f"or run the server in its own thread or process"
-            )
+        `params` are sampling arguments for this call, merged over the client's `sampling`;
+        any the installed SDK does not name (e.g. vLLM's `top_k`) go in the request body.
+        """
+        model, payload, arguments = self._request(messages, tools, params)
+        self._refuse_blocked_loop()
         sdk, semaphore = self._connection()
         attempts = 0
 
@@ -423,7 +401,7 @@ class Client:
                     # A deadline for the whole request: httpx's timeout is per read, so a
                     # server dribbling a byte at a time would otherwise hold it forever.
                     async with asyncio.timeout(self.timeout):
-                        return await sdk.chat.completions.create(model=model, messages=payload, **direct)
+                        return await sdk.chat.completions.create(model=model, messages=payload, **arguments)
                 except TimeoutError:
                     raise _timeout_error(self.base_url) from None
                 except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -441,12 +419,55 @@ class Client:
         except Exception as exc:
             if not (_is_openai_error(exc) or isinstance(exc, MalformedResponseError)):
                 raise
-            self.failures += 1
-            error = self._endpoint_error(exc, attempts)
-            if error.status in REFUSED_STATUSES and not self.successes and self.refused is None:
-                self.refused = error
-            raise error from None
+            raise self._failed(exc, attempts) from None
         return self._completion(raw)
+
+    def _request(
+        self,
+        messages: Sequence[Message | Mapping[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        params: Mapping[str, Any],
+    ) -> tuple[str, list[dict[str, Any]], dict[str, Any]]:
+        """The model, the messages as dicts, and the SDK's keyword arguments for one call."""
+        if isinstance(messages, (str, bytes, Mapping, Message)) or not isinstance(messages, Sequence):
+            raise ConfigTypeError(
+                "Client.complete(messages=...) takes a list of messages "
+                "(harness.Message or {'role': ..., 'content': ...} dicts), "
+                f"got {type(messages).__name__}"
+            )
+        payload = [m.to_openai() if isinstance(m, Message) else dict(m) for m in messages]
+        merged = {k: v for k, v in {**self.sampling, **params}.items() if v is not None}
+        _check_params(merged, "complete()")
+        if self.return_token_ids:  # asked the vLLM way: logprobs=True, return_token_ids in the body
+            merged.setdefault("logprobs", True)
+            merged.setdefault("return_token_ids", True)
+        model = merged.pop("model", self.model)
+        known = _create_parameters()
+        arguments = {k: v for k, v in merged.items() if k in known}
+        extra = {k: v for k, v in merged.items() if k not in known}
+        if extra:
+            arguments["extra_body"] = {**arguments.get("extra_body", {}), **extra}
+        if tools:
+            arguments["tools"] = tools
+        return model, payload, arguments
+
+    def _refuse_blocked_loop(self) -> None:
+        """Fail at once when a sync call blocks the very loop that serves this endpoint."""
+        if blocked_loop_serves(self.base_url):
+            raise EndpointError(
+                f"the endpoint at {self.base_url} is served by the event loop that this synchronous "
+                f"call is blocking (in Jupyter: a server started in the notebook), so it can never "
+                f"answer; use the async form there (await rubric.ascore(x) / await env.aevaluate(...)) "
+                f"or run the server in its own thread or process"
+            )
+
+    def _failed(self, exc: Exception, attempts: int) -> EndpointError:
+        """Count a call that failed for good; the first refusals are kept for the early stop."""
+        self.failures += 1
+        error = self._endpoint_error(exc, attempts)
+        if error.status in REFUSED_STATUSES and not self.successes and self.refused is None:
+            self.refused = error
+        return error
 
     def _on_retry(self, exc: BaseException, failed_attempt: int, wait: float) -> None:
         self.retries += 1

@@ -16,11 +16,11 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from harness.client import Client, check_sampling
 from harness.defaults import DEFAULT_CONCURRENCY
-from harness.errors import ConfigError, EndpointError, ResultsError
+from harness.errors import ConfigError, ConfigTypeError, EndpointError, ResultsError
 from harness.progress import ProgressDisplay, RunStats
 from harness.protocol import EnvironmentProtocol
 from harness.results import EvalResults, node_paths
@@ -73,8 +73,13 @@ def _shown(value: Any, missing: object) -> str:
 
 
 def _check_arguments(
-    env: object, num_examples: int | None, rollouts_per_example: int, concurrency: int
+    env: object, client: object, num_examples: int | None, rollouts_per_example: int, concurrency: int
 ) -> None:
+    if not isinstance(client, Client):
+        raise ConfigTypeError(
+            f"client must be a harness.Client, got {type(client).__name__}; "
+            "build one with harness.Client(model, base_url=...)"
+        )
     if not isinstance(env, EnvironmentProtocol):
         wanted = [
             "name",
@@ -165,9 +170,9 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def _stop_if_refused(client: Any, stats: RunStats) -> None:
+def _stop_if_refused(client: Client, stats: RunStats) -> None:
     """Raise when the endpoint refused the run's first requests (401, 403, unknown model)."""
-    refused = getattr(client, "refused", None)
+    refused = client.refused
     if refused is not None:
         raise EndpointError(
             f"stopped early after {stats.ran} rollout(s): the endpoint refused the first requests: {refused}",
@@ -377,7 +382,7 @@ async def run_jobs(
         # All workers share one iterator: taking a job is a plain next(), no queue needed.
         for example, index in pending:
             on_finished(await run_rollout(env, client, example, index, sampling=params))
-            if getattr(client, "refused", None) is not None:
+            if client.refused is not None:
                 return  # the endpoint refuses this key or model: every request would fail alike
 
     async with asyncio.TaskGroup() as group:
@@ -386,6 +391,27 @@ async def run_jobs(
 
 
 # Over 60 lines only through its signature and docstring (the body is four named steps).
+class EvaluateOptions(TypedDict, total=False):
+    """The keyword arguments of `evaluate`, for the functions that pass them on
+    (`Environment.evaluate` / `aevaluate`): typed, so a misspelt option is a type error.
+    `tests/harness/test_evaluation.py` checks that it lists exactly `evaluate`'s keywords."""
+
+    num_examples: int | None
+    rollouts_per_example: int
+    concurrency: int
+    output_dir: str | Path | None
+    resume: bool
+    overwrite: bool
+    progress: bool
+    seed: int | None
+    split: str
+    sampling: Mapping[str, Any] | None
+    shard: Shard | str | None
+    workers: int
+    executor: str
+    ray_address: str | None
+
+
 async def evaluate(
     env: EnvironmentProtocol,
     client: Client,
@@ -444,10 +470,8 @@ async def evaluate(
         ConfigError: An argument is out of range or the dataset's example ids are unusable.
         ResultsError: `output_dir` cannot be resumed with these settings.
     """
-    _check_arguments(env, num_examples, rollouts_per_example, concurrency)
-    check_credentials = getattr(client, "check_credentials", None)
-    if callable(check_credentials):  # no key for OpenAI: one clear error, not N failed rollouts
-        check_credentials()
+    _check_arguments(env, client, num_examples, rollouts_per_example, concurrency)
+    client.check_credentials()  # no key for OpenAI: one clear error, not N failed rollouts
 
     check_sampling(dict(sampling or {}))
     run_elsewhere = plan_executor(
@@ -517,4 +541,4 @@ async def evaluate(
     return results
 
 
-__all__ = ["DEFAULT_CONCURRENCY", "evaluate", "run_jobs"]
+__all__ = ["DEFAULT_CONCURRENCY", "EvaluateOptions", "evaluate", "run_jobs"]

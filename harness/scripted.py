@@ -4,7 +4,8 @@ Tests, benchmarks and offline demos need an endpoint that behaves like a real on
 keep-alive, status codes, Retry-After, timeouts, broken sockets) yet answers
 deterministically. `ScriptedEndpoint` serves one, either in a background thread of this
 process (cheap, lets the policy share state with the test) or in a forked child process
-(`process=True`) so that a benchmark's client does not share the GIL with its server.
+(`process=True`) so that a benchmark's client does not share the GIL with its server. The
+HTTP server is uvicorn (`scripted_http`); this module owns only the thread/process lifecycle.
 
     with ScriptedEndpoint(lambda messages, tools: "4", latency=0.05, rate_429=0.1) as ep:
         client = Client("m", base_url=ep.base_url)
@@ -19,14 +20,16 @@ import json
 import multiprocessing
 import os
 import signal
+import socket
 import threading
+import time
 import urllib.request
 from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any
 
 from harness.scripted_app import EndpointStats, Faults, Policy, ScriptedApp, ScriptedHTTPError
-from harness.scripted_http import MAX_HEADER_BYTES, serve_connection
+from harness.scripted_http import ScriptedASGI, ScriptedServer, listening_socket, new_event_loop
 
 START_TIMEOUT = 15.0
 
@@ -92,10 +95,9 @@ class ScriptedEndpoint:
         self.process = process
         self.backlog = backlog
         self.port: int | None = None
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server_thread: tuple[ScriptedServer, threading.Thread] | None = None
         self._child: Any = None  # multiprocessing.Process when process=True
-        self._forever: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
+        self._forever: ScriptedServer | None = None
 
     # -- addresses -----------------------------------------------------------------------
 
@@ -141,73 +143,68 @@ class ScriptedEndpoint:
 
     # -- lifecycle -----------------------------------------------------------------------
 
-    async def _start_server(self) -> asyncio.Server:
-        handle = self._app.handle
+    def _listen(self) -> socket.socket:
+        try:
+            return listening_socket(self.host, self.requested_port, self.backlog)
+        except OSError as exc:
+            raise OSError(
+                f"ScriptedEndpoint cannot listen on {self.host}:{self.requested_port}: {exc}"
+            ) from exc
 
-        async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            try:
-                await serve_connection(reader, writer, handle)
-            except asyncio.CancelledError:  # shutdown; asyncio 3.11 would log a cancelled
-                writer.transport.abort()  # connection task as an error, so end it quietly
-
-        return await asyncio.start_server(
-            on_connect, self.host, self.requested_port, backlog=self.backlog, limit=MAX_HEADER_BYTES
-        )
+    def _server(self, *, signals: bool = False) -> ScriptedServer:
+        return ScriptedServer(ScriptedASGI(self._app.handle), install_signal_handlers=signals)
 
     def start(self) -> ScriptedEndpoint:
         """Start serving in a background thread (or child process); returns once listening."""
         if self.running:
             raise RuntimeError(f"{self!r} is already running")
+        sock = self._listen()
         if self.process:
-            self._start_process()
+            self._start_process(sock)
         else:
-            self._start_thread()
+            self._start_thread(sock)
         return self
 
-    def _start_thread(self) -> None:
-        loop = asyncio.new_event_loop()
-        ready = threading.Event()
-        outcome: dict[str, Any] = {}
+    def _start_thread(self, sock: socket.socket) -> None:
+        server = self._server()
+        loop = new_event_loop()
 
         def run() -> None:
             asyncio.set_event_loop(loop)
             try:
-                server = loop.run_until_complete(self._start_server())
-            except BaseException as exc:  # reported to start()'s caller
-                outcome["error"] = exc
-                ready.set()
-                loop.close()
-                return
-            outcome["port"] = server.sockets[0].getsockname()[1]
-            ready.set()
-            try:
-                loop.run_forever()
+                loop.run_until_complete(server.serve(sockets=[sock]))
             finally:
-                server.close()
                 _cancel_all(loop)
                 loop.close()
 
         thread = threading.Thread(target=run, name="scripted-endpoint", daemon=True)
         thread.start()
-        if not ready.wait(START_TIMEOUT):
+        deadline = time.monotonic() + START_TIMEOUT
+        while not server.started and thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.002)
+        if not server.started:
+            server.should_exit = True
+            thread.join(5)
+            sock.close()
             raise RuntimeError(
-                f"ScriptedEndpoint did not start listening on {self.host} within {START_TIMEOUT}s"
+                f"ScriptedEndpoint did not start serving on {self.host} within {START_TIMEOUT}s"
             )
-        if "error" in outcome:
-            thread.join()
-            raise OSError(
-                f"ScriptedEndpoint cannot listen on {self.host}:{self.requested_port}: {outcome['error']}"
-            ) from outcome["error"]
-        self._loop, self._thread, self.port = loop, thread, outcome["port"]
+        self._server_thread = (server, thread)
+        self.port = sock.getsockname()[1]
 
-    def _start_process(self) -> None:
+    def _start_process(self, sock: socket.socket) -> None:
         context = multiprocessing.get_context("fork")  # fork: the policy need not be picklable
         parent_end, child_end = context.Pipe(duplex=False)
         child = context.Process(
-            target=self._child_main, args=(child_end, os.getpid()), name="scripted-endpoint", daemon=True
+            target=self._child_main,
+            args=(sock, child_end, os.getpid()),
+            name="scripted-endpoint",
+            daemon=True,
         )
         child.start()
         child_end.close()
+        port = sock.getsockname()[1]
+        sock.close()  # the child serves it now
         if not parent_end.poll(START_TIMEOUT):
             child.kill()
             raise RuntimeError(f"ScriptedEndpoint child process did not start within {START_TIMEOUT}s")
@@ -215,31 +212,30 @@ class ScriptedEndpoint:
         parent_end.close()
         if kind == "error":
             child.join(5)
-            raise OSError(f"ScriptedEndpoint cannot listen on {self.host}:{self.requested_port}: {value}")
-        self._child, self.port = child, value
+            raise RuntimeError(f"ScriptedEndpoint child process could not serve: {value}")
+        self._child, self.port = child, port
 
-    def _child_main(self, pipe: Any, parent: int) -> None:
+    def _child_main(self, sock: socket.socket, pipe: Any, parent: int) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us; no Ctrl-C traceback
+        server = self._server()  # SIGTERM keeps its default: the parent's terminate() ends us
 
         async def main() -> None:
-            try:
-                server = await self._start_server()
-            except BaseException as exc:
-                pipe.send(("error", f"{type(exc).__name__}: {exc}"))
-                return
-            pipe.send(("ok", server.sockets[0].getsockname()[1]))
+            orphaned = asyncio.ensure_future(_exit_when_orphaned(parent))  # even if the parent is SIGKILLed
+            serving = asyncio.ensure_future(server.serve(sockets=[sock]))
+            await _until_started(server, serving)
+            pipe.send(("ok", None) if server.started else ("error", repr(serving.exception())))
             pipe.close()
-            await _exit_when_orphaned(parent)  # serve until the parent terminates us, or dies
+            await serving
+            orphaned.cancel()
 
-        asyncio.run(main())
+        loop = new_event_loop()
+        loop.run_until_complete(main())
 
     def stop(self) -> None:
         """Stop serving and close every connection; safe to call twice (and from another
         thread, to end `serve_forever`)."""
         if self._forever is not None:
-            loop, event = self._forever
-            self._forever = None
-            loop.call_soon_threadsafe(event.set)
+            self._forever.should_exit = True
         if self._child is not None:
             child, self._child = self._child, None
             child.terminate()
@@ -247,10 +243,9 @@ class ScriptedEndpoint:
             if child.is_alive():
                 child.kill()
                 child.join(5)
-        if self._loop is not None and self._thread is not None:
-            loop, thread = self._loop, self._thread
-            self._loop = self._thread = None
-            loop.call_soon_threadsafe(loop.stop)
+        if self._server_thread is not None:
+            (server, thread), self._server_thread = self._server_thread, None
+            server.should_exit = True
             thread.join(10)
         self.port = None
 
@@ -259,22 +254,25 @@ class ScriptedEndpoint:
         (with port=0 that is the only way to learn the port)."""
         if self.running:
             raise RuntimeError(f"{self!r} is already running")
+        sock = self._listen()
+        server = self._server(signals=threading.current_thread() is threading.main_thread())
 
         async def main() -> None:
-            server = await self._start_server()
-            finished = asyncio.Event()
-            self._forever = (asyncio.get_running_loop(), finished)
-            self.port = server.sockets[0].getsockname()[1]
-            try:
-                if ready is not None:
-                    ready(self.base_url)
-                await finished.wait()
-            finally:
-                server.close()
-                self._forever = None
-                self.port = None
+            serving = asyncio.ensure_future(server.serve(sockets=[sock]))
+            await _until_started(server, serving)
+            if server.started and ready is not None:
+                ready(self.base_url)
+            await serving
 
-        asyncio.run(main())
+        self._forever, self.port = server, sock.getsockname()[1]
+        loop = new_event_loop()
+        try:
+            loop.run_until_complete(main())
+        finally:
+            self._forever = None
+            self.port = None
+            _cancel_all(loop)
+            loop.close()
 
     def __enter__(self) -> ScriptedEndpoint:
         return self if self.running else self.start()
@@ -296,6 +294,13 @@ async def _exit_when_orphaned(parent: int) -> None:
     while os.getppid() == parent:
         await asyncio.sleep(0.2)
     os._exit(0)
+
+
+async def _until_started(server: ScriptedServer, serving: asyncio.Future[None]) -> None:
+    """Wait until uvicorn accepts connections, or its serve task ended without starting."""
+    deadline = time.monotonic() + START_TIMEOUT
+    while not server.started and not serving.done() and time.monotonic() < deadline:
+        await asyncio.sleep(0.002)
 
 
 def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:

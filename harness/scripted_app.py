@@ -227,7 +227,7 @@ class ScriptedApp:
         finally:
             with self._lock:
                 stats.in_flight -= 1
-                if response is DROP or request.client_gone:
+                if response is DROP or request.client_gone or request.stopped:
                     stats.dropped += 1
                 else:
                     stats.responses[response.status] = stats.responses.get(response.status, 0) + 1

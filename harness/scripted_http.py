@@ -1,105 +1,96 @@
-"""A minimal HTTP/1.1 server on asyncio streams, just enough for an OpenAI-compatible API.
+"""The scripted endpoint's HTTP layer: a minimal ASGI app served by uvicorn.
 
-Why not `http.server` or a web framework: `http.server` is thread-per-connection and slow
-under hundreds of concurrent keep-alive connections, and a framework would be a new
-dependency. Benchmarks must measure the harness, not the server, so this speaks exactly the
-subset the `openai` client uses: one request at a time per connection, keep-alive,
-`Content-Length` (or chunked) request bodies, JSON responses with `Content-Length`.
+`ScriptedApp` (in `scripted_app`) turns a `Request` into a `Response` and knows nothing of
+HTTP framing; this module adapts it to ASGI and builds the uvicorn server that speaks
+HTTP/1.1 (httptools and uvloop when they are installed, else h11 and asyncio). Two things
+an ordinary app never does need care here, because fault injection is the point:
+
+- `DROP` closes the connection without a complete answer. ASGI has no "abort", so the
+  app starts a response and raises `Dropped`; uvicorn then closes the transport, and the
+  client sees a connection error. The log filter below keeps those deliberate drops out of
+  the server's error log.
+- `Request.sleep` (latency, hangs) wakes early when the client hangs up or the server is
+  stopping, so a timed-out client never pins a server task for the whole hang.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Awaitable, Callable
+import logging
+import socket
+from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
-MAX_HEADER_BYTES = 64 * 1024
+import uvicorn
+
 MAX_BODY_BYTES = 64 * 1024 * 1024
+KEEP_ALIVE_SECONDS = 300.0
+"""Idle keep-alive connections stay open this long (uvicorn's default of 5 s would make a
+benchmark's pool reconnect between rounds)."""
 
-REASONS = {
-    200: "OK",
-    400: "Bad Request",
-    401: "Unauthorized",
-    403: "Forbidden",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    408: "Request Timeout",
-    413: "Payload Too Large",
-    422: "Unprocessable Entity",
-    429: "Too Many Requests",
-    500: "Internal Server Error",
-    502: "Bad Gateway",
-    503: "Service Unavailable",
-    504: "Gateway Timeout",
-}
-
-
-class HTTPProtocolError(Exception):
-    """The peer sent something that is not HTTP/1.1 we understand; answered with a 400."""
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
 
 
 @dataclass
 class Request:
-    """One parsed HTTP request."""
+    """One HTTP request, body read in full."""
 
     method: str
     path: str
     headers: dict[str, str]
     body: bytes
-    keep_alive: bool = True
-    reader: asyncio.StreamReader | None = field(default=None, repr=False)
+    receive: Receive | None = field(default=None, repr=False)
+    closing: asyncio.Event | None = field(default=None, repr=False)
     client_gone: bool = False
+    stopped: bool = False
+    _watcher: asyncio.Future[Message] | None = field(default=None, repr=False)
 
     def json(self) -> Any:
         return json.loads(self.body) if self.body else None
 
     async def sleep(self, seconds: float) -> bool:
-        """Sleep like `asyncio.sleep`, but wake early if the client hangs up (a timed-out
-        client must not pin a server task for the whole hang). True if the client left.
-
-        Watching the socket reads ahead; fine because the openai client never pipelines.
-        """
-        if seconds <= 0:
-            return self.client_gone
-        if self.reader is None or self.client_gone:
+        """Sleep like `asyncio.sleep`, but wake early if the client hangs up or the server
+        stops. True if the request should end unanswered (the client left, or shutdown)."""
+        if seconds <= 0 or self.client_gone or self.stopped:
+            return self.client_gone or self.stopped
+        if self.receive is None or self.closing is None:
             await asyncio.sleep(seconds)
-            return self.client_gone
-        watcher = asyncio.ensure_future(self.reader.read(1))
+            return False
+        if self._watcher is None:  # after the body, ASGI's receive() only returns on disconnect
+            self._watcher = asyncio.ensure_future(self.receive())
+        stopping: asyncio.Future[Any] = asyncio.ensure_future(self.closing.wait())
+        waits: set[asyncio.Future[Any]] = {self._watcher, stopping}
         try:
-            done, _ = await asyncio.wait({watcher}, timeout=seconds)
+            await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            if not watcher.done():
-                watcher.cancel()
-                # Let the cancelled read finish before anyone reads this stream again: a
-                # pending read would make the next `readuntil` fail ("another coroutine is
-                # already waiting for incoming data") and drop the keep-alive connection.
-                await asyncio.gather(watcher, return_exceptions=True)
-        if watcher in done:
-            watcher.exception()  # a reset counts as gone too; mark the exception retrieved
-            self.client_gone = True
-        return self.client_gone
+            if not stopping.done():
+                stopping.cancel()
+        self.client_gone = self._watcher.done()
+        self.stopped = self.closing.is_set()
+        return self.client_gone or self.stopped
+
+    def finish(self) -> None:
+        """Stop watching for a disconnect once the request is answered."""
+        if self._watcher is not None and not self._watcher.done():
+            self._watcher.cancel()
 
 
 @dataclass
 class Response:
-    """A response to write; `DROP` (below) means close the connection without answering."""
+    """A JSON response to send; `DROP` (below) means close the connection unanswered."""
 
     status: int
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
 
-    def encode(self, keep_alive: bool) -> bytes:
-        payload = b"" if self.body is None else json.dumps(self.body, separators=(",", ":")).encode()
-        lines = [
-            f"HTTP/1.1 {self.status} {REASONS.get(self.status, 'Status')}",
-            "Content-Type: application/json",
-            f"Content-Length: {len(payload)}",
-            f"Connection: {'keep-alive' if keep_alive else 'close'}",
-        ]
-        lines.extend(f"{name}: {value}" for name, value in self.headers.items())
-        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + payload
+    def encode(self) -> bytes:
+        return b"" if self.body is None else json.dumps(self.body, separators=(",", ":")).encode()
 
 
 DROP = Response(status=0)
@@ -108,96 +99,155 @@ DROP = Response(status=0)
 Handler = Callable[[Request], Awaitable[Response]]
 
 
-async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
+class Dropped(Exception):
+    """Raised inside the ASGI app to make uvicorn close the connection (see the module doc)."""
+
+
+class _QuietDrops(logging.Filter):
+    """Drop uvicorn's error records for deliberate `Dropped` connections; keep all others."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], Dropped))
+
+
+_FILTER = _QuietDrops()
+
+
+class ScriptedASGI:
+    """Adapts a `Handler` to ASGI 3; `closing` is set when the server starts shutting down."""
+
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+        self.closing = asyncio.Event()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":  # lifespan is off; websockets are not served
+            return
+        body = await _read_body(receive)
+        if body is None:
+            await _send(send, _too_large())
+            return
+        request = Request(
+            method=scope["method"].upper(),
+            path=scope["path"],
+            headers={k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]},
+            body=body,
+            receive=receive,
+            closing=self.closing,
+        )
+        try:
+            response = await self.handler(request)
+        finally:
+            request.finish()
+        if request.client_gone:
+            return  # nobody to answer; uvicorn knows the client left and logs nothing
+        if response is DROP or request.stopped:
+            # Promise a body, then fail: uvicorn closes the transport mid-response.
+            await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"1")]})
+            raise Dropped
+        await _send(send, response)
+
+
+async def _read_body(receive: Receive) -> bytes | None:
+    """The whole request body, or None when it exceeds MAX_BODY_BYTES."""
     parts: list[bytes] = []
-    total = 0
+    size = 0
     while True:
-        size_line = await reader.readuntil(b"\r\n")
-        try:
-            size = int(size_line.split(b";", 1)[0].strip(), 16)
-        except ValueError as exc:
-            raise HTTPProtocolError(f"bad chunk size line {size_line!r}") from exc
-        if size == 0:
-            trailer = await reader.readuntil(b"\r\n")
-            while trailer != b"\r\n":  # skip trailers up to the blank line
-                trailer = await reader.readuntil(b"\r\n")
+        message = await receive()
+        if message["type"] == "http.disconnect":
             return b"".join(parts)
-        total += size
-        if total > MAX_BODY_BYTES:
-            raise HTTPProtocolError("request body too large")
-        parts.append(await reader.readexactly(size))
-        await reader.readexactly(2)
-
-
-async def read_request(reader: asyncio.StreamReader) -> Request | None:
-    """Read one request; None when the client closed the connection cleanly between requests."""
-    try:
-        head = await reader.readuntil(b"\r\n\r\n")
-    except asyncio.IncompleteReadError as exc:
-        if not exc.partial.strip():
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
             return None
-        raise HTTPProtocolError("connection closed in the middle of a request head") from exc
-    except asyncio.LimitOverrunError as exc:
-        raise HTTPProtocolError("request head too large") from exc
-    lines = head.decode("latin-1").split("\r\n")
-    try:
-        method, target, version = lines[0].split(" ", 2)
-    except ValueError as exc:
-        raise HTTPProtocolError(f"bad request line {lines[0]!r}") from exc
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        if not line:
-            continue
-        name, sep, value = line.partition(":")
-        if not sep:
-            raise HTTPProtocolError(f"bad header line {line!r}")
-        headers[name.strip().lower()] = value.strip()
-    if headers.get("transfer-encoding", "").lower() == "chunked":
-        body = await _read_chunked(reader)
-    else:
-        try:
-            length = int(headers.get("content-length", "0"))
-        except ValueError as exc:
-            raise HTTPProtocolError("bad Content-Length") from exc
-        if length > MAX_BODY_BYTES:
-            raise HTTPProtocolError("request body too large")
-        body = await reader.readexactly(length) if length else b""
-    connection = headers.get("connection", "").lower()
-    keep_alive = connection != "close" if version.strip() == "HTTP/1.1" else connection == "keep-alive"
-    return Request(
-        method=method.upper(), path=target.split("?", 1)[0], headers=headers, body=body, keep_alive=keep_alive
+        parts.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(parts)
+
+
+def _too_large() -> Response:
+    message = f"request body larger than {MAX_BODY_BYTES} bytes"
+    return Response(413, {"error": {"message": message, "type": "invalid_request_error", "code": 413}})
+
+
+async def _send(send: Send, response: Response) -> None:
+    payload = response.encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+    headers.extend(
+        (name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in response.headers.items()
     )
+    await send({"type": "http.response.start", "status": response.status, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})
 
 
-async def serve_connection(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, handler: Handler
-) -> None:
-    """Answer requests on one connection until the client closes it or asks us to."""
+class ScriptedServer(uvicorn.Server):
+    """uvicorn's server, waking the app's sleeping requests as soon as shutdown begins."""
+
+    def __init__(self, app: ScriptedASGI, *, install_signal_handlers: bool) -> None:
+        config = uvicorn.Config(
+            app,
+            lifespan="off",
+            log_config=None,
+            log_level="warning",
+            access_log=False,
+            server_header=False,
+            timeout_keep_alive=int(KEEP_ALIVE_SECONDS),
+            timeout_graceful_shutdown=5,
+        )
+        super().__init__(config)
+        self.scripted_app = app
+        self.install_signals = install_signal_handlers
+
+    def capture_signals(self) -> Any:
+        """In a child process the parent's SIGTERM must simply end it; only the foreground
+        `rubric endpoint` turns Ctrl-C into a graceful shutdown."""
+        if self.install_signals:
+            return super().capture_signals()
+        return contextlib.nullcontext()
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self.scripted_app.closing.set()
+        await super().shutdown(sockets)
+
+
+def listening_socket(host: str, port: int, backlog: int) -> socket.socket:
+    """A bound, listening TCP socket: the port is known (and a bind error raised) before any
+    server task or child process starts."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
     try:
-        while True:
-            try:
-                request = await read_request(reader)
-            except HTTPProtocolError as exc:
-                writer.write(
-                    Response(400, {"error": {"message": str(exc), "type": "invalid_request_error"}}).encode(
-                        keep_alive=False
-                    )
-                )
-                await writer.drain()
-                return
-            if request is None:
-                return
-            request.reader = reader
-            response = await handler(request)
-            if response is DROP or request.client_gone:
-                writer.transport.abort()
-                return
-            writer.write(response.encode(keep_alive=request.keep_alive))
-            await writer.drain()
-            if not request.keep_alive:
-                return
-    except (ConnectionError, asyncio.IncompleteReadError):
-        return
-    finally:
-        if not writer.transport.is_closing():
-            writer.close()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Accepted sockets inherit this: headers and body go out as two writes, and with
+        # Nagle's algorithm the second waits for a delayed ACK (~40 ms per response).
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind((host, port))
+        sock.listen(backlog)
+        sock.set_inheritable(True)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """uvloop's event loop when it is installed (what uvicorn itself would pick), else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+logging.getLogger("uvicorn.error").addFilter(_FILTER)
+
+__all__ = [
+    "DROP",
+    "Dropped",
+    "Handler",
+    "Request",
+    "Response",
+    "ScriptedASGI",
+    "ScriptedServer",
+    "listening_socket",
+    "new_event_loop",
+]

@@ -66,3 +66,24 @@ def test_judge_tokens_are_kept_apart_from_the_policy(monkeypatch: pytest.MonkeyP
     first = results[0]
     assert first.judge_usage.prompt_tokens > 0 and first.score_details["judge"]["prompt"].startswith("<q>q")
     assert "judge tokens" in str(results) and "judge tokens" in results._repr_html_()
+
+
+def test_evaluate_options_are_exactly_the_keywords_of_harness_evaluate() -> None:
+    import inspect
+
+    from harness.evaluation import EvaluateOptions, evaluate
+
+    keywords = {
+        name
+        for name, p in inspect.signature(evaluate).parameters.items()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY
+    }
+    assert set(EvaluateOptions.__annotations__) == keywords
+
+
+def test_a_model_that_is_neither_a_client_nor_a_name_is_refused_by_name() -> None:
+    from harness.errors import ConfigTypeError
+
+    env = load_environment("gsm8k", num_examples=2)
+    with pytest.raises(ConfigTypeError, match="model must be a harness.Client, a model name"):
+        env.evaluate(42, num_examples=1, progress=False)  # type: ignore[arg-type]

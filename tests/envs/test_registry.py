@@ -110,7 +110,7 @@ def test_py_file_without_load_environment(tmp_path: Path) -> None:
 
 
 def test_missing_py_file(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="missing.py"):
+    with pytest.raises(EnvironmentNotFoundError, match="missing.py"):
         load_environment(str(tmp_path / "missing.py"))
 
 
@@ -119,7 +119,7 @@ def test_module_colon_function(site: Path) -> None:
     assert len(env.get_dataset()) == 4 and env.load_spec == "adder_env:load_environment"
     with pytest.raises(EnvironmentNotFoundError, match="no attribute 'nope'"):
         load_environment("adder_env:nope")
-    with pytest.raises(ModuleNotFoundError):
+    with pytest.raises(EnvironmentNotFoundError, match="no module named 'no_such_module_xyz'"):
         load_environment("no_such_module_xyz:load_environment")
 
 

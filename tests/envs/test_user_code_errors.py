@@ -31,6 +31,24 @@ def test_key_error_in_load_environment_names_where(tmp_path: Path) -> None:
         load_environment(str(env_file))
 
 
+def test_an_environment_file_that_fails_on_import_names_where(tmp_path: Path) -> None:
+    env_file = tmp_path / "bad_import.py"
+    env_file.write_text("import no_such_package_xyz\n\ndef load_environment():\n    pass\n")
+    with pytest.raises(
+        UserCodeError, match=rf"importing '{env_file}' raised ModuleNotFoundError: .*no_such_package_xyz"
+    ):
+        load_environment(str(env_file))
+
+
+def test_a_module_whose_own_import_is_missing_is_user_code_not_a_missing_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "needs_more_env.py").write_text("import no_such_package_xyz\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(UserCodeError, match="importing 'needs_more_env' raised ModuleNotFoundError"):
+        load_environment("needs_more_env:load_environment")
+
+
 def test_key_error_in_a_reward_names_where() -> None:
     @reward
     def needs_key(info: dict) -> float:

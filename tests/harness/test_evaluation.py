@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from harness.client import Client
 from harness.evaluation import evaluate
 from harness.progress import ProgressDisplay, RunStats
 from harness.results import load_results
@@ -179,9 +180,12 @@ async def test_bad_arguments_fail_before_any_request(kwargs: dict[str, Any], mes
         assert endpoint.stats.requests == 0
 
 
-async def test_not_an_environment_and_bad_ids() -> None:
+async def test_not_an_environment_not_a_client_and_bad_ids() -> None:
+    client = Client("m", base_url="http://127.0.0.1:9/v1", api_key="k")  # never called
     with pytest.raises(TypeError, match="lacks .*setup_rollout"):
-        await evaluate(object(), None, progress=False)
+        await evaluate(object(), client, progress=False)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="client must be a harness.Client, got NoneType"):
+        await evaluate(FakeEnv(), None, progress=False)  # type: ignore[arg-type]
 
     class NoIds(FakeEnv):
         def get_dataset(
@@ -196,9 +200,9 @@ async def test_not_an_environment_and_bad_ids() -> None:
             return [{"example_id": 1}, {"example_id": "1"}]
 
     with pytest.raises(ValueError, match="has no 'example_id'"):
-        await evaluate(NoIds(), None, progress=False)
+        await evaluate(NoIds(), client, progress=False)
     with pytest.raises(ValueError, match="'1' appears twice"):
-        await evaluate(DuplicateIds(), None, progress=False)
+        await evaluate(DuplicateIds(), client, progress=False)
 
 
 async def test_empty_dataset_gives_empty_results() -> None:

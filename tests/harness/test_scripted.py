@@ -36,6 +36,7 @@ async def chat(endpoint: ScriptedEndpoint, timeout: float = 10.0, **kwargs: Any)
 
 
 def raw_post(endpoint: ScriptedEndpoint, body: bytes) -> tuple[int, dict[str, str], dict[str, Any]]:
+    """POST to the endpoint with urllib; header names come back lower-cased."""
     request = urllib.request.Request(
         endpoint.base_url + "/chat/completions",
         data=body,
@@ -44,9 +45,9 @@ def raw_post(endpoint: ScriptedEndpoint, body: bytes) -> tuple[int, dict[str, st
     )
     try:
         with urllib.request.urlopen(request, timeout=10) as reply:
-            return reply.status, dict(reply.headers), json.load(reply)
+            return reply.status, {k.lower(): v for k, v in reply.headers.items()}, json.load(reply)
     except urllib.error.HTTPError as err:
-        return err.code, dict(err.headers), json.load(err)
+        return err.code, {k.lower(): v for k, v in err.headers.items()}, json.load(err)
 
 
 async def test_text_answer_usage_and_model_echo(scripted_endpoint: Endpoints) -> None:
@@ -167,7 +168,7 @@ def test_429_carries_retry_after(scripted_endpoint: Endpoints) -> None:
     endpoint = scripted_endpoint(lambda m, t: "x", rate_429=1.0, retry_after=2.5)
     status, headers, body = raw_post(endpoint, json.dumps({"messages": USER}).encode())
     assert status == 429
-    assert headers["Retry-After"] == "2.5"
+    assert headers["retry-after"] == "2.5"
     assert body["error"]["type"] == "rate_limit_error"
 
 
@@ -220,6 +221,35 @@ async def test_hang_outlasts_the_client_timeout_and_frees_the_server(scripted_en
         await asyncio.sleep(0.05)
     stats = endpoint.stats
     assert stats.hung == 1 and stats.in_flight == 0 and stats.dropped == 1
+
+
+def test_stop_ends_a_hung_request_at_once() -> None:
+    endpoint = ScriptedEndpoint(lambda m, t: "x", rate_hang=1.0, hang_seconds=60).start()
+    outcome: list[Any] = []
+
+    def post() -> None:
+        try:
+            outcome.append(raw_post(endpoint, json.dumps({"messages": USER}).encode()))
+        except Exception as exc:  # the connection is closed under it
+            outcome.append(exc)
+
+    caller = threading.Thread(target=post, daemon=True)
+    caller.start()
+    for _ in range(100):
+        if endpoint.stats.hung:
+            break
+        time.sleep(0.02)
+    started = time.perf_counter()
+    endpoint.stop()
+    caller.join(10)
+    assert time.perf_counter() - started < 3
+    assert outcome and isinstance(outcome[0], Exception) and not endpoint.running
+
+
+def test_a_port_in_use_is_an_error_naming_it() -> None:
+    with ScriptedEndpoint(lambda m, t: "x") as first:
+        with pytest.raises(OSError, match=f"cannot listen on 127.0.0.1:{first.port}"):
+            ScriptedEndpoint(lambda m, t: "x", port=first.port).start()
 
 
 async def test_malformed_tool_json_arrives_unparseable(scripted_endpoint: Endpoints) -> None:
