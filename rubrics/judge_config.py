@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -27,6 +27,13 @@ from rubrics.judge_verdicts import PARSE_MODES, REDUCTIONS
 def compile_template(source: str, what: str) -> JudgeTemplate:
     """The compiled template for `source` (compiled once; a judge looks it up per call)."""
     return JudgeTemplate(source, what=what)
+
+
+def _one_of(field: str, value: Any, options: Sequence[str]) -> str:
+    """`value` if it is one of `options`; otherwise the error naming the field and the options."""
+    if value not in options:
+        raise ConfigError(f"LLMJudge {field}={value!r}; use one of {', '.join(options)}")
+    return str(value)
 
 
 class JudgeConfig(BaseModel):
@@ -112,9 +119,7 @@ class JudgeConfig(BaseModel):
     @field_validator("parse", mode="before")
     @classmethod
     def _parse(cls, value: Any) -> str:
-        if value not in PARSE_MODES:
-            raise ConfigError(f"LLMJudge parse={value!r}; use one of {', '.join(PARSE_MODES)}")
-        return str(value)
+        return _one_of("parse", value, PARSE_MODES)
 
     @field_validator("choices", mode="before")
     @classmethod
@@ -178,9 +183,7 @@ class JudgeConfig(BaseModel):
     @field_validator("reduce", mode="before")
     @classmethod
     def _reduce(cls, value: Any) -> str:
-        if value not in REDUCTIONS:
-            raise ConfigError(f"LLMJudge reduce={value!r}; use one of {', '.join(REDUCTIONS)}")
-        return str(value)
+        return _one_of("reduce", value, REDUCTIONS)
 
     @field_validator("cache", mode="before")
     @classmethod

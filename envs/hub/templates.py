@@ -90,7 +90,23 @@ def test_hub_checks_pass() -> None:
     assert report.ok, report.text()
 '''
 
-SINGLE = '''\
+# The tagged-answer reward both the single-turn and the tool template use (each generated
+# package is standalone, so the code is written into both).
+ANSWER_REWARDS = '''\
+def tagged_answer(text: str | None) -> str | None:
+    """The text inside the first <answer> tag, or None."""
+    match = re.search(r"<answer>\\s*(.*?)\\s*</answer>", text or "", re.S)
+    return match.group(1) if match else None
+
+
+@reward
+def correct(response: str, answer: str) -> float:
+    """1.0 when the tagged answer equals the reference answer."""
+    return float(tagged_answer(response) == answer)
+'''
+
+SINGLE = (
+    '''\
 """$name: a single-turn environment: one question, one answer, a weighted rubric."""
 
 from __future__ import annotations
@@ -107,17 +123,9 @@ DATA = Path(__file__).with_name("data.jsonl")
 SYSTEM_PROMPT = "Reply with the number only, inside <answer></answer> tags."
 
 
-def tagged_answer(text: str | None) -> str | None:
-    """The text inside the first <answer> tag, or None."""
-    match = re.search(r"<answer>\\s*(.*?)\\s*</answer>", text or "", re.S)
-    return match.group(1) if match else None
-
-
-@reward
-def correct(response: str, answer: str) -> float:
-    """1.0 when the tagged answer equals the reference answer."""
-    return float(tagged_answer(response) == answer)
-
+'''
+    + ANSWER_REWARDS
+    + '''
 
 @reward
 def formatted(response: str) -> float:
@@ -148,8 +156,10 @@ def load_environment(num_examples: int | None = None) -> SingleTurnEnv:
     }
     return env
 '''
+)
 
-TOOL = '''\
+TOOL = (
+    '''\
 """$name: a tool-use environment: the model calls `add`, then answers."""
 
 from __future__ import annotations
@@ -176,17 +186,9 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
-def tagged_answer(text: str | None) -> str | None:
-    """The text inside the first <answer> tag, or None."""
-    match = re.search(r"<answer>\\s*(.*?)\\s*</answer>", text or "", re.S)
-    return match.group(1) if match else None
-
-
-@reward
-def correct(response: str, answer: str) -> float:
-    """1.0 when the tagged answer equals the reference answer."""
-    return float(tagged_answer(response) == answer)
-
+'''
+    + ANSWER_REWARDS
+    + '''
 
 @reward
 def used_tool(rollout: Any) -> float:
@@ -232,6 +234,7 @@ def load_environment(num_examples: int | None = None) -> ToolEnv:
     }
     return env
 '''
+)
 
 MULTI = '''\
 """$name: a multi-turn environment: guess a secret number; the environment says higher or lower."""
