@@ -13,7 +13,7 @@ import json
 import math
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypedDict
@@ -470,6 +470,7 @@ async def evaluate(
         ConfigError: An argument is out of range or the dataset's example ids are unusable.
         ResultsError: `output_dir` cannot be resumed with these settings.
     """
+    # Over 60 lines only through its signature and docstring: the body is the named steps.
     _check_arguments(env, client, num_examples, rollouts_per_example, concurrency)
     client.check_credentials()  # no key for OpenAI: one clear error, not N failed rollouts
 
@@ -501,6 +502,34 @@ async def evaluate(
         arguments.update(workers=workers, executor=executor)
     current = {"env": _jsonable(env.config()), "model": _jsonable(client.config()), "arguments": arguments}
     directory = Path(output_dir) if output_dir is not None else None
+    run = _open_run(env, directory, current, plan, sharding, resume=resume, overwrite=overwrite)
+    if run_elsewhere is None:
+        work = run_jobs(
+            env,
+            client,
+            plan.jobs,
+            concurrency=min(concurrency, len(plan.jobs)),
+            sampling=sampling,
+            on_finished=run.finished,
+        )
+    else:
+        work = _record_workers(run, executor, run_elsewhere(plan.jobs, run.finished))
+    results = await _finish(run, work, client, directory, progress=progress, max_k=rollouts_per_example)
+    plan.sort(results.rollouts)
+    return results
+
+
+def _open_run(
+    env: EnvironmentProtocol,
+    directory: Path | None,
+    current: dict[str, Any],
+    plan: _Plan,
+    sharding: Mapping[str, Any],
+    *,
+    resume: bool,
+    overwrite: bool,
+) -> _Run:
+    """Take the directory's lock, load what a resumed run already has, and start metadata."""
     previous, saved, lock = _load_previous(directory, resume, overwrite, current)
     origin = _jsonable(getattr(env, "provenance", None))  # duck-typed: envs sets it, harness records it
     try:
@@ -511,22 +540,29 @@ async def evaluate(
             lock.release()
         raise
     run.lock = lock
+    return run
 
+
+async def _record_workers(run: _Run, executor: str, pool: Awaitable[PoolReport]) -> None:
+    run.record_workers(executor, await pool)
+
+
+async def _finish(
+    run: _Run,
+    work: Coroutine[Any, Any, None],
+    client: Client,
+    directory: Path | None,
+    *,
+    progress: bool,
+    max_k: int,
+) -> EvalResults:
+    """Await the rollouts (with the progress display), then close the run as completed,
+    interrupted or failed; an interruption propagates with a note saying how far it got."""
     status = "failed"
     try:
         with ProgressDisplay(run.stats, enabled=progress):
-            if run_elsewhere is None:
-                await run_jobs(
-                    env,
-                    client,
-                    plan.jobs,
-                    concurrency=min(concurrency, len(plan.jobs)),
-                    sampling=sampling,
-                    on_finished=run.finished,
-                )
-                _stop_if_refused(client, run.stats)
-            else:
-                run.record_workers(executor, await run_elsewhere(plan.jobs, run.finished))
+            await work
+        _stop_if_refused(client, run.stats)
         status = "completed"
     except (KeyboardInterrupt, asyncio.CancelledError) as exc:
         status = "interrupted"
@@ -536,8 +572,8 @@ async def evaluate(
         )
         raise
     finally:
-        results = run.close(status, ran=run.stats.ran, max_k=rollouts_per_example)
-    plan.sort(results.rollouts)
+        work.close()  # no-op once awaited; an unstarted one must not warn "never awaited"
+        results = run.close(status, ran=run.stats.ran, max_k=max_k)
     return results
 
 
