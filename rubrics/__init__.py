@@ -13,6 +13,7 @@ import importlib
 import importlib.util
 from typing import TYPE_CHECKING, Any
 
+from rubrics.batch import ScoredBatch
 from rubrics.containers import Gate, RubricDict, RubricList, Sequential, WeightedSum
 from rubrics.leaf import FunctionRubric, reward
 from rubrics.module import RemovableHandle, Rubric, ScoringError
@@ -48,6 +49,7 @@ __all__ = [
     "Rubric",
     "RubricDict",
     "RubricList",
+    "ScoredBatch",
     "ScoringError",
     "Sequential",
     "WeightedSum",

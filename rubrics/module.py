@@ -23,6 +23,7 @@ from harness.aio import is_async_callable, run_sync
 from harness.defaults import DEFAULT_CONCURRENCY
 from harness.errors import ConfigError, ConfigTypeError, NotScoreableError
 from harness.types import Rollout
+from rubrics.batch import ScoredBatch
 from rubrics.scoring import (
     GENERATION,
     HOOK_IDS,
@@ -364,40 +365,50 @@ class Rubric:
 
     def score_batch(
         self, rollouts: Iterable[Rollout | Mapping[str, Any]], *, concurrency: int = DEFAULT_CONCURRENCY
-    ) -> list[float]:
-        """Score many; a failing item is NaN on its own rollout and never stops the batch."""
+    ) -> ScoredBatch:
+        """Score many; a failing item is NaN on its own rollout and never stops the batch.
+
+        Returns the rewards as a list (a `rubrics.batch.ScoredBatch`) that also holds the
+        scored rollouts: `.scores` / `.errors` per item, `.summary`, and `.to_pandas()` with
+        one column per node in tree order. Dicts are scored as `Rollout`s built from them.
+        """
         self._check_scoreable()
         items = validate_batch(rollouts, concurrency)
         if self._is_sync_tree():
-            out = []
             for r in items:
                 clear_scores(r)
-                out.append(self._score_sync(r, ""))
-            return out
+                self._score_sync(r, "")
+            return self._scored(items)
         return run_sync(self.ascore_batch(items, concurrency=concurrency))
 
     async def ascore_batch(
         self, rollouts: Iterable[Rollout | Mapping[str, Any]], *, concurrency: int = DEFAULT_CONCURRENCY
-    ) -> list[float]:
-        """Score many concurrently, at most `concurrency` at a time; results in input order."""
+    ) -> ScoredBatch:
+        """Score many concurrently, at most `concurrency` at a time; results in input order
+        (a `ScoredBatch`, as `score_batch` returns)."""
         self._check_scoreable()
         items = validate_batch(rollouts, concurrency)
         if self._is_sync_tree():
-            out = []
             for i, r in enumerate(items):
                 clear_scores(r)
-                out.append(self._score_sync(r, ""))
+                self._score_sync(r, "")
                 if i % 256 == 255:
                     await asyncio.sleep(0)  # let other tasks run during a long CPU-only batch
-            return out
+            return self._scored(items)
         semaphore = asyncio.Semaphore(concurrency)
 
-        async def one(r: Rollout) -> float:
+        async def one(r: Rollout) -> None:
             async with semaphore:
                 clear_scores(r)
-                return await self._score_async(r, "")
+                await self._score_async(r, "")
 
-        return list(await asyncio.gather(*(one(r) for r in items)))
+        await asyncio.gather(*(one(r) for r in items))
+        return self._scored(items)
+
+    def _scored(self, items: list[Rollout]) -> ScoredBatch:
+        from rubrics.render import tree_nodes  # render draws modules: imported when needed
+
+        return ScoredBatch(items, tree_nodes(self))
 
     def _check_scoreable(self) -> None:
         if not self._scoreable:

@@ -1,0 +1,127 @@
+"""`ScoredBatch`: what `Rubric.score_batch` returns, the rewards plus why each scored what it did.
+
+It is a list of the rewards, so code that wants floats (TRL's reward functions, `sum(...)`,
+`== [1.0, 0.0]`) keeps working; besides, it holds the scored rollouts with every node's score
+and NaN reason, in the order of the rubric tree. Plain dicts given to `score_batch` become
+`Rollout`s here, so their per-node scores are not lost.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, SupportsIndex, overload
+
+from harness.types import Rollout
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from harness.html import TreeNode
+    from harness.summary import Summary
+
+
+class ScoredBatch(list[float]):
+    """The rewards of a batch (a `list[float]`, NaN for an unscored item) with their rollouts.
+
+    Attributes:
+        rollouts: The scored rollouts, in input order: `reward`, `scores` (node path -> score)
+            and `score_errors` (node path -> why it is NaN).
+        nodes: The rubric tree that scored them, parents first (for tree-ordered columns).
+    """
+
+    def __init__(self, rollouts: Iterable[Rollout], nodes: Sequence[TreeNode]) -> None:
+        self.rollouts: list[Rollout] = list(rollouts)
+        self.nodes: list[TreeNode] = list(nodes)
+        super().__init__(r.reward for r in self.rollouts)
+
+    @property
+    def paths(self) -> list[str]:
+        """Node paths in tree order (the root, "", excluded), then any others that scored."""
+        paths = [n["path"] for n in self.nodes if n.get("path")]
+        seen = set(paths)
+        for r in self.rollouts:
+            for path in r.scores:
+                if path and path not in seen:
+                    seen.add(path)
+                    paths.append(path)
+        return paths
+
+    @property
+    def scores(self) -> list[dict[str, float]]:
+        """Every item's node scores (path -> score, NaN where the node failed)."""
+        return [dict(r.scores) for r in self.rollouts]
+
+    @property
+    def errors(self) -> list[dict[str, str]]:
+        """Every item's NaN reasons (node path -> reason); empty for a fully scored item."""
+        return [dict(r.score_errors) for r in self.rollouts]
+
+    @property
+    def summary(self) -> Summary:
+        """Mean reward and per-node means (tree order) with standard errors, unscored reasons."""
+        from harness.summary import summarize
+
+        return summarize(self.rollouts, node_order=self.paths)
+
+    def to_pandas(self) -> pd.DataFrame:
+        """One row per item: `reward`, one column per node path in tree order (NaN where the
+        node failed), `nan_reasons` (path -> reason), then `response`, `answer` as given,
+        `task`, `info`, and `prompt` / `completion` as lists of message dicts."""
+        import pandas as pd  # comes with `datasets`; imported here so importing rubrics stays fast
+
+        paths = self.paths
+        rows = []
+        for r in self.rollouts:
+            row: dict[str, Any] = {"reward": r.reward}
+            row.update({p: r.scores.get(p, math.nan) for p in paths})
+            row.update(
+                nan_reasons=dict(r.score_errors),
+                response=r.response,
+                answer=r.answer,
+                task=r.task,
+                info=r.info,
+                prompt=[m.model_dump(exclude_none=True) for m in r.prompt],
+                completion=[m.model_dump(exclude_none=True) for m in r.completion],
+            )
+            rows.append(row)
+        columns = [
+            "reward",
+            *paths,
+            "nan_reasons",
+            "response",
+            "answer",
+            "task",
+            "info",
+            "prompt",
+            "completion",
+        ]
+        return pd.DataFrame(rows, columns=columns)
+
+    def _repr_html_(self) -> str:
+        """The batch's summary (node means in tree order, NaN reasons) and reward histogram."""
+        from harness.html import STYLE, esc, histogram_svg, summary_html
+
+        title = f"scored batch of {len(self):,}"
+        body = (
+            f'<div class="grid"><div>{summary_html(self.summary, self.nodes)}</div>'
+            f"<div>{histogram_svg(self)}</div></div>"
+        )
+        return f'{STYLE}<div class="rv"><div class="head">{esc(title)}</div>{body}</div>'
+
+    @overload
+    def __getitem__(self, index: SupportsIndex) -> float: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> ScoredBatch: ...
+
+    def __getitem__(self, index: SupportsIndex | slice) -> float | ScoredBatch:
+        if isinstance(index, slice):
+            return ScoredBatch(self.rollouts[index], self.nodes)
+        return super().__getitem__(index)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ScoredBatch, (self.rollouts, self.nodes))
+
+
+__all__ = ["ScoredBatch"]
