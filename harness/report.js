@@ -1,11 +1,28 @@
 // The report's table and panels. Data comes from the JSON block #report-data; panels are HTML
-// already escaped by harness.html and are inserted only when opened.
+// already escaped by harness.html, embedded gzip-compressed (data.packed), inflated in the
+// background once the table is drawn, and inserted only when opened.
 (function () {
   "use strict";
   var data = JSON.parse(document.getElementById("report-data").textContent);
   var app = document.getElementById("app");
   var panel = document.getElementById("panel");
   var PAGE = 100;
+  var panelsLoaded = false, panelsReady = null;  // set once the table is drawn (loadPanels)
+
+  function inflate(base64) {  // gzip + base64 -> the JSON list of panel HTML strings
+    var binary = atob(base64), bytes = new Uint8Array(binary.length);
+    for (var i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
+    var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+    return new Response(stream).text().then(JSON.parse);
+  }
+  function loadPanels() {
+    return Promise.all(Object.keys(data.packed).map(function (name) {
+      return inflate(data.packed[name]).then(function (list) { data[name] = list; });
+    })).then(function () {
+      panelsLoaded = true;
+      document.body.setAttribute("data-panels", "1");
+    });
+  }
 
   function el(tag, attrs, text) {
     var node = document.createElement(tag);
@@ -97,6 +114,11 @@
     var o = this.opts, self = this;
     var query = this.search.value.trim().toLowerCase();
     var needle = query ? escapeHtml(query) : "";
+    if (needle && !panelsLoaded) {  // the text lives in the panels: search once they are inflated
+      this.count.textContent = "loading transcripts to search…";
+      panelsReady.then(function () { self.refresh(); });
+      return;
+    }
     var col = this.rangeCol ? Number(this.rangeCol.value) : -1;
     var lo = this.lo && this.lo.value !== "" ? Number(this.lo.value) : null;
     var hi = this.hi && this.hi.value !== "" ? Number(this.hi.value) : null;
@@ -162,6 +184,13 @@
     panel.innerHTML = html;
     panel.scrollIntoView({block: "start"});
   }
+  function whenLoaded(show) {  // open a panel now, or as soon as the panels are inflated
+    return function (item) {
+      if (panelsLoaded) { show(item); return; }
+      panel.innerHTML = "<p class='muted'>loading transcripts…</p>";
+      panelsReady.then(function () { show(item); });
+    };
+  }
 
   function runReport() {
     var stops = {}, rows = data.rows;
@@ -193,7 +222,7 @@
             return v === "error" ? !!r[5] : v === "ok" ? !r[5] : r[3] === null;
           }},
       ],
-      open: function (r) { showPanel(data.panels[r[0]]); },
+      open: whenLoaded(function (r) { showPanel(data.panels[r[0]]); }),
     });
   }
 
@@ -245,10 +274,15 @@
         test: function (e, v) {
           return v === "flipped" ? e[4].some(function (n) { return n[3]; }) : e[3] !== null && e[3] !== 0;
         }}],
-      open: comparePanel,
+      open: whenLoaded(comparePanel),
     });
   }
 
   if (data.mode === "compare") compareReport(); else runReport();
   document.body.setAttribute("data-ready", "1");
+  panelsReady = loadPanels();
+  panelsReady.catch(function (err) {
+    panel.textContent = "could not read the transcripts embedded in this report: " + err;
+    console.error(err);
+  });
 })();

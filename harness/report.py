@@ -1,13 +1,18 @@
 """The static HTML report of a run (`rubric view DIR --html`) and of two runs compared.
 
 One self-contained file: CSS and JS inline, data embedded as JSON, no network, opens from
-file://. Rollout panels are rendered here by harness.html (the notebook's renderer) and kept
-as strings; the page's script builds the table a page at a time and inserts a panel only
-when it is opened, so a 20,000-rollout report opens in a browser in a few seconds.
+file://. Rollout panels are rendered here by harness.html (the notebook's renderer) and
+embedded gzip-compressed (transcripts repeat themselves, so they shrink about tenfold); the
+page draws the table at once, inflates the panels in the background with the browser's
+`DecompressionStream`, and inserts a panel only when it is opened, so a 20,000-rollout report
+opens in a browser in a few seconds.
 """
 
 from __future__ import annotations
 
+import base64
+import gzip
+import json
 import math
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -69,6 +74,12 @@ def _node_paths(results: EvalResults) -> list[str]:
     return paths + sorted({p for r in results.rollouts for p in r.scores} - set(paths))
 
 
+def _packed(panels: Sequence[str]) -> str:
+    """The panels as one JSON list, gzip-compressed and base64-encoded for the JSON block."""
+    raw = json.dumps(list(panels), separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return base64.b64encode(gzip.compress(raw, compresslevel=6, mtime=0)).decode("ascii")
+
+
 def _page(title: str, body: str, data: Mapping[str, Any]) -> str:
     generated = datetime.now(UTC).isoformat(timespec="seconds")
     return (
@@ -109,7 +120,7 @@ def report_html(results: EvalResults) -> str:
         "mode": "run",
         "columns": paths,
         "rows": [_row(i, r, paths) for i, r in enumerate(results.rollouts)],
-        "panels": [rollout_body_html(r, nodes) for r in results.rollouts],
+        "packed": {"panels": _packed([rollout_body_html(r, nodes) for r in results.rollouts])},
     }
     return _page(run_title(results.metadata), body, data)
 
@@ -194,8 +205,10 @@ def comparison_html(a: EvalResults, b: EvalResults) -> str:
         "mode": "compare",
         "flip_threshold": FLIP_THRESHOLD,
         "examples": _example_rows(a, b, paths),
-        "panels_a": [rollout_body_html(r, _nodes_of(a) or nodes) for r in a.rollouts],
-        "panels_b": [rollout_body_html(r, _nodes_of(b) or nodes) for r in b.rollouts],
+        "packed": {
+            "panels_a": _packed([rollout_body_html(r, _nodes_of(a) or nodes) for r in a.rollouts]),
+            "panels_b": _packed([rollout_body_html(r, _nodes_of(b) or nodes) for r in b.rollouts]),
+        },
     }
     return _page(f"{run_title(a.metadata)} vs {run_title(b.metadata)}", body, data)
 

@@ -94,7 +94,10 @@ def _column(page: Any, index: int) -> list[str]:
 
 def test_run_report_table_sorts_filters_searches_and_opens_a_panel(browser: Any, tmp_path: Path) -> None:
     out = write_report(_run(wrong_every=3), tmp_path / "report.html")
+    # Transcripts are embedded compressed: the page inflates them itself (checked below).
+    assert "onerror" not in out.read_text(encoding="utf-8")  # model text only in the panels
     page, problems = _open(browser, out)
+    page.wait_for_selector("body[data-panels='1']", timeout=10_000)
     assert page.locator("#rows tbody tr").count() == 60
     assert page.inner_text("#count") == "60 of 60 rollouts"
     assert "mean reward" in page.inner_text("table.summary") and page.locator("svg.hist rect").count() == 10
@@ -118,6 +121,7 @@ def test_run_report_table_sorts_filters_searches_and_opens_a_panel(browser: Any,
     page.wait_for_function("document.getElementById('count').textContent.startsWith('2 of')")
 
     page.click("#rows tbody tr >> nth=0")
+    page.wait_for_selector("#panel .msg", timeout=10_000)
     panel = page.inner_text("#panel")
     assert "conversation" in panel and "reward tree" in panel and "<script>alert('x')</script>" in panel
     assert "unscored: ValueError: too long to judge" in panel and "weight=0.7" in panel
@@ -139,6 +143,8 @@ def test_comparison_shows_flipped_nodes_side_by_side(browser: Any, tmp_path: Pat
     assert page.inner_text("#count") == "10 of 30 examples"
     assert set(_column(page, 6)) == {"correct"}
     page.click("#rows tbody tr >> nth=0")
+    page.wait_for_selector("#panel .side", timeout=10_000)
+    assert "What is" in page.inner_text("#panel .side >> nth=0")  # the transcripts, inflated
     assert page.locator("#panel .side").count() == 2  # two rollouts of the example, A beside B
     flips = page.inner_text("#panel table.flips")
     assert "correct" in flips and "flipped" in flips
