@@ -186,6 +186,32 @@ def results_html(results: EvalResults) -> str:
     return f'{STYLE}<div class="rv"><div class="head">{esc(title)}</div>{body}</div>'
 
 
+def scores_table_html(rollouts: Sequence[Rollout], paths: Sequence[str], *, limit: int = 20) -> str:
+    """Per item: the reward, each node's score (columns in `paths` order, NaN cells highlighted
+    with their reason as a tooltip) and the NaN reasons; the first `limit` items."""
+    head = "".join(f'<th class="num" title="{esc(p)}">{esc(p)}</th>' for p in paths)
+    rows = []
+    for i, r in enumerate(rollouts[:limit]):
+        # A parent's NaN comes from a child's: its tooltip falls back to the item's reasons.
+        reasons = "; ".join(f"{p or 'reward'}: {why}" for p, why in r.score_errors.items())
+        cells = [f'<td class="num">{i}</td>', _score_cell(r.reward, r.score_errors.get("", reasons))]
+        cells += [_score_cell(r.scores.get(p, math.nan), r.score_errors.get(p, reasons)) for p in paths]
+        cells.append(f'<td class="warn">{esc(reasons)}</td>')
+        rows.append(f"<tr>{''.join(cells)}</tr>")
+    more = len(rollouts) - limit
+    tail = f'<p class="muted">{more:,} more (all in .to_pandas())</p>' if more > 0 else ""
+    return (
+        f'<table class="items"><tr><th class="num">#</th><th class="num">reward</th>{head}'
+        f"<th>NaN reasons</th></tr>{''.join(rows)}</table>{tail}"
+    )
+
+
+def _score_cell(value: float, reason: str) -> str:
+    if math.isnan(value):
+        return f'<td class="num nan" title="{esc(reason)}">NaN</td>'
+    return f'<td class="num">{esc(fmt(value))}</td>'
+
+
 def run_title(metadata: Mapping[str, Any]) -> str:
     """ "env · model" from a run's metadata ("evaluation" when it names neither)."""
     env, model = metadata.get("env") or {}, metadata.get("model") or {}
@@ -387,6 +413,7 @@ __all__ = [
     "rollout_body_html",
     "rollout_html",
     "run_title",
+    "scores_table_html",
     "summary_html",
     "tree_from_metadata",
     "tree_from_paths",

@@ -99,13 +99,15 @@ class ScoredBatch(list[float]):
         return pd.DataFrame(rows, columns=columns)
 
     def _repr_html_(self) -> str:
-        """The batch's summary (node means in tree order, NaN reasons) and reward histogram."""
-        from harness.html import STYLE, esc, histogram_svg, summary_html
+        """The batch's summary (node means in tree order, NaN reasons), reward histogram, and
+        a table of the first items: reward, every node's score in tree order, NaN reasons."""
+        from harness.html import STYLE, esc, histogram_svg, scores_table_html, summary_html
 
         title = f"scored batch of {len(self):,}"
         body = (
             f'<div class="grid"><div>{summary_html(self.summary, self.nodes)}</div>'
             f"<div>{histogram_svg(self)}</div></div>"
+            f'<div class="head">items</div>{scores_table_html(self.rollouts, self.paths)}'
         )
         return f'{STYLE}<div class="rv"><div class="head">{esc(title)}</div>{body}</div>'
 

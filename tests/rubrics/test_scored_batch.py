@@ -70,6 +70,19 @@ def test_summary_and_html_show_node_means_in_tree_order_and_the_unscored_reason(
     assert "scored batch of 3" in page and "zeta" in page and "<svg" in page
     assert page.index("zeta") < page.index("alpha")
     assert "cannot compare with" in page
+    items = page[page.index('<table class="items">') :]  # one row per item, nodes in tree order
+    head = items[: items.index("</tr>")]
+    assert (
+        head.index(">zeta<") < head.index(">alpha<") < head.index(">alpha.exact<") < head.index("NaN reasons")
+    )
+    assert items.count("<tr>") == 4 and items.count('class="num nan"') == 3
+    assert 'title="ValueError: cannot compare with &#x27;boom&#x27;">NaN' in items
+
+
+def test_html_lists_the_first_items_and_says_how_many_more() -> None:
+    page = tree().score_batch(ROWS * 10)._repr_html_()
+    items = page[page.index('<table class="items">') :]
+    assert items.count("<tr>") == 21 and "10 more (all in .to_pandas())" in items
 
 
 def test_slicing_and_pickling_keep_the_rollouts() -> None:
