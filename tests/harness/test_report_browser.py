@@ -131,8 +131,39 @@ def test_run_report_table_sorts_filters_searches_and_opens_a_panel(browser: Any,
     assert problems == []
 
 
+HOLD_INFLATE = """
+const text = Response.prototype.text;
+let release;
+window.inflateHeld = new Promise((resolve) => { release = resolve; });
+window.releaseInflate = () => release();
+Response.prototype.text = function () { return window.inflateHeld.then(() => text.call(this)); };
+"""
+
+
+def test_a_panel_or_search_asked_for_before_the_transcripts_are_inflated_waits_for_them(
+    browser: Any, tmp_path: Path
+) -> None:
+    out = write_report(_run(wrong_every=3), tmp_path / "report.html")
+    page = browser.new_page()
+    problems: list[str] = []
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    page.add_init_script(HOLD_INFLATE)  # the gzip blocks stay compressed until released below
+    page.goto(out.as_uri())
+    page.wait_for_selector("body[data-ready='1']", timeout=10_000)
+    page.fill("#q", "onerror")
+    page.click("#rows tbody tr >> nth=0")
+    assert page.inner_text("#panel") == "loading transcripts…"
+    assert page.inner_text("#count") == "loading transcripts to search…"
+    assert page.get_attribute("body", "data-panels") is None
+    page.evaluate("window.releaseInflate()")
+    page.wait_for_selector("#panel .msg", timeout=10_000)
+    page.wait_for_function("document.getElementById('count').textContent === '2 of 60 rollouts'")
+    assert "conversation" in page.inner_text("#panel") and problems == []
+
+
 def test_comparison_shows_flipped_nodes_side_by_side(browser: Any, tmp_path: Path) -> None:
     out = write_report(_run(wrong_every=3), tmp_path / "compare.html", other=_run(wrong_every=0))
+    assert "onerror" not in out.read_text(encoding="utf-8")  # transcripts only inside the gzip blocks
     page, problems = _open(browser, out)
     text = page.inner_text("table.compare-nodes")
     assert "correct" in text and "B − A" in text
@@ -144,8 +175,15 @@ def test_comparison_shows_flipped_nodes_side_by_side(browser: Any, tmp_path: Pat
     assert set(_column(page, 6)) == {"correct"}
     page.click("#rows tbody tr >> nth=0")
     page.wait_for_selector("#panel .side", timeout=10_000)
-    assert "What is" in page.inner_text("#panel .side >> nth=0")  # the transcripts, inflated
     assert page.locator("#panel .side").count() == 2  # two rollouts of the example, A beside B
+    # Both transcripts, inflated from the compressed blocks, A beside B: one question, A's
+    # wrong sum and B's right one (the first flipped example: a % 3 == 0, so A added 1).
+    side_a, side_b = (page.inner_text(f"#panel .side >> nth=0 >> > div >> nth={i}") for i in (0, 1))
+    assert side_a.startswith("A\n") and side_b.startswith("B\n")
+    question = next(line for line in side_a.splitlines() if line.startswith("What is "))
+    a, b = (int(x) for x in question.removeprefix("What is ").rstrip("?").split("+"))
+    assert question in side_b and a % 3 == 0
+    assert f"ASSISTANT\n{a + b + 1}\n" in side_a and f"ASSISTANT\n{a + b}\n" in side_b
     flips = page.inner_text("#panel table.flips")
     assert "correct" in flips and "flipped" in flips
     page.screenshot(path=str(tmp_path / "compare.png"), full_page=False)
