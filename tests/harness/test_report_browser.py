@@ -153,7 +153,9 @@ def test_a_panel_or_search_asked_for_before_the_transcripts_are_inflated_waits_f
     page.fill("#q", "onerror")
     page.click("#rows tbody tr >> nth=0")
     assert page.inner_text("#panel") == "loading transcripts…"
-    assert page.inner_text("#count") == "loading transcripts to search…"
+    page.wait_for_function(  # the search box refreshes after a short pause in typing
+        "document.getElementById('count').textContent === 'loading transcripts to search…'"
+    )
     assert page.get_attribute("body", "data-panels") is None
     page.evaluate("window.releaseInflate()")
     page.wait_for_selector("#panel .msg", timeout=10_000)
