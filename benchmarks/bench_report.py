@@ -1,9 +1,13 @@
 """How long does a large run's HTML report take to write, how big is it, how fast does it open?
 
-    python benchmarks/bench_report.py [--n 20000] [--chromium /usr/bin/chromium]
+    python benchmarks/bench_report.py [--n 20000] [--words 0] [--chromium /usr/bin/chromium]
 
 Builds N hand-made rollouts like a two-turn tool-use run (prompt, tool call, tool result,
-answer; a WeightedSum with a Gate and a judge whose reply is kept), then measures:
+answer; a WeightedSum with a Gate and a judge whose reply is kept), then measures the points
+below. Those transcripts differ only in their numbers, which flatters the report's gzip; with
+`--words N` each rollout's first assistant message also holds N words drawn at random (seeded)
+from the vocabulary of a few stdlib modules' source, text that compresses less than real
+model output does, so the two runs bracket a real report's size.
 
 1. `write_report` (the `rubric view DIR --html` path) against writing the same rollouts as
    `results.jsonl` (`EvalResults.to_jsonl`, baseline): seconds and the ratio.
@@ -18,8 +22,13 @@ from __future__ import annotations
 
 import argparse
 import html
+import inspect
+import json
+import random
+import re
 import shutil
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 
@@ -36,9 +45,17 @@ NODES = [
 ]
 
 
-def make_results(n: int) -> EvalResults:
+def vocabulary() -> list[str]:
+    """Distinct words of a few stdlib modules' source (same words on every machine)."""
+    text = "".join(inspect.getsource(m) for m in (argparse, inspect, json, textwrap, random))
+    return sorted(set(re.findall(r"[a-z]{2,12}", text)))
+
+
+def make_results(n: int, words: int = 0) -> EvalResults:
     rollouts = []
+    rng, vocab = random.Random(0), vocabulary() if words else []
     for i in range(n):
+        prose = " ".join(rng.choices(vocab, k=words)) if words else ""
         a, b = i % 97, (i * 7) % 89
         good = i % 3 != 0
         rollouts.append(
@@ -53,7 +70,7 @@ def make_results(n: int) -> EvalResults:
                     "completion": [
                         {
                             "role": "assistant",
-                            "content": "I will add the numbers with the tool.",
+                            "content": f"I will add the numbers with the tool. {prose}".rstrip(),
                             "tool_calls": [
                                 {
                                     "id": f"c{i}",
@@ -116,9 +133,10 @@ def first_render(chromium: str, path: Path, ready: str) -> float:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=20_000)
+    parser.add_argument("--words", type=int, default=0, help="random words added to each transcript")
     parser.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium")
     args = parser.parse_args(argv)
-    results = make_results(args.n)
+    results = make_results(args.n, args.words)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
         start = time.perf_counter()
@@ -132,7 +150,7 @@ def main(argv: list[str] | None = None) -> None:
         text = html.escape(jsonl.read_text())
         plain.write_text(f"<!DOCTYPE html><html><body><pre>{text}</pre><p id='end'>end</p></body></html>")
 
-        print(f"{args.n:,} rollouts")
+        print(f"{args.n:,} rollouts" + (f", {args.words} random words each" if args.words else ""))
         print(
             f"write report        {t_report:7.2f} s   results.jsonl (baseline) {t_jsonl:6.2f} s   ratio {t_report / t_jsonl:5.1f}x"
         )
