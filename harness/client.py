@@ -216,6 +216,11 @@ class Client:
     serve this key or model, and `evaluate` stops the run on it.
     Test knobs: `backoff_base`/`backoff_max` (seconds) shape the jittered exponential backoff;
     `retry_after_max` caps how long a server's Retry-After may make us wait.
+
+    The HTTP pool belongs to the event loop that opened it, and the client opens a new one
+    on another loop. Close it before its loop ends (`async with client:` or `await
+    client.aclose()`), e.g. at the end of each `asyncio.run`: a pool whose loop is gone can
+    no longer close its sockets. Sync calls all share one loop, so they need no closing.
     """
 
     def __init__(

@@ -287,7 +287,7 @@ def test_endpoint_serves_and_eval_uses_it(tmp_path: Path) -> None:
         assert "1.0000" in proc.stdout
     finally:
         server.terminate()
-        server.wait(timeout=10)
+        server.communicate(timeout=10)  # waits, and closes its pipes
 
 
 @pytest.mark.parametrize(

@@ -284,7 +284,12 @@ def test_same_client_works_from_sync_code_and_another_loop(
     endpoint = scripted_endpoint(echo)
     client = Client("m", base_url=endpoint.base_url, **fast_retry)
     assert run_sync(client.complete(USER)).message.content.startswith("echo")
-    assert asyncio.run(client.complete(USER)).message.content.startswith("echo")
+
+    async def once() -> str:
+        async with client:  # a pool belongs to its loop: close it before asyncio.run ends the loop
+            return (await client.complete(USER)).message.content
+
+    assert asyncio.run(once()).startswith("echo")
     assert client.requests == 2
 
 

@@ -37,7 +37,7 @@ def test_scripted_endpoint_child_dies_with_a_sigkilled_parent() -> None:
         assert _alive(child)
     finally:
         os.kill(parent.pid, signal.SIGKILL)
-        parent.wait(5)
+        parent.communicate(timeout=5)  # waits, and closes its pipe
     deadline = time.monotonic() + 5
     while _alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)

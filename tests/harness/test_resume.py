@@ -163,6 +163,7 @@ async def test_sigkill_mid_run_then_resume_gives_exactly_the_requested_rollouts(
     async with serve(sum_policy, latency=0.03) as (endpoint, client):
         child = _start_child(endpoint.base_url, out, concurrency=4)
         await _kill_after_lines(child, results_file, 10, signal.SIGKILL)
+        child.communicate(timeout=10)  # closes its pipes
         assert child.returncode == -signal.SIGKILL
         before = Counter(_keys_tolerant(results_file))
         assert 10 <= sum(before.values()) < 60, "the kill must land mid-run"
@@ -230,6 +231,8 @@ async def _kill_after_lines(child: subprocess.Popen[bytes], results_file: Path, 
         os.kill(child.pid, sig)
     finally:
         child.wait(30)
+        assert child.stdout is not None
+        child.stdout.close()  # stderr is read by the test, then closed by communicate()
 
 
 @pytest.mark.parametrize("code", [_CHILD, _CHILD_SYNC], ids=["asyncio.run", "run_sync"])
@@ -238,7 +241,7 @@ async def test_ctrl_c_marks_the_run_interrupted(tmp_path: Path, code: str) -> No
     async with serve(sum_policy, latency=0.03) as (endpoint, client):
         child = _start_child(endpoint.base_url, out, concurrency=2, code=code)
         await _kill_after_lines(child, out / "results.jsonl", 4, signal.SIGINT)
-        stderr = child.stderr.read().decode()
+        stderr = child.communicate(timeout=10)[1].decode()
         assert child.returncode != 0 and "KeyboardInterrupt" in stderr
         meta = json.loads((out / "metadata.json").read_text())
         done = len(_keys(out / "results.jsonl"))

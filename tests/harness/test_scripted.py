@@ -47,7 +47,8 @@ def raw_post(endpoint: ScriptedEndpoint, body: bytes) -> tuple[int, dict[str, st
         with urllib.request.urlopen(request, timeout=10) as reply:
             return reply.status, {k.lower(): v for k, v in reply.headers.items()}, json.load(reply)
     except urllib.error.HTTPError as err:
-        return err.code, {k.lower(): v for k, v in err.headers.items()}, json.load(err)
+        with err:  # an HTTPError holds the open response
+            return err.code, {k.lower(): v for k, v in err.headers.items()}, json.load(err)
 
 
 async def test_text_answer_usage_and_model_echo(scripted_endpoint: Endpoints) -> None:
@@ -155,7 +156,8 @@ def test_bad_requests_and_unknown_routes(scripted_endpoint: Endpoints) -> None:
     assert status == 400 and "does not stream" in body["error"]["message"]
     with pytest.raises(urllib.error.HTTPError) as info:
         urllib.request.urlopen(endpoint.url + "/v2/nothing", timeout=10)
-    assert info.value.code == 404
+    with info.value:
+        assert info.value.code == 404
 
 
 def test_record_keeps_request_bodies(scripted_endpoint: Endpoints) -> None:

@@ -76,13 +76,17 @@ def test_second_writer_is_refused_with_the_holders_pid(tmp_path: Path) -> None:
     finally:
         holder.kill()
         holder.wait(5)
+        assert holder.stdout is not None
+        holder.stdout.close()
     lock = RunLock(tmp_path)  # the kernel released the killed holder's lock: never stale
     prepare_directory(tmp_path, resume=True, lock=lock)
     assert (tmp_path / ".lock").read_text().strip() == str(os.getpid())
     with pytest.raises(ResultsError, match=f"process {os.getpid()}"):
         RunLock(tmp_path).acquire()  # also within one process
     lock.release()
-    RunLock(tmp_path).acquire()
+    again = RunLock(tmp_path)
+    again.acquire()
+    again.release()
 
 
 def test_results_and_metadata_share_one_file_mode(tmp_path: Path) -> None:
