@@ -118,7 +118,6 @@ def test_quick_start_command_runs_as_written(tmp_path: Path) -> None:
     assert "Results written to runs/gsm8k--scripted-oracle--" in proc.stdout
 
 
-@pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning", "ignore::DeprecationWarning")
 @pytest.mark.timeout(300)
 def test_train_with_trl_blocks_run_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.helpers import tiny_chat_model
