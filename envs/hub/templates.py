@@ -9,7 +9,7 @@ from __future__ import annotations
 
 PYPROJECT = """\
 [build-system]
-requires = ["setuptools>=61"]
+requires = ["setuptools>=77"]
 build-backend = "setuptools.build_meta"
 
 [project]
@@ -18,7 +18,7 @@ version = "0.1.0"
 description = "$description"
 readme = "README.md"
 requires-python = ">=3.11"
-license = { text = "Apache-2.0" }
+license = "Apache-2.0"
 dependencies = ["$requirement"]
 
 [project.entry-points."rubric.environments"]
