@@ -52,7 +52,7 @@ class Scope:
 def nonfinite_error(node: Rubric, score: float) -> ScoringError:
     """Why a node that returned NaN or ±inf is unscored: "correct returned inf"."""
     shown = "NaN" if score != score else "inf" if score > 0 else "-inf"
-    return ScoringError(f"{getattr(node, 'name', None) or type(node).__name__} returned {shown}")
+    return ScoringError(f"{node.name or type(node).__name__} returned {shown}")
 
 
 def failure_reason(exc: BaseException) -> str:
@@ -87,16 +87,15 @@ def snake_name(text: str) -> str:
     return text or "rubric"
 
 
-def to_score(value: Any, source: object) -> float:
+def to_score(value: Any, source: Rubric) -> float:
     """A number (bool/int/float/numpy scalar) as float; anything else is the node's error."""
     if type(value) is float:
         return value
     if value is not None and not isinstance(value, (str, bytes)):
         with contextlib.suppress(TypeError, ValueError):  # falls through to the clear error below
             return float(value)
-    label = getattr(source, "label", None) or getattr(source, "__name__", None) or repr(source)
     raise TypeError(
-        f"{label} returned {type(value).__name__} {repr(value)[:80]}; a reward must be a number "
+        f"{source.label} returned {type(value).__name__} {repr(value)[:80]}; a reward must be a number "
         "(float, int or bool)"
     )
 
