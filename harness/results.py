@@ -60,6 +60,22 @@ def _in_run_order(rollouts: Iterable[Rollout], metadata: Mapping[str, Any] | Non
     return items
 
 
+CONVERSATION_COLUMNS = ("response", "answer", "task", "info", "prompt", "completion")
+
+
+def conversation_columns(r: Rollout) -> dict[str, Any]:
+    """A rollout's data-frame columns for what was asked and answered: the final text, the
+    answer as it was, task, info, and prompt / completion as lists of message dicts."""
+    return {
+        "response": r.response,
+        "answer": r.answer,
+        "task": r.task,
+        "info": r.info,
+        "prompt": [m.model_dump(exclude_none=True) for m in r.prompt],
+        "completion": [m.model_dump(exclude_none=True) for m in r.completion],
+    }
+
+
 class EvalResults:
     """The rollouts of a run, its `summary` (harness.summary.Summary) and its `metadata`."""
 
@@ -189,18 +205,13 @@ class EvalResults:
                 completion_tokens=r.usage.completion_tokens,
                 judge_prompt_tokens=r.judge_usage.prompt_tokens,
                 judge_completion_tokens=r.judge_usage.completion_tokens,
-                response=r.response,
-                answer=r.answer,
-                task=r.task,
-                info=r.info,
-                prompt=[m.model_dump(exclude_none=True) for m in r.prompt],
-                completion=[m.model_dump(exclude_none=True) for m in r.completion],
             )
+            row.update(conversation_columns(r))
             rows.append(row)
         columns = [
             "example_id", "rollout_index", "reward", *paths, "stop_reason", "error", "turns", "turn_rewards",
             "prompt_tokens", "completion_tokens", "judge_prompt_tokens", "judge_completion_tokens",
-            "response", "answer", "task", "info", "prompt", "completion",
+            *CONVERSATION_COLUMNS,
         ]  # fmt: skip
         return pd.DataFrame(rows, columns=columns)
 

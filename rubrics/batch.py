@@ -70,32 +70,17 @@ class ScoredBatch(list[float]):
         `task`, `info`, and `prompt` / `completion` as lists of message dicts."""
         import pandas as pd  # comes with `datasets`; imported here so importing rubrics stays fast
 
+        from harness.results import CONVERSATION_COLUMNS, conversation_columns
+
         paths = self.paths
         rows = []
         for r in self.rollouts:
             row: dict[str, Any] = {"reward": r.reward}
             row.update({p: r.scores.get(p, math.nan) for p in paths})
-            row.update(
-                nan_reasons=dict(r.score_errors),
-                response=r.response,
-                answer=r.answer,
-                task=r.task,
-                info=r.info,
-                prompt=[m.model_dump(exclude_none=True) for m in r.prompt],
-                completion=[m.model_dump(exclude_none=True) for m in r.completion],
-            )
+            row["nan_reasons"] = dict(r.score_errors)
+            row.update(conversation_columns(r))
             rows.append(row)
-        columns = [
-            "reward",
-            *paths,
-            "nan_reasons",
-            "response",
-            "answer",
-            "task",
-            "info",
-            "prompt",
-            "completion",
-        ]
+        columns = ["reward", *paths, "nan_reasons", *CONVERSATION_COLUMNS]
         return pd.DataFrame(rows, columns=columns)
 
     def _repr_html_(self) -> str:
