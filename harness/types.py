@@ -20,7 +20,33 @@ Role = Literal["system", "user", "assistant", "tool", "developer"]
 INJECTED: tuple[str, ...] = ("rollout", "prompt", "completion", "response", "answer", "info", "task", "state")
 
 
-class FunctionCall(BaseModel):
+class _ReadByKey(BaseModel):
+    """Read access by key, so code written for OpenAI message dicts (`message["content"]`,
+    `call["function"]["name"]`, as Verifiers users write it) works on our models too.
+
+    A declared field is always a key (its value may be None, as in the SDK's dicts); a
+    provider's extra field is a key when present. Writing by key is not offered: a message is
+    a record, and assignment would bypass validation.
+    """
+
+    def __getitem__(self, key: str) -> Any:
+        if key in type(self).model_fields or key in (self.model_extra or {}):
+            return getattr(self, key)
+        raise KeyError(f"{key!r}: a {type(self).__name__} has the keys {sorted(self.keys())}")
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and (key in type(self).model_fields or key in (self.model_extra or {}))
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The value under `key`, or `default` when there is no such key (as `dict.get`)."""
+        return self[key] if key in self else default
+
+    def keys(self) -> list[str]:
+        """The declared fields, then any extra fields the provider sent."""
+        return [*type(self).model_fields, *(self.model_extra or {})]
+
+
+class FunctionCall(_ReadByKey):
     """The function part of an OpenAI tool call; `arguments` is the raw JSON text."""
 
     model_config = ConfigDict(extra="allow")
@@ -38,7 +64,7 @@ class FunctionCall(BaseModel):
         return "" if value is None else value
 
 
-class ToolCall(BaseModel):
+class ToolCall(_ReadByKey):
     """One tool call made by the assistant (OpenAI shape)."""
 
     model_config = ConfigDict(extra="allow")
@@ -56,8 +82,12 @@ class ToolCall(BaseModel):
         return self.function.arguments
 
 
-class Message(BaseModel):
-    """An OpenAI chat message. Extra provider fields (e.g. `reasoning_content`) are kept."""
+class Message(_ReadByKey):
+    """An OpenAI chat message. Extra provider fields (e.g. `reasoning_content`) are kept.
+
+    Read it as attributes (`message.content`) or, like an OpenAI message dict, by key
+    (`message["content"]`, `message.get("reasoning_content")`).
+    """
 
     model_config = ConfigDict(extra="allow")
 
