@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import ConfigError, ConfigTypeError
+from harness.hf_import import hf_import
 from harness.types import as_messages
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -42,7 +43,8 @@ def name_list(columns: Iterable[str]) -> str:
 
 def load_source(source: Any, *, split: str | None = None, what: str = "dataset") -> Dataset:
     """Return `source` as a `datasets.Dataset`; `what` names the argument in error messages."""
-    import datasets
+    with hf_import():
+        import datasets
 
     if isinstance(source, datasets.DatasetDict):
         return _pick_split(source, split, what)
@@ -77,7 +79,8 @@ def _pick_split(source: Any, split: str | None, what: str) -> Dataset:
 
 
 def _load_file(path: Path, what: str) -> Dataset:
-    from datasets import Dataset
+    with hf_import():
+        from datasets import Dataset
 
     suffix = path.suffix.lower()
     if suffix not in FILE_FORMATS:
@@ -127,7 +130,8 @@ def _read_json_rows(path: Path) -> list[Any]:
 
 
 def _from_rows(rows: Sequence[Any], what: str) -> Dataset:
-    from datasets import Dataset
+    with hf_import():
+        from datasets import Dataset
 
     if not rows:
         raise ConfigError(f"{what} is empty; an environment needs at least one example")

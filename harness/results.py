@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
 from harness.errors import ResultsNotFoundError
+from harness.hf_import import hf_import
 from harness.storage import METADATA_FILE, RESULTS_FILE, iter_rollouts, read_metadata
 from harness.summary import Summary, summarize
 from harness.text import safe_text
@@ -227,7 +228,8 @@ class EvalResults:
             best_of: for "messages", how many top-reward rollouts of each example to keep.
             min_reward: for "messages", drop rollouts scoring below it.
         """
-        from datasets import Dataset
+        with hf_import():
+            from datasets import Dataset
         from harness.exports import export_rows
 
         rows = (

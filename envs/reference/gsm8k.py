@@ -23,6 +23,7 @@ from envs import SingleTurnEnv
 from envs.reference.data import data_path, read_jsonl
 from envs.reference.scripting import RowLookup, seeded_rng
 from harness.errors import ConfigError
+from harness.hf_import import hf_import
 from rubrics import WeightedSum
 from rubrics.parsers import extract_after, extract_last_number
 
@@ -106,7 +107,8 @@ def load_rows(
     elif Path(dataset).is_file():
         raw = read_jsonl(dataset)
     else:
-        import datasets
+        with hf_import():
+            import datasets
 
         raw = datasets.load_dataset(str(dataset), subset, split=split)  # type: ignore[assignment]  # a Dataset is a sequence of row dicts
     rows = []
