@@ -15,6 +15,7 @@ import inspect
 import json
 import logging
 import os
+import re
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
@@ -33,10 +34,28 @@ PLACEHOLDER_KEY = "sk-no-key-required"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 #: Statuses that no retry and no other request of the run can fix.
 REFUSED_STATUSES = frozenset({401, 403, 404})
+#: Statuses a server gives a request it cannot parse or will not take as sent (an unknown
+#: sampling key, a model it does not serve: `transformers serve` answers 422 and 400). One
+#: such answer may be about one request (a prompt too long for the context); this many in a
+#: row before any success means every request of the run is rejected alike.
+REJECTED_STATUSES = frozenset({400, 422})
+REJECTED_STREAK = 4
+# How OpenAI-compatible servers (OpenAI, vLLM, llama.cpp, SGLang, TGI...) word a 400 for a
+# prompt that no longer fits the context window. Such a rollout ran out of room, which is
+# a "length" stop, not an infrastructure error.
+_CONTEXT_TOO_LONG = re.compile(
+    r"context[ _-]?(length|window)|maximum context|max_model_len|prompt is too long|input is too long"
+    r"|too many (input )?tokens|exceeds? the (model'?s? )?(maximum|max)|reduce the length",
+    re.IGNORECASE,
+)
+
+
 _HINTS = {
     401: "check the API key (api_key= or OPENAI_API_KEY)",
     403: "the key is not allowed to use this model or endpoint",
     404: "check the model name and base_url (it usually ends in /v1)",
+    400: "the endpoint rejected the request: check the model name and the sampling keys (-S/sampling=)",
+    422: "the endpoint rejected the request: remove the sampling keys it does not support (-S/sampling=)",
 }
 
 
@@ -212,8 +231,9 @@ class Client:
 
     Counters: `usage` (tokens of every successful call), `requests` (HTTP requests sent,
     retries included), `retries`, `failures` (calls that ended in EndpointError), `successes`.
-    `refused` is the first 401/403/404 when it came before any success: the endpoint will not
-    serve this key or model, and `evaluate` stops the run on it.
+    `refused` is the first 401/403/404 when it came before any success, or the
+    `REJECTED_STREAK`-th 400/422 before any success: the endpoint will not serve this key,
+    model or request shape, and `evaluate` stops the run on it.
     Test knobs: `backoff_base`/`backoff_max` (seconds) shape the jittered exponential backoff;
     `retry_after_max` caps how long a server's Retry-After may make us wait.
 
@@ -273,6 +293,7 @@ class Client:
         # The endpoint refused us before anything succeeded (bad key, no access, unknown
         # model): every further request would fail the same way, so a run stops early.
         self.refused: EndpointError | None = None
+        self._rejections = 0  # 400/422 answers before any success
 
         self._openai: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -470,7 +491,11 @@ class Client:
         """Count a call that failed for good; the first refusals are kept for the early stop."""
         self.failures += 1
         error = self._endpoint_error(exc, attempts)
-        if error.status in REFUSED_STATUSES and not self.successes and self.refused is None:
+        if self.successes or self.refused is not None:
+            return error
+        if error.status in REJECTED_STATUSES and not is_context_length_error(error):
+            self._rejections += 1
+        if error.status in REFUSED_STATUSES or self._rejections >= REJECTED_STREAK:
             self.refused = error
         return error
 
@@ -620,12 +645,37 @@ def _error_text(exc: BaseException | None, timeout: float | None = None) -> str:
         cause = exc.__cause__ or exc.__context__
         return f"connection failed ({type(cause).__name__ + ': ' if cause else ''}{cause or exc})"
     if isinstance(exc, openai.APIStatusError):
-        body = exc.body
-        message = body.get("message") if isinstance(body, Mapping) else None
-        if not message:
-            message = body if isinstance(body, str) and body else exc.message
-        return f"HTTP {exc.status_code}: {message}"
+        return f"HTTP {exc.status_code}: {_body_message(exc.body) or exc.message}"
     return f"{type(exc).__name__}: {exc}"
 
 
-__all__ = ["DEFAULT_CONCURRENCY", "Choice", "Client", "Completion", "EndpointError"]
+def is_context_length_error(exc: BaseException) -> bool:
+    """True for an endpoint 400 saying the conversation is longer than the model's context."""
+    return getattr(exc, "status", None) == 400 and bool(_CONTEXT_TOO_LONG.search(str(exc)))
+
+
+def _body_message(body: object) -> str:
+    """The server's own words in an error body: OpenAI's and vLLM's `message` (the SDK has
+    already unwrapped `error`), FastAPI's `detail` (`transformers serve`; a list of validation
+    errors when a field has the wrong type), or the text of a non-JSON body."""
+    if isinstance(body, str):
+        return body
+    if not isinstance(body, Mapping):
+        return ""
+    for key in ("message", "detail"):
+        value = body.get(key)
+        if isinstance(value, str) and value:
+            return value
+        if isinstance(value, list) and value:
+            return "; ".join(str(v.get("msg", v)) if isinstance(v, Mapping) else str(v) for v in value)
+    return ""
+
+
+__all__ = [
+    "DEFAULT_CONCURRENCY",
+    "Choice",
+    "Client",
+    "Completion",
+    "EndpointError",
+    "is_context_length_error",
+]

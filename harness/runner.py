@@ -8,35 +8,20 @@ rollout never kills a run of thousands. Only cancellation / Ctrl-C propagate.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Mapping
 from typing import Any
 
-from harness.client import Client
+from harness.client import Client, is_context_length_error
 from harness.errors import EndpointError
 from harness.protocol import EnvironmentProtocol
 from harness.types import Rollout
-
-# How OpenAI-compatible servers (OpenAI, vLLM, llama.cpp, SGLang, TGI...) word a 400 for a
-# prompt that no longer fits the context window. Such a rollout ran out of room, which is
-# a "length" stop, not an infrastructure error.
-_CONTEXT_TOO_LONG = re.compile(
-    r"context[ _-]?(length|window)|maximum context|max_model_len|prompt is too long|input is too long"
-    r"|too many (input )?tokens|exceeds? the (model'?s? )?(maximum|max)|reduce the length",
-    re.IGNORECASE,
-)
 
 
 def describe_error(exc: BaseException) -> str:
     """'ExcType: message' — the form stored in `Rollout.error`."""
     message = str(exc).strip()
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
-
-
-def is_context_length_error(exc: BaseException) -> bool:
-    """True for an endpoint 400 saying the conversation is longer than the model's context."""
-    return getattr(exc, "status", None) == 400 and bool(_CONTEXT_TOO_LONG.search(str(exc)))
 
 
 def _failed_setup(example: Mapping[str, Any], rollout_index: int, exc: Exception, started: float) -> Rollout:
@@ -160,4 +145,4 @@ async def _env_turn(env: EnvironmentProtocol, r: Rollout) -> bool:
     return True
 
 
-__all__ = ["describe_error", "is_context_length_error", "rollout"]
+__all__ = ["describe_error", "rollout"]

@@ -40,6 +40,26 @@ async def test_a_401_on_the_first_requests_stops_the_run_early(tmp_path: Path) -
     )
 
 
+async def test_a_streak_of_422s_before_any_success_stops_the_run_early(tmp_path: Path) -> None:
+    def reject(messages: list[dict], tools: list[dict] | None) -> str:
+        raise ScriptedHTTPError(422, "Unexpected fields in the request: top_k")
+
+    async with serve(reject, max_concurrency=1) as (endpoint, client):
+        with pytest.raises(EndpointError, match=r"stopped early.*HTTP 422.*top_k.*remove the sampling keys"):
+            await evaluate(FakeEnv(n=50), client, concurrency=1, progress=False)
+        requests = endpoint.stats.requests
+    assert requests <= 4 * (client.max_retries + 1), requests  # the streak, not 50 rollouts
+
+
+async def test_context_length_400s_never_stop_a_run(tmp_path: Path) -> None:
+    def too_long(messages: list[dict], tools: list[dict] | None) -> str:
+        raise ScriptedHTTPError(400, "This model's maximum context length is 4096 tokens")
+
+    async with serve(too_long, max_concurrency=1) as (_, client):
+        results = await evaluate(FakeEnv(n=8), client, concurrency=1, progress=False)
+    assert len(results) == 8 and {r.stop_reason for r in results} == {"length"}
+
+
 async def test_a_401_after_successes_is_an_error_on_the_rollout_only(tmp_path: Path) -> None:
     calls = []
 

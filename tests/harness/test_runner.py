@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from harness.runner import describe_error, is_context_length_error, rollout
+from harness.client import is_context_length_error
+from harness.runner import describe_error, rollout
 from harness.scripted import ScriptedHTTPError
 from tests.helpers import (
     FakeEnv,
