@@ -13,6 +13,7 @@ import json
 import math
 import os
 import re
+import shlex
 import sys
 import time
 from contextlib import ExitStack
@@ -415,6 +416,19 @@ def _view_html(args: argparse.Namespace, results: Any) -> int:
     return 0
 
 
+def _view_comparison(console: Any, args: argparse.Namespace, results: Any) -> int:
+    from harness.compare import compare
+    from harness.render import render_comparison
+
+    if args.rollout or args.worst or args.best or args.errors:
+        raise CliError("--rollout/--worst/--best/--errors pick rollouts of one run: view each run on its own")
+    console.print(render_comparison(compare(results, _load_run(args.other))))
+    console.print(
+        f"transcripts side by side: rubric view {shlex.quote(args.dir)} {shlex.quote(args.other)} --html"
+    )
+    return 0
+
+
 def cmd_view(args: argparse.Namespace) -> int:
     from harness.render import render_rollout, select_rollouts
 
@@ -424,11 +438,9 @@ def cmd_view(args: argparse.Namespace) -> int:
     results = _load_run(args.dir)
     if args.html is not None:
         return _view_html(args, results)
-    if args.other:
-        raise CliError(
-            "two runs are compared in a browser: add --html [OUT] (rubric view RUN_A RUN_B --html)"
-        )
     console = _console()
+    if args.other:
+        return _view_comparison(console, args, results)
     console.print(results)
     _print_provenance(results.metadata)
     try:
@@ -449,8 +461,6 @@ def cmd_view(args: argparse.Namespace) -> int:
 
 def _recorded_env(env_meta: dict[str, Any], directory: str) -> str:
     """The installed environment DIR/metadata.json names; paths and module:function are refused."""
-    import shlex
-
     from envs.registry import recorded_environment
 
     try:
@@ -812,7 +822,10 @@ def _add_results_commands(sub: Any) -> None:
     vw = sub.add_parser("view", help="show a run's summary and whole conversations, or an HTML report")
     vw.add_argument("dir", metavar="DIR")
     vw.add_argument(
-        "other", metavar="OTHER", nargs="?", help="a second run to compare with DIR (with --html)"
+        "other",
+        metavar="OTHER",
+        nargs="?",
+        help="a second run to compare with DIR (B − A; add --html for a page with the transcripts)",
     )
     vw.add_argument(
         "--html",

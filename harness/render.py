@@ -15,6 +15,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from harness.compare import FLIP_THRESHOLD, Comparison
 from harness.text import safe_text
 from harness.types import Message, Rollout
 
@@ -135,4 +136,79 @@ def select_rollouts(
     return chosen
 
 
-__all__ = ["render_message", "render_rollout", "score_table", "select_rollouts"]
+def _cell(value: float | None, stderr: float | None = None) -> str:
+    if value is None or math.isnan(value):
+        return "NaN"
+    return f"{value:.4g}" + (f" ± {stderr:.2g}" if stderr is not None else "")
+
+
+def _delta_text(delta: float | None) -> Text:
+    if delta is None:
+        return Text("-", style="dim")
+    return Text(f"{delta:+.4g}", style="green" if delta > 0 else "red" if delta < 0 else "")
+
+
+def comparison_table(comparison: Comparison) -> Table:
+    """Each node's mean (± standard error) in run A and run B, and B − A, in tree order."""
+    table = Table(title="node means (scored rollouts)", title_justify="left", header_style="bold")
+    for name, justify in (("node", "left"), ("A", "right"), ("B", "right"), ("B − A", "right")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for node in comparison.nodes:
+        label = (
+            "reward" if not node.path else "  " * (node.path.count(".") + 1) + node.path.rsplit(".", 1)[-1]
+        )
+        table.add_row(
+            safe_text(label, style="bold" if not node.path else ""),
+            _cell(node.mean_a, node.stderr_a),
+            _cell(node.mean_b, node.stderr_b),
+            _delta_text(node.delta),
+        )
+    return table
+
+
+def flipped_table(comparison: Comparison, *, limit: int = 20) -> Table:
+    """The examples where a node crossed `FLIP_THRESHOLD`, largest reward change first."""
+    flips = comparison.flipped
+    shown = f"{min(limit, len(flips))} of {len(flips)}" if len(flips) > limit else str(len(flips))
+    table = Table(
+        title=f"examples that flipped ({shown} of {len(comparison.examples)}; threshold {FLIP_THRESHOLD})",
+        title_justify="left",
+        header_style="bold",
+    )
+    for name, justify in (("example", "left"), ("reward A", "right"), ("B", "right"), ("B − A", "right")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    table.add_column("nodes that flipped (A → B)", overflow="fold")
+    for example in flips[:limit]:
+        nodes = ", ".join(f"{c.path} {_cell(c.a)} → {_cell(c.b)}" for c in example.changes if c.flipped)
+        table.add_row(
+            safe_text(example.example),
+            _cell(example.reward_a),
+            _cell(example.reward_b),
+            _delta_text(example.delta),
+            safe_text(nodes or "-"),
+        )
+    return table
+
+
+def render_comparison(comparison: Comparison, *, limit: int = 20) -> RenderableType:
+    """Run A against run B in the terminal: what the HTML comparison page shows, without
+    the transcripts (those are one `rubric view DIR --rollout EXAMPLE` away)."""
+    a, b = comparison.a, comparison.b
+    header = Text.assemble(
+        ("A ", "bold"),
+        safe_text(f"{a.title} ({len(a)} rollouts)"),
+        ("   B ", "bold"),
+        safe_text(f"{b.title} ({len(b)} rollouts)"),
+    )
+    return Group(header, comparison_table(comparison), flipped_table(comparison, limit=limit))
+
+
+__all__ = [
+    "comparison_table",
+    "flipped_table",
+    "render_comparison",
+    "render_message",
+    "render_rollout",
+    "score_table",
+    "select_rollouts",
+]

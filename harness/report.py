@@ -20,6 +20,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+from harness.compare import FLIP_THRESHOLD, Comparison, compare, node_paths
 from harness.html import (
     STYLE,
     TreeNode,
@@ -33,11 +34,7 @@ from harness.html import (
     tree_from_metadata,
 )
 from harness.results import EvalResults
-from harness.summary import mean_and_stderr
 from harness.types import Rollout
-
-# A node "flips" between runs when its mean for an example crosses this line (or turns NaN).
-FLIP_THRESHOLD = 0.5
 
 
 def _asset(name: str) -> str:
@@ -67,11 +64,6 @@ def _header_html(results: EvalResults, label: str = "") -> str:
 
 def _nodes_of(results: EvalResults) -> list[TreeNode] | None:
     return tree_from_metadata(results.metadata)
-
-
-def _node_paths(results: EvalResults) -> list[str]:
-    paths = list(results.summary.node_means)
-    return paths + sorted({p for r in results.rollouts for p in r.scores} - set(paths))
 
 
 def _packed(panels: Sequence[str]) -> str:
@@ -109,7 +101,7 @@ def report_html(results: EvalResults) -> str:
     """One run as a self-contained HTML page: header, summary with histogram, a sortable and
     filterable rollout table, and a panel per rollout (conversation and reward tree)."""
     nodes = _nodes_of(results)
-    paths = _node_paths(results)
+    paths = node_paths(results)
     summary = summary_html(results.summary, nodes, results.metadata.get("status"))
     body = (
         f'<header>{_header_html(results)}</header><section class="grid"><div>{summary}</div>'
@@ -128,38 +120,16 @@ def report_html(results: EvalResults) -> str:
 # ------------------------------------------------------------------------------- comparison
 
 
-def _by_example(results: EvalResults) -> dict[str, list[int]]:
-    groups: dict[str, list[int]] = {}
-    for i, r in enumerate(results.rollouts):
-        groups.setdefault(str(r.example_id), []).append(i)
-    return groups
-
-
-def _mean(values: Sequence[float]) -> float:
-    kept = [v for v in values if not math.isnan(v)]
-    return math.fsum(kept) / len(kept) if kept else math.nan
-
-
-def _flipped(before: float, after: float) -> bool:
-    if math.isnan(before) or math.isnan(after):
-        return math.isnan(before) != math.isnan(after)
-    return (before >= FLIP_THRESHOLD) != (after >= FLIP_THRESHOLD)
-
-
-def _node_table(a: EvalResults, b: EvalResults, paths: Sequence[str]) -> str:
+def _node_table(comparison: Comparison) -> str:
     rows = []
-    for path, label in [("", "reward"), *((p, p) for p in paths)]:
-        values = []
-        for results in (a, b):
-            scores = [r.reward if not path else r.scores.get(path, math.nan) for r in results.rollouts]
-            values.append(mean_and_stderr([s for s in scores if not math.isnan(s)]))
-        (ma, ea), (mb, eb) = values
-        delta = None if ma is None or mb is None else mb - ma
+    for node in comparison.nodes:
+        label = node.path or "reward"
+        delta = node.delta
         cls = "" if not delta else "good" if delta > 0 else "bad"
-        depth = path.count(".") + 1 if path else 0
+        depth = node.path.count(".") + 1 if node.path else 0
         cells = [
             f"{fmt(m)}" + (f" ± {fmt(e, 2)}" if e is not None else "") if m is not None else "NaN"
-            for m, e in ((ma, ea), (mb, eb))
+            for m, e in ((node.mean_a, node.stderr_a), (node.mean_b, node.stderr_b))
         ]
         shown = "-" if delta is None else f"{delta:+.4g}"
         rows.append(
@@ -170,21 +140,22 @@ def _node_table(a: EvalResults, b: EvalResults, paths: Sequence[str]) -> str:
     return f'<table class="compare-nodes">{head}{"".join(rows)}</table>'
 
 
-def _example_rows(a: EvalResults, b: EvalResults, paths: Sequence[str]) -> list[list[Any]]:
-    groups_a, groups_b = _by_example(a), _by_example(b)
+def _example_rows(comparison: Comparison) -> list[list[Any]]:
     rows = []
-    for example in [*groups_a, *(e for e in groups_b if e not in groups_a)]:
-        ia, ib = groups_a.get(example, []), groups_b.get(example, [])
-        ra = _mean([a.rollouts[i].reward for i in ia])
-        rb = _mean([b.rollouts[i].reward for i in ib])
-        nodes = []
-        for path in paths:
-            na = _mean([a.rollouts[i].scores.get(path, math.nan) for i in ia])
-            nb = _mean([b.rollouts[i].scores.get(path, math.nan) for i in ib])
-            if _flipped(na, nb) or (not math.isnan(na) and not math.isnan(nb) and abs(nb - na) > 1e-9):
-                nodes.append([path, _num(na), _num(nb), _flipped(na, nb)])
-        delta = None if math.isnan(ra) or math.isnan(rb) else round(rb - ra, 6)
-        rows.append([example, _num(ra), _num(rb), delta, nodes, ia, ib])
+    for e in comparison.examples:
+        nodes = [[c.path, _num(c.a), _num(c.b), c.flipped] for c in e.changes]
+        delta = None if e.delta is None else round(e.delta, 6)
+        rows.append(
+            [
+                e.example,
+                _num(e.reward_a),
+                _num(e.reward_b),
+                delta,
+                nodes,
+                list(e.rollouts_a),
+                list(e.rollouts_b),
+            ]
+        )
     return rows
 
 
@@ -193,10 +164,10 @@ def comparison_html(a: EvalResults, b: EvalResults) -> str:
     difference, the examples whose reward changed most, and per example the nodes that
     flipped with both transcripts side by side."""
     nodes = _nodes_of(a) or _nodes_of(b)
-    paths = list(dict.fromkeys([*_node_paths(a), *_node_paths(b)]))
+    comparison = compare(a, b)
     body = (
         f'<header class="grid"><div>{_header_html(a, "A")}</div><div>{_header_html(b, "B")}</div></header>'
-        f'<section class="grid"><div><div class="head">node means</div>{_node_table(a, b, paths)}</div>'
+        f'<section class="grid"><div><div class="head">node means</div>{_node_table(comparison)}</div>'
         f'<div><div class="head">A</div>{histogram_svg(r.reward for r in a.rollouts)}'
         f'<div class="head">B</div>{histogram_svg(r.reward for r in b.rollouts)}</div></section>'
         '<section id="app"></section><section id="panel"></section>'
@@ -204,7 +175,7 @@ def comparison_html(a: EvalResults, b: EvalResults) -> str:
     data = {
         "mode": "compare",
         "flip_threshold": FLIP_THRESHOLD,
-        "examples": _example_rows(a, b, paths),
+        "examples": _example_rows(comparison),
         "packed": {
             "panels_a": _packed([rollout_body_html(r, _nodes_of(a) or nodes) for r in a.rollouts]),
             "panels_b": _packed([rollout_body_html(r, _nodes_of(b) or nodes) for r in b.rollouts]),

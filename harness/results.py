@@ -243,18 +243,22 @@ class EvalResults:
 
     # -- display ----------------------------------------------------------------------------
 
+    @property
+    def title(self) -> str:
+        """ "env · model" from the metadata ("evaluation" when it names neither)."""
+        env = self.metadata.get("env") or {}
+        model = self.metadata.get("model") or {}
+        if env.get("name") or model.get("model"):
+            return f"{env.get('name', '?')} · {model.get('model', '?')}"
+        return "evaluation"
+
     def table(self) -> Table:
         """The summary as a rich table."""
         from rich.table import Table
         from rich.text import Text
 
         s = self.summary
-        title = "evaluation"
-        env = self.metadata.get("env") or {}
-        model = self.metadata.get("model") or {}
-        if env.get("name") or model.get("model"):
-            title = f"{env.get('name', '?')} · {model.get('model', '?')}"
-        table = Table(title=safe_text(title), show_header=False, title_justify="left")
+        table = Table(title=safe_text(self.title), show_header=False, title_justify="left")
         table.add_column("metric", style="bold")
         table.add_column("value", justify="right")
         planned = f" of {s.planned} planned" if s.planned is not None and s.planned != s.num_rollouts else ""
