@@ -21,7 +21,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.defaults import DEFAULT_CONCURRENCY
+from harness.defaults import DEFAULT_CONCURRENCY, DEFAULT_TRANSPORT, TRANSPORTS
 from harness.errors import RubricError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -332,6 +332,7 @@ def _client(stack: ExitStack, args: argparse.Namespace, env: Any):
         max_concurrency=args.concurrency,
         max_retries=args.max_retries,
         timeout=args.timeout,
+        transport=args.transport,
     )
 
 
@@ -773,6 +774,12 @@ def _add_eval_endpoint(group: Any) -> None:
     )
     group.add_argument("--max-retries", type=int, default=5)
     group.add_argument("--timeout", type=float, default=120.0, help="seconds per request, the whole of it")
+    group.add_argument(
+        "--transport",
+        choices=TRANSPORTS,
+        default=DEFAULT_TRANSPORT,
+        help="HTTP client for the endpoint: aiohttp (lean, default) or the openai SDK; same requests and results",
+    )
 
 
 def _add_eval_sampling(group: Any) -> None:

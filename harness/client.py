@@ -1,31 +1,40 @@
 """`Client`: chat completions from any OpenAI-compatible endpoint, bounded and retried.
 
-One `openai.AsyncOpenAI` per event loop, with an HTTP pool exactly as large as the
-concurrency limit (so requests never queue inside the pool where timeouts would fire
-spuriously), the SDK's own retries off, and one tenacity policy (`harness.retry`). Failures
-become `EndpointError`, whose text says what the endpoint answered and never holds the key.
+The client builds each request body and reads each answer as plain JSON; a transport
+(`harness.transport`: lean aiohttp by default, or the `openai` SDK) moves the bytes, one per
+event loop, with an HTTP pool exactly as large as the concurrency limit (so requests never
+queue inside the pool where timeouts would fire spuriously), and one tenacity policy
+(`harness.retry`) retries. Failures become `EndpointError`, whose text says what the
+endpoint answered and never holds the key.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import importlib
-import inspect
-import json
 import logging
 import os
 import re
 from collections.abc import Mapping, Sequence
+from http import HTTPStatus
 from types import TracebackType
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
 from harness.aio import blocked_loop_serves
-from harness.defaults import DEFAULT_CONCURRENCY
+from harness.defaults import DEFAULT_CONCURRENCY, DEFAULT_TRANSPORT, TRANSPORTS
 from harness.errors import ConfigError, ConfigTypeError, EndpointError
 from harness.retry import MalformedResponseError, call_with_retries, is_retryable, status_of
+from harness.transport import (
+    AiohttpTransport,
+    HTTPStatusError,
+    SDKTransport,
+    Transport,
+    TransportConnectionError,
+    TransportError,
+    TransportTimeout,
+)
 from harness.types import Message, TurnTokens, Usage
 
 logger = logging.getLogger(__name__)
@@ -118,14 +127,6 @@ class _Secret:
         return text.replace(self.value, "***") if len(self.value) >= 3 else text
 
 
-@functools.cache
-def _create_parameters() -> frozenset[str]:
-    """Keyword arguments `chat.completions.create` accepts in the installed SDK version."""
-    from openai.resources.chat.completions import AsyncCompletions
-
-    return frozenset(inspect.signature(AsyncCompletions.create).parameters) - {"self"}
-
-
 # This process's share of every Client's max_concurrency: (worker index, number of workers).
 # A run with worker processes sets it in each worker, so a limit stays one limit for the run.
 _SHARE: tuple[int, int] = (0, 1)
@@ -150,35 +151,48 @@ def concurrency_share(limit: int) -> int:
     return max(1, limit // count + (1 if index < limit % count else 0))
 
 
-def _http_client(max_connections: int, timeout: float) -> Any:
-    """The SDK's default async HTTP client with a pool sized to the concurrency.
+def _sdk_client(
+    base_url: str, api_key: str, headers: Mapping[str, str], max_connections: int, timeout: float
+) -> Any:
+    """An `openai.AsyncOpenAI` with its retries off and a pool sized to the concurrency.
 
     Works with both SDK generations (httpx for 1.x, httpx2 later) by taking `Limits` from
     the package that defines the SDK's own client class.
     """
-    import openai
+    import openai  # deferred: heavy, and only transport="openai" needs it
 
     cls = openai.DefaultAsyncHttpxClient
     package = next(base.__module__.split(".")[0] for base in cls.__mro__ if base.__name__ == "AsyncClient")
     http = importlib.import_module(package)
     limits = http.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
-    return cls(limits=limits, timeout=timeout)
-
-
-def _message_from_sdk(message: Any) -> Message:
-    data = (
-        message.model_dump(exclude_none=True, warnings=False)
-        if hasattr(message, "model_dump")
-        else dict(message)
+    return openai.AsyncOpenAI(
+        api_key=api_key,
+        base_url=base_url,
+        max_retries=0,
+        timeout=timeout,
+        default_headers=dict(headers) or None,
+        http_client=cls(limits=limits, timeout=timeout),
     )
+
+
+def _without_nulls(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A JSON object without its null members, one level down too (servers send `"x": null`
+    for fields they leave out, which the message model reads as absent)."""
+    return {k: _without_nulls(v) if isinstance(v, Mapping) else v for k, v in data.items() if v is not None}
+
+
+def _message_from_json(message: object) -> Message:
+    if not isinstance(message, Mapping):
+        raise TypeError(f"is not an object (got {type(message).__name__})")
+    data = {k: v for k, v in message.items() if v is not None}
     calls = []
     raw_calls = data.get("tool_calls")
     for call in raw_calls if isinstance(raw_calls, list) else []:  # else validation names it
-        if (
-            isinstance(call, dict) and "function" not in call and isinstance(call.get("custom"), dict)
-        ):  # custom tools: text input
-            custom = call.pop("custom")
-            call["function"] = {"name": custom.get("name", ""), "arguments": custom.get("input", "")}
+        if isinstance(call, Mapping):
+            call = _without_nulls(call)
+            if "function" not in call and isinstance(call.get("custom"), dict):  # custom tools: text input
+                custom = call.pop("custom")
+                call["function"] = {"name": custom.get("name", ""), "arguments": custom.get("input", "")}
         calls.append(call)
     if calls:
         data["tool_calls"] = calls
@@ -229,6 +243,12 @@ class Client:
     way (`logprobs=True`, `return_token_ids` in the body); a `Completion` then carries
     `prompt_token_ids` and each choice its `token_ids` and `logprobs`.
 
+    `transport` moves the bytes (`harness.transport`): "aiohttp" (the default, lean: plain
+    JSON, no SDK objects), "openai" (the SDK's own HTTP stack), or your own
+    `openai.AsyncOpenAI` (for example one configured for Azure; its base_url, key and headers
+    are used, and it is yours to close). Requests, answers, retries and errors are the same
+    with each.
+
     Counters: `usage` (tokens of every successful call), `requests` (HTTP requests sent,
     retries included), `retries`, `failures` (calls that ended in EndpointError), `successes`.
     `refused` is the first 401/403/404 when it came before any success, or the
@@ -258,7 +278,10 @@ class Client:
         backoff_max: float = 30.0,
         retry_after_max: float = 60.0,
         return_token_ids: bool = False,
+        transport: str | Any | None = None,
     ) -> None:
+        transport = DEFAULT_TRANSPORT if transport is None else transport
+        _check_transport(transport)
         _check_settings(
             model,
             max_concurrency=max_concurrency,
@@ -284,6 +307,8 @@ class Client:
         self.backoff_max = float(backoff_max)
         self.retry_after_max = float(retry_after_max)
         self.return_token_ids = bool(return_token_ids)
+        # "aiohttp" (lean, the default), "openai" (the SDK), or the user's own openai.AsyncOpenAI.
+        self.transport: str | Any = transport
 
         self.usage = Usage()
         self.requests = 0
@@ -295,7 +320,7 @@ class Client:
         self.refused: EndpointError | None = None
         self._rejections = 0  # 400/422 answers before any success
 
-        self._openai: Any = None
+        self._transport: Transport | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._semaphore: asyncio.Semaphore | None = None
 
@@ -317,10 +342,12 @@ class Client:
         )
 
     def __getstate__(self) -> dict[str, Any]:
-        # The SDK client and semaphore belong to one event loop; a copy (e.g. a pickled TRL
-        # reward holding a judge) reconnects on first use.
+        # The transport and semaphore belong to one event loop; a copy (e.g. a pickled TRL
+        # reward holding a judge) reconnects on first use. A user's own SDK client stays here.
         state = dict(self.__dict__)
-        state.update(_openai=None, _loop=None, _semaphore=None)
+        state.update(_transport=None, _loop=None, _semaphore=None)
+        if not isinstance(self.transport, str):
+            state["transport"] = "openai"
         return state
 
     def config(self) -> dict[str, Any]:
@@ -338,9 +365,11 @@ class Client:
     def replica_kwargs(self) -> dict[str, Any]:
         """Keyword arguments that build an equal Client in another process (worker processes).
 
-        Holds the API key: pass it to a process, never write it anywhere.
+        Holds the API key: pass it to a process, never write it anywhere. A user's own
+        `openai.AsyncOpenAI` cannot cross processes: the replica builds an SDK client alike.
         """
         return {
+            "transport": self.transport if isinstance(self.transport, str) else "openai",
             "model": self.model,
             "base_url": self.base_url,
             "api_key": self._key.value,
@@ -356,40 +385,45 @@ class Client:
 
     # -- connection ---------------------------------------------------------------------
 
-    def _connection(self) -> tuple[Any, asyncio.Semaphore]:
-        """The SDK client and semaphore for the running loop (pools cannot cross loops)."""
+    def _connection(self) -> tuple[Transport, asyncio.Semaphore]:
+        """The transport and semaphore for the running loop (pools cannot cross loops)."""
         loop = asyncio.get_running_loop()
-        if self._openai is None or self._loop is not loop:
+        if self._transport is None or self._loop is not loop:
             self.check_credentials()
-            import openai
-
-            old, old_loop = self._openai, self._loop
+            old, old_loop = self._transport, self._loop
             if (
                 old is not None
                 and old_loop is not None
                 and old_loop.is_running()
                 and not old_loop.is_closed()
             ):
-                asyncio.run_coroutine_threadsafe(old.close(), old_loop)  # its pool belongs to that loop
-
-            self._openai = openai.AsyncOpenAI(
-                api_key=self._key.value,
-                base_url=self.base_url,
-                max_retries=0,
-                timeout=self.timeout,
-                default_headers=self.headers or None,
-                http_client=_http_client(concurrency_share(self.max_concurrency), self.timeout),
-            )
+                asyncio.run_coroutine_threadsafe(old.aclose(), old_loop)  # its pool belongs to that loop
+            self._transport = self._open_transport()
             self._semaphore = asyncio.Semaphore(concurrency_share(self.max_concurrency))
             self._loop = loop
         assert self._semaphore is not None
-        return self._openai, self._semaphore
+        return self._transport, self._semaphore
+
+    def _open_transport(self) -> Transport:
+        connections = concurrency_share(self.max_concurrency)
+        if self.transport == "aiohttp":
+            return AiohttpTransport(
+                self.base_url,
+                self._key.value,
+                self.headers,
+                max_connections=connections,
+                timeout=self.timeout,
+            )
+        if self.transport == "openai":
+            sdk = _sdk_client(self.base_url, self._key.value, self.headers, connections, self.timeout)
+            return SDKTransport(sdk, owned=True)
+        return SDKTransport(self.transport, owned=False)
 
     async def aclose(self) -> None:
         """Close the HTTP pool; the client reconnects if used again."""
-        client, self._openai, self._loop = self._openai, None, None
-        if client is not None:
-            await client.close()
+        transport, self._transport, self._loop = self._transport, None, None
+        if transport is not None:
+            await transport.aclose()
 
     async def __aenter__(self) -> Client:
         return self
@@ -413,9 +447,9 @@ class Client:
         `params` are sampling arguments for this call, merged over the client's `sampling`;
         any the installed SDK does not name (e.g. vLLM's `top_k`) go in the request body.
         """
-        model, payload, arguments = self._request(messages, tools, params)
+        body = self._request(messages, tools, params)
         self._refuse_blocked_loop()
-        sdk, semaphore = self._connection()
+        transport, semaphore = self._connection()
         attempts = 0
 
         async def send() -> Any:
@@ -427,10 +461,10 @@ class Client:
                     # A deadline for the whole request: httpx's timeout is per read, so a
                     # server dribbling a byte at a time would otherwise hold it forever.
                     async with asyncio.timeout(self.timeout):
-                        return await sdk.chat.completions.create(model=model, messages=payload, **arguments)
+                        return await transport.chat(body)
                 except TimeoutError:
-                    raise _timeout_error(self.base_url) from None
-                except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                    raise TransportTimeout(f"no answer within {self.timeout:g}s") from None
+                except ValueError as exc:  # bad JSON, bad UTF-8, an oversized body
                     raise MalformedResponseError(exc) from None
 
         try:
@@ -443,7 +477,7 @@ class Client:
                 on_retry=self._on_retry,
             )
         except Exception as exc:
-            if not (_is_openai_error(exc) or isinstance(exc, MalformedResponseError)):
+            if not isinstance(exc, (TransportError, MalformedResponseError)):
                 raise
             raise self._failed(exc, attempts) from None
         return self._completion(raw)
@@ -453,8 +487,8 @@ class Client:
         messages: Sequence[Message | Mapping[str, Any]],
         tools: list[dict[str, Any]] | None,
         params: Mapping[str, Any],
-    ) -> tuple[str, list[dict[str, Any]], dict[str, Any]]:
-        """The model, the messages as dicts, and the SDK's keyword arguments for one call."""
+    ) -> dict[str, Any]:
+        """The JSON body of one call: model, messages as dicts, sampling, tools."""
         if isinstance(messages, (str, bytes, Mapping, Message)) or not isinstance(messages, Sequence):
             raise ConfigTypeError(
                 "Client.complete(messages=...) takes a list of messages "
@@ -467,15 +501,12 @@ class Client:
         if self.return_token_ids:  # asked the vLLM way: logprobs=True, return_token_ids in the body
             merged.setdefault("logprobs", True)
             merged.setdefault("return_token_ids", True)
-        model = merged.pop("model", self.model)
-        known = _create_parameters()
-        arguments = {k: v for k, v in merged.items() if k in known}
-        extra = {k: v for k, v in merged.items() if k not in known}
-        if extra:
-            arguments["extra_body"] = {**arguments.get("extra_body", {}), **extra}
+        body = {"model": merged.pop("model", self.model), "messages": payload}
+        body.update(merged.pop("extra_body", None) or {})  # the SDK's spelling of "in the body"
+        body.update(merged)
         if tools:
-            arguments["tools"] = tools
-        return model, payload, arguments
+            body["tools"] = tools
+        return body
 
     def _refuse_blocked_loop(self) -> None:
         """Fail at once when a sync call blocks the very loop that serves this endpoint."""
@@ -510,7 +541,9 @@ class Client:
         )
 
     def _completion(self, raw: Any) -> Completion:
-        if not getattr(raw, "choices", None):
+        """The endpoint's JSON answer as a Completion; an answer with no choices is named."""
+        raw_choices = raw.get("choices") if isinstance(raw, dict) else None
+        if not raw_choices or not isinstance(raw_choices, list):
             self.failures += 1
             raise EndpointError(
                 self._key.scrub(
@@ -518,33 +551,39 @@ class Client:
                 ),
                 status=200,
             )
+        counts = raw.get("usage")
+        counts = counts if isinstance(counts, dict) else {}
         usage = Usage(
-            prompt_tokens=getattr(raw.usage, "prompt_tokens", 0) or 0,
-            completion_tokens=getattr(raw.usage, "completion_tokens", 0) or 0,
+            prompt_tokens=_count(counts.get("prompt_tokens")),
+            completion_tokens=_count(counts.get("completion_tokens")),
         )
+        choices = [self._choice(index, c) for index, c in enumerate(raw_choices)]
         self.usage = self.usage + usage
         self.successes += 1
-        choices = [self._choice(index, c) for index, c in enumerate(raw.choices)]
         return Completion(
             choices=choices,
             usage=usage,
-            model=getattr(raw, "model", None),
-            id=getattr(raw, "id", None),
-            prompt_token_ids=_int_list(getattr(raw, "prompt_token_ids", None)),
+            model=_text_or_none(raw.get("model")),
+            id=_text_or_none(raw.get("id")),
+            prompt_token_ids=_int_list(raw.get("prompt_token_ids")),
         )
 
     def _choice(self, index: int, choice: Any) -> Choice:
         """One choice of a 200 answer; a null or mistyped field is an error naming it."""
         where = f"choices[{index}].message"
-        message = getattr(choice, "message", None)
         try:
+            if not isinstance(choice, dict):
+                where = f"choices[{index}]"
+                raise TypeError(f"is not an object (got {type(choice).__name__})")
+            message = choice.get("message")
             if message is None:
                 raise ValueError("is null")
+            finish = choice.get("finish_reason")
             return Choice(
-                message=_message_from_sdk(message),
-                finish_reason=choice.finish_reason,
-                token_ids=_int_list(getattr(choice, "token_ids", None)),
-                logprobs=_logprobs(getattr(choice, "logprobs", None)),
+                message=_message_from_json(message),
+                finish_reason=finish if isinstance(finish, str) else None,
+                token_ids=_int_list(choice.get("token_ids")),
+                logprobs=_logprobs(choice.get("logprobs")),
             )
         except ValidationError as exc:
             first = exc.errors()[0]
@@ -563,16 +602,6 @@ class Client:
         if status in _HINTS:
             text += f" ({_HINTS[status]})"
         return EndpointError(self._key.scrub(text), status=status, attempts=attempts)
-
-
-def _timeout_error(base_url: str) -> Exception:
-    """The SDK's own timeout error (retryable), with a request from the SDK's HTTP package."""
-    import openai
-
-    cls = openai.DefaultAsyncHttpxClient
-    package = next(base.__module__.split(".")[0] for base in cls.__mro__ if base.__name__ == "AsyncClient")
-    request = importlib.import_module(package).Request("POST", f"{base_url}/chat/completions")
-    return openai.APITimeoutError(request=request)
 
 
 #: Request arguments the harness sets itself, or that would break every rollout, with why.
@@ -607,13 +636,22 @@ def _int_list(value: Any) -> list[int] | None:
 
 def _logprobs(value: Any) -> list[float] | None:
     """The sampled tokens' logprobs from an OpenAI `logprobs` object (`content[i].logprob`)."""
-    content = getattr(value, "content", None)
-    if not content:
+    content = value.get("content") if isinstance(value, dict) else None
+    if not content or not isinstance(content, list):
         return None
     try:
-        return [float(item.logprob) for item in content]
-    except (AttributeError, TypeError, ValueError):
+        return [float(item["logprob"]) for item in content]
+    except (KeyError, TypeError, ValueError):
         return None
+
+
+def _count(value: Any) -> int:
+    """A token count from `usage`; absent, null or not a whole number counts as 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _check_params(params: Mapping[str, Any], where: str) -> None:
@@ -625,28 +663,43 @@ def _check_params(params: Mapping[str, Any], where: str) -> None:
             )
 
 
-def _is_openai_error(exc: BaseException) -> bool:
-    import openai
-
-    return isinstance(exc, openai.OpenAIError)
-
-
 def _error_text(exc: BaseException | None, timeout: float | None = None) -> str:
     """What went wrong, in the endpoint's own words where it gave any."""
-    import openai
-
     if exc is None:
         return "unknown failure"
     if isinstance(exc, MalformedResponseError):
         return str(exc)
-    if isinstance(exc, openai.APITimeoutError):
+    if isinstance(exc, TransportTimeout):
         return f"no answer within the {timeout:g}s timeout" if timeout else "request timed out"
-    if isinstance(exc, openai.APIConnectionError):
-        cause = exc.__cause__ or exc.__context__
-        return f"connection failed ({type(cause).__name__ + ': ' if cause else ''}{cause or exc})"
-    if isinstance(exc, openai.APIStatusError):
-        return f"HTTP {exc.status_code}: {_body_message(exc.body) or exc.message}"
+    if isinstance(exc, TransportConnectionError):
+        return f"connection failed ({exc})"
+    if isinstance(exc, HTTPStatusError):
+        return f"HTTP {exc.status_code}: {_body_message(exc.body) or _reason(exc.status_code)}"
     return f"{type(exc).__name__}: {exc}"
+
+
+def _reason(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "error"
+
+
+def _check_transport(transport: object) -> None:
+    """Accept "aiohttp", "openai" or an `openai.AsyncOpenAI`-like client, naming the choices."""
+    if isinstance(transport, str):
+        if transport not in TRANSPORTS:
+            raise ConfigError(
+                f"Client transport={transport!r} is not one of {', '.join(map(repr, TRANSPORTS))}; "
+                f"or pass your own openai.AsyncOpenAI(...)"
+            )
+        return
+    completions = getattr(getattr(transport, "chat", None), "completions", None)
+    if not callable(getattr(completions, "create", None)):
+        raise ConfigTypeError(
+            f"Client transport must be 'aiohttp', 'openai' or an openai.AsyncOpenAI client, "
+            f"got {type(transport).__name__}"
+        )
 
 
 def is_context_length_error(exc: BaseException) -> bool:

@@ -5,4 +5,10 @@ from __future__ import annotations
 DEFAULT_CONCURRENCY = 64
 """Requests (and, in `evaluate`, rollouts; in `score_batch`, scores) in flight at once."""
 
-__all__ = ["DEFAULT_CONCURRENCY"]
+TRANSPORTS = ("aiohttp", "openai")
+"""The HTTP transports a `harness.Client` can name: lean aiohttp, or the `openai` SDK."""
+
+DEFAULT_TRANSPORT = "aiohttp"
+"""The transport a Client uses unless told otherwise (`transport=`, `rubric eval --transport`)."""
+
+__all__ = ["DEFAULT_CONCURRENCY", "DEFAULT_TRANSPORT", "TRANSPORTS"]

@@ -2,7 +2,8 @@
 
 Kept separate from the client so the decisions (retry 408/429/5xx, timeouts and broken
 connections; never other 4xx; honour Retry-After but cap it) are readable and testable on
-their own. The `openai` SDK's own retries are switched off so there is exactly one policy.
+their own. The errors are the transports' own (`harness.transport`), whichever transport ran;
+the `openai` SDK's retries are switched off so there is exactly one policy.
 """
 
 from __future__ import annotations
@@ -21,13 +22,15 @@ from tenacity import (
     stop_after_attempt,
 )
 
+from harness.transport import HTTPStatusError, TransportConnectionError, TransportTimeout
+
 T = TypeVar("T")
 
 RETRYABLE_STATUSES = frozenset({408, 429})
 
 
 def status_of(exc: BaseException) -> int | None:
-    """The HTTP status an openai exception carries, if any."""
+    """The HTTP status an error answer carries, if any."""
     status = getattr(exc, "status_code", None)
     return status if isinstance(status, int) else None
 
@@ -43,14 +46,9 @@ class MalformedResponseError(Exception):
 def is_retryable(exc: BaseException) -> bool:
     """Timeouts, connection failures, 408, 429, 5xx and malformed 200 bodies are transient;
     anything else is not."""
-    import openai
-
-    if isinstance(exc, MalformedResponseError):
+    if isinstance(exc, (MalformedResponseError, TransportConnectionError, TransportTimeout)):
         return True
-
-    if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
-        return True
-    if isinstance(exc, openai.APIStatusError):
+    if isinstance(exc, HTTPStatusError):
         return exc.status_code in RETRYABLE_STATUSES or exc.status_code >= 500
     return False
 
@@ -85,8 +83,7 @@ def parse_retry_after(headers: Mapping[str, str] | None, *, now: float | None = 
 
 
 def _response_headers(exc: BaseException | None) -> Mapping[str, str] | None:
-    response = getattr(exc, "response", None)
-    return getattr(response, "headers", None)
+    return exc.headers if isinstance(exc, HTTPStatusError) else None
 
 
 def backoff_delay(

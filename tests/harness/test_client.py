@@ -1,4 +1,5 @@
-"""harness.Client against the scripted endpoint over loopback, through the real openai SDK."""
+"""harness.Client against the scripted endpoint over loopback, through each transport: the
+lean aiohttp one and the real openai SDK (every test runs with both)."""
 
 from __future__ import annotations
 
@@ -13,13 +14,23 @@ from typing import Any
 
 import pytest
 
+import harness.client as client_module
 from harness.aio import run_sync
-from harness.client import Client, Completion, EndpointError
+from harness.client import TRANSPORTS, Client, Completion, EndpointError
 from harness.retry import parse_retry_after
 from harness.scripted import ScriptedEndpoint, ScriptedHTTPError
 from harness.types import Message, ToolCall, Usage
 
 pytestmark = pytest.mark.timeout(30)
+
+
+@pytest.fixture(autouse=True, params=TRANSPORTS)
+def transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every Client built in this module uses this transport unless it names one."""
+    monkeypatch.setattr(client_module, "DEFAULT_TRANSPORT", request.param)
+    return str(request.param)
+
+
 Endpoints = Callable[..., ScriptedEndpoint]  # the conftest fixture factory
 Fast = dict[str, float]  # the conftest fast_retry Client keywords
 

@@ -1,4 +1,5 @@
-"""The client against endpoints that misbehave at the byte level: a slow drip, bad 200 bodies."""
+"""The client against endpoints that misbehave at the byte level: a slow drip, bad 200 bodies
+(every test runs with both transports)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,17 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
-from harness.client import Client
+import harness.client as client_module
+from harness.client import TRANSPORTS, Client
 from harness.errors import EndpointError
+
+
+@pytest.fixture(autouse=True, params=TRANSPORTS)
+def transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every Client built in this module uses this transport unless it names one."""
+    monkeypatch.setattr(client_module, "DEFAULT_TRANSPORT", request.param)
+    return str(request.param)
+
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], "asyncio.Future[None] | object"]
 

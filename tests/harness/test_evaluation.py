@@ -243,4 +243,6 @@ async def test_a_fixed_pool_of_workers_not_one_task_per_rollout() -> None:
             Counting(n=100), client, rollouts_per_example=3, concurrency=5, progress=False
         )
     assert len(results.rollouts) == 300 and len(seen) == 300
-    assert max(seen) <= 5 + 3  # the workers, the test's own task, and a little slack: never ~300
+    # The workers, the test's own task, at most one task per pooled connection (aiohttp's),
+    # and a little slack: never ~300.
+    assert max(seen) <= 5 + 5 + 3
