@@ -348,11 +348,13 @@ def _load() -> str:
 # process, against the scripted endpoint in its own process. "rate" is rollouts/s from the
 # first finished rollout to the last, so the one-off worker start (imports, loading the
 # environment from its spec) is shown apart as "start s" and not charged to the throughput.
-# Target: workers=2 rate >= 1.5x workers=1 on a 2-core machine.
+# Targets: workers=2 rate >= 1.5x workers=1 on a 2-core machine; Ray >= 0.9x local workers
+# (jobs go to each actor in batches and come back through one long-polling call).
 
 SCALE_VARIANTS = ("workers=1", "workers=2", "ray x2")
 SCALE_CONFIG = (256, 0.020)
 SCALE_TARGET = 1.5
+RAY_TARGET = 0.9  # Ray actors / local worker processes, rollouts/s
 
 
 def load_environment(n: int = 1000) -> Any:
@@ -416,7 +418,7 @@ async def _scale(variant: str, base_url: str, n: int) -> dict[str, float]:
         done.set()
     await client.aclose()
     s = results.summary
-    assert s.rollouts == n and s.mean_reward == 1.0 and s.errors == 0, f"{variant} run went wrong: {s}"
+    assert s.num_rollouts == n and s.mean_reward == 1.0 and s.errors == 0, f"{variant} run went wrong: {s}"
     first = seen.get("first", t0)
     report = (results.metadata["sessions"][-1].get("workers") or {}).get("workers") or []
     return {
@@ -472,7 +474,12 @@ def _scale_main(n: int, repeats: int) -> None:
     verdict = "met" if two / one >= SCALE_TARGET else "MISSED"
     print(
         f"target at {concurrency} @ {latency * 1000:.0f} ms, workers=2 >= {SCALE_TARGET}x workers=1: {verdict}"
+        " (on 2 cores the endpoint's own process needs one: with the lean transport one harness"
+        " process already keeps it busy)"
     )
+    if "ray x2" in med:
+        verdict = "met" if med["ray x2"]["rate"] / two >= RAY_TARGET else "MISSED"
+        print(f"target, ray x2 >= {RAY_TARGET}x workers=2: {verdict}")
 
 
 def main() -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import pickle
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -34,6 +35,7 @@ from harness.workers import (
     WorkerSpec,
     prefetch,
     run_jobs,
+    unsendable,
 )
 
 INSTALL_HINT = "pip install 'rubric-rl[ray]'"
@@ -51,19 +53,59 @@ def _import_ray() -> Any:
 
 
 class _Actor:
-    """The body of one Ray actor: a WorkerRuntime behind async methods."""
+    """The body of one Ray actor: a WorkerRuntime fed and drained in batches.
+
+    One Ray call per rollout costs more than the rollout itself on a fast endpoint, so the
+    driver sends jobs in batches (`submit`) and collects whatever has finished with one
+    long-polling `poll`; the rollouts run as tasks on the actor's own event loop meanwhile.
+    """
 
     def __init__(self, spec: WorkerSpec) -> None:
         self.runtime = WorkerRuntime(spec)
+        self._done: list[tuple[int, Rollout | str]] = []
+        self._ready: asyncio.Event | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
 
     def load(self) -> int:
         self.runtime.load()
         return os.getpid()
 
-    async def run(self, example: Mapping[str, Any], rollout_index: int) -> Rollout:
-        return await self.runtime.run(example, rollout_index)
+    async def submit(self, jobs: list[tuple[int, dict[str, Any], int]]) -> None:
+        for job_id, example, rollout_index in jobs:
+            task = asyncio.create_task(self._one(job_id, example, rollout_index))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _one(self, job_id: int, example: Mapping[str, Any], rollout_index: int) -> None:
+        outcome: Rollout | str
+        try:
+            result = await self.runtime.run(example, rollout_index)
+        except Exception as exc:  # run() records episode failures itself: this is a worker bug
+            outcome = f"worker {self.runtime.spec.index} failed a rollout: {type(exc).__name__}: {exc}"
+        else:
+            try:
+                pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+                outcome = result
+            except Exception as exc:  # e.g. an object in rollout.state that cannot be pickled
+                outcome = unsendable(result, exc)
+        self._done.append((job_id, outcome))
+        self._event().set()
+
+    def _event(self) -> asyncio.Event:
+        if self._ready is None:
+            self._ready = asyncio.Event()
+        return self._ready
+
+    async def poll(self) -> list[tuple[int, Rollout | str]]:
+        """Every rollout finished since the last poll, waiting until there is one."""
+        ready = self._event()
+        await ready.wait()
+        ready.clear()
+        done, self._done = self._done, []
+        return done
 
     async def stop(self) -> dict[str, Any]:
+        await asyncio.gather(*self._tasks)
         return await self.runtime.close()
 
 
@@ -76,7 +118,13 @@ def _cause(exc: BaseException) -> str:
 
 
 class RayWorker:
-    """The driver's handle on one actor (implements `harness.workers.WorkerHandle`)."""
+    """The driver's handle on one actor (implements `harness.workers.WorkerHandle`).
+
+    `run` queues a job and waits for its rollout; the jobs queued in one turn of the event
+    loop go to the actor in one `submit` call, and a poller task hands each finished rollout
+    to its waiter. When the actor dies, every job it held fails with WorkerLost, so the
+    scheduler hands it to another worker: each job still finishes exactly once.
+    """
 
     def __init__(self, ray: Any, actor_class: Any, spec: WorkerSpec, run_id: str) -> None:
         self.ray = ray
@@ -87,10 +135,15 @@ class RayWorker:
         self.actor: Any = actor_class.options(
             name=self.name,
             num_cpus=1,
-            max_concurrency=self.capacity + 2,
+            max_concurrency=8,  # load, submit, poll and stop: the rollouts are tasks inside
             max_restarts=0,
             scheduling_strategy="SPREAD",
         ).remote(spec)
+        self._waiting: dict[int, asyncio.Future[Rollout]] = {}
+        self._outbox: list[tuple[int, dict[str, Any], int]] = []
+        self._calls: set[asyncio.Future[Any]] = set()
+        self._poller: asyncio.Task[None] | None = None
+        self._lost: str | None = None
 
     async def start(self) -> None:
         try:
@@ -102,12 +155,52 @@ class RayWorker:
             ) from None
         except Exception as exc:  # the environment failed to load inside the actor
             raise WorkerError(_cause(exc)) from None
+        self._poller = asyncio.create_task(self._poll())
 
     async def run(self, job_id: int, example: Mapping[str, Any], rollout_index: int) -> Rollout:
+        if self._lost is not None:
+            raise WorkerLost(self._lost)
+        future: asyncio.Future[Rollout] = asyncio.get_running_loop().create_future()
+        self._waiting[job_id] = future
+        if not self._outbox:  # the first job of this loop turn: send the batch at its end
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._outbox.append((job_id, dict(example), rollout_index))
+        return await future
+
+    def _flush(self) -> None:
+        batch, self._outbox = self._outbox, []
+        if not batch or self._lost is not None:
+            return
+        call = asyncio.ensure_future(self.actor.submit.remote(batch))
+        self._calls.add(call)
+        call.add_done_callback(self._submitted)
+
+    def _submitted(self, call: asyncio.Future[Any]) -> None:
+        self._calls.discard(call)
+        if not call.cancelled() and call.exception() is not None:  # the poller sees the death too
+            self._lose(f"Ray worker {self.index} died: {_cause(call.exception())}")  # type: ignore[arg-type]
+
+    async def _poll(self) -> None:
         try:
-            return await self.actor.run.remote(dict(example), rollout_index)
-        except self.ray.exceptions.RayActorError as exc:
-            raise WorkerLost(f"Ray worker {self.index} died: {_cause(exc)}") from None
+            while True:
+                for job_id, outcome in await self.actor.poll.remote():
+                    future = self._waiting.pop(job_id, None)
+                    if future is None or future.done():
+                        continue
+                    if isinstance(outcome, str):
+                        future.set_exception(WorkerError(outcome))
+                    else:
+                        future.set_result(outcome)
+        except Exception as exc:  # RayActorError, or an answer Ray could not carry
+            self._lose(f"Ray worker {self.index} died: {_cause(exc)}")
+
+    def _lose(self, why: str) -> None:
+        """Fail every job this worker holds with WorkerLost, so they run elsewhere."""
+        self._lost = self._lost or why
+        waiting, self._waiting, self._outbox = self._waiting, {}, []
+        for future in waiting.values():
+            if not future.done():
+                future.set_exception(WorkerLost(self._lost))
 
     async def stop(self) -> dict[str, Any]:
         try:
@@ -118,6 +211,10 @@ class RayWorker:
         return report
 
     def kill(self) -> None:
+        if self._poller is not None:
+            self._poller.cancel()
+        for call in self._calls:
+            call.cancel()
         try:
             self.ray.kill(self.actor, no_restart=True)
         except Exception:  # already gone: nothing left to stop

@@ -90,3 +90,30 @@ async def test_killing_an_actor_mid_run_loses_and_duplicates_nothing(local_ray: 
     assert report["requeued"] >= 1  # its in-flight jobs ran again elsewhere
     assert endpoint.stats.requests >= 80
     assert not [a for a in local_ray.util.list_named_actors(all_namespaces=True) if a["name"] == killed]
+
+
+async def test_ray_batches_keep_every_rollout_and_name_one_that_cannot_be_sent(
+    local_ray: Any, tmp_path: Path
+) -> None:
+    out = tmp_path / "run"
+    async with serve(sum_policy, latency=0.01) as (endpoint, client):
+        results = await evaluate(
+            load_fake("fake", n=60, lock_on=7),
+            client,
+            rollouts_per_example=2,
+            concurrency=16,
+            workers=2,
+            executor="ray",
+            output_dir=out,
+            progress=False,
+        )
+    keys = [
+        Rollout.model_validate_json(line).key for line in (out / "results.jsonl").read_bytes().splitlines()
+    ]
+    assert sorted(keys) == sorted((str(i), k) for i in range(60) for k in range(2))  # each exactly once
+    failed = sorted(r.key for r in results if r.error)
+    assert failed == [("7", 0), ("7", 1)] and endpoint.stats.requests == 120
+    assert all("could not send the rollout" in (r.error or "") for r in results if r.error)
+    report = results.metadata["sessions"][-1]["workers"]
+    assert sorted(w["rollouts"] for w in report["workers"]) != [0, 120]  # both actors worked
+    assert sum(w["rollouts"] for w in report["workers"]) == 120

@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import signal
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +27,11 @@ class SpecFakeEnv(FakeEnv):
 
     spec_loader = "tests.harness.test_workers:load_fake"
 
-    def __init__(self, n: int = 6, *, die_on: int | None = None, marker: str | None = None) -> None:
+    def __init__(
+        self, n: int = 6, *, die_on: int | None = None, marker: str | None = None, lock_on: int | None = None
+    ) -> None:
         super().__init__(n)
-        self.die_on, self.marker = die_on, marker
+        self.die_on, self.marker, self.lock_on = die_on, marker, lock_on
         self.load_spec: str | None = None
         self.load_kwargs: dict[str, Any] | None = None
 
@@ -38,7 +41,10 @@ class SpecFakeEnv(FakeEnv):
                 Path(self.marker).write_text(str(os.getpid()))
             await asyncio.sleep(0.2)  # let the worker's other rollouts be in flight when it dies
             os.kill(os.getpid(), signal.SIGKILL)
-        return await super().setup_rollout(example, rollout_index)
+        rollout = await super().setup_rollout(example, rollout_index)
+        if example["example_id"] == self.lock_on:
+            rollout.state["lock"] = threading.Lock()  # state that cannot leave the worker
+        return rollout
 
 
 def load_fake(spec: str, **kwargs: Any) -> SpecFakeEnv:
@@ -235,3 +241,14 @@ async def test_client_limit_is_run_wide_across_workers(tmp_path: Path) -> None:
         await evaluate(load_fake("fake", n=40), client, concurrency=16, workers=2, progress=False)
         assert endpoint.stats.requests == 40
         assert endpoint.stats.max_in_flight <= 5  # 3 + 2, not 5 per worker
+
+
+async def test_a_rollout_whose_state_cannot_be_sent_is_an_error_on_it_only(tmp_path: Path) -> None:
+    async with serve(sum_policy) as (_, client):
+        results = await evaluate(
+            load_fake("fake", n=8, lock_on=3), client, workers=2, output_dir=tmp_path / "run", progress=False
+        )
+    assert sorted(_keys(tmp_path / "run")) == sorted((str(i), 0) for i in range(8))
+    failed = [r for r in results if r.error]
+    assert [r.example_id for r in failed] == [3] and "could not send the rollout" in (failed[0].error or "")
+    assert "unsendable_state" in failed[0].state
