@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from envs.conditions import stop
 from envs.environment import Environment
+from envs.mcp import mcp_server
 from envs.presets import MultiTurnEnv, SingleTurnEnv, ToolEnv
 from envs.registry import EnvironmentNotFoundError, RegisteredEnvironment, list_environments, load_environment
 from envs.tools import Tool, ToolResult, call_tool, tool
@@ -25,6 +26,7 @@ __all__ = [
     "call_tool",
     "list_environments",
     "load_environment",
+    "mcp_server",
     "stop",
     "tool",
 ]

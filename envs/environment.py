@@ -30,8 +30,9 @@ from envs.inputs import (
     as_rubric,
     build_tools,
 )
+from envs.mcp import MCPServer, MCPTool
 from envs.prompts import Template
-from envs.tools import Tool, ToolResult, call_tool
+from envs.tools import ToolLike, ToolResult, call_tool
 from harness.aio import maybe_await, run_sync
 from harness.errors import ConfigError, ConfigTypeError
 from harness.types import Message, Rollout, ToolCall, as_messages
@@ -63,7 +64,8 @@ class Environment:
         system_prompt: text, or a jinja2 template over the row's columns.
         prompt_template: jinja2 template for the user turn (default: the row's `question`).
             When given it renders the user turn for every row, whether or not it has `prompt`.
-        tools: functions or `envs.Tool`s the model may call.
+        tools: functions, `envs.Tool`s, or MCP servers' tools (`envs.mcp_server(...)`) the
+            model may call.
         parser: `parser(text) -> str | None` (or an object with `parse_answer(text)`) that
             pulls the answer out of the final response; see `parse_answer`.
         max_turns: the most assistant turns per rollout (default: the class's `default_max_turns`).
@@ -124,8 +126,12 @@ class Environment:
             raise ConfigError(f"name must be a non-empty string, got {name!r}")
         self._name_given = name is not None
         self.name: str = name or type(self).__name__
-        self.tools: list[Tool] = build_tools(tools)
-        self._tool_map: dict[str, Tool] = {t.name: t for t in self.tools}
+        self.tools: list[ToolLike] = build_tools(tools)
+        self._tool_map: dict[str, ToolLike] = {t.name: t for t in self.tools}
+        #: The MCP servers behind some of `tools`, started at their first call (envs.mcp).
+        self.mcp_servers: list[MCPServer] = list(
+            dict.fromkeys(t.server for t in self.tools if isinstance(t, MCPTool))
+        )
         if parser is not None and not (callable(parser) or callable(getattr(parser, "parse_answer", None))):
             raise ConfigTypeError(
                 f"parser must be callable (text -> str | None) or have parse_answer(text); got {type(parser).__name__}"
@@ -336,6 +342,15 @@ class Environment:
                 rollout.state.setdefault("tool_errors", []).append(
                     {"turn": rollout.turns, "tool": call.name, "tool_call_id": call.id, "error": result.error}
                 )
+            if result.parts:  # an MCP result's content blocks, kept as the server sent them
+                rollout.state.setdefault("tool_content", []).append(
+                    {
+                        "turn": rollout.turns,
+                        "tool": call.name,
+                        "tool_call_id": call.id,
+                        "content": result.parts,
+                    }
+                )
             content = result.content if result.content or not result.error else f"Error: {result.error}"
             messages.append(Message(role="tool", content=content, tool_call_id=call.id, name=call.name))
         return messages
@@ -349,6 +364,16 @@ class Environment:
         if await maybe_await(self.is_done(rollout)):
             return "completed"
         return None
+
+    async def release_rollout(self, rollout: Rollout) -> None:
+        """Stop what this rollout alone held: its own MCP servers (`per_rollout=True`)."""
+        for server in self.mcp_servers:
+            await server.release_rollout(rollout)
+
+    async def release(self) -> None:
+        """Stop what the run held on this event loop: the MCP servers started for it."""
+        for server in self.mcp_servers:
+            await server.release()
 
     def parse_answer(self, rollout: Rollout) -> str | None:
         """The answer extracted from the final response by `parser` (the raw response without one)."""
@@ -420,6 +445,8 @@ class Environment:
                 "rubric": tree_nodes(self.rubric),
             }
         )
+        if self.mcp_servers:  # where the MCP tools come from (no key for environments without)
+            identity["mcp_servers"] = [server.config() for server in self.mcp_servers]
         return identity
 
     # ------------------------------------------------------------------ running

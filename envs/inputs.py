@@ -10,7 +10,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
 import rubrics
-from envs.tools import Tool
+from envs.mcp import MCPServer
+from envs.tools import Tool, ToolLike
 from harness.errors import ConfigError, ConfigTypeError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -26,8 +27,9 @@ RubricSource: TypeAlias = (
 )
 """What `Environment(rubric=...)` takes: a Rubric, a reward function, or a list/dict of them."""
 
-ToolSource: TypeAlias = "Callable[..., Any] | Tool"
-"""One entry of `Environment(tools=[...])`: a plain function or an `envs.Tool`."""
+ToolSource: TypeAlias = "Callable[..., Any] | Tool | MCPServer"
+"""One entry of `Environment(tools=[...])`: a plain function, an `envs.Tool`, or the tools of an
+MCP server (`envs.mcp_server(...)`)."""
 
 
 @runtime_checkable
@@ -64,22 +66,27 @@ def as_rubric(value: RubricSource) -> rubrics.Rubric:
     )
 
 
-def build_tools(tools: Sequence[ToolSource] | None) -> list[Tool]:
-    """`Tool`s as given, functions through `Tool.from_function`; names must be unique."""
+def build_tools(tools: Sequence[ToolSource] | None) -> list[ToolLike]:
+    """`Tool`s as given, functions through `Tool.from_function`, an MCP server's tools from its
+    listing; names must be unique."""
     if tools is None:
         return []
     if isinstance(tools, (str, bytes)) or not isinstance(tools, Sequence):
         raise ConfigTypeError(
-            f"tools must be a list of functions or envs.Tool objects, got {type(tools).__name__}"
+            f"tools must be a list of functions, envs.Tool objects or envs.mcp_server(...), got {type(tools).__name__}"
         )
-    built: list[Tool] = []
+    built: list[ToolLike] = []
     for index, item in enumerate(tools):
         if isinstance(item, Tool):
             built.append(item)
+        elif isinstance(item, MCPServer):
+            built.extend(item.tools())
         elif callable(item):
             built.append(Tool.from_function(item))
         else:
-            raise ConfigTypeError(f"tools[{index}] is a {type(item).__name__}, not a function or envs.Tool")
+            raise ConfigTypeError(
+                f"tools[{index}] is a {type(item).__name__}, not a function, envs.Tool or envs.mcp_server(...)"
+            )
     names = [t.name for t in built]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:

@@ -24,7 +24,7 @@ import json
 import logging
 import re
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, overload
+from typing import Any, Protocol, overload
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import to_json
@@ -50,6 +50,9 @@ class ToolResult(BaseModel):
     name: str
     error: str | None = None
     tool_call_id: str | None = None
+    #: The result's content blocks as the tool returned them (MCP tools: text, image, audio,
+    #: resource blocks as JSON); None for Python tools, whose result is `content` alone.
+    parts: list[dict[str, Any]] | None = None
 
     @property
     def ok(self) -> bool:
@@ -79,7 +82,7 @@ def serialize_result(value: Any) -> str:
     return str(value)
 
 
-class _BadArguments(Exception):
+class BadArguments(ValueError):
     """The model's arguments cannot be used; `reason` is short, `detail` is for the model."""
 
     def __init__(self, reason: str, detail: str) -> None:
@@ -98,6 +101,70 @@ def _format_validation(error: ValidationError) -> str:
             line += f" (got {got[:200]})"
         lines.append(line)
     return "\n".join(lines)
+
+
+class ToolLike(Protocol):
+    """What an environment needs of a tool: an `envs.Tool` (Python) or an `envs.mcp.MCPTool`."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str | None: ...
+
+    @property
+    def parameters(self) -> dict[str, Any]: ...
+
+    @property
+    def schema(self) -> dict[str, Any]: ...
+
+    @property
+    def timeout(self) -> float | None: ...
+
+    async def call(
+        self,
+        arguments: str | Mapping[str, Any] | None = None,
+        *,
+        state: dict[str, Any] | None = None,
+        rollout: Rollout | None = None,
+    ) -> ToolResult: ...
+
+
+def check_tool_name(name: object, source: str) -> str:
+    """`name` if OpenAI accepts it as a tool name, else a ConfigError naming `source`."""
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ConfigError(
+            f"tool name {name!r} (from {source}) is invalid: OpenAI needs 1-64 "
+            "characters of letters, digits, '_' or '-'; pass name=... to choose one"
+        )
+    return name
+
+
+def parse_arguments(arguments: str | Mapping[str, Any] | None) -> dict[str, Any]:
+    """The model's arguments (JSON text or a dict; "" and null mean {}) as a dict, or BadArguments."""
+    if arguments is None:
+        return {}
+    if isinstance(arguments, (str, bytes, bytearray)):
+        text = arguments.decode() if isinstance(arguments, (bytes, bytearray)) else arguments
+        if not text.strip():
+            return {}
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise BadArguments(
+                f"arguments are not valid JSON ({exc})",
+                f"the arguments are not valid JSON ({exc}). Send one JSON object.",
+            ) from None
+    else:
+        data = arguments
+    if data is None:
+        return {}
+    if not isinstance(data, Mapping):
+        raise BadArguments(
+            f"arguments are a JSON {type(data).__name__}, not an object",
+            f"the arguments must be a JSON object of named parameters, got {json.dumps(data, default=repr)[:200]}.",
+        )
+    return dict(data)
 
 
 def _check_blocking(name: str, blocking: object, is_async: bool) -> None:
@@ -142,12 +209,9 @@ class Tool:
     ) -> None:
         if not callable(fn):
             raise ConfigTypeError(f"a tool must be a function, got {type(fn).__name__}: {fn!r}")
-        name = name if name is not None else getattr(fn, "__name__", None)
-        if not isinstance(name, str) or not _NAME.match(name):
-            raise ConfigError(
-                f"tool name {name!r} (from {callable_name(fn)!r}) is invalid: OpenAI needs 1-64 "
-                "characters of letters, digits, '_' or '-'; pass name=... to choose one"
-            )
+        name = check_tool_name(
+            name if name is not None else getattr(fn, "__name__", None), repr(callable_name(fn))
+        )
         if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
             raise ConfigError(
                 f"tool {name!r}: timeout must be a positive number of seconds or None, got {timeout!r}"
@@ -215,31 +279,6 @@ class Tool:
             f"strict={self.strict}{blocking})"
         )
 
-    def _parse(self, arguments: str | Mapping[str, Any] | None) -> dict[str, Any]:
-        if arguments is None:
-            return {}
-        if isinstance(arguments, (str, bytes, bytearray)):
-            text = arguments.decode() if isinstance(arguments, (bytes, bytearray)) else arguments
-            if not text.strip():
-                return {}
-            try:
-                data = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise _BadArguments(
-                    f"arguments are not valid JSON ({exc})",
-                    f"the arguments are not valid JSON ({exc}). Send one JSON object.",
-                ) from None
-        else:
-            data = arguments
-        if data is None:
-            return {}
-        if not isinstance(data, Mapping):
-            raise _BadArguments(
-                f"arguments are a JSON {type(data).__name__}, not an object",
-                f"the arguments must be a JSON object of named parameters, got {json.dumps(data, default=repr)[:200]}.",
-            )
-        return dict(data)
-
     def validate(self, arguments: str | Mapping[str, Any] | None) -> dict[str, Any]:
         """Parse and validate the model's arguments into the function's keyword arguments.
 
@@ -248,18 +287,18 @@ class Tool:
         """
         try:
             return self._validate(arguments)
-        except _BadArguments as exc:
+        except BadArguments as exc:
             raise ValueError(f"tool {self.name!r}: {exc.detail}") from None
 
     def _validate(self, arguments: str | Mapping[str, Any] | None) -> dict[str, Any]:
-        data = self._parse(arguments)
+        data = parse_arguments(arguments)
         if self.strict:
             data = drop_null_defaults(data, self._spec.loose_parameters)
         try:
             values = self._spec.model.model_validate(data)
         except ValidationError as exc:
             problems = _format_validation(exc)
-            raise _BadArguments(
+            raise BadArguments(
                 "invalid arguments: " + "; ".join(line[2:] for line in problems.splitlines()),
                 "invalid arguments:\n" + problems,
             ) from None
@@ -285,7 +324,7 @@ class Tool:
         """
         try:
             kwargs = self._validate(arguments)
-        except _BadArguments as exc:
+        except BadArguments as exc:
             return self._failure(
                 exc.reason,
                 f"tool {self.name!r} was not run: {exc.detail}\n"
@@ -409,7 +448,7 @@ def tool(
 
 
 async def call_tool(
-    tools: Mapping[str, Tool],
+    tools: Mapping[str, ToolLike],
     tool_call: ToolCall | Mapping[str, Any],
     *,
     state: dict[str, Any] | None = None,
@@ -449,7 +488,9 @@ async def call_tool(
 __all__ = [
     "DEFAULT_TIMEOUT",
     "TOOL_INJECTED",
+    "BadArguments",
     "Tool",
+    "ToolLike",
     "ToolResult",
     "call_tool",
     "serialize_result",

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from envs.schema import TOOL_INJECTED
-from envs.tools import Tool
+from envs.tools import Tool, ToolLike
 from harness.aio import run_sync
 from harness.errors import ConfigError
 from harness.types import FunctionCall, Message, Rollout, ToolCall
@@ -125,7 +125,7 @@ async def _async_reward(self: TRLEnvironment) -> float | None:
     return as_trl_value(episode.reward)
 
 
-def _docstring(tool: Tool, params: list[inspect.Parameter]) -> str:
+def _docstring(tool: ToolLike, params: list[inspect.Parameter]) -> str:
     """A Google-style docstring from the tool's schema (what transformers reads for TRL)."""
     properties = tool.parameters.get("properties", {})
     lines = [tool.description or f"Call the {tool.name} tool."]
@@ -142,11 +142,22 @@ def _docstring(tool: Tool, params: list[inspect.Parameter]) -> str:
     return "\n".join(lines)
 
 
-def _tool_method(tool: Tool) -> Callable[..., Any]:
-    """A method with the tool's visible parameters, types and docs, that runs the tool."""
+_PYTHON_TYPES: dict[str, Any] = {
+    "integer": int,
+    "number": float,
+    "string": str,
+    "boolean": bool,
+    "array": list,
+    "object": dict,
+}
+
+
+def _function_params(tool: Tool) -> list[inspect.Parameter]:
+    """A Python tool's visible parameters: resolved types (not strings), positional-only made
+    nameable (TRL calls with keywords)."""
     signature = inspect.signature(tool.fn)
     hints = typing.get_type_hints(tool.fn, include_extras=False)
-    params = [  # resolved types (not strings), positional-only made nameable: TRL calls with keywords
+    return [
         p.replace(
             kind=p.KEYWORD_ONLY if p.kind is p.KEYWORD_ONLY else p.POSITIONAL_OR_KEYWORD,
             annotation=hints.get(p.name, Any),
@@ -154,8 +165,30 @@ def _tool_method(tool: Tool) -> Callable[..., Any]:
         for p in signature.parameters.values()
         if p.name not in TOOL_INJECTED and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
     ]
+
+
+def _schema_params(tool: ToolLike) -> list[inspect.Parameter]:
+    """Parameters from a JSON Schema (an MCP tool): required ones first, the rest default None."""
+    properties = tool.parameters.get("properties") or {}
+    required = set(tool.parameters.get("required") or [])
+    ordered = sorted(properties, key=lambda name: name not in required)
+    return [
+        inspect.Parameter(
+            name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=inspect.Parameter.empty if name in required else None,
+            annotation=_PYTHON_TYPES.get(str((properties[name] or {}).get("type")), Any),
+        )
+        for name in ordered
+        if name.isidentifier() and not keyword.iskeyword(name)
+    ]
+
+
+def _tool_method(tool: ToolLike) -> Callable[..., Any]:
+    """A method with the tool's visible parameters, types and docs, that runs the tool."""
+    params = _function_params(tool) if isinstance(tool, Tool) else _schema_params(tool)
     name = tool.name
-    if tool._is_async:
+    if not isinstance(tool, Tool) or tool._is_async:  # an MCP tool's call is always async
 
         async def method(self: TRLEnvironment, *args: Any, **kwargs: Any) -> str:
             return await self._arun_tool(name, _bind(method, self, args, kwargs))

@@ -22,7 +22,7 @@ from harness.client import Client, check_sampling
 from harness.defaults import DEFAULT_CONCURRENCY
 from harness.errors import ConfigError, ConfigTypeError, EndpointError, ResultsError
 from harness.progress import ProgressDisplay, RunStats
-from harness.protocol import EnvironmentProtocol
+from harness.protocol import EnvironmentProtocol, HoldsResources
 from harness.results import EvalResults, node_paths
 from harness.runner import rollout as run_rollout
 from harness.sharding import Shard, shard_metadata
@@ -385,9 +385,13 @@ async def run_jobs(
             if client.refused is not None:
                 return  # the endpoint refuses this key or model: every request would fail alike
 
-    async with asyncio.TaskGroup() as group:
-        for _ in range(concurrency):
-            group.create_task(worker())
+    try:
+        async with asyncio.TaskGroup() as group:
+            for _ in range(concurrency):
+                group.create_task(worker())
+    finally:  # ended, failed or interrupted: stop what the environment started (MCP servers)
+        if isinstance(env, HoldsResources):
+            await env.release()
 
 
 # Over 60 lines only through its signature and docstring (the body is four named steps).

@@ -79,4 +79,19 @@ class EnvironmentProtocol(Protocol):
     def config(self) -> dict[str, Any]: ...
 
 
-__all__ = ["EnvironmentProtocol"]
+@runtime_checkable
+class HoldsResources(Protocol):
+    """Optional: an environment that holds processes or connections while it runs (MCP servers).
+
+    `harness.rollout` calls `release_rollout(rollout)` once a rollout is finished (scored or
+    failed), and the process that ran a run's rollouts calls `release()` when the run ends,
+    fails or is interrupted, on the same event loop. Both must not raise for a resource that
+    is already gone.
+    """
+
+    async def release_rollout(self, rollout: Rollout) -> None: ...
+
+    async def release(self) -> None: ...
+
+
+__all__ = ["EnvironmentProtocol", "HoldsResources"]

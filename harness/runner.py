@@ -14,7 +14,7 @@ from typing import Any
 
 from harness.client import Client, is_context_length_error
 from harness.errors import EndpointError
-from harness.protocol import EnvironmentProtocol
+from harness.protocol import EnvironmentProtocol, HoldsResources
 from harness.types import Rollout
 
 
@@ -70,8 +70,18 @@ async def rollout(
         except Exception as exc:
             r.stop_reason, r.error = "error", describe_error(exc)
         timing["scoring"] = time.perf_counter() - t0
+    if isinstance(env, HoldsResources):
+        await _release(env, r)
     r.timing = {**timing, "total": time.perf_counter() - started}
     return r
+
+
+async def _release(env: HoldsResources, r: Rollout) -> None:
+    """Let the environment stop what this rollout held; a failure is noted, never raised."""
+    try:
+        await env.release_rollout(r)
+    except Exception as exc:
+        r.state.setdefault("release_errors", []).append(describe_error(exc))
 
 
 async def _turns(

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from harness.errors import ConfigError, RubricError
+from harness.protocol import HoldsResources
 from harness.types import Rollout
 
 Job = tuple[Mapping[str, Any], int]  # (example, rollout_index)
@@ -229,9 +230,11 @@ class WorkerRuntime:
         return result
 
     async def close(self) -> dict[str, Any]:
-        """Close the HTTP pool; return what the driver reports about this worker."""
+        """Close the HTTP pool and what the environment holds; return this worker's report."""
         if self.client is not None:
             await self.client.aclose()
+        if isinstance(self.env, HoldsResources):
+            await self.env.release()
         return self.report()
 
     def report(self) -> dict[str, Any]:
