@@ -258,6 +258,8 @@ def _eval(args: argparse.Namespace) -> int:
 
     _check_counts(args)
     env_args = _json_arg(args.env_args, "-a/--env-args")
+    if args.mcp:  # recorded with the environment's arguments, so workers and resumes get them too
+        env_args["mcp_servers"] = [*env_args.get("mcp_servers", []), *args.mcp]
     sampling = _sampling(args)
     env = _load_env(args.env, env_args)
     if args.max_turns is not None:
@@ -583,6 +585,25 @@ def cmd_endpoint(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from envs.mcp_serve import HOST, PATH, aserve_mcp
+
+    env = _load_env(args.env, _json_arg(args.env_args, "-a/--env-args"))
+    if args.port is not None:
+        if not 0 < args.port < 65536:
+            raise CliError(f"--port must be a port number 1-65535, got {args.port}")
+        # stderr: over stdio, stdout belongs to the protocol.
+        print(
+            f"serving {env.name!r} tools over MCP at http://{HOST}:{args.port}{PATH} (Ctrl-C stops)",
+            file=sys.stderr,
+        )
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a standalone server stops
+        asyncio.run(aserve_mcp(env, port=args.port))
+    return 0
+
+
 # ---------------------------------------------------------------------------------------------
 # environment packages and the hub: rubric init / check (library: envs.hub)
 
@@ -788,6 +809,13 @@ def _add_eval_sampling(group: Any) -> None:
     group.add_argument("--split", default="eval", choices=["eval", "train"])
     group.add_argument("--seed", type=int, help="shuffle examples with this seed")
     group.add_argument("--max-turns", type=int, help="override the environment's max_turns")
+    group.add_argument(
+        "--mcp",
+        action="append",
+        metavar="CMD|URL",
+        help="add an MCP server's tools to the environment: a stdio command line ('npx -y @x/server') "
+        "or a streamable-HTTP URL; repeatable",
+    )
     group.add_argument("-t", "--max-tokens", type=int)
     group.add_argument("-T", "--temperature", type=float)
     group.add_argument("-S", "--sampling", help="JSON object of extra sampling arguments")
@@ -875,6 +903,14 @@ def _add_endpoint(sub: Any) -> None:
     ep.add_argument("--rate-429", type=float, default=0.0)
     ep.add_argument("--rate-500", type=float, default=0.0)
     ep.set_defaults(func=cmd_endpoint)
+
+    mc = sub.add_parser(
+        "mcp", help="serve an environment's Python tools as an MCP server (stdio, or HTTP with --port)"
+    )
+    mc.add_argument("env", metavar="ENV", help="installed name, path to a .py file, or module:function")
+    mc.add_argument("-a", "--env-args", help="JSON object passed to load_environment")
+    mc.add_argument("--port", type=int, help="serve streamable HTTP on 127.0.0.1:PORT/mcp instead of stdio")
+    mc.set_defaults(func=cmd_mcp)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -92,6 +92,9 @@ class Environment:
     load_kwargs: dict[str, Any] | None = None
     #: Where the registry found it (distribution and version, or a source hash); in metadata.json.
     provenance: dict[str, Any] | None = None
+    tools: list[ToolLike]
+    mcp_servers: list[MCPServer]
+    _tool_map: dict[str, ToolLike]
 
     def __init__(
         self,
@@ -126,12 +129,7 @@ class Environment:
             raise ConfigError(f"name must be a non-empty string, got {name!r}")
         self._name_given = name is not None
         self.name: str = name or type(self).__name__
-        self.tools: list[ToolLike] = build_tools(tools)
-        self._tool_map: dict[str, ToolLike] = {t.name: t for t in self.tools}
-        #: The MCP servers behind some of `tools`, started at their first call (envs.mcp).
-        self.mcp_servers: list[MCPServer] = list(
-            dict.fromkeys(t.server for t in self.tools if isinstance(t, MCPTool))
-        )
+        self._set_tools(build_tools(tools))
         if parser is not None and not (callable(parser) or callable(getattr(parser, "parse_answer", None))):
             raise ConfigTypeError(
                 f"parser must be callable (text -> str | None) or have parse_answer(text); got {type(parser).__name__}"
@@ -364,6 +362,16 @@ class Environment:
         if await maybe_await(self.is_done(rollout)):
             return "completed"
         return None
+
+    def add_tools(self, tools: Sequence[ToolSource]) -> None:
+        """Add tools after construction (`rubric eval --mcp`); names must stay unique."""
+        self._set_tools(build_tools([*self.tools, *tools]))
+
+    def _set_tools(self, tools: list[ToolLike]) -> None:
+        self.tools = tools
+        self._tool_map = {t.name: t for t in tools}
+        #: The MCP servers behind some of `tools`, started at their first call (envs.mcp).
+        self.mcp_servers = list(dict.fromkeys(t.server for t in tools if isinstance(t, MCPTool)))
 
     async def release_rollout(self, rollout: Rollout) -> None:
         """Stop what this rollout alone held: its own MCP servers (`per_rollout=True`)."""

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
 import rubrics
-from envs.mcp import MCPServer
+from envs.mcp import MCPServer, MCPTool
 from envs.tools import Tool, ToolLike
 from harness.errors import ConfigError, ConfigTypeError
 
@@ -27,7 +27,7 @@ RubricSource: TypeAlias = (
 )
 """What `Environment(rubric=...)` takes: a Rubric, a reward function, or a list/dict of them."""
 
-ToolSource: TypeAlias = "Callable[..., Any] | Tool | MCPServer"
+ToolSource: TypeAlias = "Callable[..., Any] | Tool | MCPTool | MCPServer"
 """One entry of `Environment(tools=[...])`: a plain function, an `envs.Tool`, or the tools of an
 MCP server (`envs.mcp_server(...)`)."""
 
@@ -66,7 +66,7 @@ def as_rubric(value: RubricSource) -> rubrics.Rubric:
     )
 
 
-def build_tools(tools: Sequence[ToolSource] | None) -> list[ToolLike]:
+def build_tools(tools: Sequence[ToolSource | ToolLike] | None) -> list[ToolLike]:
     """`Tool`s as given, functions through `Tool.from_function`, an MCP server's tools from its
     listing; names must be unique."""
     if tools is None:
@@ -77,7 +77,7 @@ def build_tools(tools: Sequence[ToolSource] | None) -> list[ToolLike]:
         )
     built: list[ToolLike] = []
     for index, item in enumerate(tools):
-        if isinstance(item, Tool):
+        if isinstance(item, (Tool, MCPTool)):
             built.append(item)
         elif isinstance(item, MCPServer):
             built.extend(item.tools())

@@ -471,4 +471,13 @@ def mcp_server(
     )
 
 
-__all__ = ["INSTALL_HINT", "MCPServer", "MCPStartError", "MCPTool", "mcp_server"]
+def server_from_text(text: str) -> MCPServer:
+    """`mcp_server` from one string: an http(s) URL, else a stdio command line (`rubric eval --mcp`)."""
+    if not isinstance(text, str) or not text.strip():
+        raise ConfigError(f"an MCP server is a command line or an http(s) URL, got {text!r}")
+    if text.startswith(("http://", "https://")):
+        return mcp_server(url=text)
+    return mcp_server(text)
+
+
+__all__ = ["INSTALL_HINT", "MCPServer", "MCPStartError", "MCPTool", "mcp_server", "server_from_text"]

@@ -47,7 +47,7 @@ class ToolEnv(Environment):
     def __init__(self, dataset: Any, rubric: Any, **kwargs: Any) -> None:
         if not kwargs.get("tools"):
             raise ConfigError(
-                "ToolEnv needs tools=[...] (functions or envs.Tool); without tools use SingleTurnEnv"
+                "ToolEnv needs tools=[...] (functions, envs.Tool or envs.mcp_server(...)); without tools use SingleTurnEnv"
             )
         super().__init__(dataset, rubric, **kwargs)
 

@@ -14,7 +14,7 @@ import importlib.util
 import inspect
 import shlex
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
@@ -23,6 +23,7 @@ from typing import Any, NoReturn
 
 from envs import provenance
 from envs.environment import Environment
+from envs.mcp import server_from_text
 from harness.errors import ConfigTypeError, EnvironmentNotFoundError, RubricError, UserCodeError, raised_at
 
 ENTRY_POINT_GROUP = "rubric.environments"
@@ -174,8 +175,12 @@ def _provenance_of_name(name: str) -> dict[str, Any]:
     return provenance.of_module(_normalise(name))
 
 
-def load_environment(spec: str, **kwargs: Any) -> Environment:
+def load_environment(spec: str, *, mcp_servers: Sequence[str] | None = None, **kwargs: Any) -> Environment:
     """Build the environment `spec` names, passing `kwargs` to its `load_environment`.
+
+    `mcp_servers` adds the tools of MCP servers to it (each a stdio command line or a
+    streamable-HTTP URL, as `rubric eval --mcp` takes them; see `envs.mcp_server`); they are
+    recorded with `kwargs` in `load_kwargs`, so worker processes and resumed runs add them too.
 
     `spec` is an installed name (entry-point group `rubric.environments`), a path to a `.py`
     file defining `load_environment`, a package folder whose pyproject.toml declares the
@@ -216,9 +221,11 @@ def load_environment(spec: str, **kwargs: Any) -> Environment:
             f"load_environment of {spec!r} returned an object of type {type(env).__name__}, "
             "not an Environment; return an envs.Environment (or a subclass such as envs.ToolEnv)"
         )
+    if mcp_servers:
+        env.add_tools([server_from_text(text) for text in mcp_servers])
     # Provenance for metadata and workers.
     env.load_spec = recorded_spec
-    env.load_kwargs = dict(kwargs)
+    env.load_kwargs = {**kwargs, "mcp_servers": list(mcp_servers)} if mcp_servers else dict(kwargs)
     env.provenance = origin  # recorded in metadata.json by evaluate
     if registered_name is not None and not env._name_given:
         env.name = registered_name

@@ -284,3 +284,49 @@ async def test_trl_environment_methods_take_the_servers_parameters() -> None:
     assert await episode.add(a=2, b=3) == "5"
     assert episode.rollout.completion[-1].content == "5"
     await env.release()
+
+
+PLAIN_ENV = """
+from envs import Environment
+from tests_env_policies import add_policy
+
+
+def load_environment(n: int = 6) -> Environment:
+    rows = [{"question": f"What is {i}+{i + 1}?", "answer": str(2 * i + 1)} for i in range(n)]
+    env = Environment(rows, lambda response, answer: float(response == answer), max_turns=3, name="plain-add")
+    env.scripted_policies = {"add": add_policy}
+    return env
+"""
+
+
+def test_rubric_eval_adds_a_server_from_the_command_line_in_every_worker(tmp_path: Path) -> None:
+    _env_file(tmp_path)  # its add_policy, importable by the worker processes too
+    (tmp_path / "tests_env_policies.py").write_text((tmp_path / "mcp_env.py").read_text())
+    (tmp_path / "plain_env.py").write_text(PLAIN_ENV)
+    server = f"{sys.executable} {SERVER}"
+    proc = run(
+        *(
+            "eval",
+            "plain_env.py",
+            "-m",
+            "scripted:add",
+            "--mcp",
+            server,
+            "--workers",
+            "2",
+            "-c",
+            "4",
+            "-o",
+            "out",
+        ),
+        "--no-progress",
+        cwd=tmp_path,
+        timeout=150,
+        env={"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])},
+    )
+    assert proc.returncode == 0, proc.stderr
+    rows = [json.loads(line) for line in (tmp_path / "out" / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 6 and all(r["reward"] == 1.0 for r in rows)
+    metadata = json.loads((tmp_path / "out" / "metadata.json").read_text())
+    assert metadata["env"]["load_kwargs"] == {"mcp_servers": [server]}
+    assert "add" in metadata["env"]["tools"] and metadata["arguments"]["workers"] == 2
