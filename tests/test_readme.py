@@ -147,3 +147,16 @@ def test_per_turn_example_prints_what_readme_says() -> None:
         "0.90625 {'closer': [0.625, 1.0], '': [0.3125, 1.0]}",
         "[0.453125, 0.90625]",
     ]
+
+
+def test_mcp_example_runs_a_server_written_with_the_sdk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "calculator_server.py").write_text(code_block("python", 'MCPServer("calculator")'))
+    monkeypatch.chdir(tmp_path)
+    out = io.StringIO()
+    namespace: dict[str, object] = {}
+    with contextlib.redirect_stdout(out):
+        exec(compile(code_block("python", "mcp_server([sys.executable"), "<README>", "exec"), namespace)
+    assert out.getvalue().splitlines()[-1] == "['add'] 1.0"
+    assert "print([t.name for t in env.tools], results[0].reward)  # ['add'] 1.0" in README
