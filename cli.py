@@ -709,7 +709,12 @@ def _add_hub_commands(sub: Any) -> None:
     init = sub.add_parser("init", help="write a new environment package, ready to eval, check and push")
     init.add_argument("name", metavar="NAME", help="environment/package name, e.g. my-env")
     init.add_argument("--dir", default=".", help="folder to create NAME/ in (default: here)")
-    init.add_argument("--kind", default="single", choices=["single", "tool", "multi"])
+    init.add_argument(
+        "--kind",
+        default="single",
+        choices=["single", "tool", "multi", "mcp"],
+        help="single-turn, tool calls, multi-turn, or tool calls to an MCP server shipped in the package",
+    )
     init.set_defaults(func=cmd_init)
     check = sub.add_parser("check", help="run the checks a hub entry must pass (non-zero exit on failure)")
     check.add_argument("dir", metavar="DIR", nargs="?", default=".")

@@ -22,6 +22,7 @@ needs around them:
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import json
 import os
@@ -33,7 +34,6 @@ from typing import IO, Any
 import pydantic
 
 from envs.tools import DEFAULT_TIMEOUT, BadArguments, ToolResult, check_tool_name, parse_arguments
-from harness.aio import run_sync
 from harness.child import wrap
 from harness.errors import ConfigError, ConfigTypeError
 from harness.types import Rollout
@@ -221,9 +221,14 @@ class MCPServer:
     # -- the listing ---------------------------------------------------------------------------
 
     def tools(self) -> list[MCPTool]:
-        """The server's tools, listed once (starting the server for the listing, then stopping it)."""
+        """The server's tools, listed once (starting the server for the listing, then stopping it).
+
+        On a thread and event loop of its own: an environment may be built anywhere, inside
+        a running loop too (a notebook cell, `rubric check`, a worker).
+        """
         if self._listing is None:
-            self._listing = run_sync(self._list())
+            with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mcp-listing") as pool:
+                self._listing = pool.submit(asyncio.run, self._list()).result()
         return self._listing
 
     async def _list(self) -> list[MCPTool]:

@@ -13,8 +13,8 @@ from packaging.version import Version
 from envs.hub import templates
 from envs.hub.project import HubError, PackageName
 
-KindOption = Literal["single", "tool", "multi"]
-KINDS: dict[str, str] = {"single": "single-turn", "tool": "tool", "multi": "multi-turn"}
+KindOption = Literal["single", "tool", "multi", "mcp"]
+KINDS: dict[str, str] = {"single": "single-turn", "tool": "tool", "multi": "multi-turn", "mcp": "tool"}
 NUM_ROWS = 20
 
 
@@ -54,7 +54,8 @@ def init_package(name: str, directory: str | Path = ".", kind: KindOption = "sin
     Args:
         name: The environment's name; PEP 503 normalized, so `My_Env` becomes `my-env` (module `my_env`).
         directory: The folder to create the package in.
-        kind: "single" (one answer), "tool" (tool calls) or "multi" (the environment talks back).
+        kind: "single" (one answer), "tool" (tool calls), "multi" (the environment talks back) or
+            "mcp" (tool calls to an MCP server shipped in the package; depends on rubric-rl[mcp]).
 
     Raises:
         HubError: an invalid name or kind, or a target folder that exists and is not empty.
@@ -72,9 +73,11 @@ def init_package(name: str, directory: str | Path = ".", kind: KindOption = "sin
         "kind": card_kind,
         "description": f"A {card_kind} environment of {'number guessing' if kind == 'multi' else 'two-number additions'}.",
         "tags": ", ".join(["example", card_kind, "games" if kind == "multi" else "math"]),
-        "requirement": rubric_requirement(),
+        "requirement": rubric_requirement().replace("rubric-rl", "rubric-rl[mcp]", 1)
+        if kind == "mcp"
+        else rubric_requirement(),
     }
-    module_text = templates.MODULES[card_kind]
+    module_text = templates.MCP_TOOL if kind == "mcp" else templates.MODULES[card_kind]
     files = {
         "pyproject.toml": templates.PYPROJECT,
         "README.md": templates.README,
@@ -82,6 +85,8 @@ def init_package(name: str, directory: str | Path = ".", kind: KindOption = "sin
         f"{names.module}/environment.py": module_text,
         f"tests/test_{names.module}.py": templates.TEST,
     }
+    if kind == "mcp":
+        files[f"{names.module}/server.py"] = templates.MCP_SERVER
     for relative, text in files.items():
         path = root / relative
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,7 @@
 """The files `rubric init` writes, as `string.Template` texts ($name, $module, ... placeholders).
 
-Three environment modules, one per `--kind`; each builds with its defaults, ships a `demo`
+Three environment modules, one per `--kind` (and `--kind mcp`: the tool module with its tool
+behind an MCP server in the package); each builds with its defaults, ships a `demo`
 scripted policy (so `rubric eval ./NAME -m scripted:demo` runs offline) and reward fixtures
 that `rubric check` scores.
 """
@@ -317,6 +318,54 @@ def load_environment(num_examples: int | None = None) -> GuessEnv:
     }
     return env
 '''
+
+# `--kind mcp`: the TOOL environment with its `add` tool served by an MCP server in the package
+# (written with the official SDK), which the environment starts through envs.mcp_server.
+MCP_SERVER = '''\
+"""$name: the MCP server behind the environment's tools (run as `python -m $module.server`)."""
+
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("$name")
+
+
+@server.tool()
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+if __name__ == "__main__":
+    server.run()  # stdio
+'''
+
+MCP_TOOL = (
+    TOOL.replace(
+        '''"""$name: a tool-use environment: the model calls `add`, then answers."""''',
+        '''"""$name: a tool-use environment whose `add` tool lives in an MCP server ($module/server.py)."""''',
+    )
+    .replace("import re\nfrom pathlib", "import re\nimport sys\nfrom pathlib")
+    .replace("from envs import ToolEnv", "from envs import ToolEnv, mcp_server")
+    .replace(
+        '''def add(a: int, b: int) -> int:
+    """Add two integers.
+
+    Args:
+        a: The first addend.
+        b: The second addend.
+    """
+    return a + b
+
+
+''',
+        """# The server runs as its own process, started at the first call and stopped after the run.
+SERVER = [sys.executable, str(Path(__file__).with_name("server.py"))]
+
+
+""",
+    )
+    .replace("tools=[add],", "tools=[mcp_server(SERVER)],")
+)
 
 MODULES = {"single-turn": SINGLE, "tool": TOOL, "multi-turn": MULTI}
 

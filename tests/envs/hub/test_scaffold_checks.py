@@ -12,7 +12,7 @@ from envs import load_environment
 from envs.hub import HubError, PackageName, Project, check_package, init_package, parse_card
 
 
-@pytest.mark.parametrize("kind", ["single", "tool", "multi"])
+@pytest.mark.parametrize("kind", ["single", "tool", "multi", "mcp"])
 def test_each_kind_builds_runs_its_demo_and_passes_every_check(tmp_path: Path, kind: str) -> None:
     root = init_package(f"scaffold-{kind}", tmp_path, kind)  # type: ignore[arg-type]
     report = check_package(root)
@@ -29,7 +29,11 @@ def test_each_kind_builds_runs_its_demo_and_passes_every_check(tmp_path: Path, k
         "reward fixtures",
     ]
     card = parse_card((root / "README.md").read_text())
-    assert card.kind == {"single": "single-turn", "tool": "tool", "multi": "multi-turn"}[kind]
+    assert card.kind == {"single": "single-turn", "tool": "tool", "multi": "multi-turn", "mcp": "tool"}[kind]
+    if kind == "mcp":  # the tool is the package's own MCP server's, listed from it
+        env = load_environment(str(root))
+        assert [t.name for t in env.tools] == ["add"] and env.mcp_servers
+        assert "rubric-rl[mcp]>=" in (root / "pyproject.toml").read_text()
 
 
 def test_the_scaffolded_packages_own_test_passes(tmp_path: Path) -> None:
