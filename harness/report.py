@@ -34,6 +34,7 @@ from harness.html import (
     tree_from_metadata,
 )
 from harness.results import EvalResults
+from harness.storage import write_atomic
 from harness.types import Rollout
 
 
@@ -189,7 +190,7 @@ def write_report(results: EvalResults, out: str | Path, *, other: EvalResults | 
     path = Path(out)
     text = report_html(results) if other is None else comparison_html(results, other)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    write_atomic(path, text)  # renamed into place: a link planted at `path` is replaced, not followed
     return path
 
 

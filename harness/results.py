@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 from harness.errors import ResultsNotFoundError
 from harness.hf_import import hf_import
-from harness.storage import METADATA_FILE, RESULTS_FILE, iter_rollouts, read_metadata
+from harness.storage import METADATA_FILE, RESULTS_FILE, iter_rollouts, read_metadata, write_atomic
 from harness.summary import Summary, summarize
 from harness.text import safe_text
 from harness.types import Rollout
@@ -136,9 +136,7 @@ class EvalResults:
         """Write one rollout per line (the `results.jsonl` format); returns the path."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "wb") as handle:
-            for rollout in self.rollouts:
-                handle.write(rollout.model_dump_json().encode() + b"\n")
+        write_atomic(path, b"".join(r.model_dump_json().encode() + b"\n" for r in self.rollouts))
         return path
 
     def to_records(self) -> list[dict[str, Any]]:

@@ -4,6 +4,12 @@ Written so that a run killed at any instant (SIGKILL, power loss) can be resumed
 every rollout is one line written in a single call and flushed; a torn last line can only
 come from the kill and is cut off before appending; metadata is replaced atomically.
 
+A run folder may come from someone else (a shared results folder), so its own files are
+never opened through a symbolic link, nor when they are not plain files with one name: a link
+planted as `results.jsonl` or `.lock` would otherwise make a resume truncate or append to a
+file outside the folder. Whole files (metadata, reports, exports) are written to a temporary
+file and renamed into place, which replaces a planted link instead of writing through it.
+
 One writer at a time: a writer holds an OS lock (`flock`) on `DIR/.lock`, which the kernel
 releases when the process ends however it ends, so a lock is never stale. Readers are
 forgiving: a line that is not a valid rollout is skipped and a repeated
@@ -16,9 +22,11 @@ usually 0644): they hold prompts and replies, never an API key.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
+import stat
 import tempfile
 import warnings
 from collections.abc import Iterator
@@ -44,29 +52,66 @@ def _file_mode() -> int:
     return 0o666 & ~mask
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write `data` as JSON to `path` so readers see the old file or the new one, never half."""
+def open_owned(path: Path, flags: int) -> int:
+    """A descriptor for a file the run folder owns: never through a symbolic link, and only a
+    plain file with one name (not a hard link to a file elsewhere, a FIFO or a device).
+
+    Raises:
+        ResultsError: `path` is a link or not a plain file (the fix: remove it).
+        FileNotFoundError: it does not exist (and `flags` has no O_CREAT).
+    """
+    try:  # O_NONBLOCK: opening a planted FIFO must not hang; plain files ignore it
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o666)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ResultsError(
+                f"{path} is a symbolic link; rubric never reads or writes a run folder's own files through "
+                f"a link (it could reach a file outside the folder): remove the link"
+            ) from None
+        raise
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
+        os.close(fd)
+        what = "has other names (a hard link)" if stat.S_ISREG(info.st_mode) else "is not a plain file"
+        raise ResultsError(f"{path} {what}; a run folder's own files must be plain files: remove it")
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    return fd
+
+
+def write_atomic(path: Path, text: str | bytes) -> None:
+    """Write `path` so readers see the old file or the new one, never half; a link at `path`
+    is replaced, never written through."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        os.fchmod(fd, _file_mode())  # mkstemp makes 0600; metadata follows results.jsonl's rule
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2, default=str, allow_nan=False)
-            handle.write("\n")
+        os.fchmod(fd, _file_mode())  # mkstemp makes 0600; every file follows results.jsonl's rule
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(text.encode("utf-8") if isinstance(text, str) else text)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
 
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write `data` as JSON to `path` atomically (see `write_atomic`)."""
+    write_atomic(path, json.dumps(data, indent=2, default=str, allow_nan=False) + "\n")
+
+
+def read_owned(path: Path) -> bytes:
+    """The bytes of a file the run folder owns (see `open_owned`)."""
+    with os.fdopen(open_owned(path, os.O_RDONLY), "rb") as handle:
+        return handle.read()
+
+
 def read_metadata(directory: Path) -> dict[str, Any] | None:
     """The run's metadata, or None when the directory has none."""
     path = directory / METADATA_FILE
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return None
     try:
-        metadata: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        metadata: dict[str, Any] = json.loads(read_owned(path).decode("utf-8"))
         return metadata
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ResultsError(f"{path} is not valid JSON ({exc}); fix or delete it") from exc
 
 
@@ -85,10 +130,10 @@ def iter_rollouts(path: Path, *, repair: bool = False) -> Iterator[Rollout]:
     is a repeat of a pair already read (two writers); both are reported, with their line
     numbers, as one `ResultsWarning` once the file has been read.
     """
-    data = path.read_bytes()
+    data = read_owned(path)
     lines, end = _complete_lines(data)
     if repair and end < len(data):
-        with open(path, "r+b") as handle:
+        with os.fdopen(open_owned(path, os.O_RDWR), "r+b") as handle:
             handle.truncate(end)
     corrupt: list[int] = []
     repeated: list[int] = []
@@ -150,7 +195,7 @@ class RunLock:
 
     def acquire(self) -> None:
         """Take the lock, or raise ResultsError naming the process that holds it."""
-        handle = open(self.path, "a+", encoding="utf-8")
+        handle = os.fdopen(open_owned(self.path, os.O_RDWR | os.O_CREAT), "a+", encoding="utf-8")
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -179,7 +224,9 @@ class ResultsWriter:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._handle: IO[bytes] | None = open(path, "ab")
+        self._handle: IO[bytes] | None = os.fdopen(
+            open_owned(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab"
+        )
 
     def write(self, rollout: Rollout) -> None:
         if self._handle is None:
@@ -210,7 +257,7 @@ def prepare_directory(directory: Path, *, resume: bool, lock: RunLock | None = N
     if lock is not None:
         lock.acquire()
     results = directory / RESULTS_FILE
-    if not results.exists():
+    if not results.exists() and not results.is_symlink():
         return []
     return list(iter_rollouts(results, repair=True))
 
@@ -239,7 +286,10 @@ __all__ = [
     "RunLock",
     "clear_run",
     "iter_rollouts",
+    "open_owned",
     "prepare_directory",
     "read_metadata",
+    "read_owned",
+    "write_atomic",
     "write_json_atomic",
 ]
