@@ -17,6 +17,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from harness.storage import run_title, section
 from harness.types import Message, Rollout
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -62,11 +63,22 @@ def esc(value: object) -> str:
     return html.escape(value if isinstance(value, str) else str(value), quote=True)
 
 
-def fmt(value: float | None, digits: int = 4) -> str:
-    """A score for people: `digits` significant digits, no float noise; None/NaN as "NaN"."""
+def fmt(value: object, digits: int = 4) -> str:
+    """A score for people: `digits` significant digits, no float noise; None/NaN as "NaN".
+    Anything that is not a number (a hand-edited results file) comes back as its text, which
+    the caller escapes like every other value."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "NaN"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
     return f"{value:.{digits}g}"
+
+
+def _number(value: object) -> float | None:
+    """`value` if it is a real number (not a bool), else None: for numbers read from files."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
 
 
 def json_script(element_id: str, data: Any) -> str:
@@ -114,7 +126,8 @@ def histogram_svg(values: Iterable[float], *, bins: int = 10, width: int = 300, 
 
 
 def _row(label: str, value: str, cls: str = "") -> str:
-    return f'<tr><th>{label}</th><td class="num {cls}">{value}</td></tr>'
+    """One summary row; `value` is HTML the caller built from escaped parts."""
+    return f'<tr><th>{esc(label)}</th><td class="num {esc(cls)}">{value}</td></tr>'
 
 
 def _node_rows(summary: Summary, nodes: Sequence[TreeNode] | None) -> list[str]:
@@ -126,7 +139,7 @@ def _node_rows(summary: Summary, nodes: Sequence[TreeNode] | None) -> list[str]:
     for path in paths:
         depth = path.count(".") + 1
         err = stderrs.get(path)
-        value = fmt(summary.node_means[path]) + (f" ± {fmt(err, 2)}" if err is not None else "")
+        value = esc(fmt(summary.node_means[path]) + (f" ± {fmt(err, 2)}" if err is not None else ""))
         name = esc(path.rsplit(".", 1)[-1])
         rows.append(
             f'<tr><td style="padding-left:{depth * 14}px" title="{esc(path)}">{name}</td>'
@@ -139,11 +152,15 @@ def summary_html(summary: Summary, nodes: Sequence[TreeNode] | None = None, stat
     """The summary as a table: reward ± stderr, node means in tree order, pass@k, stop
     reasons, errors, unscored reasons, policy and judge tokens, wall time."""
     s = summary
-    reward = fmt(s.mean_reward) + (f" ± {fmt(s.reward_stderr, 2)}" if s.reward_stderr is not None else "")
+    reward = esc(
+        fmt(s.mean_reward) + (f" ± {fmt(s.reward_stderr, 2)}" if s.reward_stderr is not None else "")
+    )
     total = getattr(s, "num_rollouts", None)
     total = getattr(s, "rollouts", 0) if total is None else total
     planned = getattr(s, "planned", None)
-    count = f"{total:,}" + (f" of {planned:,} planned" if planned and planned != total else "")
+    count = f"{total:,}" + (
+        f" of {planned:,} planned" if isinstance(planned, int) and planned != total else ""
+    )
     rows = [
         _row("rollouts", f"{count} ({s.num_examples:,} examples)"),
         _row("mean reward", f"{reward} <span class='muted'>over {s.scored:,} scored</span>"),
@@ -152,7 +169,7 @@ def summary_html(summary: Summary, nodes: Sequence[TreeNode] | None = None, stat
     if nodes_rows:
         rows.append('<tr><th colspan="2">rubric nodes (mean ± stderr)</th></tr>')
         rows += nodes_rows
-    rows += [_row(f"pass@{k}", fmt(v)) for k, v in s.pass_at_k.items()]
+    rows += [_row(f"pass@{k}", esc(fmt(v))) for k, v in s.pass_at_k.items()]
     stops = ", ".join(f"{esc(name)} {n:,}" for name, n in s.stop_reasons.items()) or "-"
     rows.append(_row("stop reasons", stops))
     rows.append(_row("errors", f"{s.errors:,}", "bad" if s.errors else ""))
@@ -166,9 +183,10 @@ def summary_html(summary: Summary, nodes: Sequence[TreeNode] | None = None, stat
     judge_p, judge_c = getattr(s, "judge_prompt_tokens", 0), getattr(s, "judge_completion_tokens", 0)
     if judge_p or judge_c:
         rows.append(_row("judge tokens", f"prompt {judge_p:,} · completion {judge_c:,}"))
-    if s.wall_seconds is not None:
-        rate = f" · {s.rollouts_per_second:.1f} rollouts/s" if s.rollouts_per_second else ""
-        rows.append(_row("wall time", f"{s.wall_seconds:.1f}s{rate}"))
+    wall, per_second = _number(s.wall_seconds), _number(s.rollouts_per_second)
+    if wall is not None:
+        rate = f" · {per_second:.1f} rollouts/s" if per_second else ""
+        rows.append(_row("wall time", f"{wall:.1f}s{rate}"))
     if status and status != "completed":
         rows.append(_row("status", esc(status), "warn"))
     return f'<table class="summary">{"".join(rows)}</table>'
@@ -212,18 +230,26 @@ def _score_cell(value: float, reason: str) -> str:
     return f'<td class="num">{esc(fmt(value))}</td>'
 
 
-def run_title(metadata: Mapping[str, Any]) -> str:
-    """ "env · model" from a run's metadata ("evaluation" when it names neither)."""
-    env, model = metadata.get("env") or {}, metadata.get("model") or {}
-    if env.get("name") or model.get("model"):
-        return f"{env.get('name', '?')} · {model.get('model', '?')}"
-    return "evaluation"
-
-
 def tree_from_metadata(metadata: Mapping[str, Any]) -> list[TreeNode] | None:
-    """The rubric tree a run recorded (env config "rubric"), or None for older runs."""
-    nodes = (metadata.get("env") or {}).get("rubric")
-    return list(nodes) if isinstance(nodes, list) else None
+    """The rubric tree a run recorded (env config "rubric"), or None for older runs. A file
+    is data: only nodes with a text path are kept, head and note are text, a threshold a number."""
+    nodes = section(metadata, "env").get("rubric")
+    if not isinstance(nodes, list):
+        return None
+    kept: list[TreeNode] = []
+    for node in nodes:
+        if not isinstance(node, Mapping) or not isinstance(node.get("path"), str):
+            continue
+        clean: TreeNode = {
+            "path": node["path"],
+            "head": str(node.get("head") or ""),
+            "note": str(node.get("note") or ""),
+        }
+        threshold = _number(node.get("threshold"))
+        if threshold is not None:
+            clean["threshold"] = threshold
+        kept.append(clean)
+    return kept
 
 
 # ------------------------------------------------------------------------------- rubric tree
@@ -248,8 +274,8 @@ def _gate_note(node: TreeNode, scores: Mapping[str, float]) -> str:
     if child is None or math.isnan(child):
         return ""
     if child >= threshold:
-        return f'<span class="good">gate open ({fmt(child)} ≥ {fmt(threshold)})</span>'
-    return f'<span class="bad">gate closed ({fmt(child)} &lt; {fmt(threshold)})</span>'
+        return f'<span class="good">gate open ({esc(fmt(child))} ≥ {esc(fmt(threshold))})</span>'
+    return f'<span class="bad">gate closed ({esc(fmt(child))} &lt; {esc(fmt(threshold))})</span>'
 
 
 def _detail_html(detail: Mapping[str, Any]) -> str:
@@ -259,14 +285,15 @@ def _detail_html(detail: Mapping[str, Any]) -> str:
         text = prompt if isinstance(prompt, str) else json.dumps(prompt, ensure_ascii=False, indent=1)
         parts.append(f"<details><summary>judge prompt</summary><pre>{esc(text)}</pre></details>")
     replies = detail.get("replies") or ([detail["reply"]] if detail.get("reply") else [])
-    for i, reply in enumerate(replies):
+    for i, reply in enumerate(replies if isinstance(replies, list) else [replies]):
         label = "judge reply" if len(replies) == 1 else f"judge reply {i + 1}"
         parts.append(f"<details><summary>{label}</summary><pre>{esc(reply)}</pre></details>")
-    usage = detail.get("usage") or {}
+    usage = detail.get("usage")
+    usage = usage if isinstance(usage, Mapping) else {}
     if usage.get("prompt_tokens") or usage.get("completion_tokens"):
+        tokens = f"{usage.get('prompt_tokens', 0)}+{usage.get('completion_tokens', 0)}"
         parts.append(
-            f'<span class="muted">judge tokens {usage.get("prompt_tokens", 0)}+{usage.get("completion_tokens", 0)}'
-            f"{' (cached)' if detail.get('cached') else ''}</span>"
+            f'<span class="muted">judge tokens {esc(tokens)}{" (cached)" if detail.get("cached") else ""}</span>'
         )
     extra = {
         k: v

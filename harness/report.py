@@ -29,12 +29,11 @@ from harness.html import (
     histogram_svg,
     json_script,
     rollout_body_html,
-    run_title,
     summary_html,
     tree_from_metadata,
 )
 from harness.results import EvalResults
-from harness.storage import write_atomic
+from harness.storage import run_title, section, write_atomic
 from harness.types import Rollout
 
 
@@ -49,12 +48,17 @@ def _num(value: float | None) -> float | None:
 
 def _header_html(results: EvalResults, label: str = "") -> str:
     meta = results.metadata
-    env, model = meta.get("env") or {}, meta.get("model") or {}
-    version = (meta.get("environment_package") or {}).get("version") or env.get("version")
+    env, model = section(meta, "env"), section(meta, "model")
+    version = section(meta, "environment_package").get("version") or env.get("version")
+    sampling = model.get("sampling")
     facts = [
         ("environment", f"{env.get('name', '?')}" + (f" {version}" if version else "")),
         ("model", model.get("model", "?")),
-        ("sampling", ", ".join(f"{k}={v}" for k, v in (model.get("sampling") or {}).items()) or "-"),
+        (
+            "sampling",
+            ", ".join(f"{k}={v}" for k, v in (sampling if isinstance(sampling, Mapping) else {}).items())
+            or "-",
+        ),
         ("date", meta.get("started_at") or "-"),
         ("status", meta.get("status") or "-"),
     ]

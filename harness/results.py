@@ -15,7 +15,15 @@ from typing import TYPE_CHECKING, Any, overload
 
 from harness.errors import ResultsNotFoundError
 from harness.hf_import import hf_import
-from harness.storage import METADATA_FILE, RESULTS_FILE, iter_rollouts, read_metadata, write_atomic
+from harness.storage import (
+    METADATA_FILE,
+    RESULTS_FILE,
+    iter_rollouts,
+    read_metadata,
+    run_title,
+    section,
+    write_atomic,
+)
 from harness.summary import Summary, summarize
 from harness.text import safe_text
 from harness.types import Rollout
@@ -35,10 +43,15 @@ def _fmt(value: float | None, digits: int = 4) -> str:
 
 def node_paths(metadata: Mapping[str, Any]) -> list[str] | None:
     """The rubric's node paths in tree order, as the run recorded them (None if it did not)."""
-    nodes = (metadata.get("env") or {}).get("rubric")
+    nodes = section(metadata, "env").get("rubric")
     if not isinstance(nodes, list):
         return None
-    return [n["path"] for n in nodes if isinstance(n, dict) and n.get("path")]
+    return [n["path"] for n in nodes if isinstance(n, dict) and isinstance(n.get("path"), str) and n["path"]]
+
+
+def _count(value: object) -> int | None:
+    """`value` if it is a whole number >= 1 (not a bool), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
 
 
 def _in_run_order(rollouts: Iterable[Rollout], metadata: Mapping[str, Any] | None) -> list[Rollout]:
@@ -97,17 +110,21 @@ class EvalResults:
     def summary(self) -> Summary:
         """Computed from the rollouts on first use (wall time taken from the metadata)."""
         if self._summary is None:
-            recorded = self.metadata.get("summary") or {}
-            arguments = self.metadata.get("arguments") or {}
+            # Numbers read from metadata.json are used only when they are numbers: the file is data.
+            recorded = section(self.metadata, "summary")
+            arguments = section(self.metadata, "arguments")
             summary = summarize(
                 self.rollouts,
-                max_k=arguments.get("rollouts_per_example"),
+                max_k=_count(arguments.get("rollouts_per_example")),
                 node_order=node_paths(self.metadata),
-                planned=recorded.get("planned"),
+                planned=_count(recorded.get("planned")),
             )
             wall = recorded.get("wall_seconds")
-            if wall:  # the run's own timing; a loaded or re-scored copy has none of its own
-                rate = recorded.get("rollouts_per_second") or summary.num_rollouts / wall
+            if isinstance(wall, (int, float)) and not isinstance(wall, bool) and wall > 0:
+                # the run's own timing; a loaded or re-scored copy has none of its own
+                rate = recorded.get("rollouts_per_second")
+                if isinstance(rate, bool) or not isinstance(rate, (int, float)) or rate <= 0:
+                    rate = summary.num_rollouts / wall
                 summary = summary.model_copy(update={"wall_seconds": wall, "rollouts_per_second": rate})
             self._summary = summary
         return self._summary
@@ -244,11 +261,7 @@ class EvalResults:
     @property
     def title(self) -> str:
         """ "env · model" from the metadata ("evaluation" when it names neither)."""
-        env = self.metadata.get("env") or {}
-        model = self.metadata.get("model") or {}
-        if env.get("name") or model.get("model"):
-            return f"{env.get('name', '?')} · {model.get('model', '?')}"
-        return "evaluation"
+        return run_title(self.metadata)
 
     def table(self) -> Table:
         """The summary as a rich table."""

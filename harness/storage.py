@@ -29,7 +29,7 @@ import os
 import stat
 import tempfile
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -39,6 +39,21 @@ from harness.types import Rollout
 RESULTS_FILE = "results.jsonl"
 METADATA_FILE = "metadata.json"
 LOCK_FILE = ".lock"
+
+
+def section(metadata: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """`metadata[key]` when it is an object, else {}: metadata.json is data, and an edited
+    file must not make a reader crash or show a section it does not have."""
+    value = metadata.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
+def run_title(metadata: Mapping[str, Any]) -> str:
+    """ "env · model" from a run's metadata ("evaluation" when it names neither)."""
+    env, model = section(metadata, "env"), section(metadata, "model")
+    if env.get("name") or model.get("model"):
+        return f"{env.get('name', '?')} · {model.get('model', '?')}"
+    return "evaluation"
 
 
 def _file_mode() -> int:
@@ -290,6 +305,8 @@ __all__ = [
     "prepare_directory",
     "read_metadata",
     "read_owned",
+    "run_title",
+    "section",
     "write_atomic",
     "write_json_atomic",
 ]
