@@ -3,8 +3,10 @@
 Each call gets fresh PID, mount, network, IPC, UTS, cgroup and user namespaces from `bwrap`
 (Debian/Ubuntu package `bubblewrap`), the established unprivileged sandboxing tool:
 
-- a read-only view of only what Python needs (`/usr`, `/lib*`, the interpreter's prefix,
-  `/etc/ld.so.cache`): not the project, the answers, the user's home, or other rollouts;
+- a read-only view of only what Python needs (`/usr`, `/lib*`, the interpreter, its standard
+  library and shared library, `/etc/ld.so.cache`), with every `site-packages`/`dist-packages`
+  and every `share/rubric` data folder in view covered by an empty tmpfs: not the project, its
+  dependencies, the answers (wherever pip installed them), the user's home, or other rollouts;
 - a private, size-capped tmpfs as its working directory and `/tmp`, gone when the call returns;
 - no network unless the environment opts in, and an environment with no variables of ours;
 - its own `/proc`, so no other process (the harness, its secrets) is visible or killable;
@@ -28,12 +30,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import glob
 import itertools
 import os
 import shutil
 import signal
+import site
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from dataclasses import dataclass
@@ -150,12 +155,47 @@ class RunResult:
 
 
 def _interpreter() -> tuple[str, str]:
-    """The real (non-venv) interpreter and its prefix: the sandbox sees no site-packages of
-    the venv, so neither this project nor its dependencies are importable inside."""
+    """The real (non-venv) interpreter and its prefix."""
     prefix = os.path.realpath(sys.base_prefix)
     candidate = Path(prefix) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
     executable = str(candidate) if candidate.exists() else os.path.realpath(sys.executable)
     return executable, prefix
+
+
+def _python_binds(executable: str, prefix: str) -> tuple[list[str], list[str]]:
+    """Read-only binds of what the interpreter needs outside /usr (itself, its standard
+    library, its shared library), and the folders it can see (for `_masks`)."""
+    stdlib = os.path.realpath(os.path.dirname(os.__file__))
+    libdir = sysconfig.get_config_var("LIBDIR") or os.path.join(prefix, "lib")
+    shared = sorted(glob.glob(os.path.join(glob.escape(libdir), "libpython*.so*")))
+    wanted = [executable, stdlib, *shared]
+    args: list[str] = []
+    for path in wanted:
+        if not path.startswith("/usr/"):  # /usr is bound whole by _system_binds
+            args += ["--ro-bind", path, path]
+    return args, ["/usr", stdlib]
+
+
+def _masks(visible: list[str]) -> list[str]:
+    """An empty tmpfs over every package and rubric data folder inside `visible`: a base
+    (non-venv) install puts this project, its dependencies and the reference environments'
+    answer keys (`<prefix>/share/rubric/datasets`) under the interpreter's own tree."""
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, "/usr", "/usr/local")}
+    candidates = {os.path.realpath(p) for p in site.getsitepackages()}
+    for prefix in prefixes:
+        candidates |= {
+            os.path.join(prefix, "share", "rubric"),
+            os.path.join(prefix, "lib", version, "site-packages"),
+            os.path.join(prefix, "lib", version, "dist-packages"),
+            os.path.join(prefix, "lib", "python3", "dist-packages"),
+        }
+    args: list[str] = []
+    for path in sorted(candidates):
+        inside = any(path == root or path.startswith(root + "/") for root in visible)
+        if inside and os.path.isdir(path):
+            args += ["--tmpfs", path]
+    return args
 
 
 def _system_binds() -> list[str]:
@@ -357,9 +397,9 @@ class Sandbox:
     def bwrap_args(self) -> list[str]:
         """The bubblewrap command line up to (not including) the interpreter."""
         executable, prefix = _interpreter()
-        args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", *_system_binds()]
-        if not prefix.startswith("/usr/"):
-            args += ["--ro-bind", prefix, prefix]
+        binds, visible = _python_binds(executable, prefix)
+        args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", *_system_binds(), *binds]
+        args += _masks(visible)
         if self.network:
             args.insert(2, "--share-net")
             for name in _NETWORK_FILES:

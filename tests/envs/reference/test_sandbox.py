@@ -353,3 +353,49 @@ async def test_tool_calls_per_turn_are_capped():
     assert [r.tool_call_id for r in replies] == [f"c{i}" for i in range(5)]
     assert [r.text for r in replies[:2]] == ["1", "1"] and rollout.state["python_runs"] == 2
     assert all("at most 2 tool calls run per turn" in r.text for r in replies[2:])
+
+
+# ----------------------------------------------------------------------------- a base (non-venv) install
+
+
+def test_a_base_install_answer_key_and_packages_are_invisible(tmp_path: Path) -> None:
+    """pip into a base interpreter puts datasets/ under <prefix>/share/rubric and the project in
+    its site-packages, both inside the interpreter's own tree. Made real in a private mount
+    namespace (the real interpreter is untouched), the sandbox must still show neither."""
+    prefix = Path(os.path.realpath(sys.base_prefix))
+    share, packages = prefix / "share", Path(os.path.realpath(os.path.dirname(os.__file__))) / "site-packages"
+    assert share.is_dir() and packages.is_dir(), (share, packages)
+    key = share / "rubric" / "datasets" / "python_questions.jsonl"
+    envs_dir = packages / "envs"
+    (tmp_path / "probe.py").write_text(
+        textwrap.dedent(
+            f"""
+            import asyncio, os
+            from envs.reference.sandbox import run_code
+            print("host", open({str(key)!r}).read().strip(), os.path.isdir({str(envs_dir)!r}))
+            code = (
+                "import os, json\\n"
+                "print(os.path.exists({str(key)!r}), os.path.exists({str(envs_dir)!r}), json.dumps([1]))"
+            )
+            print("sandbox", asyncio.run(run_code(code)).output.strip())
+            """
+        )
+    )
+    script = (
+        f"set -e; mount -t tmpfs tmpfs {share}; mkdir -p {key.parent}; "
+        f'echo \'{{"answer": "SECRET-ANSWER-KEY"}}\' > {key}; '
+        f"mount -t tmpfs tmpfs {packages}; mkdir -p {envs_dir}; "
+        f"exec {sys.executable} {tmp_path / 'probe.py'}"
+    )
+    done = subprocess.run(
+        ["unshare", "--mount", "--map-root-user", "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert done.returncode == 0, done.stderr
+    host, inside = done.stdout.strip().splitlines()
+    assert host == 'host {"answer": "SECRET-ANSWER-KEY"} True'  # the layout is there for the host...
+    assert inside == "sandbox False False [1]"  # ...not for model code, which still runs
+    assert "SECRET" not in inside
