@@ -181,7 +181,9 @@ def _masks(visible: list[str]) -> list[str]:
     (non-venv) install puts this project, its dependencies and the reference environments'
     answer keys (`<prefix>/share/rubric/datasets`) under the interpreter's own tree."""
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, "/usr", "/usr/local")}
+    prefixes = {
+        os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, "/usr", "/usr/local")
+    }
     candidates = {os.path.realpath(p) for p in site.getsitepackages()}
     for prefix in prefixes:
         candidates |= {
