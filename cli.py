@@ -548,13 +548,14 @@ def cmd_list(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from envs.hub.install import installed_environments
+    from harness.text import safe_text
 
     found = installed_environments()
     table = Table(title="installed environments")
     for column in ("name", "version", "distribution", "description"):
         table.add_column(column)
-    for env in found:
-        table.add_row(env.name, env.version, env.distribution, env.description)
+    for env in found:  # a package's strings: never read as markup, control characters escaped
+        table.add_row(*(safe_text(v) for v in (env.name, env.version, env.distribution, env.description)))
     _console().print(table if found else "no environments installed (group rubric.environments)")
     return 0
 
@@ -668,25 +669,37 @@ def cmd_install(args: argparse.Namespace) -> int:
     return 0
 
 
+def _say(text: str, file: Any = None) -> None:
+    """Print text that holds strings from a package or an index: their control, bidi and
+    invisible characters shown as escapes (the terminal sanitiser model text goes through)."""
+    from harness.text import escape_control
+
+    print(escape_control(text), file=file)
+
+
 def _print_entry(entry: Any, full: bool) -> None:
-    print(f"{entry.name} {entry.version}  (versions: {', '.join(entry.versions)})")
-    print(f"  {entry.description}")
-    print(f"  tags: {', '.join(entry.tags) or '-'}")
+    if entry.problem:  # one line naming the package; the listing goes on
+        _say(f"note: {entry.name}: card skipped: {entry.problem}", file=sys.stderr)
+    _say(f"{entry.name} {entry.version}  (versions: {', '.join(entry.versions)})")
+    _say(f"  {entry.description}")
+    _say(f"  tags: {', '.join(entry.tags) or '-'}")
     compat = "; ".join(f"{k} {', '.join(v)}" for k, v in entry.compatibility.items())
-    print(f"  checked on: {compat or 'unknown (no rubric_card.json)'}")
+    _say(f"  checked on: {compat or 'unknown (no valid rubric_card.json)'}")
     if full:
         from envs.hub.card import split_front_matter
 
         card = (entry.record or {}).get("card") or {}
         needs = card.get("needs") or {}
         wanted = [*needs.get("api_keys", []), *(k for k in ("sandbox", "network") if needs.get(k))]
-        print(f"  kind: {card.get('kind', '?')}; reward range {card.get('reward_range', '?')}; ", end="")
-        print(f"license {card.get('license', '?')}; needs {', '.join(wanted) or 'nothing else'}")
+        _say(
+            f"  kind: {card.get('kind', '?')}; reward range {card.get('reward_range', '?')}; "
+            f"license {card.get('license', '?')}; needs {', '.join(wanted) or 'nothing else'}"
+        )
         for node in (entry.record or {}).get("rubric", []):
             extra = ", ".join(f"{k}={v}" for k, v in node.items() if k not in ("path", "type"))
-            print(f"  rubric {node['path'] or '(root)'}: {node['type']}{f' ({extra})' if extra else ''}")
+            _say(f"  rubric {node['path'] or '(root)'}: {node['type']}{f' ({extra})' if extra else ''}")
         print()
-        print(split_front_matter(entry.readme)[1].strip())
+        _say(split_front_matter(entry.readme)[1].strip())
 
 
 def cmd_hub(args: argparse.Namespace) -> int:
@@ -918,6 +931,14 @@ def _add_endpoint(sub: Any) -> None:
     mc.set_defaults(func=cmd_mcp)
 
 
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so Python's flush at exit does not fail on the closed pipe."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -934,6 +955,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"rubric {args.command}: interrupted; finished rollouts are kept", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`rubric hub info X | head`): stop quietly
+        _silence_stdout()
+        return 141  # 128 + SIGPIPE, as a Unix tool killed by it
     except Exception as exc:  # an unexpected failure still prints one line unless --debug
         if args.debug:
             raise

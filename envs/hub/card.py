@@ -19,6 +19,7 @@ hash) as `rubric_card.json` inside the package, so every wheel carries it; `rubr
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -26,7 +27,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from envs.hub.project import HubError
+from envs.hub.project import CARD_FILE, HubError
 
 Kind = Literal["single-turn", "tool", "multi-turn"]
 RECORD_FORMAT = 1
@@ -90,6 +91,31 @@ class HubRecord(BaseModel):
         description="package -> versions `rubric check` passed on, e.g. {'rubric-rl': ['0.1.0']}"
     )
     content_hash: str
+
+
+#: The largest `rubric_card.json` read (decompressed): a card is a few KB; a bigger one is refused.
+MAX_CARD_BYTES = 256 * 1024
+
+
+def read_record(data: bytes | None) -> tuple[HubRecord | None, str | None]:
+    """A package's `rubric_card.json` bytes (read at most MAX_CARD_BYTES + 1 of them) as a
+    validated record, or None and why it was skipped; never raises for a bad card."""
+    if data is None:
+        return None, None
+    if len(data) > MAX_CARD_BYTES:
+        return None, f"its {CARD_FILE} is larger than {MAX_CARD_BYTES:,} bytes"
+    try:
+        value = json.loads(data)
+    except ValueError as exc:
+        return None, f"its {CARD_FILE} is not JSON ({exc})"
+    if not isinstance(value, dict):
+        return None, f"its {CARD_FILE} is a JSON {type(value).__name__}, not an object"
+    try:
+        return HubRecord.model_validate(value), None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(card)"
+        return None, f"its {CARD_FILE} does not follow the card schema ({where}: {first['msg']})"
 
 
 def split_front_matter(text: str) -> tuple[dict[str, Any] | None, str]:

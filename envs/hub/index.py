@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import importlib
 import io
-import json
 import os
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from email.parser import Parser
 from html.parser import HTMLParser
@@ -29,6 +29,7 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
+from envs.hub.card import MAX_CARD_BYTES, read_record
 from envs.hub.project import CARD_FILE, HubError
 
 HUB_URL_VAR = "RUBRIC_HUB_URL"
@@ -39,6 +40,8 @@ JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 ACCEPT = f"{JSON_TYPE}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
 TIMEOUT = 30.0
 MAX_DOWNLOAD_BYTES = 64 * 1024 * 1024
+#: The most of a wheel's METADATA read (decompressed): its long description is shown by `info`.
+MAX_METADATA_BYTES = 1024 * 1024
 #: Known indexes whose upload API lives on another host than their simple API.
 _UPLOAD_HOSTS = {
     "pypi.org": "https://upload.pypi.org/legacy/",
@@ -109,6 +112,8 @@ class HubEntry:
     entry_points: dict[str, str] = field(default_factory=dict)
     record: dict[str, Any] | None = None
     readme: str = ""
+    #: Why the package's card was skipped (too large, not JSON, not the schema), if it was.
+    problem: str | None = None
 
 
 def _http() -> Any:
@@ -228,24 +233,34 @@ def _entry_from_wheel(data: bytes, name: str, versions: list[str]) -> HubEntry |
     info_dir = next((n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA")), None)
     if info_dir is None:
         return None
-    metadata = Parser().parsestr(wheel.read(f"{info_dir}/METADATA").decode("utf-8", "replace"))
+    raw_metadata = _read_member(wheel, f"{info_dir}/METADATA", MAX_METADATA_BYTES) or b""
+    metadata = Parser().parsestr(raw_metadata[:MAX_METADATA_BYTES].decode("utf-8", "replace"))
     points = _entry_points(wheel, f"{info_dir}/entry_points.txt")
     if not points:
         return None
     card_path = next((n for n in names if n.count("/") == 1 and n.endswith("/" + CARD_FILE)), None)
-    record = json.loads(wheel.read(card_path)) if card_path else None
-    card = (record or {}).get("card") or {}
+    record, problem = read_record(_read_member(wheel, card_path, MAX_CARD_BYTES) if card_path else None)
     return HubEntry(
         name=str(metadata.get("Name", name)),
         versions=versions,
         version=str(metadata.get("Version", versions[-1])),
-        description=str(card.get("description") or metadata.get("Summary") or ""),
-        tags=list(card.get("tags") or []),
-        compatibility=dict((record or {}).get("compatibility") or {}),
+        description=record.card.description if record else str(metadata.get("Summary") or ""),
+        tags=list(record.card.tags) if record else [],
+        compatibility=dict(record.compatibility) if record else {},
         entry_points=points,
-        record=record,
+        record=record.model_dump(mode="json", exclude_none=True) if record else None,
         readme=str(metadata.get_payload() or ""),
+        problem=problem,
     )
+
+
+def _read_member(wheel: zipfile.ZipFile, member: str, cap: int) -> bytes | None:
+    """At most `cap` + 1 decompressed bytes of `member` (a zip bomb is never inflated whole)."""
+    try:
+        with wheel.open(member) as handle:
+            return handle.read(cap + 1)
+    except (KeyError, zipfile.BadZipFile, OSError, EOFError, zlib.error):
+        return None
 
 
 def _entry_points(wheel: zipfile.ZipFile, path: str) -> dict[str, str]:
@@ -353,7 +368,10 @@ async def asearch(
 
         async def one(name: str) -> HubEntry | None:
             async with limit:
-                return await reader.entry(name)
+                try:
+                    return await reader.entry(name)
+                except (ValueError, LookupError, OSError, zipfile.BadZipFile) as exc:  # one bad package
+                    return HubEntry(name=name, versions=[], version="?", problem=f"unreadable ({exc})")
 
         entries = [e for e in await asyncio.gather(*(one(n) for n in names)) if e is not None]
     found = []

@@ -12,7 +12,6 @@ import ast
 import asyncio
 import importlib
 import importlib.util
-import json
 import shutil
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from envs.hub.card import MAX_CARD_BYTES, read_record
 from envs.hub.index import Hub, IndexReader
 from envs.hub.project import CARD_FILE, HubError, PackageName
 from envs.registry import ENTRY_POINT_GROUP
@@ -135,8 +135,11 @@ def _description(dist: Distribution, module: str) -> str:
     """
     card = Path(str(dist.locate_file(f"{module.split('.')[0]}/{CARD_FILE}")))
     try:
-        return str(json.loads(card.read_text(encoding="utf-8"))["card"]["description"])
-    except (OSError, ValueError, KeyError, TypeError):
+        with card.open("rb") as handle:
+            record, _ = read_record(handle.read(MAX_CARD_BYTES + 1))  # capped: a card is small
+        if record is not None:
+            return record.card.description
+    except OSError:
         pass
     try:
         spec = importlib.util.find_spec(module)
