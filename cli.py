@@ -268,7 +268,7 @@ def _eval(args: argparse.Namespace) -> int:
     _check_planned(env, args)
     output_dir, resume = _output_dir(args, env_name)
     if resume:
-        _warn_if_env_changed(output_dir, env.provenance)
+        _warn_if_env_changed(output_dir, env)
 
     with ExitStack() as stack:
         client = _client(stack, args, env)
@@ -364,17 +364,20 @@ def _error_rate_exit(errors: int, rollouts: int, limit: float | None) -> int:
     return 1
 
 
-def _warn_if_env_changed(run: Path, now: Any) -> None:
-    """On --resume: say so when the environment's distribution/version or source hash changed."""
+def _warn_if_env_changed(run: Path, env: Any) -> None:
+    """On --resume: say so when the environment's name, distribution/version or source hash changed."""
     from envs.provenance import changes
+    from harness.storage import read_metadata, section
+    from harness.text import escape_control
 
     try:
-        saved = json.loads((run / "metadata.json").read_text(encoding="utf-8")).get("provenance")
-    except (OSError, ValueError, AttributeError):
-        return
-    change = changes(saved, now)
+        saved = read_metadata(run) or {}
+    except (OSError, RubricError):
+        return  # the resume itself reports an unreadable folder
+    names = (section(saved, "env").get("name"), env.name)
+    change = changes(saved.get("provenance"), env.provenance, names=names)
     if change:
-        print(f"rubric eval: warning: {change}", file=sys.stderr)
+        print(f"rubric eval: warning: {escape_control(change)}", file=sys.stderr)
 
 
 def _print_provenance(metadata: Any) -> None:
@@ -476,6 +479,29 @@ def _recorded_env(env_meta: dict[str, Any], directory: str) -> str:
     return spec
 
 
+def _recorded_args(recorded: Any, directory: str, spec: str) -> dict[str, Any]:
+    """The environment arguments a results folder records, used only when the user agrees:
+    asked at a terminal, refused otherwise (with the -a to type). A folder is data."""
+    if not recorded:
+        return {}
+    if not isinstance(recorded, dict):
+        raise CliError(
+            f"{directory}/metadata.json records load_kwargs that are not an object; pass -a '{{...}}'"
+        )
+    typed = json.dumps(recorded, ensure_ascii=False)
+    where = f"{directory}/metadata.json records these arguments for {spec!r}: {typed}"
+    if not sys.stdin.isatty():
+        raise CliError(
+            f"{where}; a results folder's arguments are used only if you pass them: -a {shlex.quote(typed)} "
+            f"(or -a '{{}}' for none)"
+        )
+    _say(f"{where}", file=sys.stderr)
+    answer = input("use them? [y/N] ").strip().lower()
+    if answer not in ("y", "yes"):
+        raise CliError("not using the recorded arguments; pass -a '{...}' with the ones you want")
+    return dict(recorded)
+
+
 def cmd_score(args: argparse.Namespace) -> int:
     from harness.rescoring import rescore
 
@@ -483,11 +509,10 @@ def cmd_score(args: argparse.Namespace) -> int:
     metadata = results.metadata or {}
     env_meta = metadata.get("env", {}) if isinstance(metadata, dict) else {}
     spec = args.env or _recorded_env(env_meta, args.dir)
-    env_args = (
-        _json_arg(args.env_args, "-a/--env-args")
-        if args.env_args
-        else dict(env_meta.get("load_kwargs") or {})  # data for the installed loader, never code
-    )
+    if args.env_args:
+        env_args = _json_arg(args.env_args, "-a/--env-args")
+    else:
+        env_args = _recorded_args(env_meta.get("load_kwargs"), args.dir, spec)
     env = _load_env(spec, env_args)
     out = (
         Path(args.output)
@@ -950,7 +975,8 @@ def main(argv: list[str] | None = None) -> int:
     except RubricError as exc:  # every error a user can cause: one line, the fix in it
         if args.debug:
             raise
-        print(f"rubric {args.command}: error: {exc}", file=sys.stderr)
+        # Errors quote files, packages and servers: their control characters are shown escaped.
+        _say(f"rubric {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE if isinstance(exc, CliError) else 1
     except KeyboardInterrupt:
         print(f"rubric {args.command}: interrupted; finished rollouts are kept", file=sys.stderr)
@@ -961,7 +987,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # an unexpected failure still prints one line unless --debug
         if args.debug:
             raise
-        print(
+        _say(
             f"rubric {args.command}: error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)",
             file=sys.stderr,
         )

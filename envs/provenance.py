@@ -72,18 +72,27 @@ def describe(provenance: Any) -> str:
         return "unknown (recorded before provenance was kept)"
     source = provenance.get("source")
     if source == "distribution":
-        return f"{provenance.get('distribution')} {provenance.get('version')} (installed distribution)"
+        where = f", {provenance['entry_point']}" if provenance.get("entry_point") else ""
+        return f"{provenance.get('distribution')} {provenance.get('version')} (installed distribution{where})"
     short = str(provenance.get("hash", ""))[:19]
     if source == "directory":
         return f"{provenance.get('distribution')} {provenance.get('version')} from folder {provenance.get('path')} ({short})"
     return f"{provenance.get('path') or provenance.get('module')} ({short or 'no hash'})"
 
 
-def changes(before: Any, now: Any) -> str | None:
-    """What changed between two provenance records, or None when they are the same environment."""
+def changes(before: Any, now: Any, *, names: tuple[Any, Any] = (None, None)) -> str | None:
+    """What changed between two provenance records, or None when they are the same environment.
+
+    `names` are the environment's names then and now (from metadata.json and the loaded
+    environment), so the line says which environment each side was, not only where it came from.
+    """
     if not isinstance(before, dict) or not isinstance(now, dict) or before == now:
         return None
-    return f"the environment changed since the run started: was {describe(before)}, now {describe(now)}"
+    was, is_now = (f"{name!r} from " if name else "" for name in names)
+    return (
+        f"the environment changed since the run started: was {was}{describe(before)}, "
+        f"now {is_now}{describe(now)}"
+    )
 
 
 __all__ = ["changes", "describe", "of_directory", "of_distribution", "of_file", "of_module"]

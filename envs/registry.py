@@ -25,6 +25,7 @@ from envs import provenance
 from envs.environment import Environment
 from envs.mcp import server_from_text
 from harness.errors import ConfigTypeError, EnvironmentNotFoundError, RubricError, UserCodeError, raised_at
+from harness.text import escape_control
 
 ENTRY_POINT_GROUP = "rubric.environments"
 
@@ -274,9 +275,10 @@ def recorded_environment(recorded: Mapping[str, Any], source: str, command: str 
     if not is_code and _normalise(spec) in _entry_points():
         return spec
     kind = "code by path or module:function" if is_code else "an environment that is not installed"
+    shown = escape_control(spec)  # from a file: its control characters never reach a terminal
     raise EnvironmentNotFoundError(
-        f"{source} names {spec!r}, {kind}; a results folder never runs code it names. If you trust "
-        f"it, name it yourself: {command} {shlex.quote(spec)}"
+        f"{source} names {shown!r}, {kind}; a results folder never runs code it names. If you trust "
+        f"it, name it yourself: {command} {shlex.quote(shown)}"
     )
 
 

@@ -169,7 +169,10 @@ def summary_html(summary: Summary, nodes: Sequence[TreeNode] | None = None, stat
     if nodes_rows:
         rows.append('<tr><th colspan="2">rubric nodes (mean ± stderr)</th></tr>')
         rows += nodes_rows
-    rows += [_row(f"pass@{k}", esc(fmt(v))) for k, v in s.pass_at_k.items()]
+    partial = (
+        f" <span class='muted'>over the {s.scored:,} scored of {total:,}</span>" if s.scored != total else ""
+    )
+    rows += [_row(f"pass@{k}", esc(fmt(v)) + partial) for k, v in s.pass_at_k.items()]
     stops = ", ".join(f"{esc(name)} {n:,}" for name, n in s.stop_reasons.items()) or "-"
     rows.append(_row("stop reasons", stops))
     rows.append(_row("errors", f"{s.errors:,}", "bad" if s.errors else ""))

@@ -281,8 +281,9 @@ class EvalResults:
         for path, mean in s.node_means.items():
             depth = path.count(".") + 1
             table.add_row(safe_text("  " * depth + path.rsplit(".", 1)[-1], style="not bold"), _fmt(mean))
-        for k, value in s.pass_at_k.items():
-            table.add_row(f"pass@{k}", _fmt(value))
+        partial = f"  (over the {s.scored} scored of {s.num_rollouts})" if s.scored != s.num_rollouts else ""
+        for k, value in s.pass_at_k.items():  # errored and unscored rollouts are not in pass@k
+            table.add_row(f"pass@{k}", _fmt(value) + partial)
         stops = ", ".join(f"{name} {n}" for name, n in s.stop_reasons.items()) or "-"
         table.add_row("stop reasons", safe_text(stops))
         table.add_row("errors", Text(str(s.errors), style="red" if s.errors else ""))

@@ -45,8 +45,57 @@ def test_metadata_naming_code_never_runs_it(tmp_path: Path, env: dict) -> None:
 
 
 def test_a_registered_name_is_used_and_said(tmp_path: Path) -> None:
-    folder = _folder(tmp_path, {"name": "gsm8k", "load_spec": "gsm8k", "load_kwargs": {"num_examples": 1}})
+    folder = _folder(tmp_path, {"name": "gsm8k", "load_spec": "gsm8k", "load_kwargs": {}})
     proc = run("score", str(folder), "-o", str(tmp_path / "rescored.jsonl"), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "using the installed environment 'gsm8k'" in proc.stderr
     assert (tmp_path / "rescored.jsonl").exists()
+
+
+def test_the_folders_arguments_are_used_only_when_the_user_passes_or_accepts_them(tmp_path: Path) -> None:
+    recorded = {"num_examples": 1}
+    folder = _folder(tmp_path, {"name": "gsm8k", "load_spec": "gsm8k", "load_kwargs": recorded})
+    refused = run("score", str(folder), "-o", str(tmp_path / "a.jsonl"), cwd=tmp_path)
+    assert refused.returncode == 2 and not (tmp_path / "a.jsonl").exists()
+    assert """records these arguments for 'gsm8k': {"num_examples": 1}""" in refused.stderr
+    assert """used only if you pass them: -a '{"num_examples": 1}'""" in refused.stderr
+    typed = run(
+        "score", str(folder), "-a", json.dumps(recorded), "-o", str(tmp_path / "b.jsonl"), cwd=tmp_path
+    )
+    assert typed.returncode == 0, typed.stderr
+    for answer, code in (("n", 2), ("y", 0)):
+        assert (
+            _at_a_terminal(["score", str(folder), "-o", str(tmp_path / f"{answer}.jsonl")], tmp_path, answer)
+            == code
+        )
+    assert (tmp_path / "y.jsonl").exists() and not (tmp_path / "n.jsonl").exists()
+
+
+def _at_a_terminal(args: list[str], cwd: Path, answer: str) -> int:
+    """Run rubric with a pseudo-terminal as stdin, answering its question with `answer`."""
+    import os
+    import pty
+    import subprocess
+
+    from tests.cli.test_cli import RUBRIC
+
+    leader, follower = pty.openpty()
+    try:
+        os.write(leader, f"{answer}\n".encode())
+        proc = subprocess.run(
+            [str(RUBRIC), *args], cwd=cwd, stdin=follower, capture_output=True, text=True, timeout=120
+        )
+    finally:
+        os.close(leader)
+        os.close(follower)
+    assert "use them? [y/N]" in proc.stdout, proc.stdout + proc.stderr
+    return proc.returncode
+
+
+def test_the_hint_never_carries_raw_control_characters(tmp_path: Path) -> None:
+    spec = "evil\x1b]0;pwned\x07\u202e.py"
+    folder = _folder(tmp_path, {"name": "evil", "load_spec": spec, "load_kwargs": {}})
+    proc = run("score", str(folder), cwd=tmp_path)
+    assert proc.returncode != 0 and "never runs code it names" in proc.stderr
+    assert not any(c in proc.stderr for c in ("\x1b", "\x07", "\u202e")), repr(proc.stderr)
+    assert "\\x1b]0;pwned\\x07" in proc.stderr

@@ -22,7 +22,16 @@ def test_an_installed_name_records_its_distribution_and_version() -> None:
         "version": version("rubric-rl"),
         "entry_point": "envs.reference.gsm8k:load_environment",
     }
-    assert describe(env.provenance) == f"rubric-rl {version('rubric-rl')} (installed distribution)"
+    assert describe(env.provenance) == (
+        f"rubric-rl {version('rubric-rl')} (installed distribution, envs.reference.gsm8k:load_environment)"
+    )
+
+
+def test_a_changed_environment_is_named_on_both_sides() -> None:
+    gsm8k, wordle = load_environment("gsm8k", num_examples=2), load_environment("wordle")
+    line = changes(gsm8k.provenance, wordle.provenance, names=(gsm8k.name, wordle.name))
+    assert line is not None and "was 'gsm8k' from rubric-rl" in line and "now 'wordle' from rubric-rl" in line
+    assert "gsm8k:load_environment" in line and "wordle:load_environment" in line
 
 
 def test_a_file_records_a_hash_of_its_source(tmp_path: Path) -> None:
@@ -68,4 +77,4 @@ def test_eval_records_it_view_shows_it_and_resume_warns_on_change(
     module.write_text(module.read_text() + "\n# a new scoring idea\n")
     assert main([*argv, "--resume", "run"]) == 0
     err = capsys.readouterr().err
-    assert "warning: the environment changed since the run started: was prov-env 0.1.0" in err
+    assert "warning: the environment changed since the run started: was 'prov-env' from prov-env 0.1.0" in err
