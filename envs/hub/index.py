@@ -97,6 +97,7 @@ class DistFile:
     version: Version
     is_wheel: bool
     metadata_url: str | None = None  # PEP 658/714: where the core metadata is served alone
+    sha256: str | None = None  # the index's hash of the file (PEP 691 `hashes`, or the URL fragment)
 
 
 @dataclass
@@ -331,7 +332,11 @@ def _parse_page(response: Any, hub: Hub, url: str | None = None) -> list[tuple[s
 
 
 def _dist_file(filename: str, attrs: dict[str, Any], page_url: str) -> DistFile | None:
-    url, _ = urldefrag(attrs["url"])
+    url, fragment = urldefrag(attrs["url"])
+    hashes = attrs.get("hashes")
+    digest = hashes.get("sha256") if isinstance(hashes, dict) else None
+    if digest is None and fragment.startswith("sha256="):
+        digest = fragment.removeprefix("sha256=")
     try:
         if filename.endswith(".whl"):
             version, is_wheel = parse_wheel_filename(filename)[1], True
@@ -343,7 +348,10 @@ def _dist_file(filename: str, attrs: dict[str, Any], page_url: str) -> DistFile 
         "core-metadata", attrs.get("data-core-metadata", attrs.get("data-dist-info-metadata"))
     )
     served = metadata not in (None, False, "false")
-    return DistFile(filename, url, version, is_wheel, url + ".metadata" if served else None)
+    metadata_url = url + ".metadata" if served else None
+    return DistFile(
+        filename, url, version, is_wheel, metadata_url, digest.lower() if isinstance(digest, str) else None
+    )
 
 
 async def asearch(

@@ -1,29 +1,34 @@
 """`rubric install` and `rubric list`: environments from a hub into this interpreter, and what is installed.
 
 `install` asks the hub which versions it has (so a typo or a missing version is one clear line
-before any installer runs), then runs uv (when on PATH) or pip for `sys.executable`, with the
-hub as an extra index so dependencies still come from the configured index (PyPI by default),
-and finally confirms the `rubric.environments` entry point is registered.
+before any installer runs), downloads the hub's own wheel of that version and checks it
+against the sha256 the hub's index gives, then has uv (when on PATH) or pip install that file
+for `sys.executable`: the environment itself can never come from another index (dependency
+confusion), while its dependencies still come from the configured index (PyPI by default, the
+hub as an extra one). It finally confirms the `rubric.environments` entry point is registered.
 """
 
 from __future__ import annotations
 
 import ast
 import asyncio
+import hashlib
 import importlib
 import importlib.util
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from importlib.metadata import Distribution, PackageNotFoundError, distribution, distributions
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
+from packaging.tags import sys_tags
+from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from envs.hub.card import MAX_CARD_BYTES, read_record
-from envs.hub.index import Hub, IndexReader
+from envs.hub.index import DistFile, Hub, IndexReader
 from envs.hub.project import CARD_FILE, HubError, PackageName
 from envs.registry import ENTRY_POINT_GROUP
 from harness.aio import run_sync
@@ -54,9 +59,7 @@ def _parse_spec(spec: str) -> tuple[PackageName, str | None]:
     return name, pins[0] if pins else None
 
 
-async def _resolve_version(hub: Hub, name: PackageName, wanted: str | None) -> str:
-    async with IndexReader(hub) as reader:
-        files = await reader.project_files(name.distribution)
+def _resolve_version(hub: Hub, name: PackageName, files: list[DistFile] | None, wanted: str | None) -> str:
     if not files:
         raise HubError(
             f"no package {name.distribution!r} on {hub.url}; `rubric hub search` lists what is there"
@@ -71,8 +74,50 @@ async def _resolve_version(hub: Hub, name: PackageName, wanted: str | None) -> s
     return wanted
 
 
+def _hub_wheel(hub: Hub, name: PackageName, files: list[DistFile], version: str) -> DistFile:
+    """The hub's own wheel of `name` `version` for this interpreter (the one to install)."""
+    supported = set(sys_tags())
+    wheels = sorted(
+        (
+            f
+            for f in files
+            if f.is_wheel
+            and str(f.version) == version
+            and set(parse_wheel_filename(f.filename)[3]) & supported
+        ),
+        key=lambda f: f.filename,
+    )
+    if not wheels:
+        raise HubError(
+            f"{hub.url} has no wheel of {name.distribution} {version} for this Python; nothing installed"
+        )
+    return wheels[0]
+
+
+async def _fetch_verified(reader: IndexReader, dist: DistFile, folder: Path) -> Path:
+    """Download the hub's file and check it against the sha256 the hub's index gives."""
+    if dist.sha256 is None:
+        raise HubError(
+            f"{reader.hub.url} gives no sha256 for {dist.filename}, so it cannot be checked; nothing installed "
+            f"(pypiserver gives one by default: do not run it with --hash-algo none)"
+        )
+    data = await reader.download(dist.url)
+    if hashlib.sha256(data).hexdigest() != dist.sha256:
+        raise HubError(
+            f"{dist.filename} from {reader.hub.url} does not match the sha256 its index gives; nothing installed"
+        )
+    path = folder / dist.filename
+    path.write_bytes(data)
+    return path
+
+
 def installer_command(requirement: str, hub: Hub) -> list[str]:
-    """uv when on PATH, else pip; either installs into this interpreter's environment."""
+    """uv when on PATH, else pip; either installs into this interpreter's environment.
+
+    `requirement` is the path of the environment's own wheel, fetched from the hub and checked:
+    the environment itself never comes from another index. Its dependencies may (the hub is
+    an extra index beside the configured one).
+    """
     uv = shutil.which("uv")
     if uv:
         return [
@@ -105,11 +150,15 @@ async def ainstall(spec: str, *, hub: str | Hub | None = None) -> InstalledEnvir
     """
     where = hub if isinstance(hub, Hub) else Hub.resolve(hub)
     name, wanted = _parse_spec(spec)
-    version = await _resolve_version(where, name, wanted)
-    command = installer_command(f"{name.distribution}=={version}", where)
-    proc = await asyncio.to_thread(
-        subprocess.run, command, capture_output=True, text=True, timeout=INSTALL_TIMEOUT, check=False
-    )
+    with tempfile.TemporaryDirectory(prefix="rubric-install-") as folder:
+        async with IndexReader(where) as reader:
+            files = await reader.project_files(name.distribution)
+            version = _resolve_version(where, name, files, wanted)
+            wheel = await _fetch_verified(reader, _hub_wheel(where, name, files or [], version), Path(folder))
+        command = installer_command(str(wheel), where)
+        proc = await asyncio.to_thread(
+            subprocess.run, command, capture_output=True, text=True, timeout=INSTALL_TIMEOUT, check=False
+        )
     if proc.returncode != 0:
         tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
         raise HubError(f"installing {name.distribution}=={version} failed ({command[0]}): {tail}")

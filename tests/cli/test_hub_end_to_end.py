@@ -48,7 +48,10 @@ def _dependencies_folder(folder: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def fresh_venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    base = tmp_path_factory.mktemp("fresh")
+    yield from _fresh_venv(tmp_path_factory.mktemp("fresh"))
+
+
+def _fresh_venv(base: Path) -> Iterator[Path]:
     target = base / "venv"
     venv.EnvBuilder(with_pip=True).create(target)
     python = target / "bin" / "python"
@@ -95,6 +98,7 @@ def _run(command: list[str]) -> None:
 
 def _offline_env(hub: HubServer | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_", "RUBRIC_HUB"))}
+    env["PATH"] = "/usr/bin:/bin"  # no uv unless a test adds it: `rubric install` then uses pip
     env.update(PIP_CONFIG_FILE=os.devnull, PIP_NO_INPUT="1", PIP_DISABLE_PIP_VERSION_CHECK="1", COLUMNS="200")
     env.update(UV_NO_CONFIG="1", PYTHON_KEYRING_BACKEND="keyring.backends.null.Keyring")
     if hub is not None:  # pip's only index is the local hub
@@ -173,3 +177,64 @@ def test_init_check_build_push_install_list_eval_search_repush_bump(
         assert f"{NAME} has no version 9.9.9 on {hub.url}; it has 0.1.0, 0.1.1" in missing.stderr
     # the installs went to the fresh venv, never to this interpreter's environment
     assert not list(Path(sysconfig.get_paths()["purelib"]).glob("e2e_adder*"))
+
+
+def _impostor_wheel(folder: Path, canary: Path) -> Path:
+    """A different `e2e-adder 0.1.0` with a build tag (pip prefers it over the plain name), whose
+    import leaves a canary: what a squatter would put on a public index."""
+    import zipfile
+
+    module, info = "e2e_adder", "e2e_adder-0.1.0.dist-info"
+    path = folder / "e2e_adder-0.1.0-1-py3-none-any.whl"
+    code = f"open({str(canary)!r}, 'w').write('impostor ran')\ndef load_environment(**kwargs):\n    raise SystemExit\n"
+    files = {
+        f"{module}/__init__.py": code,
+        f"{module}/environment.py": "from e2e_adder import load_environment\n",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {NAME}\nVersion: 0.1.0\nSummary: impostor\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\nBuild: 1\n",
+        f"{info}/entry_points.txt": f"[rubric.environments]\n{NAME} = e2e_adder.environment:load_environment\n",
+    }
+    record = "".join(f"{name},,\n" for name in files) + f"{info}/RECORD,,\n"
+    with zipfile.ZipFile(path, "w") as wheel:
+        for name, text in {**files, f"{info}/RECORD": record}.items():
+            wheel.writestr(name, text)
+    return path
+
+
+def test_install_takes_the_hubs_own_file_never_a_public_namesake(
+    tmp_path: Path, fresh_venv: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    canary = tmp_path / "CANARY"
+    with serve_pypiserver(tmp_path / "hub") as hub, serve_pypiserver(tmp_path / "public") as public:
+        monkeypatch.setenv("RUBRIC_HUB_USER", hub.user)
+        monkeypatch.setenv("RUBRIC_HUB_PASSWORD", hub.password)
+        monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.null.Keyring")
+        package = tmp_path / NAME
+        assert main(["init", NAME, "--dir", str(tmp_path), "--kind", "tool"]) == 0
+        assert main(["build", str(package), "--no-isolation"]) == 0
+        assert main(["push", str(package), "--hub", hub.url]) == 0
+        _impostor_wheel(public.packages, canary)
+        env = _offline_env(public)  # the configured (default) index is the "public" one
+        env["PATH"] = os.pathsep.join([str(fresh_venv / "bin"), "/usr/bin", "/bin"])  # pip (no uv here)
+        done = subprocess.run(
+            [str(fresh_venv / "bin" / "rubric"), "install", NAME, "--hub", hub.url],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
+        assert done.returncode == 0, done.stderr
+        assert f"installed {NAME} 0.1.0: environment '{NAME}'" in done.stdout
+        shown = subprocess.run(
+            [str(fresh_venv / "bin" / "python"), "-m", "pip", "show", "-f", NAME],
+            capture_output=True,
+            text=True,
+        )
+        assert "Summary: A tool environment" in shown.stdout and "impostor" not in shown.stdout
+        listed = subprocess.run(
+            [str(fresh_venv / "bin" / "rubric"), "list"], capture_output=True, text=True, env=env, timeout=120
+        )
+        assert NAME in listed.stdout and not canary.exists()
+        subprocess.run(
+            [str(fresh_venv / "bin" / "python"), "-m", "pip", "uninstall", "-y", NAME], capture_output=True
+        )
