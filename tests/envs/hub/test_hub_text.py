@@ -7,8 +7,8 @@ from __future__ import annotations
 import io
 import json
 import os
-import resource
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -75,9 +75,20 @@ def hostile_hub(hub_server: HubServer) -> HubServer:
 
 def test_search_and_info_print_no_raw_control_text(hostile_hub: HubServer, tmp_path: Path) -> None:
     env = {"RUBRIC_HUB_URL": hostile_hub.url}
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    search = run("hub", "search", cwd=tmp_path, env=env, timeout=120)
-    peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    # The CLI in a child that reports its own peak memory on its last stderr line.
+    measure = (
+        "import sys; from cli import main; from harness.workers import peak_rss_mib; "
+        "code = main(['hub', 'search']); sys.stderr.write(f'PEAK_MIB {peak_rss_mib()}'); sys.exit(code)"
+    )
+    search = subprocess.run(
+        [sys.executable, "-c", measure],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env={**os.environ, **env, "COLUMNS": "200", "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
+    )
+    peak_mib = float(search.stderr.rsplit("PEAK_MIB ", 1)[1])  # VmHWM: unlike ru_maxrss, reset by exec
     assert search.returncode == 0, search.stderr
     out = search.stdout
     assert not any(c in out + search.stderr for c in RAW), repr(out[:500])
@@ -87,7 +98,7 @@ def test_search_and_info_print_no_raw_control_text(hostile_hub: HubServer, tmp_p
         assert f"note: {bad}: card skipped: its rubric_card.json" in search.stderr
     assert f"larger than {MAX_CARD_BYTES:,} bytes" in search.stderr and "not JSON" in search.stderr
     assert "a JSON list, not an object" in search.stderr
-    assert len(out) < 20_000 and (before == 0 or peak_mib < 400), (len(out), peak_mib)
+    assert len(out) < 20_000 and peak_mib < 200, (len(out), peak_mib)  # a 200 MB card is never inflated
     info = run("hub", "info", "ansi-env", cwd=tmp_path, env=env, timeout=120)
     assert info.returncode == 0, info.stderr
     assert not any(c in info.stdout for c in RAW) and "\\x1b]8;;http://evil.example\\x07" in info.stdout
