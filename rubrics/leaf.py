@@ -9,11 +9,13 @@ function rubric cannot call by name (`*args`, positional-only) fails at once, na
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 import math
+import sys
 from collections.abc import Callable
 from operator import attrgetter
-from typing import Any, NamedTuple, overload
+from typing import Any, NamedTuple, SupportsIndex, overload
 
 from harness.aio import is_async_callable
 from harness.errors import ConfigError, ConfigTypeError
@@ -197,6 +199,14 @@ class FunctionRubric(Rubric):
         # less per leaf on the scoring hot path. `forward` still behaves the same.
         d["forward"] = d["_call"]
 
+    def __reduce_ex__(self, protocol: SupportsIndex) -> Any:
+        # `@reward def f(...)` rebinds the module's `f` to this leaf, so the function cannot be
+        # pickled by reference any more ("not the same object as mymod.f"): such a leaf is
+        # pickled by reference itself. Any other leaf pickles its state (below).
+        if _named_at_module_level(self):
+            return (_leaf_by_name, (self._fn.__module__, self._fn.__qualname__))
+        return super().__reduce_ex__(protocol)
+
     def __getstate__(self) -> dict[str, Any]:
         # The caller closure cannot be pickled; it is rebuilt from the function on load
         # (TRL's async trainer and worker processes pickle reward functions).
@@ -267,6 +277,26 @@ class FunctionRubric(Rubric):
 
     def _repr_head(self) -> str:
         return f"reward({self.extra_repr()})"
+
+
+def _named_at_module_level(leaf: FunctionRubric) -> bool:
+    """True when the leaf is what its function's module-level name now refers to (`@reward`)."""
+    module = sys.modules.get(getattr(leaf._fn, "__module__", None) or "")
+    qualname = getattr(leaf._fn, "__qualname__", "")
+    if module is None or not qualname or "<" in qualname:
+        return False
+    target: Any = module
+    for part in qualname.split("."):
+        target = getattr(target, part, None)
+    return target is leaf
+
+
+def _leaf_by_name(module: str, qualname: str) -> Any:
+    """Unpickle a `@reward` leaf: the object its module defines under that name."""
+    target: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        target = getattr(target, part)
+    return target
 
 
 @overload
