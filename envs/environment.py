@@ -363,6 +363,11 @@ class Environment:
             return "completed"
         return None
 
+    async def preflight(self) -> None:
+        """Fail now, with the fix, when the rubric cannot score at all (a judge with no key or
+        endpoint): called by `evaluate` before any rollout runs."""
+        await self.rubric.acheck_ready()
+
     def add_tools(self, tools: Sequence[ToolSource]) -> None:
         """Add tools after construction (`rubric eval --mcp`); names must stay unique."""
         self._set_tools(build_tools([*self.tools, *tools]))

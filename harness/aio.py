@@ -9,6 +9,7 @@ connection pools) stay valid across calls.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import inspect
 import os
@@ -136,4 +137,26 @@ def is_async_callable(fn: Callable[..., Any]) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
 
 
-__all__ = ["blocked_loop_serves", "is_async_callable", "maybe_await", "run_sync"]
+async def unreachable(base_url: str, timeout: float = 5.0) -> str | None:
+    """Why nothing answers at `base_url`'s host and port (a TCP connect), or None when it does."""
+    parts = urllib.parse.urlsplit(base_url)
+    if not parts.hostname:
+        return f"{base_url!r} has no host"
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(parts.hostname, port), timeout)
+    except (OSError, TimeoutError) as exc:
+        return f"{type(exc).__name__}: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}"
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return None
+
+
+__all__ = [
+    "blocked_loop_serves",
+    "is_async_callable",
+    "maybe_await",
+    "run_sync",
+    "unreachable",
+]

@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from harness.aio import blocked_loop_serves
-from harness.defaults import DEFAULT_CONCURRENCY, DEFAULT_TRANSPORT, TRANSPORTS
+from harness.defaults import DEFAULT_BASE_URL, DEFAULT_CONCURRENCY, DEFAULT_TRANSPORT, TRANSPORTS
 from harness.errors import ConfigError, ConfigTypeError, EndpointError
 from harness.retry import MalformedResponseError, call_with_retries, is_retryable, status_of
 from harness.transport import (
@@ -40,7 +40,6 @@ from harness.types import Message, TurnTokens, Usage
 logger = logging.getLogger(__name__)
 
 PLACEHOLDER_KEY = "sk-no-key-required"
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
 #: Statuses that no retry and no other request of the run can fix.
 REFUSED_STATUSES = frozenset({401, 403, 404})
 #: Statuses a server gives a request it cannot parse or will not take as sent (an unknown

@@ -11,4 +11,7 @@ TRANSPORTS = ("aiohttp", "openai")
 DEFAULT_TRANSPORT = "aiohttp"
 """The transport a Client uses unless told otherwise (`transport=`, `rubric eval --transport`)."""
 
-__all__ = ["DEFAULT_CONCURRENCY", "DEFAULT_TRANSPORT", "TRANSPORTS"]
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+"""The endpoint a Client (and a judge) uses without base_url= or OPENAI_BASE_URL."""
+
+__all__ = ["DEFAULT_BASE_URL", "DEFAULT_CONCURRENCY", "DEFAULT_TRANSPORT", "TRANSPORTS"]

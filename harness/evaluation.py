@@ -22,7 +22,7 @@ from harness.client import Client, check_sampling
 from harness.defaults import DEFAULT_CONCURRENCY
 from harness.errors import ConfigError, ConfigTypeError, EndpointError, ResultsError
 from harness.progress import ProgressDisplay, RunStats
-from harness.protocol import EnvironmentProtocol, HoldsResources
+from harness.protocol import EnvironmentProtocol, HoldsResources, Preflight
 from harness.results import EvalResults, node_paths
 from harness.runner import rollout as run_rollout
 from harness.sharding import Shard, shard_metadata
@@ -477,8 +477,14 @@ async def evaluate(
     # Over 60 lines only through its signature and docstring: the body is the named steps.
     _check_arguments(env, client, num_examples, rollouts_per_example, concurrency)
     client.check_credentials()  # no key for OpenAI: one clear error, not N failed rollouts
+    if isinstance(env, Preflight):  # e.g. a judge with no key: one clear error before anything runs
+        await env.preflight()
 
     check_sampling(dict(sampling or {}))
+    # The client's and the environment's defaults go into every request too (a server that
+    # ignores `n` would otherwise answer with one choice: a silent wrong result).
+    check_sampling(client.sampling, "the client's sampling")
+    check_sampling(dict(env.sampling), f"environment {env.name!r} sampling")
     run_elsewhere = plan_executor(
         env,
         client,

@@ -94,4 +94,13 @@ class HoldsResources(Protocol):
     async def release(self) -> None: ...
 
 
-__all__ = ["EnvironmentProtocol", "HoldsResources"]
+@runtime_checkable
+class Preflight(Protocol):
+    """Optional: an environment that can tell, before any rollout, that it cannot run at all
+    (its rubric's judge has no API key or no endpoint). `evaluate` awaits `preflight()` before
+    it writes anything; it raises a ConfigError naming the fix."""
+
+    async def preflight(self) -> None: ...
+
+
+__all__ = ["EnvironmentProtocol", "HoldsResources", "Preflight"]

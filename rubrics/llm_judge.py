@@ -14,6 +14,8 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, NoReturn, TypeVar, overload
 
+from harness.aio import unreachable
+from harness.defaults import DEFAULT_BASE_URL
 from harness.errors import ConfigError
 from harness.types import Rollout
 from rubrics.judge_cache import CACHE, Answer, ask, cache_info, clear_cache
@@ -235,6 +237,34 @@ class LLMJudge(Rubric):
             )
             self.__dict__["_client"] = client
         return client
+
+    async def _check_ready(self, path: str) -> None:
+        """A judge that cannot answer at all fails once, loudly, naming its own settings."""
+        client = self.client
+        key = (id(client), client.model, client.base_url)
+        if self.__dict__.get("_ready_for") == key:
+            return
+        where = (
+            f"judge {path!r} (model {client.model!r} at {client.base_url})"
+            if path
+            else (f"judge {self.label} (model {client.model!r} at {client.base_url})")
+        )
+        try:
+            client.check_credentials()
+        except ConfigError:
+            raise ConfigError(
+                f"{where} has no API key: set OPENAI_API_KEY, or give the judge its own endpoint: "
+                f"LLMJudge(..., api_key=...), base_url='http://127.0.0.1:8000/v1' for a local server, "
+                f"or client=harness.Client(...)"
+            ) from None
+        if client.base_url != DEFAULT_BASE_URL:  # a hosted API is assumed up; a local one is probed
+            problem = await unreachable(client.base_url)
+            if problem:
+                raise ConfigError(
+                    f"{where} cannot reach its endpoint ({problem}): start the judge's server or fix its "
+                    f"base_url= (or OPENAI_BASE_URL)"
+                )
+        self.__dict__["_ready_for"] = key
 
     @property
     def last_reason(self) -> str | None:

@@ -351,7 +351,7 @@ class Rubric:
             clear_scores(r)
         if self._is_sync_tree():
             return self._score_sync(r, path)
-        return run_sync(self._score_async(r, path))
+        return run_sync(self._ready_then_score(r, path))
 
     async def ascore(self, rollout: Rollout | Mapping[str, Any]) -> float:
         """Score and fill the rollout (`reward`, `scores`, `score_errors`, `score_details`)."""
@@ -361,7 +361,24 @@ class Rubric:
             return await self._score_async(r, path_under(scope, self))
         self._check_scoreable()
         clear_scores(r)
-        return await self._score_async(r, "")
+        return await self._ready_then_score(r, "")
+
+    async def _ready_then_score(self, r: Rollout, path: str) -> float:
+        if not path:  # a root call: the tree's judges must be able to answer at all
+            await self.acheck_ready()
+        return await self._score_async(r, path)
+
+    async def acheck_ready(self) -> None:
+        """Raise ConfigError now, naming the node and its fix, when a node cannot score any
+        rollout (a judge with no API key, or whose endpoint nothing answers): one loud error
+        before scoring, rather than NaN on every rollout. Called before a batch, a root score
+        and a run (`Environment.preflight`); each node checks once per configuration."""
+        for path, node in [("", self), *self.named_rubrics()]:
+            await node._check_ready(path)
+
+    async def _check_ready(self, path: str) -> None:
+        """This node's own readiness check at dotted `path` (judges override it); nothing for most."""
+        return None
 
     def score_batch(
         self, rollouts: Iterable[Rollout | Mapping[str, Any]], *, concurrency: int = DEFAULT_CONCURRENCY
@@ -395,6 +412,7 @@ class Rubric:
                 if i % 256 == 255:
                     await asyncio.sleep(0)  # let other tasks run during a long CPU-only batch
             return self._scored(items)
+        await self.acheck_ready()
         semaphore = asyncio.Semaphore(concurrency)
 
         async def one(r: Rollout) -> None:

@@ -262,7 +262,8 @@ def test_assigning_a_bad_setting_raises_and_changes_nothing(field: str, value: A
     assert judge.state_dict() == before
 
 
-def test_settings_are_one_validated_config() -> None:
+def test_settings_are_one_validated_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")  # a configured judge: its settings are what is tested
     judge = LLMJudge(PROMPT, model="m", choices=None)
     # Every JudgeConfig field is a judge attribute and a state_dict key, in the model's order.
     assert LLMJudge.config_fields == tuple(JudgeConfig.model_fields)
