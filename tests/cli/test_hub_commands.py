@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 from pathlib import Path
 
@@ -83,3 +85,44 @@ def test_readme_publish_block_runs_as_written(
         assert main([*argv[1:], *extra]) == 0, capsys.readouterr()
     out = capsys.readouterr().out
     assert "my-env 0.1.0  (versions: 0.1.0)" in out and "rubric used_tool: FunctionRubric (weight=0.1)" in out
+
+
+def test_readme_local_hub_block_runs_as_written_on_loopback_only(tmp_path: Path) -> None:
+    """The README's hub set-up (less `pip install`) in bash: it makes its folder, and the index
+    listens on 127.0.0.1 alone (read from /proc/net/tcp), answering the simple API."""
+    import re
+    import subprocess
+    import time
+    import urllib.request
+
+    from tests.helpers import _free_port
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    (block,) = [b for b in re.findall(r"```bash\n(.*?)```", readme, flags=re.S) if "pypi-server run" in b]
+    port = _free_port()
+    lines = [line for line in block.splitlines() if not line.startswith("pip install")]
+    script = "\n".join(lines).replace("8080", str(port)) + "\necho $! > server.pid\n"
+    with (tmp_path / "out.log").open("wb") as log:  # not a pipe: the server keeps it open
+        done = subprocess.run(["bash", "-c", script], cwd=tmp_path, stdout=log, stderr=log, timeout=60)
+    assert done.returncode == 0, (tmp_path / "out.log").read_text()
+    pid = int((tmp_path / "server.pid").read_text())
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/simple/", timeout=2) as reply:
+                    assert reply.status == 200
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the README's pypi-server did not start"
+                time.sleep(0.2)
+        listening = [
+            line.split()[1]
+            for line in Path("/proc/net/tcp").read_text().splitlines()[1:]
+            + Path("/proc/net/tcp6").read_text().splitlines()[1:]
+            if line.split()[3] == "0A" and int(line.split()[1].rsplit(":", 1)[1], 16) == port
+        ]
+        assert listening == [f"0100007F:{port:04X}"], listening  # 127.0.0.1 only, no 0.0.0.0 or ::
+        assert (tmp_path / "packages").is_dir()
+    finally:
+        os.kill(pid, signal.SIGTERM)
