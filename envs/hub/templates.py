@@ -22,6 +22,10 @@ requires-python = ">=3.11"
 license = "Apache-2.0"
 dependencies = ["$requirement"]
 
+[project.optional-dependencies]
+# `pip install -e ".[test]"`, then `python -m pytest`: the package's own tests.
+test = ["pytest>=8"]
+
 [project.entry-points."rubric.environments"]
 $name = "$module.environment:load_environment"
 
@@ -61,6 +65,7 @@ rubric eval $name -m gpt-4.1-mini -n 20     # a real model (OPENAI_API_KEY)
 ```
 
 Before installing, run it from this folder: `rubric eval ./$name -m scripted:demo -n 3`.
+Its tests: `pip install -e ".[test]" && python -m pytest`.
 `rubric check` runs the hub's checks; `rubric build` and `rubric push` publish it.
 """
 

@@ -127,3 +127,12 @@ def test_bump_rewrites_only_the_version_and_keeps_the_content_hash(tmp_path: Pat
     assert str(again.version) == "1.0.0" and again.content_hash() == before
     (root / "bumpy" / "data.jsonl").write_text('{"question": "1 + 1?", "answer": "2"}\n')
     assert Project.load(root).content_hash() != before
+
+
+def test_the_scaffolded_package_declares_its_test_extra(tmp_path: Path) -> None:
+    import tomllib
+
+    root = init_package("with-tests", tmp_path)
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    assert project["optional-dependencies"]["test"] == ["pytest>=8"]
+    assert 'pip install -e ".[test]" && python -m pytest' in (root / "README.md").read_text()
