@@ -66,9 +66,20 @@ def messages_rows(
 
 
 def preference_rows(rollouts: Iterable[Rollout]) -> list[dict[str, Any]]:
-    """Chosen = highest reward, rejected = lowest, within each example (skipped when equal)."""
+    """Chosen = highest reward, rejected = lowest, within each example (skipped when equal).
+
+    Raises:
+        ResultsError: no example has two scored rollouts, so there is no pair to make (a run
+            with one rollout per example): say `-r 2` or more.
+    """
+    groups = _by_example(rollouts)
+    if groups and all(len(group) < 2 for group in groups.values()):
+        raise ResultsError(
+            f"preference pairs need at least two scored rollouts of an example, and each of these "
+            f"{len(groups)} examples has at most one; run with rollouts_per_example >= 2 (rubric eval -r 2)"
+        )
     rows = []
-    for group in _by_example(rollouts).values():
+    for group in groups.values():
         ranked = sorted(group, key=lambda r: (-r.reward, r.rollout_index))
         chosen, rejected = ranked[0], ranked[-1]
         if chosen.reward <= rejected.reward:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 
 from harness.aio import run_sync
 from harness.defaults import DEFAULT_CONCURRENCY
@@ -36,7 +37,8 @@ async def arescore(
 
     Returns:
         The re-scored rollouts in the same order, with the run's metadata plus
-        `rescored_with` (the environment's name) and a fresh summary. A rollout whose
+        `rescored_with` (the environment's name) and a fresh summary, whose wall time is
+        the re-scoring's own. A rollout whose
         scoring raised is NaN with the reason in `score_errors`, never a silent 0.
     """
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
@@ -52,8 +54,12 @@ async def arescore(
                 rollout.reward = math.nan
                 rollout.score_errors[""] = f"scoring failed: {describe_error(exc)}"
 
+    started = time.perf_counter()
     await asyncio.gather(*(one(r) for r in fresh))
-    return EvalResults(fresh, metadata={**results.metadata, "rescored_with": env.name})
+    took = time.perf_counter() - started
+    # The summary's wall time is the re-scoring's own, never the original run's.
+    metadata = {**results.metadata, "rescored_with": env.name, "summary": {"wall_seconds": max(took, 1e-9)}}
+    return EvalResults(fresh, metadata=metadata)
 
 
 def rescore(

@@ -135,7 +135,8 @@ def test_unscored_rollouts_are_left_out_and_missing_ids_are_an_error() -> None:
     results = EvalResults([scored, unscored])
     assert math.isnan(unscored.reward)
     assert len(results.to_dataset(format="messages", best_of=5)) == 1
-    assert len(results.to_dataset(format="preference")) == 0
+    with pytest.raises(ResultsError, match="at least two scored rollouts of an example"):
+        results.to_dataset(format="preference")  # one scored rollout: no pair, said, not an empty set
     with pytest.raises(ResultsError, match="has no token ids.*return_token_ids=True"):
         results.to_dataset(format="tokens")
     with pytest.raises(ConfigError, match=r"to_dataset\(format='sft'\); use one of records, messages"):
@@ -151,3 +152,11 @@ def test_client_without_the_option_asks_for_nothing_extra() -> None:
         bodies = endpoint.stats.bodies
     assert all("logprobs" not in b and "return_token_ids" not in b for b in bodies)
     assert results.rollouts[0].turn_tokens == []
+
+
+def test_preferences_from_one_rollout_per_example_are_refused_with_the_fix() -> None:
+    rollouts = [
+        Rollout.model_validate({"example_id": i, "completion": "a", "reward": float(i)}) for i in range(3)
+    ]
+    with pytest.raises(ResultsError, match=r"each of these 3 examples has at most one.*-r 2"):
+        EvalResults(rollouts).to_dataset(format="preference")

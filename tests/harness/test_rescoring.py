@@ -51,3 +51,10 @@ def test_summary_reads_metadata_written_before_the_num_rename() -> None:
     old = Summary.model_validate({"rollouts": 9, "examples": 3, "mean_reward": 0.5})
     assert (old.num_rollouts, old.num_examples) == (9, 3)
     assert "rollouts" not in old.model_dump() and old.model_dump()["num_rollouts"] == 9
+
+
+def test_the_summary_times_the_rescoring_not_the_original_run() -> None:
+    saved = _saved()
+    saved.metadata["summary"] = {"wall_seconds": 3600.0}  # the original run took an hour
+    new = rescore(saved, FakeEnv(), concurrency=2)
+    assert new.summary.wall_seconds is not None and new.summary.wall_seconds < 60
