@@ -221,6 +221,10 @@ def validate_batch(rollouts: Iterable[Any], concurrency: int) -> list[Rollout]:
         raise ConfigError(f"concurrency must be an int >= 1, got {concurrency!r}")
     items = []
     for i, value in enumerate(rollouts):
+        if isinstance(value, Mapping) and "example_id" not in value:
+            # Each dict is its own example unless the caller groups them (same example_id):
+            # otherwise every item would be example 0 and pass@k would read them as k tries.
+            value = {**value, "example_id": i}
         try:
             items.append(as_rollout(value))
         except TypeError as exc:
