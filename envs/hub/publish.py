@@ -10,9 +10,13 @@ keyring; they are never printed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
+import io
+import logging
 import os
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -97,7 +101,8 @@ def _upload(hub: Hub, files: list[Path]) -> None:
 
     settings = Settings(non_interactive=True, disable_progress_bar=True, **_credentials(hub))
     try:
-        upload(settings, [str(f) for f in files])
+        with _quiet_twine():  # its progress lines and "Retry with --verbose": our one line says it
+            upload(settings, [str(f) for f in files])
     except exceptions.NonInteractive:
         raise HubError(
             f"no credentials for {hub.upload_url}; set {HUB_USER_VAR} and {HUB_PASSWORD_VAR} "
@@ -111,6 +116,19 @@ def _upload(hub: Hub, files: list[Path]) -> None:
         ) from None
     except exceptions.TwineException as exc:
         raise HubError(f"upload to {hub.upload_url} failed: {exc}") from None
+
+
+@contextlib.contextmanager
+def _quiet_twine() -> Iterator[None]:
+    """Keep twine's own printing and warnings out of the terminal during an upload."""
+    log = logging.getLogger("twine")
+    level = log.level
+    log.setLevel(logging.CRITICAL)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            yield
+    finally:
+        log.setLevel(level)
 
 
 def _http_failure(hub: Hub, response: Any) -> str:
@@ -149,18 +167,25 @@ async def apush_package(
     version = str(project.next_version(bump)) if bump else str(project.version)
     async with IndexReader(where) as reader:
         await _refuse_repush(reader, project, version, project.content_hash())
-    if bump:
-        project.write_version(version)
-        await abuild_package(project.root, isolation=isolation)
-    files = dist_files(project, version)
-    if not files:
-        raise HubError(
-            f"nothing built for {project.name.distribution} {version} in {project.root / 'dist'}; "
-            f"run rubric build {project.root} first"
-        )
-    if _built_record(project, files).content_hash != project.content_hash():
-        raise HubError(f"the sources changed since the last build; run rubric build {project.root} again")
-    await asyncio.to_thread(_upload, where, files)
+    pyproject = project.root / "pyproject.toml"
+    before = pyproject.read_bytes()
+    try:
+        if bump:
+            project.write_version(version)
+            await abuild_package(project.root, isolation=isolation)
+        files = dist_files(project, version)
+        if not files:
+            raise HubError(
+                f"nothing built for {project.name.distribution} {version} in {project.root / 'dist'}; "
+                f"run rubric build {project.root} first"
+            )
+        if _built_record(project, files).content_hash != project.content_hash():
+            raise HubError(f"the sources changed since the last build; run rubric build {project.root} again")
+        await asyncio.to_thread(_upload, where, files)
+    except BaseException:
+        if bump:  # the bump stands only once the upload succeeded: a retry bumps the same version
+            pyproject.write_bytes(before)
+        raise
     return PushResult(name=project.name.distribution, version=version, files=files, hub=where)
 
 

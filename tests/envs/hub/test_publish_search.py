@@ -126,3 +126,32 @@ def test_hub_urls_for_common_indexes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("RUBRIC_HUB_URL", raising=False)
     with pytest.raises(HubError, match="no hub given; pass --hub URL or set RUBRIC_HUB_URL"):
         Hub.resolve(None)
+
+
+def test_a_failed_bumped_push_leaves_the_version_alone(tmp_path: Path, hub_server: HubServer) -> None:
+    import os
+    import subprocess
+    import sys
+
+    root = _built(tmp_path, "wrong-creds-env")
+    push_package(root)
+    data = root / "wrong_creds_env" / "data.jsonl"
+    data.write_text(data.read_text() + '{"id": "extra", "question": "What is 1 + 1?", "answer": "2"}\n')
+    before = (root / "pyproject.toml").read_text()
+    env = {
+        **os.environ,
+        "RUBRIC_HUB_PASSWORD": "wrong",
+        "PYTHON_KEYRING_BACKEND": "keyring.backends.null.Keyring",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "cli", "push", str(root), "--bump", "patch", "--no-isolation"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=Path(__file__).resolve().parents[3],
+    )
+    assert proc.returncode != 0 and "refused the credentials" in proc.stderr
+    assert (root / "pyproject.toml").read_text() == before  # still 0.1.0: a retry bumps to 0.1.1 again
+    assert "--verbose" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr  # one line of ours
+    assert push_package(root, bump="patch", isolation=False).version == "0.1.1"
