@@ -35,11 +35,33 @@ def _check_gamma(gamma: Any) -> float:
     return float(gamma)
 
 
-class Discounted:
+class _Frozen:
+    """A credit rule is validated once and then fixed: changing `gamma` afterwards would skip
+    the check (a gamma of 3 makes credit exceed the reward), so assignment is refused."""
+
+    __slots__ = ()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(
+            f"credit rule {self!r} is fixed once made: build a new one with the {name} you want"
+        )
+
+    def _set(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+
+    def __reduce__(self) -> tuple[Any, ...]:  # rebuilt through __init__ (and its check) on unpickling
+        slots: tuple[str, ...] = type(self).__slots__
+        return (type(self), tuple(getattr(self, name) for name in slots))
+
+
+class Discounted(_Frozen):
     """`r_t = gamma^(T-1-t) * R`: the episode reward, discounted back from the final turn."""
 
+    __slots__ = ("gamma",)
+    gamma: float
+
     def __init__(self, gamma: float) -> None:
-        self.gamma = _check_gamma(gamma)
+        self._set("gamma", _check_gamma(gamma))
 
     def __call__(self, rollout: Rollout) -> list[float]:
         length = num_turns(rollout)
@@ -49,11 +71,14 @@ class Discounted:
         return f"discounted({self.gamma:g})"
 
 
-class ReturnsToGo:
+class ReturnsToGo(_Frozen):
     """`G_t = s_t + gamma * G_(t+1)` over the root's per-turn scores (outcome scores without them)."""
 
+    __slots__ = ("gamma",)
+    gamma: float
+
     def __init__(self, gamma: float = 1.0) -> None:
-        self.gamma = _check_gamma(gamma)
+        self._set("gamma", _check_gamma(gamma))
 
     def __call__(self, rollout: Rollout) -> list[float]:
         length = num_turns(rollout)
@@ -71,8 +96,10 @@ class ReturnsToGo:
         return f"returns_to_go({self.gamma:g})"
 
 
-class Outcome:
+class Outcome(_Frozen):
     """Every turn gets the episode reward."""
+
+    __slots__ = ()
 
     def __call__(self, rollout: Rollout) -> list[float]:
         return [rollout.reward] * num_turns(rollout)

@@ -119,19 +119,23 @@ def score_turns(node: Rubric, rollout: Rollout) -> Any:
 
 
 def _collect(node: Rubric, raw: list[Any]) -> tuple[list[float], list[str]]:
+    """Per-turn scores and the failures; a failed turn takes the node's `on_error` value, as
+    a failed episode does (NaN by default), so a node told to score failures never hands
+    NaN turn rewards to training."""
+    fallback = NAN if node.on_error is None else node.on_error
     values: list[float] = []
     errors: list[str] = []
     for index, item in enumerate(raw):
         if isinstance(item, BaseException):
             if not isinstance(item, Exception):
                 raise item
-            values.append(NAN)
+            values.append(fallback)
             errors.append(f"turn {index}: {failure_reason(item)}")
             continue
         try:
             values.append(to_score(item, node))
         except TypeError as exc:
-            values.append(NAN)
+            values.append(fallback)
             errors.append(f"turn {index}: {exc}")
     return values, errors
 
@@ -318,7 +322,13 @@ def _combine(
     if isinstance(node, WeightedSum):
         weights = node.weights
         return [sum(weights[name] * vector[t] for name, vector in vectors.items()) for t in range(length)]
-    if isinstance(node, (Gate, Sequential)):
+    if isinstance(node, Gate):  # the gate's own rule, on its child's episode score
+        (name,) = vectors
+        child = _episode_score(rollout, join_path(path, name))
+        if child != child:
+            return [NAN] * length
+        return vectors[name] if child >= node.threshold else [0.0] * length
+    if isinstance(node, Sequential):
         episode = _episode_score(rollout, path)
         if episode != episode:
             return [NAN] * length
