@@ -131,6 +131,67 @@ def _sampling(args: argparse.Namespace) -> dict[str, Any]:
 # rubric eval
 
 
+def _from_recorded_run(args: argparse.Namespace) -> None:
+    """`rubric eval --resume DIR`: what the command line leaves out comes from DIR/metadata.json
+    (environment, its arguments, model, endpoint, what to run); never a key. Flags that were
+    given stay, and the resume check refuses those that differ from the run in one line."""
+    from harness.storage import read_metadata, section
+
+    folder = Path(args.resume)
+    try:
+        metadata = read_metadata(folder) or {}
+    except RubricError as exc:
+        raise CliError(str(exc)) from exc
+    env, model, arguments = (
+        section(metadata, "env"),
+        section(metadata, "model"),
+        section(metadata, "arguments"),
+    )
+    if not env or not model:
+        raise CliError(
+            f"--resume {folder}: its metadata.json does not record the run; name ENV and -m/--model"
+        )
+    if args.env is None:
+        args.env = _resumable_spec(env, metadata.get("provenance"), folder)
+        if args.env_args is None and env.get("load_kwargs"):
+            args.env_args = json.dumps(env["load_kwargs"])
+    if args.model is None:
+        args.model = str(model.get("model"))
+        if args.base_url is None and not args.model.startswith("scripted:") and model.get("base_url"):
+            args.base_url = str(model["base_url"])
+    recorded = {"num_examples": None, "seed": None, "shard": None, "rollouts_per_example": 1, "split": "eval"}
+    for name, default in recorded.items():
+        if getattr(args, name, default) == default and arguments.get(name) is not None:
+            setattr(args, name, arguments[name])
+    if (
+        args.sampling is None
+        and args.max_tokens is None
+        and args.temperature is None
+        and arguments.get("sampling")
+    ):
+        args.sampling = json.dumps(arguments["sampling"])
+    if args.max_turns is None and isinstance(env.get("max_turns"), int):
+        args.max_turns = env["max_turns"]
+
+
+def _resumable_spec(env: Any, provenance: Any, folder: Path) -> str:
+    """The environment a run was made with: an installed name, or a file/folder whose source
+    still hashes as recorded (the same code made the run); anything else is named for the user."""
+    from envs.provenance import of_directory, of_file
+    from envs.registry import recorded_environment
+
+    spec = env.get("load_spec") or env.get("name")
+    if isinstance(spec, str) and isinstance(provenance, dict) and provenance.get("hash"):
+        path = Path(spec)
+        now = of_directory(path) if path.is_dir() else of_file(path) if path.is_file() else None
+        if now is not None and now.get("hash") == provenance["hash"]:
+            return spec
+    try:
+        return recorded_environment(env, f"{folder}/metadata.json", command="rubric eval")
+    except RubricError as exc:
+        raise CliError(f"{exc} --resume {shlex.quote(str(folder))}") from exc
+
+
 def _output_dir(args: argparse.Namespace, env_name: str) -> tuple[Path, bool]:
     if args.resume:
         path = Path(args.resume)
@@ -256,6 +317,10 @@ def _eval(args: argparse.Namespace) -> int:
     from harness.evaluation import evaluate
     from harness.workers import WorkerError
 
+    if args.resume:
+        _from_recorded_run(args)
+    elif args.env is None or args.model is None:
+        raise CliError("the following arguments are required: ENV and -m/--model (or --resume DIR)")
     _check_counts(args)
     env_args = _json_arg(args.env_args, "-a/--env-args")
     if args.mcp:  # recorded with the environment's arguments, so workers and resumes get them too
@@ -812,7 +877,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_eval(sub: Any) -> None:
     ev = sub.add_parser("eval", help="run an environment against a model and score every rollout")
-    ev.add_argument("env", metavar="ENV", help="registered name, path to a .py file, or module:function")
+    ev.add_argument(
+        "env",
+        metavar="ENV",
+        nargs="?",
+        help="registered name, path to a .py file, or module:function (with --resume DIR: the run's own)",
+    )
     ev.add_argument("-a", "--env-args", help="JSON object passed to load_environment")
     _add_eval_endpoint(ev.add_argument_group("model and endpoint"))
     _add_eval_sampling(ev.add_argument_group("what to run"))
@@ -824,8 +894,8 @@ def _add_eval_endpoint(group: Any) -> None:
     group.add_argument(
         "-m",
         "--model",
-        required=True,
-        help="model name at the endpoint, or scripted:POLICY for the built-in offline endpoint",
+        help="model name at the endpoint, or scripted:POLICY for the built-in offline endpoint "
+        "(with --resume DIR: the run's own by default)",
     )
     group.add_argument(
         "-b", "--base-url", help="OpenAI-compatible base URL (default: $OPENAI_BASE_URL or OpenAI)"

@@ -1,0 +1,72 @@
+"""`rubric eval --resume DIR` takes the environment, its arguments, the model and what to run
+from DIR/metadata.json (issue 19.2); a flag that differs from the run is still refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.cli.test_cli import run
+
+ENV_FILE = """
+from envs import SingleTurnEnv
+
+
+def load_environment(n: int = 4):
+    rows = [{"question": f"q{i}", "answer": "a"} for i in range(n)]
+    env = SingleTurnEnv(rows, lambda response, answer: float(response == answer), name="mine")
+    env.scripted_policies = {"a": lambda messages, tools: "a"}
+    return env
+"""
+
+
+def _cut(results: Path, keep: int) -> None:
+    lines = results.read_text().splitlines()
+    results.write_text("\n".join(lines[:keep]) + "\n")
+
+
+def test_resume_of_an_installed_environment_needs_only_the_folder(tmp_path: Path) -> None:
+    first = run(
+        "eval",
+        "gsm8k",
+        "-m",
+        "scripted:noisy",
+        "-n",
+        "6",
+        "-r",
+        "2",
+        "--no-progress",
+        "-o",
+        "r",
+        cwd=tmp_path,
+    )
+    assert first.returncode == 0, first.stderr
+    _cut(tmp_path / "r" / "results.jsonl", 5)  # a crash after 5 of 12
+    resumed = run("eval", "--resume", "r", "--no-progress", "-c", "3", cwd=tmp_path)  # concurrency may change
+    assert resumed.returncode == 0, resumed.stderr
+    rows = [json.loads(line) for line in (tmp_path / "r" / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 12 and len({(r["example_id"], r["rollout_index"]) for r in rows}) == 12
+    changed = run("eval", "--resume", "r", "-n", "3", "--no-progress", cwd=tmp_path)
+    assert changed.returncode == 2 and "arguments.num_examples: was 6, now 3" in changed.stderr
+
+
+def test_resume_of_a_file_environment_checks_its_source_is_unchanged(tmp_path: Path) -> None:
+    (tmp_path / "myenv.py").write_text(ENV_FILE)
+    first = run(
+        "eval", "myenv.py", "-m", "scripted:a", "-a", '{"n": 5}', "-o", "m", "--no-progress", cwd=tmp_path
+    )
+    assert first.returncode == 0, first.stderr
+    _cut(tmp_path / "m" / "results.jsonl", 2)
+    resumed = run("eval", "--resume", "m", "--no-progress", cwd=tmp_path)  # the same file, its recorded n=5
+    assert resumed.returncode == 0, resumed.stderr
+    assert len((tmp_path / "m" / "results.jsonl").read_text().splitlines()) == 5
+    (tmp_path / "myenv.py").write_text(ENV_FILE + "\n# edited since the run\n")
+    _cut(tmp_path / "m" / "results.jsonl", 2)
+    refused = run("eval", "--resume", "m", "--no-progress", cwd=tmp_path)
+    assert refused.returncode == 2 and "never runs code it names" in refused.stderr
+    assert f"rubric eval {tmp_path / 'myenv.py'} --resume m" in refused.stderr  # the command to type
+
+
+def test_a_new_run_still_needs_env_and_model(tmp_path: Path) -> None:
+    proc = run("eval", "gsm8k", cwd=tmp_path)
+    assert proc.returncode == 2 and "ENV and -m/--model (or --resume DIR)" in proc.stderr
