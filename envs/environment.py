@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import difflib
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -35,7 +36,7 @@ from envs.prompts import Template
 from envs.tools import ToolLike, ToolResult, call_tool
 from harness.aio import maybe_await, run_sync
 from harness.errors import ConfigError, ConfigTypeError
-from harness.types import Message, Rollout, ToolCall, as_messages
+from harness.types import INJECTED, Message, Rollout, ToolCall, as_messages
 from rubrics.credit import assign_credit
 from rubrics.render import tree_nodes
 
@@ -193,9 +194,16 @@ class Environment:
         available = (present - _ROLLOUT_FIELDS) | ds_utils.info_keys(data)  # what reaches rollout.info
         missing = sorted(required - available)
         if missing:
+            fields = sorted(INJECTED)
+            hints = [
+                f"{name!r} -> did you mean {close[0]!r}?"
+                for name in missing
+                if (close := difflib.get_close_matches(name, [*fields, *map(str, available)], n=1, cutoff=0.6))
+            ]
             raise ConfigError(
                 f"the rubric asks for column(s) {', '.join(map(repr, missing))} that {what} lacks; "
-                f"available columns (including info keys): {ds_utils.name_list(available)}"
+                f"available columns (including info keys): {ds_utils.name_list(available)}; "
+                f"rollout fields: {', '.join(fields)}" + (f"; {'; '.join(hints)}" if hints else "")
             )
         return data
 
