@@ -198,7 +198,9 @@ class Environment:
             hints = [
                 f"{name!r} -> did you mean {close[0]!r}?"
                 for name in missing
-                if (close := difflib.get_close_matches(name, [*fields, *map(str, available)], n=1, cutoff=0.6))
+                if (
+                    close := difflib.get_close_matches(name, [*fields, *map(str, available)], n=1, cutoff=0.6)
+                )
             ]
             raise ConfigError(
                 f"the rubric asks for column(s) {', '.join(map(repr, missing))} that {what} lacks; "
