@@ -635,17 +635,20 @@ def _fmt(value: Any) -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    from rich.markdown import Markdown
     from rich.table import Table
 
     from envs.hub.install import installed_environments
-    from harness.text import safe_text
+    from harness.text import escape_control, safe_text
 
     found = installed_environments()
     table = Table(title="installed environments")
     for column in ("name", "version", "distribution", "description"):
         table.add_column(column)
-    for env in found:  # a package's strings: never read as markup, control characters escaped
-        table.add_row(*(safe_text(v) for v in (env.name, env.version, env.distribution, env.description)))
+    for env in found:  # a package's strings: control characters escaped, never read as rich markup
+        # Descriptions are Markdown (`code`, **bold**): rendered, without hyperlinks (no OSC 8).
+        description = Markdown(escape_control(env.description), hyperlinks=False)
+        table.add_row(*(safe_text(v) for v in (env.name, env.version, env.distribution)), description)
     _console().print(table if found else "no environments installed (group rubric.environments)")
     return 0
 

@@ -106,7 +106,8 @@ def test_search_and_info_print_no_raw_control_text(hostile_hub: HubServer, tmp_p
 
 def test_rubric_list_shows_markup_as_text(tmp_path: Path) -> None:
     site = tmp_path / "site"
-    _wheel(tmp_path, "markup-env", json.dumps(_record("markup-env", HOSTILE)).encode())
+    described = HOSTILE + " Uses `run_python`, **fast**."  # Markdown, as docstrings and cards are
+    _wheel(tmp_path, "markup-env", json.dumps(_record("markup-env", described)).encode())
     with zipfile.ZipFile(tmp_path / "markup_env-0.1.0-py3-none-any.whl") as wheel:
         wheel.extractall(site)
     proc = run(
@@ -116,6 +117,7 @@ def test_rubric_list_shows_markup_as_text(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr  # was MarkupError on "[/bold]"
     assert "markup-env" in proc.stdout and "[/bold]" in proc.stdout
+    assert "run_python" in proc.stdout and "`" not in proc.stdout and "**" not in proc.stdout  # rendered
     assert not any(c in proc.stdout for c in RAW)
 
 
