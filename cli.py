@@ -524,9 +524,10 @@ def cmd_view(args: argparse.Namespace) -> int:
         )
     except KeyError as exc:
         raise CliError(exc.args[0]) from exc
+    order = list(results.summary.node_means)  # tree order, as the summary lists the nodes
     for rollout in chosen:
         console.rule()
-        console.print(render_rollout(rollout))
+        console.print(render_rollout(rollout, order))
     return 0
 
 

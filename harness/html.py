@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from harness.storage import run_title, section
+from harness.summary import skip_reason
 from harness.types import Message, Rollout
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -216,7 +217,13 @@ def scores_table_html(rollouts: Sequence[Rollout], paths: Sequence[str], *, limi
         # A parent's NaN comes from a child's: its tooltip falls back to the item's reasons.
         reasons = "; ".join(f"{p or 'reward'}: {why}" for p, why in r.score_errors.items())
         cells = [f'<td class="num">{i}</td>', _score_cell(r.reward, r.score_errors.get("", reasons))]
-        cells += [_score_cell(r.scores.get(p, math.nan), r.score_errors.get(p, reasons)) for p in paths]
+        for p in paths:
+            if p not in r.scores and p not in r.score_errors:  # never run: a chain stopped before it
+                cells.append(
+                    f'<td class="num muted" title="{esc(skip_reason(r.scores, p, paths))}">skipped</td>'
+                )
+            else:
+                cells.append(_score_cell(r.scores.get(p, math.nan), r.score_errors.get(p, reasons)))
         cells.append(f'<td class="warn">{esc(reasons)}</td>')
         rows.append(f"<tr>{''.join(cells)}</tr>")
     more = len(rollouts) - limit
@@ -340,7 +347,16 @@ def tree_html(
             extra += '<div class="warn">unscored (NaN)</div>'
         if path in details:
             extra += _detail_html(details[path])
-        shown = "" if never_scored else '<span class="muted">not run</span>' if missing else esc(fmt(score))
+        skipped = (
+            skip_reason(scores, path, [n.get("path", "") for n in nodes]) if missing and path else "not run"
+        )
+        shown = (
+            ""
+            if never_scored
+            else f'<span class="muted">{esc(skipped)}</span>'
+            if missing
+            else esc(fmt(score))
+        )
         rows.append(
             f'<tr class="{"nan" if is_nan else ""}" data-path="{esc(path)}">'
             f'<td style="padding-left:{4 + depth * 16}px"><b>{esc(name)}</b> <span class="muted">{head}</span></td>'

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 
 from rich.console import Group, RenderableType
 from rich.panel import Panel
@@ -16,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from harness.compare import FLIP_THRESHOLD, Comparison
+from harness.summary import skip_reason
 from harness.text import safe_text
 from harness.types import Message, Rollout
 
@@ -53,8 +55,9 @@ def render_message(message: Message) -> RenderableType:
     )
 
 
-def score_table(rollout: Rollout) -> Table:
-    """Every rubric node's score, indented by depth, with the reason a node is unscored."""
+def score_table(rollout: Rollout, order: Sequence[str] | None = None) -> Table:
+    """Every rubric node's score in tree order (`order`: the run's node paths; else the order
+    they were scored in), indented by depth, with the reason a node is unscored or skipped."""
     table = Table(title="scores", show_header=True, header_style="bold")
     table.add_column("node")
     table.add_column("score", justify="right")
@@ -63,9 +66,14 @@ def score_table(rollout: Rollout) -> Table:
     table.add_row(
         Text("reward", style="bold"), _fmt_score(rollout.reward), safe_text(rollout.score_errors.get("", ""))
     )
-    paths = sorted((set(rollout.scores) | set(rollout.score_errors)) - {""})
+    seen = dict.fromkeys([*(order or []), *rollout.scores, *rollout.score_errors])
+    paths = [p for p in seen if p]
     for path in paths:
         depth = path.count(".") + 1
+        if path not in rollout.scores and path not in rollout.score_errors:  # a chain stopped first
+            reason = skip_reason(rollout.scores, path, paths)
+            table.add_row(safe_text("  " * depth + path.rsplit(".", 1)[-1]), "-", Text(reason, style="dim"))
+            continue
         score = rollout.scores.get(path, math.nan)
         note = rollout.score_errors.get(path, "")
         detail = rollout.score_details.get(path)
@@ -75,7 +83,7 @@ def score_table(rollout: Rollout) -> Table:
     return table
 
 
-def render_rollout(rollout: Rollout) -> RenderableType:
+def render_rollout(rollout: Rollout, order: Sequence[str] | None = None) -> RenderableType:
     """Header line, the conversation, then the score table."""
     header = Text.assemble(
         ("example ", "bold"),
@@ -95,7 +103,7 @@ def render_rollout(rollout: Rollout) -> RenderableType:
     if rollout.answer is not None:
         parts.append(safe_text(f"answer: {rollout.answer}", style="dim"))
     parts.extend(render_message(m) for m in rollout.messages)
-    parts.append(score_table(rollout))
+    parts.append(score_table(rollout, order))
     return Group(*parts)
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
 from pydantic import AliasChoices, BaseModel, Field
 
@@ -79,6 +79,19 @@ class Summary(BaseModel):
         from harness.html import STYLE, summary_html
 
         return f'{STYLE}<div class="rv">{summary_html(self)}</div>'
+
+
+def skip_reason(scores: Mapping[str, float], path: str, paths: Sequence[str]) -> str:
+    """Why node `path` has no score on a rollout whose nodes in tree order are `paths`: a
+    chain (Sequential) stops at a sibling scoring 0 or NaN, and the nodes after it never run."""
+    parent = path.rpartition(".")[0]
+    siblings = [p for p in paths if p.rpartition(".")[0] == parent and p in scores]
+    earlier = [p for p in siblings if paths.index(p) < paths.index(path)] if path in paths else siblings
+    for sibling in reversed(earlier):
+        value = scores[sibling]
+        if value != value or value == 0.0:
+            return f"skipped: after {sibling.rsplit('.', 1)[-1]} scored {'NaN' if value != value else 0}"
+    return "not run"
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -234,4 +247,4 @@ def summarize(
     )
 
 
-__all__ = ["PASS_THRESHOLD", "Summary", "mean_and_stderr", "pass_at_k", "summarize"]
+__all__ = ["PASS_THRESHOLD", "Summary", "mean_and_stderr", "pass_at_k", "skip_reason", "summarize"]
