@@ -311,12 +311,8 @@ def _print_workers(console: Any, metadata: dict[str, Any]) -> None:
     )
 
 
-def _eval(args: argparse.Namespace) -> int:
-    from harness.aio import run_sync
-    from harness.errors import ConfigError, EndpointError, ResultsError
-    from harness.evaluation import evaluate
-    from harness.workers import WorkerError
-
+def _eval_environment(args: argparse.Namespace) -> Any:
+    """The environment `rubric eval` runs: from the command line, or from --resume DIR's metadata."""
     if args.resume:
         _from_recorded_run(args)
     elif args.env is None or args.model is None:
@@ -325,13 +321,22 @@ def _eval(args: argparse.Namespace) -> int:
     env_args = _json_arg(args.env_args, "-a/--env-args")
     if args.mcp:  # recorded with the environment's arguments, so workers and resumes get them too
         env_args["mcp_servers"] = [*env_args.get("mcp_servers", []), *args.mcp]
-    sampling = _sampling(args)
     env = _load_env(args.env, env_args)
     if args.max_turns is not None:
         env.max_turns = args.max_turns
-    env_name = env.name or args.env
+    return env
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from harness.aio import run_sync
+    from harness.errors import ConfigError, EndpointError, ResultsError
+    from harness.evaluation import evaluate
+    from harness.workers import WorkerError
+
+    env = _eval_environment(args)
+    sampling = _sampling(args)
     _check_planned(env, args)
-    output_dir, resume = _output_dir(args, env_name)
+    output_dir, resume = _output_dir(args, env.name or args.env)
     if resume:
         _warn_if_env_changed(output_dir, env)
 

@@ -361,11 +361,7 @@ class MCPTool:
         try:
             data = self._validate(arguments)
         except BadArguments as exc:
-            return self._failure(
-                exc.reason,
-                f"tool {self.name!r} was not run: {exc.detail}\n"
-                f"Expected parameters (JSON Schema): {json.dumps(self.parameters, separators=(',', ':'))}",
-            )
+            return exc.result(self.name, json.dumps(self.parameters, separators=(",", ":")))
         try:
             connection = await self.server.connection(rollout)
         except MCPStartError as exc:

@@ -85,6 +85,14 @@ def serialize_result(value: Any) -> str:
 class BadArguments(ValueError):
     """The model's arguments cannot be used; `reason` is short, `detail` is for the model."""
 
+    def result(self, tool: str, parameters_json: str) -> ToolResult:
+        """What the model is told: the call was not run, why, and the schema to follow."""
+        return ToolResult(
+            content=f"Error: tool {tool!r} was not run: {self.detail}\nExpected parameters (JSON Schema): {parameters_json}",
+            name=tool,
+            error=self.reason,
+        )
+
     def __init__(self, reason: str, detail: str) -> None:
         super().__init__(reason)
         self.reason = reason
@@ -325,11 +333,7 @@ class Tool:
         try:
             kwargs = self._validate(arguments)
         except BadArguments as exc:
-            return self._failure(
-                exc.reason,
-                f"tool {self.name!r} was not run: {exc.detail}\n"
-                f"Expected parameters (JSON Schema): {self._parameters_json}",
-            )
+            return exc.result(self.name, self._parameters_json)
         if state is None and rollout is not None:
             state = rollout.state
         injected = {"state": state, "rollout": rollout}

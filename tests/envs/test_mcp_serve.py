@@ -29,7 +29,8 @@ def _text(result: Any) -> str:
     return "".join(block.text for block in result.content if block.type == "text")
 
 
-async def _exercise(client: SDKClient) -> None:
+async def _exercise(client: SDKClient) -> list[str]:
+    """The checks both transports share; returns the tools the server listed."""
     env = load_environment("python")
     listed = (await client.list_tools()).tools
     assert [t.name for t in listed] == [t.name for t in env.tools] == ["run_python"]
@@ -41,6 +42,7 @@ async def _exercise(client: SDKClient) -> None:
     assert bad.is_error and "not run" in _text(bad) and "code" in _text(bad)
     unknown = await client.call_tool("nope", {})
     assert unknown.is_error and "run_python" in _text(unknown)
+    return [t.name for t in listed]
 
 
 async def test_the_official_client_over_stdio() -> None:
@@ -48,7 +50,7 @@ async def test_the_official_client_over_stdio() -> None:
         command=str(RUBRIC), args=["mcp", "python"], env={"PYTHONPATH": os.environ.get("PYTHONPATH", "")}
     )
     async with SDKClient(stdio_client(params)) as client:
-        await _exercise(client)
+        assert await _exercise(client) == ["run_python"]
 
 
 @pytest.fixture
@@ -74,7 +76,7 @@ def served_over_http(tmp_path: Path) -> Iterator[str]:
 
 async def test_the_official_client_over_streamable_http(served_over_http: str) -> None:
     async with SDKClient(served_over_http) as client:
-        await _exercise(client)
+        assert await _exercise(client) == ["run_python"]
 
 
 def test_an_environment_without_python_tools_is_refused(tmp_path: Path) -> None:
