@@ -313,11 +313,11 @@ def _print_workers(console: Any, metadata: dict[str, Any]) -> None:
 
 def _eval_environment(args: argparse.Namespace) -> Any:
     """The environment `rubric eval` runs: from the command line, or from --resume DIR's metadata."""
-    if args.resume:
+    _check_counts(args)
+    if args.resume and (args.env is None or args.model is None):
         _from_recorded_run(args)
     elif args.env is None or args.model is None:
         raise CliError("the following arguments are required: ENV and -m/--model (or --resume DIR)")
-    _check_counts(args)
     env_args = _json_arg(args.env_args, "-a/--env-args")
     if args.mcp:  # recorded with the environment's arguments, so workers and resumes get them too
         env_args["mcp_servers"] = [*env_args.get("mcp_servers", []), *args.mcp]
