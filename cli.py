@@ -477,14 +477,25 @@ def _load_run(path: str):
         raise CliError(f"{path} holds no results ({exc}); pass a directory written by `rubric eval`") from exc
 
 
+def _newest_rescored(folder: Path) -> Path:
+    """The latest `rubric score` output in a run folder (`rubric view DIR --rescored`)."""
+    found = sorted(folder.glob("results.rescored-*.jsonl"))
+    if not found:
+        raise CliError(
+            f"{folder} has no re-scored results (results.rescored-*.jsonl); run rubric score {folder} first"
+        )
+    return found[-1]
+
+
 def _view_html(args: argparse.Namespace, results: Any) -> int:
     from harness.report import write_report
 
     other = _load_run(args.other) if args.other else None
     if args.html:
         out = Path(args.html)
-    elif other is None:
-        out = Path(args.dir) / "report.html"
+    elif other is None:  # a results file (a re-scored copy) gets its own report beside it
+        source = Path(args.dir)
+        out = source.with_suffix(".html") if source.is_file() else source / "report.html"
     else:
         out = Path(f"compare--{_slug(Path(args.dir).name)}--{_slug(Path(args.other).name)}.html")
     path = write_report(results, out, other=other)
@@ -511,6 +522,8 @@ def cmd_view(args: argparse.Namespace) -> int:
     for flag, value in (("--worst", args.worst), ("--best", args.best)):
         if value is not None and value < 1:
             raise CliError(f"{flag} must be a count of at least 1, got {value}")
+    if args.rescored:
+        args.dir = str(_newest_rescored(Path(args.dir)))
     results = _load_run(args.dir)
     if args.html is not None:
         return _view_html(args, results)
@@ -995,6 +1008,11 @@ def _add_results_commands(sub: Any) -> None:
     vw.add_argument("--worst", type=int, metavar="N")
     vw.add_argument("--best", type=int, metavar="N")
     vw.add_argument("--errors", action="store_true", help="show rollouts that errored or have unscored nodes")
+    vw.add_argument(
+        "--rescored",
+        action="store_true",
+        help="show the newest re-scored results of DIR (rubric score's results.rescored-*.jsonl)",
+    )
     vw.set_defaults(func=cmd_view)
 
     sc = sub.add_parser("score", help="re-score saved rollouts with the environment's current rubric")

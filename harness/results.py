@@ -346,7 +346,11 @@ def load_results(path: str | Path) -> EvalResults:
     """
     path = Path(path)
     if path.is_file():
-        return EvalResults(_in_run_order(iter_rollouts(path), None))
+        # A file in a run folder (a re-scored copy): the folder's metadata, and which scores these are.
+        metadata = read_metadata(path.parent) if (path.parent / METADATA_FILE).exists() else None
+        if metadata is not None and path.name != RESULTS_FILE:
+            metadata = {k: v for k, v in metadata.items() if k != "summary"} | {"scores_from": path.name}
+        return EvalResults(_in_run_order(iter_rollouts(path), metadata), metadata=metadata or {})
     if not path.is_dir():
         raise ResultsNotFoundError(
             f"no results at {path}: pass a directory written by evaluate(output_dir=...)"

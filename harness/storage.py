@@ -51,9 +51,13 @@ def section(metadata: Mapping[str, Any], key: str) -> Mapping[str, Any]:
 def run_title(metadata: Mapping[str, Any]) -> str:
     """ "env · model" from a run's metadata ("evaluation" when it names neither)."""
     env, model = section(metadata, "env"), section(metadata, "model")
-    if env.get("name") or model.get("model"):
-        return f"{env.get('name', '?')} · {model.get('model', '?')}"
-    return "evaluation"
+    title = (
+        f"{env.get('name', '?')} · {model.get('model', '?')}"
+        if env.get("name") or model.get("model")
+        else "evaluation"
+    )
+    scores = metadata.get("scores_from")  # a re-scored copy of the run: say whose scores these are
+    return f"{title} · scores from {scores}" if isinstance(scores, str) else title
 
 
 def _file_mode() -> int:
