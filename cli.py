@@ -337,8 +337,15 @@ def _eval(args: argparse.Namespace) -> int:
     sampling = _sampling(args)
     _check_planned(env, args)
     output_dir, resume = _output_dir(args, env.name or args.env)
+    args.run_dir = output_dir  # for the Ctrl-C message
     if resume:
         _warn_if_env_changed(output_dir, env)
+        if args.retry_errors:
+            _drop_errored(output_dir)
+    elif args.retry_errors:
+        raise CliError(
+            "--retry-errors re-runs the errored rollouts of an earlier run: use it with --resume DIR"
+        )
 
     with ExitStack() as stack:
         client = _client(stack, args, env)
@@ -475,6 +482,24 @@ def _load_run(path: str):
         return load_results(path)
     except FileNotFoundError as exc:
         raise CliError(f"{path} holds no results ({exc}); pass a directory written by `rubric eval`") from exc
+
+
+def _drop_errored(folder: Path) -> None:
+    """--retry-errors: take the errored rollouts out of DIR/results.jsonl, so the resume runs them again."""
+    from harness.storage import RESULTS_FILE, RunLock, iter_rollouts, write_atomic
+
+    results = folder / RESULTS_FILE
+    if not results.exists():
+        return
+    lock = RunLock(folder)
+    try:
+        lock.acquire()  # refused while another run writes there
+        kept = [r for r in iter_rollouts(results, repair=True) if r.error is None]
+        write_atomic(results, b"".join(r.model_dump_json().encode() + b"\n" for r in kept))
+    except RubricError as exc:
+        raise CliError(str(exc)) from exc
+    finally:
+        lock.release()
 
 
 def _newest_rescored(folder: Path) -> Path:
@@ -960,6 +985,11 @@ def _add_eval_run(group: Any) -> None:
     group.add_argument("-o", "--output-dir", help="results directory (default runs/<env>--<model>--<time>)")
     group.add_argument("--resume", metavar="DIR", help="continue an interrupted run in DIR")
     group.add_argument(
+        "--retry-errors",
+        action="store_true",
+        help="with --resume: run the rollouts that errored again (their rows are replaced)",
+    )
+    group.add_argument(
         "--max-error-rate",
         type=float,
         metavar="F",
@@ -1077,6 +1107,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE if isinstance(exc, CliError) else 1
     except KeyboardInterrupt:
         print(f"rubric {args.command}: interrupted; finished rollouts are kept", file=sys.stderr)
+        run_dir = getattr(args, "run_dir", None)  # set by rubric eval once it knows its directory
+        if run_dir is not None:
+            _say(f"continue with: rubric eval --resume {shlex.quote(str(run_dir))}", file=sys.stderr)
         return 130
     except BrokenPipeError:  # the reader went away (`rubric hub info X | head`): stop quietly
         _silence_stdout()
