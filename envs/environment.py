@@ -78,6 +78,9 @@ class Environment:
         credit: credit assignment run after scoring, filling `rollout.turn_rewards` (one
             reward per assistant turn): `rubrics.credit.discounted(0.9)`, `returns_to_go()`,
             `outcome()`, or your own `(rollout) -> list[float]`.
+        success: what counts as a pass for pass@k: a node path ("grade.win", its score must
+            reach 1) or (path, threshold); default: the reward reaches 1. Named beside pass@k
+            in the summary and recorded in metadata.json.
     """
 
     default_max_turns: ClassVar[int] = 10
@@ -113,6 +116,7 @@ class Environment:
         columns: Mapping[str, str] | None = None,
         split: str | None = None,
         credit: Callable[[Rollout], Sequence[float]] | None = None,
+        success: str | tuple[str, float] | None = None,
     ) -> None:
         if credit is not None and not callable(credit):
             raise ConfigError(
@@ -120,6 +124,7 @@ class Environment:
                 f"got {type(credit).__name__}"
             )
         self.credit = credit
+        self.success = _check_success(success)
         self.max_turns = _check_max_turns(self.default_max_turns if max_turns is None else max_turns)
         if sampling is not None and not isinstance(sampling, Mapping):
             raise ConfigTypeError(
@@ -137,6 +142,14 @@ class Environment:
             )
         self.parser = parser
         self.rubric = as_rubric(rubric)
+        if self.success is not None and self.success[0]:
+            try:
+                self.rubric.get_rubric(self.success[0])
+            except KeyError:
+                nodes = ", ".join(path for path, _ in self.rubric.named_rubrics()) or "(none)"
+                raise ConfigError(
+                    f"success names node {self.success[0]!r}, which the rubric lacks; its nodes: {nodes}"
+                ) from None
         self.columns = dict(columns or {})
         self.split = split
         self.system_prompt = system_prompt
@@ -468,6 +481,8 @@ class Environment:
                 "rubric": tree_nodes(self.rubric),
             }
         )
+        if self.success is not None:  # the pass@k criterion (absent by default: reward >= 1)
+            identity["success"] = {"node": self.success[0], "threshold": self.success[1]}
         if self.mcp_servers:  # where the MCP tools come from (no key for environments without)
             identity["mcp_servers"] = [server.config() for server in self.mcp_servers]
         return identity
@@ -517,6 +532,27 @@ class Environment:
             f"{type(self).__name__}(name={self.name!r}, dataset={len(self.dataset)} rows{eval_part}, "
             f"max_turns={self.max_turns}{tools})"
         )
+
+
+def _check_success(success: object) -> tuple[str, float] | None:
+    """`success=` as (node path, threshold), or a ConfigError saying what it takes."""
+    if success is None:
+        return None
+    path, threshold = (
+        (success, 1.0)
+        if isinstance(success, str)
+        else (success if isinstance(success, tuple) and len(success) == 2 else (None, None))
+    )
+    if (
+        not isinstance(path, str)
+        or isinstance(threshold, bool)
+        or not isinstance(threshold, (int, float))
+        or not math.isfinite(threshold)
+    ):
+        raise ConfigError(
+            f"success must be a rubric node path such as 'grade.win' or (path, threshold) like ('grade.win', 1.0), got {success!r}"
+        )
+    return path, float(threshold)
 
 
 def _check_max_turns(value: Any) -> int:

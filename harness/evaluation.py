@@ -23,7 +23,7 @@ from harness.defaults import DEFAULT_CONCURRENCY
 from harness.errors import ConfigError, ConfigTypeError, EndpointError, ResultsError
 from harness.progress import ProgressDisplay, RunStats
 from harness.protocol import EnvironmentProtocol, HoldsResources, Preflight
-from harness.results import EvalResults, node_paths
+from harness.results import EvalResults, node_paths, success_of
 from harness.runner import rollout as run_rollout
 from harness.sharding import Shard, shard_metadata
 from harness.storage import (
@@ -247,6 +247,7 @@ class _Run:
             max_k=max_k,
             node_order=node_paths(self.metadata),
             planned=self.stats.total,
+            success=success_of(self.metadata),
         )
         session = self.metadata["sessions"][-1]
         session.update(status=status, finished_at=_now(), rollouts_ran=ran, wall_seconds=wall)

@@ -174,6 +174,9 @@ def summary_html(summary: Summary, nodes: Sequence[TreeNode] | None = None, stat
         f" <span class='muted'>over the {s.scored:,} scored of {total:,}</span>" if s.scored != total else ""
     )
     rows += [_row(f"pass@{k}", esc(fmt(v)) + partial) for k, v in s.pass_at_k.items()]
+    criterion = getattr(s, "pass_criterion", "reward >= 1")
+    if s.pass_at_k and criterion != "reward >= 1":
+        rows.append(_row("pass means", esc(criterion)))
     stops = ", ".join(f"{esc(name)} {n:,}" for name, n in s.stop_reasons.items()) or "-"
     rows.append(_row("stop reasons", stops))
     rows.append(_row("errors", f"{s.errors:,}", "bad" if s.errors else ""))

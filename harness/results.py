@@ -49,6 +49,17 @@ def node_paths(metadata: Mapping[str, Any]) -> list[str] | None:
     return [n["path"] for n in nodes if isinstance(n, dict) and isinstance(n.get("path"), str) and n["path"]]
 
 
+def success_of(metadata: Mapping[str, Any]) -> tuple[str, float] | None:
+    """The pass criterion a run's environment declared (node path, threshold), or None (reward >= 1)."""
+    declared = section(metadata, "env").get("success")
+    if not isinstance(declared, Mapping) or not isinstance(declared.get("node"), str):
+        return None
+    threshold = declared.get("threshold", 1.0)
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
+        return None
+    return declared["node"], float(threshold)
+
+
 def _count(value: object) -> int | None:
     """`value` if it is a whole number >= 1 (not a bool), else None."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
@@ -118,6 +129,7 @@ class EvalResults:
                 max_k=_count(arguments.get("rollouts_per_example")),
                 node_order=node_paths(self.metadata),
                 planned=_count(recorded.get("planned")),
+                success=success_of(self.metadata),
             )
             wall = recorded.get("wall_seconds")
             if isinstance(wall, (int, float)) and not isinstance(wall, bool) and wall > 0:
@@ -284,6 +296,8 @@ class EvalResults:
         partial = f"  (over the {s.scored} scored of {s.num_rollouts})" if s.scored != s.num_rollouts else ""
         for k, value in s.pass_at_k.items():  # errored and unscored rollouts are not in pass@k
             table.add_row(f"pass@{k}", _fmt(value) + partial)
+        if s.pass_at_k and s.pass_criterion != "reward >= 1":
+            table.add_row("pass means", safe_text(s.pass_criterion))
         stops = ", ".join(f"{name} {n}" for name, n in s.stop_reasons.items()) or "-"
         table.add_row("stop reasons", safe_text(stops))
         table.add_row("errors", Text(str(s.errors), style="red" if s.errors else ""))
@@ -367,4 +381,4 @@ def load_results(path: str | Path) -> EvalResults:
     return EvalResults(_in_run_order(iter_rollouts(results), metadata), metadata=metadata)
 
 
-__all__ = ["EvalResults", "load_results"]
+__all__ = ["EvalResults", "load_results", "success_of"]

@@ -10,7 +10,8 @@ Definitions:
 - a node's mean is over the rollouts where that node has a non-NaN score.
 - pass@k uses the unbiased estimator 1 - C(n-c, k) / C(n, k) per example (n scored rollouts,
   c of them passing), averaged over the examples with n >= k. A rollout *passes* when its
-  reward >= 1.0 - 1e-9, i.e. it earned the full reward.
+  reward >= 1.0 - 1e-9 (it earned the full reward), or, when the environment declares
+  `success=(node, threshold)`, when that node's score reaches the threshold (Wordle: a win).
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ class Summary(BaseModel):
     node_stderrs: dict[str, float] = Field(default_factory=dict)
     # How many rollouts the run set out to make (more than `rollouts` when it was interrupted).
     planned: int | None = None
+    # What counts as a pass for pass@k, e.g. "reward >= 1" (the default) or "grade.win >= 1".
+    pass_criterion: str = "reward >= 1"
 
     def __repr__(self) -> str:
         # Readable at a glance, no float noise: the numbers a run is judged by.
@@ -151,7 +154,8 @@ def _tree_order(node_values: dict[str, list[float]], node_order: Iterable[str] |
 class _Tally:
     """Counts gathered in one pass over the rollouts."""
 
-    def __init__(self) -> None:
+    def __init__(self, success: tuple[str, float] | None = None) -> None:
+        self.success_path, self.success_threshold = success or ("", 1.0)
         self.rewards: list[float] = []
         self.node_values: dict[str, list[float]] = {}
         self.per_example: dict[str, list[int]] = {}  # example -> [n scored, c passing]
@@ -182,7 +186,8 @@ class _Tally:
         self.rewards.append(reward)
         tally = self.per_example.setdefault(example, [0, 0])
         tally[0] += 1
-        tally[1] += reward >= PASS_THRESHOLD
+        value = reward if not self.success_path else r.scores.get(self.success_path, math.nan)
+        tally[1] += value >= self.success_threshold - 1e-9  # NaN never passes
 
     def node_means(self, paths: list[str]) -> dict[str, float]:
         return {p: math.fsum(self.node_values[p]) / len(self.node_values[p]) for p in paths}
@@ -209,15 +214,17 @@ def summarize(
     top_reasons: int = 3,
     node_order: Iterable[str] | None = None,
     planned: int | None = None,
+    success: tuple[str, float] | None = None,
 ) -> Summary:
     """Summarise `rollouts`. `timed_rollouts` is how many of them ran within `wall_seconds`
     (all by default; fewer when a resumed run only ran the missing ones). `max_k` bounds
     pass@k (default: the most rollouts any example has). `node_order` lists node paths in
     tree order (e.g. from the rubric), which the node means follow; paths it lacks come
     after, in the order they were first scored. `planned` is how many rollouts the run
-    meant to make."""
+    meant to make. `success` is (node path, threshold): a rollout passes when that node's
+    score reaches the threshold (default: the reward reaches 1)."""
     rollouts = list(rollouts)
-    tally = _Tally()
+    tally = _Tally(success)
     for r in rollouts:
         tally.add(r)
     mean, stderr = mean_and_stderr(tally.rewards)
@@ -244,6 +251,7 @@ def summarize(
         wall_seconds=wall_seconds,
         rollouts_per_second=rate,
         planned=planned,
+        pass_criterion=f"{tally.success_path or 'reward'} >= {tally.success_threshold:g}",
     )
 
 

@@ -290,6 +290,7 @@ def load_environment(
         max_turns=max_turns,
         sampling=sampling,
         name="wordle",
+        success="grade.win",  # pass@k counts wins (the reward of a win is below 1: speed, valid guesses)
     )
     env.scripted_policies = make_policies(games, words)
     return env
