@@ -173,7 +173,14 @@ def summary_html(summary: Summary, nodes: Sequence[TreeNode] | None = None, stat
     partial = (
         f" <span class='muted'>over the {s.scored:,} scored of {total:,}</span>" if s.scored != total else ""
     )
-    rows += [_row(f"pass@{k}", esc(fmt(v)) + partial) for k, v in s.pass_at_k.items()]
+    for k, v in s.pass_at_k.items():
+        over = s.pass_at_k_examples.get(k, s.num_examples)
+        fewer = (
+            f" <span class='muted'>over {over:,} of {s.num_examples:,} examples (the rest have &lt; {k} rollouts)</span>"
+            if over < s.num_examples and not partial
+            else partial
+        )
+        rows.append(_row(f"pass@{k}", esc(fmt(v)) + fewer))
     criterion = getattr(s, "pass_criterion", "reward >= 1")
     if s.pass_at_k and criterion != "reward >= 1":
         rows.append(_row("pass means", esc(criterion)))

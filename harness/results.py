@@ -295,7 +295,13 @@ class EvalResults:
             table.add_row(safe_text("  " * depth + path.rsplit(".", 1)[-1], style="not bold"), _fmt(mean))
         partial = f"  (over the {s.scored} scored of {s.num_rollouts})" if s.scored != s.num_rollouts else ""
         for k, value in s.pass_at_k.items():  # errored and unscored rollouts are not in pass@k
-            table.add_row(f"pass@{k}", _fmt(value) + partial)
+            over = s.pass_at_k_examples.get(k, s.num_examples)
+            fewer = (
+                f"  (over {over} of {s.num_examples} examples: the rest have < {k} rollouts)"
+                if over < s.num_examples
+                else ""
+            )
+            table.add_row(f"pass@{k}", _fmt(value) + (partial or fewer))
         if s.pass_at_k and s.pass_criterion != "reward >= 1":
             table.add_row("pass means", safe_text(s.pass_criterion))
         stops = ", ".join(f"{name} {n}" for name, n in s.stop_reasons.items()) or "-"

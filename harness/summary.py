@@ -38,6 +38,8 @@ class Summary(BaseModel):
     reward_stderr: float | None = None
     node_means: dict[str, float] = Field(default_factory=dict)
     pass_at_k: dict[int, float] = Field(default_factory=dict)
+    # How many examples each pass@k is over (those with at least k scored rollouts).
+    pass_at_k_examples: dict[int, int] = Field(default_factory=dict)
     stop_reasons: dict[str, int] = Field(default_factory=dict)
     errors: int = 0
     unscored: int = 0
@@ -195,14 +197,17 @@ class _Tally:
     def node_stderrs(self, paths: list[str]) -> dict[str, float]:
         return {p: e for p in paths if (e := mean_and_stderr(self.node_values[p])[1]) is not None}
 
-    def pass_at(self, max_k: int | None) -> dict[int, float]:
+    def pass_at(self, max_k: int | None) -> tuple[dict[int, float], dict[int, int]]:
+        """pass@k for each k, and how many examples each is over (those with >= k scored rollouts)."""
         k_limit = max_k if max_k is not None else max(self.counts.values(), default=0)
         passes: dict[int, float] = {}
+        over: dict[int, int] = {}
         for k in range(1, k_limit + 1):
             eligible = [pass_at_k(n, c, k) for n, c in self.per_example.values() if n >= k]
             if eligible:
                 passes[k] = math.fsum(eligible) / len(eligible)
-        return passes
+                over[k] = len(eligible)
+        return passes, over
 
 
 def summarize(
@@ -230,6 +235,7 @@ def summarize(
     mean, stderr = mean_and_stderr(tally.rewards)
     paths = _tree_order(tally.node_values, node_order)
     timed = len(rollouts) if timed_rollouts is None else timed_rollouts
+    passes, over = tally.pass_at(max_k)
     rate = timed / wall_seconds if wall_seconds and wall_seconds > 0 else None
     return Summary(
         num_rollouts=len(rollouts),
@@ -239,7 +245,8 @@ def summarize(
         reward_stderr=stderr,
         node_means=tally.node_means(paths),
         node_stderrs=tally.node_stderrs(paths),
-        pass_at_k=tally.pass_at(max_k),
+        pass_at_k=passes,
+        pass_at_k_examples=over,
         stop_reasons=dict(tally.stop_reasons.most_common()),
         errors=tally.errors,
         unscored=tally.unscored,
