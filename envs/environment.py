@@ -124,7 +124,6 @@ class Environment:
                 f"got {type(credit).__name__}"
             )
         self.credit = credit
-        self.success = _check_success(success)
         self.max_turns = _check_max_turns(self.default_max_turns if max_turns is None else max_turns)
         if sampling is not None and not isinstance(sampling, Mapping):
             raise ConfigTypeError(
@@ -142,14 +141,7 @@ class Environment:
             )
         self.parser = parser
         self.rubric = as_rubric(rubric)
-        if self.success is not None and self.success[0]:
-            try:
-                self.rubric.get_rubric(self.success[0])
-            except KeyError:
-                nodes = ", ".join(path for path, _ in self.rubric.named_rubrics()) or "(none)"
-                raise ConfigError(
-                    f"success names node {self.success[0]!r}, which the rubric lacks; its nodes: {nodes}"
-                ) from None
+        self.success = _check_success(success, self.rubric)
         self.columns = dict(columns or {})
         self.split = split
         self.system_prompt = system_prompt
@@ -534,8 +526,8 @@ class Environment:
         )
 
 
-def _check_success(success: object) -> tuple[str, float] | None:
-    """`success=` as (node path, threshold), or a ConfigError saying what it takes."""
+def _check_success(success: object, rubric: Any) -> tuple[str, float] | None:
+    """`success=` as (node path, threshold) of a node `rubric` has, or a ConfigError saying what it takes."""
     if success is None:
         return None
     path, threshold = (
@@ -552,6 +544,14 @@ def _check_success(success: object) -> tuple[str, float] | None:
         raise ConfigError(
             f"success must be a rubric node path such as 'grade.win' or (path, threshold) like ('grade.win', 1.0), got {success!r}"
         )
+    if path:
+        try:
+            rubric.get_rubric(path)
+        except KeyError:
+            nodes = ", ".join(p for p, _ in rubric.named_rubrics()) or "(none)"
+            raise ConfigError(
+                f"success names node {path!r}, which the rubric lacks; its nodes: {nodes}"
+            ) from None
     return path, float(threshold)
 
 
