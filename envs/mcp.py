@@ -35,6 +35,7 @@ import pydantic
 
 from envs.tools import DEFAULT_TIMEOUT, BadArguments, ToolResult, check_tool_name, parse_arguments
 from harness.child import wrap
+from harness.content import block_text
 from harness.errors import ConfigError, ConfigTypeError
 from harness.types import Rollout
 
@@ -387,7 +388,7 @@ class MCPTool:
 def _tool_result(name: str, result: Any) -> ToolResult:
     """The model's text for an MCP CallToolResult, with every content block kept as JSON."""
     blocks = [b.model_dump(mode="json", by_alias=True, exclude_none=True) for b in result.content or []]
-    text = "\n".join(_block_text(block) for block in blocks)
+    text = "\n".join(block_text(block) for block in blocks)
     if not blocks and result.structured_content is not None:
         text = json.dumps(result.structured_content, ensure_ascii=False)
     # Text-only results are their text; other blocks are kept whole beside the summary.
@@ -397,27 +398,6 @@ def _tool_result(name: str, result: Any) -> ToolResult:
             content=f"Error: {text}", name=name, error=f"MCP tool error: {text[:300]}", parts=parts
         )
     return ToolResult(content=text, name=name, parts=parts)
-
-
-def _block_text(block: Mapping[str, Any]) -> str:
-    """What the model reads for one content block: text as is, anything else summarised."""
-    kind = block.get("type")
-    if kind == "text":
-        return str(block.get("text", ""))
-    if kind in ("image", "audio"):
-        size = len(str(block.get("data", ""))) * 3 // 4
-        return f"[{kind}: {block.get('mimeType', '?')}, {size:,} bytes]"
-    if kind == "resource_link":
-        return (
-            f"[resource: {block.get('uri', '?')}" + (f" ({block['name']})" if block.get("name") else "") + "]"
-        )
-    if kind == "resource":
-        resource = block.get("resource") or {}
-        if "text" in resource:
-            return f"[resource: {resource.get('uri', '?')}]\n{resource['text']}"
-        size = len(str(resource.get("blob", ""))) * 3 // 4
-        return f"[resource: {resource.get('uri', '?')}, {resource.get('mimeType', '?')}, {size:,} bytes]"
-    return f"[{kind or 'unknown'} content]"
 
 
 def mcp_server(

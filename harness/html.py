@@ -14,9 +14,11 @@ from __future__ import annotations
 import html
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from harness.content import block_text, tool_content
 from harness.storage import run_title, section
 from harness.summary import skip_reason
 from harness.types import Message, Rollout
@@ -436,6 +438,38 @@ def rollout_facts_html(rollout: Rollout) -> str:
     return out
 
 
+_IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+_BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
+
+
+def _block_html(block: Mapping[str, Any]) -> str:
+    """One content block: an image shown (a known image type, valid base64), anything else as text."""
+    mime, data = block.get("mimeType"), block.get("data")
+    if (
+        block.get("type") == "image"
+        and mime in _IMAGE_TYPES
+        and isinstance(data, str)
+        and len(data) <= 8_000_000
+        and _BASE64.fullmatch(data)
+    ):
+        return (
+            f'<img alt="{esc(mime)} from the tool" src="data:{mime};base64,{data}" style="max-width:480px">'
+        )
+    return f"<pre>{esc(block_text(block))}</pre>"
+
+
+def tool_content_html(state: Mapping[str, Any]) -> str:
+    """What tools returned beyond text (MCP images, resources), as they returned it."""
+    kept = tool_content(state)
+    if not kept:
+        return ""
+    items = "".join(
+        f'<div class="msg msg-tool"><div class="role">{esc(head)}</div>{"".join(map(_block_html, blocks))}</div>'
+        for head, blocks in kept
+    )
+    return f'<div class="head">tool content</div>{items}'
+
+
 def rollout_body_html(rollout: Rollout, nodes: Sequence[TreeNode] | None = None) -> str:
     """Facts, conversation and reward tree of one rollout, without the stylesheet."""
     tree = tree_html(
@@ -447,7 +481,8 @@ def rollout_body_html(rollout: Rollout, nodes: Sequence[TreeNode] | None = None)
     )
     return (
         f'{rollout_facts_html(rollout)}<div class="head">conversation</div>'
-        f'{conversation_html(rollout.messages)}<div class="head">reward tree</div>{tree}'
+        f"{conversation_html(rollout.messages)}{tool_content_html(rollout.state)}"
+        f'<div class="head">reward tree</div>{tree}'
     )
 
 

@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from harness.compare import FLIP_THRESHOLD, Comparison
+from harness.content import block_text, tool_content
 from harness.summary import skip_reason
 from harness.text import safe_text
 from harness.types import Message, Rollout
@@ -103,6 +104,11 @@ def render_rollout(rollout: Rollout, order: Sequence[str] | None = None) -> Rend
     if rollout.answer is not None:
         parts.append(safe_text(f"answer: {rollout.answer}", style="dim"))
     parts.extend(render_message(m) for m in rollout.messages)
+    for head, blocks in tool_content(rollout.state):  # what tools returned beyond text (MCP)
+        body = Group(*(safe_text(block_text(b)) for b in blocks)) if blocks else Text("(empty)", style="dim")
+        parts.append(
+            Panel(body, title=safe_text(f"tool content · {head}"), title_align="left", border_style="magenta")
+        )
     parts.append(score_table(rollout, order))
     return Group(*parts)
 

@@ -331,3 +331,33 @@ def test_rubric_eval_adds_a_server_from_the_command_line_in_every_worker(tmp_pat
     metadata = json.loads((tmp_path / "out" / "metadata.json").read_text())
     assert metadata["env"]["load_kwargs"] == {"mcp_servers": [server]}
     assert "add" in metadata["env"]["tools"] and metadata["arguments"]["workers"] == 2
+
+
+def _picture_then_answer(messages: list[dict[str, Any]], tools: Any) -> Any:
+    if messages[-1]["role"] == "tool":
+        return "a red dot"
+    return {"tool_calls": [{"function": {"name": "picture", "arguments": {}}}]}
+
+
+async def test_views_show_the_content_blocks_a_tool_returned() -> None:
+    from rich.console import Console
+
+    from harness.html import rollout_html
+    from harness.render import render_rollout
+
+    env = ToolEnv(
+        [{"question": "Draw a dot.", "answer": "a red dot"}],
+        lambda response, answer: float(response == answer),
+        tools=[mcp_server(COMMAND)],
+    )
+    async with serve(_picture_then_answer) as (_, client):
+        (rollout,) = await env.aevaluate(client, progress=False)
+    (kept,) = rollout.state["tool_content"]
+    assert [b["type"] for b in kept["content"]] == ["text", "image", "resource"] and kept["tool"] == "picture"
+    page = rollout_html(rollout)
+    assert '<img alt="image/png from the tool" src="data:image/png;base64,iVBORw0KGgo' in page
+    assert "[resource: file:///notes.txt]\nthe notes" in page
+    console = Console(record=True, width=120)
+    console.print(render_rollout(rollout))
+    text = console.export_text()
+    assert "tool content · turn" in text and "[image: image/png, 69 bytes]" in text and "the notes" in text

@@ -48,6 +48,19 @@ def _plant_rollout(row: dict[str, Any]) -> dict[str, Any]:
     }
     row["info"][PAYLOAD] = PAYLOAD
     row["state"][PAYLOAD] = PAYLOAD
+    row["state"]["tool_content"] = [  # MCP content blocks the views show: images only when truly images
+        {
+            "turn": PAYLOAD,
+            "tool": PAYLOAD,
+            "tool_call_id": PAYLOAD,
+            "content": [
+                {"type": "image", "mimeType": PAYLOAD, "data": PAYLOAD},
+                {"type": "image", "mimeType": "image/png", "data": PAYLOAD},
+                {"type": "resource", "resource": {"uri": PAYLOAD, "text": PAYLOAD}},
+                {"type": PAYLOAD, PAYLOAD: PAYLOAD},
+            ],
+        }
+    ]
     row["turn_scores"] = {PAYLOAD: [0.5]}
     row["completion"].append(
         {
