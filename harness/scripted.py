@@ -26,12 +26,22 @@ import time
 import urllib.request
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from harness.scripted_app import EndpointStats, Faults, Policy, ScriptedApp, ScriptedHTTPError
 from harness.scripted_http import ScriptedASGI, ScriptedServer, listening_socket, new_event_loop
 
 START_TIMEOUT = 15.0
+
+
+@runtime_checkable
+class StatefulPolicy(Protocol):
+    """A policy that keeps state across requests (such as which attempt at a question this
+    is): every endpoint serves a `fresh()` copy, so each run starts from the same state."""
+
+    def __call__(self, messages: list[dict[str, Any]], tools: Any) -> Any: ...
+
+    def fresh(self) -> StatefulPolicy: ...
 
 
 class ScriptedEndpoint:
@@ -88,6 +98,8 @@ class ScriptedEndpoint:
             rate_drop=rate_drop,
             fail_first=fail_first,
         )
+        if isinstance(policy, StatefulPolicy):
+            policy = policy.fresh()
         self._app = ScriptedApp(policy, model=model, faults=faults, seed=seed, record=record)
         self.host = host
         self.requested_port = port
@@ -344,5 +356,6 @@ __all__ = [
     "Policy",
     "ScriptedEndpoint",
     "ScriptedHTTPError",
+    "StatefulPolicy",
     "scripted_policy",
 ]

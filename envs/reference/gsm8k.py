@@ -14,6 +14,7 @@ reply ends its reasoning with "#### <number>".
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -131,17 +132,33 @@ def load_rows(
 # ----------------------------------------------------------------------------- policies
 
 
-def make_policies(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Scripted policies: "oracle" answers every question right; "noisy" errs seeded per question."""
-    lookup = RowLookup(rows)
+class NoisyPolicy:
+    """gsm8k's "noisy" scripted model: wrong in seeded ways, and differently on each attempt at
+    a question (the k-th request of it), as a sampled model is, so `-r K` shows pass@k rising.
+    Every endpoint serves a fresh copy (`harness.scripted.StatefulPolicy`), so a run's figures
+    are the same every time."""
 
-    def oracle(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
-        row = lookup.find(messages)
-        return f"{row['solution']}\n#### {row['answer']}"
+    def __init__(self, lookup: RowLookup) -> None:
+        self.lookup = lookup
+        self._attempts: dict[str, int] = {}
+        self._lock = threading.Lock()
 
-    def noisy(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
-        row = lookup.find(messages)
-        rng = seeded_rng("gsm8k-noisy", row["question"])
+    def fresh(self) -> NoisyPolicy:
+        return NoisyPolicy(self.lookup)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"lookup": self.lookup}  # a copy starts counting afresh
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["lookup"])  # type: ignore[misc]
+
+    def __call__(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
+        row = self.lookup.find(messages)
+        with self._lock:
+            attempt = self._attempts.get(row["question"], 0)
+            self._attempts[row["question"]] = attempt + 1
+        # The first attempt keeps the seed it always had; later ones draw their own.
+        rng = seeded_rng("gsm8k-noisy", row["question"], *([attempt] if attempt else []))
         draw = rng.random()
         if draw < 0.5:  # right, in the asked format
             return f"{row['solution']}\n#### {row['answer']}"
@@ -152,7 +169,17 @@ def make_policies(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             return f"{row['solution']}\nThe answer is {row['answer']}."
         return "I am not sure how to solve this one."
 
-    return {"oracle": oracle, "noisy": noisy}
+
+def make_policies(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Scripted policies: "oracle" answers every question right; "noisy" errs seeded per
+    question and per attempt (see `NoisyPolicy`)."""
+    lookup = RowLookup(rows)
+
+    def oracle(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
+        row = lookup.find(messages)
+        return f"{row['solution']}\n#### {row['answer']}"
+
+    return {"oracle": oracle, "noisy": NoisyPolicy(lookup)}
 
 
 def load_environment(
