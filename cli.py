@@ -135,7 +135,7 @@ def _from_recorded_run(args: argparse.Namespace) -> None:
     """`rubric eval --resume DIR`: what the command line leaves out comes from DIR/metadata.json
     (environment, its arguments, model, endpoint, what to run); never a key. Flags that were
     given stay, and the resume check refuses those that differ from the run in one line."""
-    from harness.storage import read_metadata, section
+    from harness.results.storage import read_metadata, section
 
     folder = Path(args.resume)
     try:
@@ -260,7 +260,7 @@ def _check_counts(args: argparse.Namespace) -> None:
         )
     if args.shard is not None:
         from harness.errors import ConfigError
-        from harness.sharding import Shard
+        from harness.results.sharding import Shard
 
         try:
             args.shard = Shard.parse(args.shard)
@@ -331,7 +331,7 @@ def _eval(args: argparse.Namespace) -> int:
     from harness.aio import run_sync
     from harness.errors import ConfigError, EndpointError, ResultsError
     from harness.evaluation import evaluate
-    from harness.workers import WorkerError
+    from harness.executors.workers import WorkerError
 
     env = _eval_environment(args)
     sampling = _sampling(args)
@@ -392,7 +392,7 @@ def _eval(args: argparse.Namespace) -> int:
 def _client(stack: ExitStack, args: argparse.Namespace, env: Any):
     """The endpoint client `rubric eval` talks to (starting the scripted endpoint if asked)."""
     from harness.client import Client
-    from harness.scripted import SCRIPTED_PREFIX, ScriptedEndpoint, scripted_policy
+    from harness.scripted.endpoint import SCRIPTED_PREFIX, ScriptedEndpoint, scripted_policy
 
     base_url: str | None
     if args.model.startswith(SCRIPTED_PREFIX):
@@ -444,7 +444,7 @@ def _error_rate_exit(errors: int, rollouts: int, limit: float | None) -> int:
 def _warn_if_env_changed(run: Path, env: Any) -> None:
     """On --resume: say so when the environment's name, distribution/version or source hash changed."""
     from envs.provenance import changes
-    from harness.storage import read_metadata, section
+    from harness.results.storage import read_metadata, section
     from harness.text import escape_control
 
     try:
@@ -472,7 +472,7 @@ def _print_provenance(metadata: Any) -> None:
 
 
 def _load_run(path: str):
-    from harness.results import load_results
+    from harness.results.eval_results import load_results
 
     if not Path(path).exists():
         raise CliError(
@@ -486,7 +486,7 @@ def _load_run(path: str):
 
 def _drop_errored(folder: Path) -> None:
     """--retry-errors: take the errored rollouts out of DIR/results.jsonl, so the resume runs them again."""
-    from harness.storage import RESULTS_FILE, RunLock, iter_rollouts, write_atomic
+    from harness.results.storage import RESULTS_FILE, RunLock, iter_rollouts, write_atomic
 
     results = folder / RESULTS_FILE
     if not results.exists():
@@ -513,7 +513,7 @@ def _newest_rescored(folder: Path) -> Path:
 
 
 def _view_html(args: argparse.Namespace, results: Any) -> int:
-    from harness.report import write_report
+    from harness.views.report import write_report
 
     other = _load_run(args.other) if args.other else None
     if args.html:
@@ -529,8 +529,8 @@ def _view_html(args: argparse.Namespace, results: Any) -> int:
 
 
 def _view_comparison(console: Any, args: argparse.Namespace, results: Any) -> int:
-    from harness.compare import compare
-    from harness.render import render_comparison
+    from harness.results.compare import compare
+    from harness.views.terminal import render_comparison
 
     if args.rollout or args.worst or args.best or args.errors:
         raise CliError("--rollout/--worst/--best/--errors pick rollouts of one run: view each run on its own")
@@ -542,7 +542,7 @@ def _view_comparison(console: Any, args: argparse.Namespace, results: Any) -> in
 
 
 def cmd_view(args: argparse.Namespace) -> int:
-    from harness.render import render_rollout, select_rollouts
+    from harness.views.terminal import render_rollout, select_rollouts
 
     for flag, value in (("--worst", args.worst), ("--best", args.best)):
         if value is not None and value < 1:
@@ -612,7 +612,7 @@ def _recorded_args(recorded: Any, directory: str, spec: str) -> dict[str, Any]:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from harness.rescoring import rescore
+    from harness.results.rescoring import rescore
 
     results = _load_run(args.dir)
     metadata = results.metadata or {}
@@ -645,7 +645,7 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from harness.sharding import merge_results
+    from harness.results.sharding import merge_results
 
     try:
         report = merge_results(args.output, args.dirs)
@@ -698,7 +698,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_endpoint(args: argparse.Namespace) -> int:
-    from harness.scripted import ScriptedEndpoint, scripted_policy
+    from harness.scripted.endpoint import ScriptedEndpoint, scripted_policy
 
     env_spec, policy_name = args.policy.split(":", 1) if ":" in args.policy else (args.env, args.policy)
     if not env_spec:

@@ -23,7 +23,7 @@ def` tool, which runs on the loop just as the bare loop's call does; nothing wri
 "harness+sdk" (the same through the openai SDK transport, `transport="openai"`), "harness+disk" (the same with output_dir: every rollout appended to
 results.jsonl), "harness+sync" (the same plain `def add` as the bare loop, as most users
 write tools, with the default placement: timed in a worker thread until proven fast, then
-inline; see envs/placement.py), "harness+thread" (the plain `def add` pinned to a worker
+inline; see envs/tools/placement.py), "harness+thread" (the plain `def add` pinned to a worker
 thread with blocking=True: what the thread hop per call costs on a CPU-saturated loop).
 Each (config, variant) runs `--repeats` times, interleaved; the median is reported, with
 rollouts/s and CPU per completion (each rollout is two completions).
@@ -270,7 +270,7 @@ Verdict = tuple[str, str, bool]  # config, target, met
 
 
 def _measure(concurrency: int, latency: float, variants: list[str], repeats: int, n: int) -> Medians:
-    from harness.scripted import ScriptedEndpoint
+    from harness.scripted.endpoint import ScriptedEndpoint
 
     with ScriptedEndpoint(policy, latency=latency, process=True, model="scripted") as endpoint:
         runs: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
@@ -390,7 +390,7 @@ async def _scale(variant: str, base_url: str, n: int) -> dict[str, float]:
     from envs import load_environment as load
     from harness.client import Client
     from harness.evaluation import evaluate
-    from harness.workers import peak_rss_mib
+    from harness.executors.workers import peak_rss_mib
 
     concurrency = SCALE_CONFIG[0]
     env = load(str(Path(__file__).resolve()), n=n)
@@ -433,7 +433,7 @@ async def _scale(variant: str, base_url: str, n: int) -> dict[str, float]:
 
 
 def _scale_main(n: int, repeats: int) -> None:
-    from harness.scripted import ScriptedEndpoint
+    from harness.scripted.endpoint import ScriptedEndpoint
 
     concurrency, latency = SCALE_CONFIG
     variants = list(SCALE_VARIANTS)

@@ -22,9 +22,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from harness.client import Client, _http_client
-from harness.scripted import ScriptedEndpoint
+from harness.scripted.endpoint import ScriptedEndpoint
 from harness.types import Rollout
-from rubrics.llm_judge import LLMJudge, cache_info, clear_cache
+from rubrics.judge.llm import LLMJudge, cache_info, clear_cache
 
 PROMPT = (
     "Question: {{ prompt }}\n<response>\n{{ response }}\n</response>\n"

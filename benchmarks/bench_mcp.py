@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from envs import mcp_server
-from envs.tools import Tool, ToolLike
+from envs.tools.functions import Tool, ToolLike
 
 SERVER = '''
 import sys

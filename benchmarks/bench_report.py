@@ -32,9 +32,9 @@ import textwrap
 import time
 from pathlib import Path
 
-from harness.report import write_report
-from harness.results import EvalResults
+from harness.results.eval_results import EvalResults
 from harness.types import Rollout
+from harness.views.report import write_report
 
 NODES = [
     {"path": "", "head": "WeightedSum()", "note": ""},

@@ -21,7 +21,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from harness.client import Client, _http_client
-from harness.scripted import ScriptedEndpoint
+from harness.scripted.endpoint import ScriptedEndpoint
 
 MESSAGES = [{"role": "user", "content": "what is two plus two"}]
 BODY = json.dumps({"model": "m", "messages": MESSAGES}).encode()

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from envs.conditions import stop
 from envs.environment import Environment
-from envs.mcp import mcp_server
 from envs.presets import MultiTurnEnv, SingleTurnEnv, ToolEnv
 from envs.registry import EnvironmentNotFoundError, RegisteredEnvironment, list_environments, load_environment
-from envs.tools import Tool, ToolResult, call_tool, tool
+from envs.tools.functions import Tool, ToolResult, call_tool, tool
+from envs.tools.mcp import mcp_server
 
 __all__ = [
     "Environment",

@@ -18,6 +18,7 @@ import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Unpack
 
 from envs import dataset as ds_utils
@@ -31,9 +32,10 @@ from envs.inputs import (
     as_rubric,
     build_tools,
 )
-from envs.mcp import MCPServer, MCPTool
 from envs.prompts import Template
-from envs.tools import ToolLike, ToolResult, call_tool
+from envs.tools.functions import ToolLike, ToolResult, call_tool
+from envs.tools.mcp import MCPServer, MCPTool
+from envs.trl_bridge import TRLSpec
 from harness.aio import maybe_await, run_sync
 from harness.errors import ConfigError, ConfigTypeError
 from harness.types import INJECTED, Message, Rollout, ToolCall, as_messages
@@ -42,11 +44,12 @@ from rubrics.render import tree_nodes
 
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
+    from envs.registry import EnvironmentSpec
     from harness.client import Client
     from harness.evaluation import EvaluateOptions
-    from harness.results import EvalResults
+    from harness.results.eval_results import EvalResults
 
-#: True while `envs.registry.load_worker_environment` builds an environment in a worker process.
+#: True while `envs.registry.EnvironmentSpec.load(worker=True)` builds an environment in a worker process.
 DEFER_DATASETS: ContextVar[bool] = ContextVar("DEFER_DATASETS", default=False)
 #: Row columns that a rollout stores in its own fields rather than in `info`.
 _ROLLOUT_FIELDS = frozenset(ds_utils.STANDARD_COLUMNS)
@@ -87,15 +90,14 @@ class Environment:
     #: Tool calls run per assistant turn (None: all); each extra call gets a tool message
     #: saying it was not run, so one turn cannot start a hundred sandboxes.
     max_tool_calls: int | None = None
-    #: How a worker process rebuilds this environment: `spec_loader(load_spec, **load_kwargs)`
-    #: (`evaluate(..., workers=N)` never pickles an environment).
-    spec_loader: ClassVar[str] = "envs.registry:load_worker_environment"
-    #: How the registry built this environment (spec and kwargs), reported by `config()`;
-    #: set per instance by `envs.load_environment`.
-    load_spec: str | None = None
-    load_kwargs: dict[str, Any] | None = None
+    #: How the registry built this environment (`envs.registry.EnvironmentSpec`), so worker
+    #: processes, TRL workers and resumed runs build it again instead of pickling it; set by
+    #: `envs.load_environment`, None when built directly in Python.
+    source: EnvironmentSpec | None = None
     #: Where the registry found it (distribution and version, or a source hash); in metadata.json.
     provenance: dict[str, Any] | None = None
+    #: Policies for the scripted endpoint (`-m scripted:NAME` demos the environment offline).
+    scripted_policies: Mapping[str, Any] = MappingProxyType({})
     tools: list[ToolLike]
     mcp_servers: list[MCPServer]
     _tool_map: dict[str, ToolLike]
@@ -150,7 +152,7 @@ class Environment:
         self._user = Template(prompt_template, "prompt_template") if prompt_template is not None else None
         self._source_columns: dict[str, set[str]] = {}
         if DEFER_DATASETS.get():
-            # A worker process (see envs.registry.load_worker_environment): the driver checked
+            # A worker process (see envs.registry.EnvironmentSpec.load(worker=True)): the driver checked
             # the data and sends examples as dicts, so `datasets` is loaded only if asked for.
             self.__dict__["_deferred"] = (dataset, eval_dataset, split)
         else:
@@ -390,7 +392,7 @@ class Environment:
     def _set_tools(self, tools: list[ToolLike]) -> None:
         self.tools = tools
         self._tool_map = {t.name: t for t in tools}
-        #: The MCP servers behind some of `tools`, started at their first call (envs.mcp).
+        #: The MCP servers behind some of `tools`, started at their first call (envs.tools.mcp).
         self.mcp_servers = list(dict.fromkeys(t.server for t in tools if isinstance(t, MCPTool)))
 
     async def release_rollout(self, rollout: Rollout) -> None:
@@ -422,7 +424,7 @@ class Environment:
             rollout.state["parsed_answer"] = None
             _add_error(rollout, f"parser failed: {type(exc).__name__}: {exc}")
 
-    def trl(self, *, split: str = "train", num_examples: int | None = None) -> Any:
+    def trl(self, *, split: str = "train", num_examples: int | None = None) -> TRLSpec:
         """GRPOTrainer keyword arguments for this environment: `GRPOTrainer(..., **env.trl().kwargs)`.
 
         Args:
@@ -433,8 +435,6 @@ class Environment:
             An `envs.trl_bridge.TRLSpec` with `train_dataset`, `reward_funcs`, and, with tools,
             `environment_factory`; `.kwargs` holds them as a dict. Needs no TRL to build.
         """
-        from envs.trl_bridge import TRLSpec  # trl_bridge imports this module
-
         return TRLSpec(self, split=split, num_examples=num_examples)
 
     async def score(self, rollout: Rollout) -> None:
@@ -454,6 +454,16 @@ class Environment:
                 assign_credit(rollout, self.credit)
             except Exception as exc:
                 _add_error(rollout, f"credit assignment failed: {type(exc).__name__}: {exc}")
+
+    @property
+    def load_spec(self) -> str | None:
+        """What `envs.load_environment` was given (`source.spec`); None when built directly."""
+        return self.source.spec if self.source is not None else None
+
+    @property
+    def load_kwargs(self) -> dict[str, Any] | None:
+        """The environment's own arguments as loaded (`source.kwargs`); None when built directly."""
+        return dict(self.source.kwargs) if self.source is not None else None
 
     def config(self) -> dict[str, Any]:
         """What identifies this environment in metadata.json (compared when a run resumes)."""
@@ -492,7 +502,7 @@ class Environment:
         """
         from harness.client import Client
         from harness.evaluation import DEFAULT_CONCURRENCY, evaluate
-        from harness.scripted import SCRIPTED_PREFIX, ScriptedEndpoint, scripted_policy
+        from harness.scripted.endpoint import SCRIPTED_PREFIX, ScriptedEndpoint, scripted_policy
 
         if isinstance(model, Client):
             return await evaluate(self, model, **options)

@@ -10,8 +10,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
 import rubrics
-from envs.mcp import MCPServer, MCPTool
-from envs.tools import Tool, ToolLike
+from envs.tools.functions import Tool, ToolLike
+from envs.tools.mcp import MCPServer, MCPTool
 from harness.errors import ConfigError, ConfigTypeError
 
 if TYPE_CHECKING:  # pragma: no cover

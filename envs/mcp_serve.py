@@ -17,8 +17,8 @@ import weakref
 from typing import Any
 
 from envs.environment import Environment
-from envs.mcp import INSTALL_HINT, MCPTool
-from envs.tools import ToolLike
+from envs.tools.functions import ToolLike
+from envs.tools.mcp import INSTALL_HINT, MCPTool
 from harness.errors import ConfigError
 
 HOST = "127.0.0.1"

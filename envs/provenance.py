@@ -11,6 +11,8 @@ import importlib.metadata
 from pathlib import Path
 from typing import Any
 
+from envs.project import Project
+
 
 def _sha256(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
@@ -33,8 +35,6 @@ def of_file(path: Path) -> dict[str, Any]:
 
 def of_directory(path: Path) -> dict[str, Any]:
     """A package folder: its declared name and version and a hash of its source files."""
-    from envs.hub.project import Project  # the package reader lives with the hub tools
-
     project = Project.load(path)
     return {
         "source": "directory",

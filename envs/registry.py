@@ -15,19 +15,18 @@ import inspect
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from types import ModuleType
 from typing import Any, NoReturn
 
 from envs import provenance
-from envs.environment import Environment
-from envs.mcp import server_from_text
+from envs.environment import DEFER_DATASETS, Environment
+from envs.project import ENTRY_POINT_GROUP, Project
+from envs.tools.mcp import server_from_text
 from harness.errors import ConfigTypeError, EnvironmentNotFoundError, RubricError, UserCodeError, raised_at
 from harness.text import escape_control
-
-ENTRY_POINT_GROUP = "rubric.environments"
 
 
 @dataclass(frozen=True)
@@ -100,8 +99,6 @@ def _from_file(path: Path) -> Any:
 
 def _from_directory(path: Path) -> Any:
     """A package folder with a pyproject.toml (as `rubric init` writes): its entry point, from the folder."""
-    from envs.hub.project import Project  # the pyproject reader lives with the hub tools
-
     return Project.load(path).resolve_entry_point()
 
 
@@ -181,7 +178,7 @@ def load_environment(spec: str, *, mcp_servers: Sequence[str] | None = None, **k
 
     `mcp_servers` adds the tools of MCP servers to it (each a stdio command line or a
     streamable-HTTP URL, as `rubric eval --mcp` takes them; see `envs.mcp_server`); they are
-    recorded with `kwargs` in `load_kwargs`, so worker processes and resumed runs add them too.
+    recorded with `kwargs` in `env.source`, so worker processes and resumed runs add them too.
 
     `spec` is an installed name (entry-point group `rubric.environments`), a path to a `.py`
     file defining `load_environment`, a package folder whose pyproject.toml declares the
@@ -224,29 +221,48 @@ def load_environment(spec: str, *, mcp_servers: Sequence[str] | None = None, **k
         )
     if mcp_servers:
         env.add_tools([server_from_text(text) for text in mcp_servers])
-    # Provenance for metadata and workers.
-    env.load_spec = recorded_spec
-    env.load_kwargs = {**kwargs, "mcp_servers": list(mcp_servers)} if mcp_servers else dict(kwargs)
-    env.provenance = origin  # recorded in metadata.json by evaluate
+    # How to build it again (workers, TRL, resume) and where it came from (metadata.json).
+    recorded = {**kwargs, "mcp_servers": list(mcp_servers)} if mcp_servers else dict(kwargs)
+    env.source = EnvironmentSpec(recorded_spec, recorded)
+    env.provenance = origin
     if registered_name is not None and not env._name_given:
         env.name = registered_name
     return env
 
 
-def load_worker_environment(spec: str, **kwargs: Any) -> Environment:
-    """`load_environment` for a worker process of `evaluate(..., workers=N)`.
+@dataclass(frozen=True)
+class EnvironmentSpec:
+    """How the registry built an environment, as plain picklable data, so another process (a
+    worker of `evaluate(..., workers=N)`, a TRL worker, a resumed run) builds the same one.
 
-    The driver already loaded and checked the dataset and sends each worker its examples as
-    plain dicts, so an `Environment` built here defers its dataset until something asks for
-    it: a worker does not import `datasets` for the examples.
+    `load_environment` sets it as `env.source`; it implements `harness.protocol.EnvironmentSource`.
+
+    Attributes:
+        spec: what `load_environment` was given (a file or folder made absolute).
+        kwargs: the environment's own arguments (and `mcp_servers`, when given).
     """
-    from envs.environment import DEFER_DATASETS
 
-    token = DEFER_DATASETS.set(True)
-    try:
-        return load_environment(spec, **kwargs)
-    finally:
-        DEFER_DATASETS.reset(token)
+    spec: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def load(self, *, worker: bool = False) -> Environment:
+        """Build the environment again.
+
+        With `worker=True` (a worker process: the driver already checked the dataset and sends
+        each worker its examples as plain dicts) the environment defers its dataset until
+        something asks for it, so a worker does not import `datasets` for the examples.
+        """
+        if not worker:
+            return load_environment(self.spec, **self.kwargs)
+        token = DEFER_DATASETS.set(True)
+        try:
+            return load_environment(self.spec, **self.kwargs)
+        finally:
+            DEFER_DATASETS.reset(token)
+
+    def __str__(self) -> str:
+        arguments = ", ".join(f"{k}={v!r}" for k, v in self.kwargs.items())
+        return f"{self.spec}({arguments})" if arguments else self.spec
 
 
 def recorded_environment(recorded: Mapping[str, Any], source: str, command: str = "load_environment(") -> str:
@@ -326,9 +342,9 @@ def _check_kwargs(loader: Any, kwargs: dict[str, Any], spec: str) -> None:
 __all__ = [
     "ENTRY_POINT_GROUP",
     "EnvironmentNotFoundError",
+    "EnvironmentSpec",
     "RegisteredEnvironment",
     "list_environments",
     "load_environment",
-    "load_worker_environment",
     "recorded_environment",
 ]

@@ -26,8 +26,8 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from envs.schema import TOOL_INJECTED
-from envs.tools import Tool, ToolLike
+from envs.tools.functions import Tool, ToolLike
+from envs.tools.schema import TOOL_INJECTED
 from harness.aio import run_sync
 from harness.errors import ConfigError
 from harness.types import FunctionCall, Message, Rollout, ToolCall
@@ -238,24 +238,19 @@ def environment_class(env: Environment) -> type[TRLEnvironment]:
 
 
 class _EnvironmentRef:
-    """Holds an environment; pickles as its registry spec when it has one, else as itself."""
+    """Holds an environment; pickles as its `source` (`envs.registry.EnvironmentSpec`) when it
+    has one, so a TRL worker builds it again, else as the environment itself."""
 
     def __init__(self, env: Environment) -> None:
         self.env = env
 
     def __getstate__(self) -> dict[str, Any]:
-        spec = getattr(self.env, "load_spec", None)
-        if spec:
-            return {"spec": spec, "kwargs": dict(self.env.load_kwargs or {})}
+        if self.env.source is not None:
+            return {"source": self.env.source}
         return {"env": self.env}
 
     def __setstate__(self, state: Mapping[str, Any]) -> None:
-        if "spec" in state:
-            from envs.registry import load_environment  # the registry imports environments
-
-            self.env = load_environment(state["spec"], **state["kwargs"])
-        else:
-            self.env = state["env"]
+        self.env = state["source"].load() if "source" in state else state["env"]
 
 
 class PrepareForScoring(_EnvironmentRef):

@@ -20,17 +20,18 @@ from harness.errors import (
     ScoringError,
 )
 from harness.types import FunctionCall, Message, Rollout, ToolCall, Usage
+from harness.views import html as _html
 
 _LAZY = {
     "Client": "harness.client",
     "Completion": "harness.client",
     "rollout": "harness.runner",
     "evaluate": "harness.evaluation",
-    "rescore": "harness.rescoring",
-    "arescore": "harness.rescoring",
-    "EvalResults": "harness.results",
-    "load_results": "harness.results",
-    "ScriptedEndpoint": "harness.scripted",
+    "rescore": "harness.results.rescoring",
+    "arescore": "harness.results.rescoring",
+    "EvalResults": "harness.results.eval_results",
+    "load_results": "harness.results.eval_results",
+    "ScriptedEndpoint": "harness.scripted.endpoint",
     "EnvironmentProtocol": "harness.protocol",
     "run_sync": "harness.aio",
 }
@@ -40,10 +41,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from harness.client import Client, Completion
     from harness.evaluation import evaluate
     from harness.protocol import EnvironmentProtocol
-    from harness.rescoring import arescore, rescore
-    from harness.results import EvalResults, load_results
+    from harness.results.eval_results import EvalResults, load_results
+    from harness.results.rescoring import arescore, rescore
     from harness.runner import rollout
-    from harness.scripted import ScriptedEndpoint
+    from harness.scripted.endpoint import ScriptedEndpoint
 
 
 def __getattr__(name: str) -> Any:

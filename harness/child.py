@@ -4,10 +4,10 @@
 process group) of its own, sharing this process's stdin, stdout and stderr, and waits for it.
 It ends COMMAND's whole process group (SIGTERM, then SIGKILL after `GRACE` seconds) when:
 - PARENT_PID is gone, even after a SIGKILL, which no cleanup code of the parent can see (a
-  poll of the parent pid, as `harness.scripted` does: PR_SET_PDEATHSIG fires when the forking
+  poll of the parent pid, as `harness.scripted.endpoint` does: PR_SET_PDEATHSIG fires when the forking
   *thread* ends, and exists only on Linux);
 - this process gets SIGTERM or SIGINT (the parent closing the server the ordinary way).
-Its exit code is COMMAND's. `envs.mcp` starts stdio MCP servers through it, so an `npx ...`
+Its exit code is COMMAND's. `envs.tools.mcp` starts stdio MCP servers through it, so an `npx ...`
 server and the node process it spawns both go when `rubric eval` goes.
 """
 

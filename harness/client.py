@@ -134,7 +134,7 @@ _SHARE: tuple[int, int] = (0, 1)
 def set_concurrency_share(index: int, count: int) -> None:
     """Make every Client of this process use worker `index`'s share of `count` of its limit.
 
-    Called by `harness.workers` in each worker process before the environment is loaded, so
+    Called by `harness.executors.workers` in each worker process before the environment is loaded, so
     the policy client and every judge's client (`LLMJudge(max_concurrency=...)`) split their
     run-wide limit across the workers instead of multiplying it.
     """

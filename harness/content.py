@@ -1,7 +1,7 @@
 """Tool content blocks (MCP's text, image, audio and resource blocks, kept as JSON): how a
 model and the views read them.
 
-`envs.mcp` gives the model `block_text` of each block and keeps the blocks in the rollout's
+`envs.tools.mcp` gives the model `block_text` of each block and keeps the blocks in the rollout's
 `state["tool_content"]`; the terminal and HTML views show them from there.
 """
 

@@ -21,12 +21,12 @@ from typing import Any, TypedDict
 from harness.client import Client, check_sampling
 from harness.defaults import DEFAULT_CONCURRENCY
 from harness.errors import ConfigError, ConfigTypeError, EndpointError, ResultsError
-from harness.progress import ProgressDisplay, RunStats
-from harness.protocol import EnvironmentProtocol, HoldsResources, Preflight
-from harness.results import EvalResults, node_paths, success_of
-from harness.runner import rollout as run_rollout
-from harness.sharding import Shard, shard_metadata
-from harness.storage import (
+from harness.executors.plan import plan_executor
+from harness.executors.workers import Job, PoolReport, peak_rss_mib
+from harness.protocol import EnvironmentProtocol, HoldsResources, Preflight, Reloadable, protocol_members
+from harness.results.eval_results import EvalResults, node_paths, success_of
+from harness.results.sharding import Shard, shard_metadata
+from harness.results.storage import (
     METADATA_FILE,
     ResultsWriter,
     RunLock,
@@ -35,9 +35,10 @@ from harness.storage import (
     read_metadata,
     write_json_atomic,
 )
-from harness.summary import summarize
+from harness.results.summary import summarize
+from harness.runner import rollout as run_rollout
 from harness.types import Rollout
-from harness.workers import Job, PoolReport, peak_rss_mib, plan_executor
+from harness.views.progress import ProgressDisplay, RunStats
 
 # Arguments that only change how fast a run goes, so a resumed run may change them.
 _FREE_ON_RESUME = {"concurrency", "progress", "workers", "executor", "ray_address"}
@@ -81,19 +82,7 @@ def _check_arguments(
             "build one with harness.Client(model, base_url=...)"
         )
     if not isinstance(env, EnvironmentProtocol):
-        wanted = [
-            "name",
-            "max_turns",
-            "sampling",
-            "tool_schemas",
-            "get_dataset",
-            "setup_rollout",
-            "respond",
-            "stop_reason",
-            "score",
-            "config",
-        ]
-        missing = [m for m in wanted if not hasattr(env, m)]
+        missing = [m for m in protocol_members(EnvironmentProtocol) if not hasattr(env, m)]
         raise TypeError(
             f"{type(env).__name__} is not an environment: it lacks {', '.join(missing)} "
             f"(see harness.protocol.EnvironmentProtocol; envs.Environment provides them)"
@@ -373,7 +362,7 @@ async def run_jobs(
 
     The seam of `evaluate`: everything before it plans, everything after it summarises, and
     `on_finished` is called (on this event loop) once per finished rollout, which streams it
-    to disk and the progress bar. The executors of `harness.workers` (processes, Ray) stand
+    to disk and the progress bar. The executors of `harness.executors.workers` (processes, Ray) stand
     in for it and call `on_finished` the same way.
     """
     params = dict(sampling or {})
@@ -460,9 +449,9 @@ async def evaluate(
         seed: Shuffle the examples with this seed.
         split: "eval" or "train".
         sampling: Sampling arguments merged over the environment's and the client's.
-        shard: "i/N" runs only slice i of N of the examples (see `harness.sharding`; merge the
-            shards' directories with `harness.sharding.merge_results`).
-        workers: Run the rollouts in this many worker processes (see `harness.workers`);
+        shard: "i/N" runs only slice i of N of the examples (see `harness.results.sharding`; merge the
+            shards' directories with `harness.results.sharding.merge_results`).
+        workers: Run the rollouts in this many worker processes (see `harness.executors.workers`);
             `concurrency` is the total across them. Only this process writes results.
         executor: "local" (processes) or "ray" (Ray actors).
         ray_address: The Ray cluster for executor="ray" (None: a local one).
@@ -542,7 +531,7 @@ def _open_run(
 ) -> _Run:
     """Take the directory's lock, load what a resumed run already has, and start metadata."""
     previous, saved, lock = _load_previous(directory, resume, overwrite, current)
-    origin = _jsonable(getattr(env, "provenance", None))  # duck-typed: envs sets it, harness records it
+    origin = _jsonable(env.provenance) if isinstance(env, Reloadable) else None
     try:
         plan.skip_finished(previous, directory)
         run = _Run.open(directory, _start_metadata(current, saved, plan, sharding, origin), plan)

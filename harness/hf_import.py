@@ -3,7 +3,7 @@
 `datasets` imports `huggingface_hub`, which imports `tqdm.auto`. Inside a Jupyter kernel
 without ipywidgets, that import prints "TqdmWarning: IProgress not found" to stderr: noise in
 a user's first notebook about progress bars our code never shows (our progress display is
-our own, `harness.progress`). Every place that imports `datasets` does it inside
+our own, `harness.views.progress`). Every place that imports `datasets` does it inside
 `with hf_import():`, so whichever runs first keeps the import quiet. Only that one warning is
 silenced, and only while importing.
 """

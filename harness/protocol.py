@@ -103,4 +103,52 @@ class Preflight(Protocol):
     async def preflight(self) -> None: ...
 
 
-__all__ = ["EnvironmentProtocol", "HoldsResources", "Preflight"]
+def protocol_members(protocol: type) -> list[str]:
+    """The members a Protocol class declares (attributes and methods), in declaration order."""
+    names = [*getattr(protocol, "__annotations__", {}), *vars(protocol)]
+    return list(dict.fromkeys(n for n in names if not n.startswith("_")))
+
+
+@runtime_checkable
+class EnvironmentSource(Protocol):
+    """How to build an environment again, in another process: picklable, plain data.
+
+    `load(worker=True)` is what a worker process of `evaluate(..., workers=N)` calls: the
+    driver sends each worker its examples, so the environment may defer its dataset.
+    (`envs.registry.EnvironmentSpec` implements it.)"""
+
+    def load(self, *, worker: bool = False) -> Any: ...
+
+
+@runtime_checkable
+class Reloadable(Protocol):
+    """Optional: an environment that knows where it came from.
+
+    Members:
+      source: how to build it again (None when it was built directly in Python); workers
+        and TRL's worker processes rebuild it from this instead of pickling it.
+      provenance: where the registry found it (distribution and version, or a source hash),
+        recorded in metadata.json; None when unknown.
+    """
+
+    source: EnvironmentSource | None
+    provenance: dict[str, Any] | None
+
+
+@runtime_checkable
+class HasScriptedPolicies(Protocol):
+    """Optional: an environment that ships policies for the scripted endpoint, so
+    `-m scripted:NAME` can demo it offline (`scripted_policies[NAME]` is a `Policy`)."""
+
+    scripted_policies: Mapping[str, Any]
+
+
+__all__ = [
+    "EnvironmentProtocol",
+    "EnvironmentSource",
+    "HasScriptedPolicies",
+    "HoldsResources",
+    "Preflight",
+    "Reloadable",
+    "protocol_members",
+]

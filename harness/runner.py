@@ -126,7 +126,7 @@ async def _model_turn(
             r.stop_reason, r.error = "error", describe_error(exc)
         return False
     r.completion.append(reply.message)
-    tokens = reply.turn_tokens(r.turns) if hasattr(reply, "turn_tokens") else None
+    tokens = reply.turn_tokens(r.turns)
     if tokens is not None:  # the endpoint's own token ids, kept for training exports
         r.turn_tokens.append(tokens)
     r.turns += 1

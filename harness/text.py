@@ -5,7 +5,7 @@ NUL, bidirectional overrides that reorder what the reader sees, or `[bold]`-like
 rich would read as markup. `escape_control` turns every such character into a visible escape
 (`\\x1b`, `\\u202e`), keeping newlines and tabs; `safe_text` returns a `rich.text.Text`, which
 rich never parses as markup. Every terminal view of outside text goes through here (the HTML
-report escapes with `html.escape` in harness/html.py).
+report escapes with `html.escape` in harness/views/html.py).
 """
 
 from __future__ import annotations

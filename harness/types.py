@@ -8,7 +8,8 @@ and exact on output (NaN rewards survive a JSON round trip as `null`).
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Any, ClassVar, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -16,7 +17,7 @@ Role = Literal["system", "user", "assistant", "tool", "developer"]
 
 # The names a reward function parameter or a judge template variable gets from the rollout
 # itself (in this order in messages); every other name is a dataset column. Tools may ask for
-# two of them (`state`, `rollout`), see `envs.tools.TOOL_INJECTED`.
+# two of them (`state`, `rollout`), see `envs.tools.functions.TOOL_INJECTED`.
 INJECTED: tuple[str, ...] = ("rollout", "prompt", "completion", "response", "answer", "info", "task", "state")
 
 
@@ -152,12 +153,50 @@ def as_messages(value: Any, default_role: Role = "user") -> list[Message]:
     return [m if isinstance(m, Message) else Message.model_validate(m) for m in value]
 
 
+class TreeNode(TypedDict, total=False):
+    """One rubric node as a run's metadata and the views describe it: dotted `path` ("" = the
+    root), `head` (e.g. "Gate(threshold=1)"), `note` (what the parent says about it, e.g.
+    "weight=0.8") and a Gate's `threshold`."""
+
+    path: str
+    head: str
+    note: str
+    threshold: float | None
+
+
+# Jupyter's `_repr_html_` hook, filled by the view layer (`harness.views.html` registers a
+# renderer per kind when it is imported): the data model never imports a view, as pandas'
+# frames do not import their styler.
+_HTML_VIEWS: dict[str, Callable[[Any], str]] = {}
+
+
+def register_html_view(kind: str, render: Callable[[Any], str]) -> None:
+    """Draw objects whose `html_kind` is `kind` with `render` in notebooks."""
+    _HTML_VIEWS[kind] = render
+
+
+class HtmlRepr:
+    """Mixin: `_repr_html_` through the renderer registered for the class's `html_kind`
+    (None, so Jupyter falls back to the repr, when no view layer is loaded)."""
+
+    html_kind: ClassVar[str] = ""
+
+    def _repr_html_(self) -> str | None:
+        render = _HTML_VIEWS.get(self.html_kind)
+        return None if render is None else render(self)
+
+
 def _nan_if_none(value: Any) -> Any:
     return math.nan if value is None else value
 
 
-class Rollout(BaseModel):
-    """The record of one episode: the conversation, how it ended, and how it scored."""
+class Rollout(HtmlRepr, BaseModel):
+    """The record of one episode: the conversation, how it ended, and how it scored.
+
+    In Jupyter it draws as the conversation, tool calls and results, and the reward tree with
+    reasons (`harness.views.html.rollout_html`)."""
+
+    html_kind: ClassVar[str] = "rollout"
 
     model_config = ConfigDict(validate_assignment=False)
 
@@ -278,21 +317,18 @@ class Rollout(BaseModel):
 
     __str__ = __repr__
 
-    def _repr_html_(self) -> str:
-        """Jupyter: the conversation, tool calls and results, and the reward tree with reasons."""
-        from harness.html import rollout_html
-
-        return rollout_html(self)
-
 
 __all__ = [
     "INJECTED",
     "FunctionCall",
+    "HtmlRepr",
     "Message",
     "Role",
     "Rollout",
     "ToolCall",
+    "TreeNode",
     "TurnTokens",
     "Usage",
     "as_messages",
+    "register_html_view",
 ]

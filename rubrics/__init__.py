@@ -5,6 +5,12 @@
     rubric({"completion": "...", "answer": "42"})     # -> float; rollout.scores has every node
 
 `LLMJudge` and the `judges` / `parsers` modules load lazily, on first use.
+
+Inside: `module` (the Rubric tree), `containers`, `leaf` (reward functions as nodes, with
+`injection` filling their arguments), `turns` (per-turn scoring), `judge/` (LLMJudge, its
+prompt, verdict parsing, cache and the ready-made `judges`), `parsers`, `credit` (per-turn
+rewards), `trl` (trees as TRL reward functions), `render` and `batch` (what people see).
+May import `harness` (the data model, errors, client and views); never `envs`.
 """
 
 from __future__ import annotations
@@ -19,16 +25,17 @@ from rubrics.leaf import FunctionRubric, reward
 from rubrics.module import RemovableHandle, Rubric, ScoringError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from rubrics import judges, parsers
-    from rubrics.llm_judge import LLMJudge
+    from rubrics import parsers
+    from rubrics.judge import presets as judges
+    from rubrics.judge.llm import LLMJudge
 
-_LAZY_ATTRS = {"LLMJudge": "rubrics.llm_judge"}
-_LAZY_MODULES = ("judges", "parsers")
+_LAZY_ATTRS = {"LLMJudge": "rubrics.judge.llm"}
+_LAZY_MODULES = {"judges": "rubrics.judge.presets", "parsers": "rubrics.parsers"}
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY_MODULES:
-        value = importlib.import_module(f"rubrics.{name}")
+        value = importlib.import_module(_LAZY_MODULES[name])
     elif name in _LAZY_ATTRS:
         value = getattr(importlib.import_module(_LAZY_ATTRS[name]), name)
     else:
@@ -55,5 +62,5 @@ __all__ = [
     "WeightedSum",
     "reward",
     *(name for name, module in _LAZY_ATTRS.items() if _available(module)),
-    *(name for name in _LAZY_MODULES if _available(f"rubrics.{name}")),
+    *(name for name, module in _LAZY_MODULES.items() if _available(module)),
 ]

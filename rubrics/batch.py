@@ -12,13 +12,13 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, SupportsIndex, overload
 
-from harness.types import Rollout
+from harness.results.eval_results import CONVERSATION_COLUMNS, conversation_columns
+from harness.results.summary import Summary, summarize
+from harness.types import Rollout, TreeNode
+from harness.views.html import STYLE, esc, histogram_svg, scores_table_html, summary_html
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
-
-    from harness.html import TreeNode
-    from harness.summary import Summary
 
 
 class ScoredBatch(list[float]):
@@ -60,8 +60,6 @@ class ScoredBatch(list[float]):
     @property
     def summary(self) -> Summary:
         """Mean reward and per-node means (tree order) with standard errors, unscored reasons."""
-        from harness.summary import summarize
-
         return summarize(self.rollouts, node_order=self.paths)
 
     def to_pandas(self) -> pd.DataFrame:
@@ -69,8 +67,6 @@ class ScoredBatch(list[float]):
         node failed), `nan_reasons` (path -> reason), then `response`, `answer` as given,
         `task`, `info`, and `prompt` / `completion` as lists of message dicts."""
         import pandas as pd  # comes with `datasets`; imported here so importing rubrics stays fast
-
-        from harness.results import CONVERSATION_COLUMNS, conversation_columns
 
         paths = self.paths
         rows = []
@@ -86,8 +82,6 @@ class ScoredBatch(list[float]):
     def _repr_html_(self) -> str:
         """The batch's summary (node means in tree order, NaN reasons), reward histogram, and
         a table of the first items: reward, every node's score in tree order, NaN reasons."""
-        from harness.html import STYLE, esc, histogram_svg, scores_table_html, summary_html
-
         title = f"scored batch of {len(self):,}"
         body = (
             f'<div class="grid"><div>{summary_html(self.summary, self.nodes)}</div>'

@@ -12,11 +12,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, overload
 
+from harness.defaults import DEFAULT_CONCURRENCY
 from harness.errors import ConfigError, ConfigTypeError
 from harness.types import Rollout
 from rubrics.leaf import as_rubric
 from rubrics.module import NAN, Rubric, ScoringError, check_name, join_path, snake_name
 from rubrics.scoring import bump_generation
+from rubrics.trl import child_rewards
+from rubrics.turns import episode_score
 
 RubricLike = Rubric | Callable[..., Any]
 
@@ -164,6 +167,33 @@ class WeightedSum(Rubric):
         weight = self._weights.get(name)
         return f"weight={weight:g}" if weight is not None else "weight=?"
 
+    def combine_turns(
+        self, path: str, children: Mapping[str, list[float]], rollout: Rollout, length: int
+    ) -> list[float] | None:
+        """The weighted sum at each turn."""
+        weights = self.weights
+        return [sum(weights[name] * vector[t] for name, vector in children.items()) for t in range(length)]
+
+    def as_trl_reward_funcs(self, *, concurrency: int = DEFAULT_CONCURRENCY) -> tuple[list[Any], list[float]]:
+        """`(funcs, weights)`: one TRL reward per child, with its weight (see `Rubric.as_trl_reward_funcs`).
+
+        Raises:
+            ConfigError: this node changes the plain weighted sum (its own forward, hooks, or
+                `on_error`), which per-child rewards would silently drop.
+        """
+        if type(self).forward is not WeightedSum.forward or self._pre_hooks or self._hooks:
+            raise ConfigError(
+                f"{self.label} changes the plain weighted sum (own forward or hooks), which per-child "
+                "rewards would silently drop; use as_trl_reward() instead"
+            )
+        if self.on_error is not None:
+            raise ConfigError(
+                f"{self.label} has on_error={self.on_error:g}, which per-child rewards cannot apply; "
+                "use as_trl_reward() instead"
+            )
+        funcs = child_rewards(self, concurrency=concurrency)
+        return funcs, [self.weights[name] for name in self._children]
+
 
 class Sequential(Rubric):
     """Prerequisite, then grade: in order; the first 0.0 returns 0.0 without running the rest.
@@ -228,6 +258,18 @@ class Sequential(Rubric):
                 return 0.0
         return score
 
+    def combine_turns(
+        self, path: str, children: Mapping[str, list[float]], rollout: Rollout, length: int
+    ) -> list[float] | None:
+        """Decided per episode: the last child's per-turn scores when the chain passed, zeros
+        when it stopped at a 0, NaN when it is unscored."""
+        episode = episode_score(rollout, path)
+        if episode != episode:
+            return [NAN] * length
+        if episode == 0.0:
+            return [0.0] * length
+        return children[list(children)[-1]]
+
 
 class Gate(Rubric):
     """The child's score if it reaches `threshold` (inclusive), else 0.0; NaN stays NaN."""
@@ -275,6 +317,17 @@ class Gate(Rubric):
         return self._gate(
             await child._score_async(rollout, join_path(self._child_prefix(), name)), self._threshold
         )
+
+    def combine_turns(
+        self, path: str, children: Mapping[str, list[float]], rollout: Rollout, length: int
+    ) -> list[float] | None:
+        """The gate's own rule on its child's episode score: the child's per-turn scores when
+        it passes, zeros when it does not, NaN when it is unscored."""
+        (name,) = children
+        child = episode_score(rollout, join_path(path, name))
+        if child != child:
+            return [NAN] * length
+        return children[name] if child >= self.threshold else [0.0] * length
 
     def extra_repr(self) -> str:
         base = super().extra_repr()

@@ -1,174 +1,32 @@
-"""Leaves: plain functions as rubric nodes, with arguments injected by parameter name.
+"""Leaves: plain functions as rubric nodes, scored per episode or per assistant turn.
 
-A reward function should read like the thing it checks — `def correct(response, answer)` —
-so the rollout's fields are passed by the names the function asks for. The injection plan is
-built once, at construction, from the signature: scoring never inspects a signature, and a
-function rubric cannot call by name (`*args`, positional-only) fails at once, naming it.
+`reward(fn)` (or `@reward`) makes a `FunctionRubric`, whose arguments are filled by
+parameter name through a plan built once (`rubrics.injection`); `reward(fn, per_turn=True)`
+makes a `TurnFunctionRubric`, which scores every assistant turn (`rubrics.turns`).
 """
 
 from __future__ import annotations
 
-import functools
 import importlib
-import inspect
 import math
 import sys
 from collections.abc import Callable
-from operator import attrgetter
-from typing import Any, NamedTuple, SupportsIndex, overload
+from typing import Any, SupportsIndex, overload
 
 from harness.aio import is_async_callable
 from harness.errors import ConfigError, ConfigTypeError
-from harness.types import INJECTED, Rollout
-from rubrics.module import NAN, Rubric, ScoringError, coerce_sync, failure_reason, snake_name
+from harness.types import Rollout
+from rubrics.injection import (
+    build_plan,
+    function_name,
+    kwargs_getter,
+    make_caller,
+    turn_getter,
+    turn_plan,
+)
+from rubrics.module import NAN, Rubric, coerce_sync, failure_reason
 from rubrics.scoring import nonfinite_error
-
-_MISSING = object()
-Getter = Callable[[Rollout], Any]
-
-
-def function_name(fn: Callable[..., Any]) -> str:
-    """A node name for `fn`: its `__name__`, `lambda` for lambdas, the class for callables."""
-    while isinstance(fn, functools.partial):
-        fn = fn.func
-    name = getattr(fn, "__name__", None)
-    if not isinstance(name, str):
-        return snake_name(type(fn).__name__)
-    if name == "<lambda>":
-        return "lambda"
-    return snake_name(name) if not name.isidentifier() else name
-
-
-def _qualified_name(fn: Callable[..., Any]) -> str:
-    return getattr(fn, "__qualname__", None) or function_name(fn)
-
-
-def _missing(leaf: str, field: str, rollout: Rollout) -> ScoringError:
-    if field == "answer":
-        return ScoringError(
-            f"{leaf} asks for 'answer', but this rollout's answer is None; give the dataset an answer "
-            "column, or the parameter a default (answer=None) if the answer is optional"
-        )
-    columns = ", ".join(sorted(map(str, rollout.info))) or "none"
-    return ScoringError(
-        f"{leaf} asks for {field!r}, which this rollout does not have; available columns: {columns}; "
-        f"rollout fields: {', '.join(INJECTED)}. Add the column to the dataset or give the parameter a default"
-    )
-
-
-def _field_getter(leaf: str, field: str, default: Any) -> Getter:
-    if field == "answer":
-
-        def get_answer(r: Rollout) -> Any:
-            value = r.answer
-            if value is None:
-                if default is _MISSING:
-                    raise _missing(leaf, "answer", r)
-                return default
-            return value
-
-        return get_answer
-    return attrgetter(field) if field != "rollout" else _identity
-
-
-def _identity(r: Rollout) -> Rollout:
-    return r
-
-
-def _column_getter(leaf: str, column: str, default: Any) -> Getter:
-    if default is not _MISSING:
-        return lambda r: r.info.get(column, default)
-
-    def get_column(r: Rollout) -> Any:
-        info = r.info
-        if column in info:
-            return info[column]
-        raise _missing(leaf, column, r)
-
-    return get_column
-
-
-def _kwargs_getter(explicit: frozenset[str]) -> Callable[[Rollout], dict[str, Any]]:
-    def everything(r: Rollout) -> dict[str, Any]:
-        out = {k: v for k, v in r.info.items() if k not in explicit and k not in INJECTED}
-        for field in INJECTED:
-            if field not in explicit:
-                out[field] = r if field == "rollout" else getattr(r, field)
-        return out
-
-    return everything
-
-
-class Plan(NamedTuple):
-    """How to call one reward function: getters for its parameters, built once."""
-
-    positional: tuple[Getter, ...]  # positional-or-keyword parameters, in order
-    keyword: tuple[tuple[str, Getter], ...]  # keyword-only parameters
-    extra: Callable[[Rollout], dict[str, Any]] | None  # fills **kwargs
-    columns: set[str]  # dataset columns without a default
-
-
-def build_plan(fn: Callable[..., Any], leaf: str) -> Plan:
-    """Read `fn`'s signature once and map each parameter to a getter on the rollout."""
-    try:
-        signature = inspect.signature(fn)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(
-            f"cannot read the parameters of reward function {_qualified_name(fn)}: {exc}; wrap it in a def"
-        ) from None
-    positional: list[Getter] = []
-    keyword: list[tuple[str, Getter]] = []
-    columns: set[str] = set()
-    var_kw = False
-    for p in signature.parameters.values():
-        if p.kind is p.VAR_POSITIONAL or p.kind is p.POSITIONAL_ONLY:
-            shown = f"*{p.name}" if p.kind is p.VAR_POSITIONAL else f"{p.name}, /"
-            raise ConfigError(
-                f"reward function {_qualified_name(fn)} takes {shown!r}; rubric passes arguments by name, so use "
-                f"named parameters ({', '.join(INJECTED)}, or dataset column names) or **kwargs"
-            )
-        if p.kind is p.VAR_KEYWORD:
-            var_kw = True
-            continue
-        default = _MISSING if p.default is p.empty else p.default
-        if p.name in INJECTED:
-            getter = _field_getter(leaf, p.name, default)
-        else:
-            getter = _column_getter(leaf, p.name, default)
-            if default is _MISSING:
-                columns.add(p.name)
-        if p.kind is p.KEYWORD_ONLY:
-            keyword.append((p.name, getter))
-        else:
-            positional.append(getter)
-    explicit = frozenset(signature.parameters)
-    extra = _kwargs_getter(explicit) if var_kw else None
-    return Plan(tuple(positional), tuple(keyword), extra, columns)
-
-
-def make_caller(fn: Callable[..., Any], plan: Plan) -> Callable[[Rollout], Any]:
-    """A closure calling `fn` for a rollout; small positional cases skip building a kwargs dict."""
-    pos, kw, extra = plan.positional, plan.keyword, plan.extra
-    if not kw and extra is None:
-        if len(pos) == 0:
-            return lambda r: fn()
-        if len(pos) == 1:
-            (g0,) = pos
-            return lambda r: fn(g0(r))
-        if len(pos) == 2:
-            g0, g1 = pos
-            return lambda r: fn(g0(r), g1(r))
-        if len(pos) == 3:
-            g0, g1, g2 = pos
-            return lambda r: fn(g0(r), g1(r), g2(r))
-
-    def call(r: Rollout) -> Any:
-        kwargs = {name: get(r) for name, get in kw}
-        if extra is not None:
-            kwargs.update(extra(r))
-        return fn(*[get(r) for get in pos], **kwargs)
-
-    return call
+from rubrics.turns import TURN_INJECTED, Turn, check_reduce_turns
 
 
 class FunctionRubric(Rubric):
@@ -279,6 +137,90 @@ class FunctionRubric(Rubric):
         return f"reward({self.extra_repr()})"
 
 
+class TurnFunctionRubric(FunctionRubric):
+    """A leaf that scores each assistant turn with a function; made by `reward(fn, per_turn=True)`.
+
+    The function gets `turn` (the assistant message), `turn_index` (0-based among assistant
+    turns) and `messages` (the conversation up to and including that turn), besides every
+    name a plain reward function can ask for.
+    """
+
+    config_fields = ("reduce_turns",)
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        on_error: float | None = math.nan,
+        reduce_turns: str = "mean",
+    ) -> None:
+        if isinstance(fn, Rubric) or not callable(fn):
+            raise ConfigError(f"reward(per_turn=True) needs a function, got {type(fn).__name__}")
+        # Not FunctionRubric.__init__: that plans rollout-level calls; turns need their own plan.
+        Rubric.__init__(self, name=name if name is not None else function_name(fn), on_error=on_error)
+        self.__dict__["_fn"] = fn
+        self.__dict__["_async"] = is_async_callable(fn)
+        self._plan()
+        self.reduce_turns = reduce_turns
+
+    def _plan(self) -> None:
+        getters, var_kw, columns = turn_plan(self._fn, f"reward {self.name!r}")
+        explicit = frozenset(name for name, _ in getters)
+        self.__dict__.update(
+            _getters=getters, _columns=columns, _extra=kwargs_getter(explicit) if var_kw else None
+        )
+
+    @property
+    def reduce_turns(self) -> str:
+        """How the per-turn scores make the episode score: mean, sum, last, min or max."""
+        return str(self.__dict__["_reduce_turns"])
+
+    @reduce_turns.setter
+    def reduce_turns(self, value: str) -> None:
+        self.__dict__["_reduce_turns"] = check_reduce_turns(value)
+
+    forward = Rubric.forward  # per turn (FunctionRubric's forward calls the function once)
+    _score_sync = Rubric._score_sync
+
+    def forward_turn(self, rollout: Rollout, turn: Turn) -> Any:
+        kwargs = {name: get(rollout, turn) for name, get in self._getters}
+        if self._extra is not None:
+            extra = self._extra(rollout)
+            for name in TURN_INJECTED:
+                if name not in kwargs:
+                    extra[name] = turn_getter(name)(rollout, turn)
+            kwargs.update(extra)
+        return self._fn(**kwargs)
+
+    def _own_is_async(self) -> bool:
+        return self._async
+
+    def node_required_columns(self) -> set[str]:
+        return set(self._columns)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        for key in ("_getters", "_extra"):
+            state.pop(key, None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._plan()
+
+    def extra_repr(self) -> str:
+        parts = [str(self.name), "per_turn", f"reduce_turns={self.reduce_turns!r}"]
+        if self._async:
+            parts.append("async")
+        if self.on_error is not None:
+            parts.append(f"on_error={self.on_error:g}")
+        return ", ".join(parts)
+
+    def _repr_head(self) -> str:
+        return f"reward({self.extra_repr()})"
+
+
 def _named_at_module_level(leaf: FunctionRubric) -> bool:
     """True when the leaf is what its function's module-level name now refers to (`@reward`)."""
     module = sys.modules.get(getattr(leaf._fn, "__module__", None) or "")
@@ -341,8 +283,6 @@ def reward(
 
     def make(f: Callable[..., Any]) -> FunctionRubric:
         if per_turn:
-            from rubrics.turns import TurnFunctionRubric  # rubrics.turns builds on this module
-
             return TurnFunctionRubric(f, name=name, on_error=on_error, reduce_turns=reduce_turns)
         if reduce_turns != "mean":
             raise ConfigError("reduce_turns only applies to per-turn leaves: reward(fn, per_turn=True, ...)")
@@ -362,4 +302,4 @@ def as_rubric(value: Any, where: str = "a rubric container") -> Rubric:
     )
 
 
-__all__ = ["FunctionRubric", "as_rubric", "function_name", "reward"]
+__all__ = ["FunctionRubric", "TurnFunctionRubric", "as_rubric", "function_name", "reward"]

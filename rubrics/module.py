@@ -24,6 +24,7 @@ from harness.defaults import DEFAULT_CONCURRENCY
 from harness.errors import ConfigError, ConfigTypeError, NotScoreableError
 from harness.types import Rollout
 from rubrics.batch import ScoredBatch
+from rubrics.render import render_html, render_text, tree_nodes
 from rubrics.scoring import (
     GENERATION,
     HOOK_IDS,
@@ -51,6 +52,8 @@ from rubrics.scoring import (
     to_score,
     validate_batch,
 )
+from rubrics.trl import as_trl_reward
+from rubrics.turns import finish_turns, score_turns
 
 
 class IncompatibleKeys(NamedTuple):
@@ -332,8 +335,6 @@ class Rubric:
     def forward(self, rollout: Rollout) -> float | Awaitable[float]:
         """Score one rollout. Subclasses implement this (sync or async), or `forward_turn`."""
         if getattr(type(self), "forward_turn", None) is not None:
-            from rubrics.turns import score_turns  # rubrics.turns builds on this module
-
             return score_turns(self, rollout)  # type: ignore[no-any-return]
         raise NotScoreableError(
             f"{type(self).__name__} has no score of its own; it is a container of rubrics"
@@ -424,8 +425,6 @@ class Rubric:
         return self._scored(items)
 
     def _scored(self, items: list[Rollout]) -> ScoredBatch:
-        from rubrics.render import tree_nodes  # render draws modules: imported when needed
-
         return ScoredBatch(items, tree_nodes(self))
 
     def _check_scoreable(self) -> None:
@@ -450,9 +449,22 @@ class Rubric:
         return bool(answer)
 
     def _finish_turns(self, rollout: Rollout) -> None:
-        from rubrics.turns import finish_turns
-
         finish_turns(self, rollout)
+
+    def combine_turns(
+        self, path: str, children: Mapping[str, list[float]], rollout: Rollout, length: int
+    ) -> list[float] | None:
+        """This node's per-turn scores from its children's (`rubrics.turns`), after the episode
+        was scored; None (the default) when the node has no rule for combining turns.
+
+        Args:
+            path: this node's dotted path in the tree ("" for the root).
+            children: each child's per-turn scores (a child scored per episode as an outcome:
+                its score on the final turn, 0.0 before).
+            rollout: the scored rollout (episode scores in `scores`, the root's in `reward`).
+            length: the number of assistant turns.
+        """
+        return None
 
     def _all_hooks(self) -> list[Callable[..., Any]]:
         return [*self._pre_hooks.values(), *self._hooks.values()]
@@ -593,8 +605,6 @@ class Rubric:
             `f(prompts, completions, completion_ids, **kwargs) -> list[float | None]` (async
             when the tree has async nodes); None marks a completion the tree could not score.
         """
-        from rubrics.trl import as_trl_reward  # rubrics.trl imports this module
-
         return as_trl_reward(
             self, name=name, log_metrics=log_metrics, log_extras=log_extras, concurrency=concurrency
         )
@@ -603,11 +613,16 @@ class Rubric:
         """`(funcs, weights)`: one TRL reward per child of a WeightedSum, for GDPO.
 
         Use with `GRPOConfig(reward_weights=weights, multi_objective_aggregation="normalize_then_sum")`.
-        A tree that is not a plain weighted sum raises TypeError pointing to `as_trl_reward()`.
+        A single leaf gives itself with weight 1.0; any other tree raises ConfigError pointing
+        to `as_trl_reward()` (`WeightedSum` overrides this with its per-child split).
         """
-        from rubrics.trl import as_trl_reward_funcs
-
-        return as_trl_reward_funcs(self, concurrency=concurrency)
+        if not any(True for _ in self.children()) and self._scoreable:
+            return [as_trl_reward(self, concurrency=concurrency)], [1.0]
+        raise ConfigError(
+            f"as_trl_reward_funcs() splits a WeightedSum into one reward per child; {self.label} is a "
+            f"{type(self).__name__}, whose score is not a weighted sum of its children. "
+            "Use as_trl_reward() to train on the whole tree's score"
+        )
 
     # ------------------------------------------------------------------ display
     def extra_repr(self) -> str:
@@ -615,13 +630,9 @@ class Rubric:
         return f"on_error={self.on_error:g}" if self.on_error is not None else ""
 
     def __repr__(self) -> str:
-        from rubrics.render import render_text
-
         return render_text(self)
 
     def _repr_html_(self) -> str:
-        from rubrics.render import render_html
-
         return render_html(self)
 
     def _child_note(self, name: str) -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.errors import ConfigError
+from rubrics.leaf import reward as make_leaf
 
 _THINK = "think"
 _TAG_NAME = re.compile(r"^[A-Za-z_][\w.\-]*$")
@@ -349,7 +350,6 @@ class XMLFormat:
 
     def reward(self, name: str = "format") -> Any:
         """This format's `format_reward` as a rubric leaf (reads the last assistant message)."""
-        from rubrics.leaf import reward as make_leaf
 
         def format_reward(response: str) -> float:
             return self.format_reward(response)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from harness.html import STYLE, TreeNode, tree_html
+from harness.types import TreeNode
+from harness.views.html import STYLE, tree_html
 
 if TYPE_CHECKING:  # pragma: no cover
     from rubrics.module import Rubric
@@ -72,7 +73,7 @@ def _threshold(node: Rubric) -> float | None:
 
 
 def render_html(node: Rubric) -> str:
-    """The tree as an HTML table (harness.html draws it), with each node's `last_score`."""
+    """The tree as an HTML table (harness.views.html draws it), with each node's `last_score`."""
     nodes = tree_nodes(node)
     scores: dict[str, float] = {}
     errors: dict[str, str] = {}

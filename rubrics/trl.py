@@ -17,12 +17,14 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.defaults import DEFAULT_CONCURRENCY
 from harness.errors import ConfigError
 from harness.types import Rollout
-from rubrics.module import Rubric
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rubrics.module import Rubric
 
 #: Keyword arguments TRL adds next to the dataset columns; they are not columns of a rollout.
 TRAINER_KWARGS = frozenset({"trainer_state", "log_metric", "log_extra", "environments"})
@@ -107,8 +109,6 @@ class TRLReward:
         log_extras: bool = True,
         concurrency: int = DEFAULT_CONCURRENCY,
     ) -> None:
-        if not isinstance(rubric, Rubric):
-            raise ConfigError(f"as_trl_reward needs a Rubric, got {type(rubric).__name__}")
         rubric._check_scoreable()
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise ConfigError(f"concurrency must be an int >= 1, got {concurrency!r}")
@@ -228,54 +228,24 @@ def as_trl_reward(
     )
 
 
-def as_trl_reward_funcs(
-    rubric: Rubric, *, metric_prefix: str = METRIC_PREFIX, concurrency: int = DEFAULT_CONCURRENCY
-) -> tuple[list[TRLReward], list[float]]:
-    """A weighted sum as one TRL reward function per child, with the weights (for GDPO).
-
-    Pass them as `GRPOTrainer(reward_funcs=funcs, args=GRPOConfig(reward_weights=weights,
-    multi_objective_aggregation="normalize_then_sum"))`: TRL normalises each child's reward
-    within its group before weighting, instead of normalising the weighted total.
-
-    Raises:
-        ConfigError: `rubric` is not a plain `WeightedSum` (or a single leaf), so it has no
-            per-child decomposition; score it whole with `as_trl_reward()` instead.
-    """
-    from rubrics.containers import WeightedSum  # containers import this package's leaves
-
-    if not isinstance(rubric, WeightedSum):
-        if not any(True for _ in rubric.children()) and rubric._scoreable:
-            return [as_trl_reward(rubric, metric_prefix=metric_prefix, concurrency=concurrency)], [1.0]
-        raise ConfigError(
-            f"as_trl_reward_funcs() splits a WeightedSum into one reward per child; {rubric.label} is a "
-            f"{type(rubric).__name__}, whose score is not a weighted sum of its children. "
-            "Use as_trl_reward() to train on the whole tree's score"
-        )
-    if type(rubric).forward is not WeightedSum.forward or rubric._pre_hooks or rubric._hooks:
-        raise ConfigError(
-            f"{rubric.label} changes the plain weighted sum (own forward or hooks), which per-child "
-            "rewards would silently drop; use as_trl_reward() instead"
-        )
-    if rubric.on_error is not None:
-        raise ConfigError(
-            f"{rubric.label} has on_error={rubric.on_error:g}, which per-child rewards cannot apply; "
-            "use as_trl_reward() instead"
-        )
+def child_rewards(
+    parent: Rubric, *, metric_prefix: str = METRIC_PREFIX, concurrency: int = DEFAULT_CONCURRENCY
+) -> list[TRLReward]:
+    """One TRL reward function per child of `parent`, each logging its nodes under the child's
+    path in the whole tree (`WeightedSum.as_trl_reward_funcs` pairs them with the weights)."""
     funcs: list[TRLReward] = []
-    weights: list[float] = []
-    for child_name, child in rubric.named_children():
+    for child_name, child in parent.named_children():
         func = as_trl_reward(child, name=child_name, metric_prefix=metric_prefix, concurrency=concurrency)
         func.path_prefix = child_name
         funcs.append(func)
-        weights.append(rubric.weights[child_name])
-    return funcs, weights
+    return funcs
 
 
 __all__ = [
     "AsyncTRLReward",
     "TRLReward",
     "as_trl_reward",
-    "as_trl_reward_funcs",
     "as_trl_value",
+    "child_rewards",
     "rollouts_from_batch",
 ]

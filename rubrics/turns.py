@@ -6,9 +6,12 @@ it batches, runs concurrently and re-scores saved results offline, unlike a traj
 that accumulates steps while an episode runs. Its scores land in
 `rollout.turn_scores[<node path>]` (one float or NaN per assistant turn); its episode score,
 which flows up the tree as usual, is their mean (or `reduce_turns="sum" | "last" | "min" | "max"`).
+The leaf kind is `rubrics.leaf.TurnFunctionRubric`; this module is the scoring it shares with
+`Rubric` subclasses that define `forward_turn`, and imports no node class.
 
 After the root has scored, containers above per-turn nodes combine their children's per-turn
-scores turn by turn, and the root's list is `turn_scores[""]`:
+scores turn by turn (each container class's `combine_turns`), and the root's list is
+`turn_scores[""]`:
   - `WeightedSum`: the weighted sum at each turn. A child scored per episode counts as an
     outcome: its score on the final turn, 0.0 on the turns before.
   - `Gate` / `Sequential`: decided per episode ("prerequisite, then grade"): the last child's
@@ -20,17 +23,16 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from harness.aio import is_async_callable
 from harness.errors import ConfigError
 from harness.types import Message, Rollout
-from rubrics.leaf import FunctionRubric, _kwargs_getter, function_name
-from rubrics.module import Rubric
 from rubrics.scoring import NAN, ScoringError, failure_reason, join_path, to_score
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rubrics.module import Rubric
 
 #: Parameter names a per-turn reward function gets from the turn it scores.
 TURN_INJECTED: tuple[str, ...] = ("turn", "turn_index", "messages")
@@ -140,138 +142,6 @@ def _collect(node: Rubric, raw: list[Any]) -> tuple[list[float], list[str]]:
     return values, errors
 
 
-# ---------------------------------------------------------------- per-turn reward functions
-TurnGetter = Callable[[Rollout, Turn], Any]
-
-
-def _turn_getter(name: str) -> TurnGetter:
-    if name == "turn":
-        return lambda r, t: t.message
-    if name == "turn_index":
-        return lambda r, t: t.index
-    return lambda r, t: t.messages
-
-
-def turn_plan(fn: Callable[..., Any], leaf: str) -> tuple[list[tuple[str, TurnGetter]], bool, set[str]]:
-    """(keyword getters, takes **kwargs, required columns) for a per-turn reward function."""
-    from harness.types import INJECTED
-    from rubrics.leaf import _MISSING, _column_getter, _field_getter, build_plan
-
-    build_plan(fn, leaf)  # the same checks (readable signature, no *args / positional-only)
-    getters: list[tuple[str, TurnGetter]] = []
-    columns: set[str] = set()
-    var_kw = False
-    for p in inspect.signature(fn).parameters.values():
-        if p.kind is p.VAR_KEYWORD:
-            var_kw = True
-            continue
-        default = _MISSING if p.default is p.empty else p.default
-        if p.name in TURN_INJECTED:
-            getters.append((p.name, _turn_getter(p.name)))
-            continue
-        if p.name in INJECTED:
-            base = _field_getter(leaf, p.name, default)
-        else:
-            base = _column_getter(leaf, p.name, default)
-            if default is _MISSING:
-                columns.add(p.name)
-        getters.append((p.name, _rollout_getter(base)))
-    return getters, var_kw, columns
-
-
-def _rollout_getter(get: Callable[[Rollout], Any]) -> TurnGetter:
-    """A getter of the rollout, called with the turn too (and ignoring it)."""
-
-    def getter(rollout: Rollout, turn: Turn) -> Any:
-        return get(rollout)
-
-    return getter
-
-
-class TurnFunctionRubric(FunctionRubric):
-    """A leaf that scores each assistant turn with a function; made by `reward(fn, per_turn=True)`.
-
-    The function gets `turn` (the assistant message), `turn_index` (0-based among assistant
-    turns) and `messages` (the conversation up to and including that turn), besides every
-    name a plain reward function can ask for.
-    """
-
-    config_fields = ("reduce_turns",)
-
-    def __init__(
-        self,
-        fn: Callable[..., Any],
-        *,
-        name: str | None = None,
-        on_error: float | None = math.nan,
-        reduce_turns: str = "mean",
-    ) -> None:
-        if isinstance(fn, Rubric) or not callable(fn):
-            raise ConfigError(f"reward(per_turn=True) needs a function, got {type(fn).__name__}")
-        # Not FunctionRubric.__init__: that plans rollout-level calls; turns need their own plan.
-        Rubric.__init__(self, name=name if name is not None else function_name(fn), on_error=on_error)
-        self.__dict__["_fn"] = fn
-        self.__dict__["_async"] = is_async_callable(fn)
-        self._plan()
-        self.reduce_turns = reduce_turns
-
-    def _plan(self) -> None:
-        getters, var_kw, columns = turn_plan(self._fn, f"reward {self.name!r}")
-        explicit = frozenset(name for name, _ in getters)
-        self.__dict__.update(
-            _getters=getters, _columns=columns, _extra=_kwargs_getter(explicit) if var_kw else None
-        )
-
-    @property
-    def reduce_turns(self) -> str:
-        """How the per-turn scores make the episode score: mean, sum, last, min or max."""
-        return str(self.__dict__["_reduce_turns"])
-
-    @reduce_turns.setter
-    def reduce_turns(self, value: str) -> None:
-        self.__dict__["_reduce_turns"] = check_reduce_turns(value)
-
-    forward = Rubric.forward  # per turn (FunctionRubric's forward calls the function once)
-    _score_sync = Rubric._score_sync
-
-    def forward_turn(self, rollout: Rollout, turn: Turn) -> Any:
-        kwargs = {name: get(rollout, turn) for name, get in self._getters}
-        if self._extra is not None:
-            extra = self._extra(rollout)
-            for name in TURN_INJECTED:
-                if name not in kwargs:
-                    extra[name] = _turn_getter(name)(rollout, turn)
-            kwargs.update(extra)
-        return self._fn(**kwargs)
-
-    def _own_is_async(self) -> bool:
-        return self._async
-
-    def node_required_columns(self) -> set[str]:
-        return set(self._columns)
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        for key in ("_getters", "_extra"):
-            state.pop(key, None)
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._plan()
-
-    def extra_repr(self) -> str:
-        parts = [str(self.name), "per_turn", f"reduce_turns={self.reduce_turns!r}"]
-        if self._async:
-            parts.append("async")
-        if self.on_error is not None:
-            parts.append(f"on_error={self.on_error:g}")
-        return ", ".join(parts)
-
-    def _repr_head(self) -> str:
-        return f"reward({self.extra_repr()})"
-
-
 # ---------------------------------------------------------------- containers, turn by turn
 def has_turn_nodes(root: Rubric) -> bool:
     """Whether any node of the tree scores turns (`forward_turn`)."""
@@ -301,38 +171,23 @@ def _turns_of(node: Rubric, path: str, rollout: Rollout, length: int) -> list[fl
     return combined
 
 
-def _episode_score(rollout: Rollout, path: str) -> float:
+def episode_score(rollout: Rollout, path: str) -> float:
+    """The score node `path` ("" = the root) gave the whole episode."""
     return rollout.reward if not path else rollout.scores.get(path, NAN)
 
 
-def _outcome(rollout: Rollout, path: str, length: int) -> list[float]:
+def outcome(rollout: Rollout, path: str, length: int) -> list[float]:
     """A per-episode score as per-turn scores: on the final turn, 0.0 before it."""
-    return [0.0] * (length - 1) + [_episode_score(rollout, path)]
+    return [0.0] * (length - 1) + [episode_score(rollout, path)]
 
 
 def _combine(
     node: Rubric, path: str, children: Mapping[str, list[float] | None], rollout: Rollout, length: int
 ) -> list[float] | None:
-    from rubrics.containers import Gate, Sequential, WeightedSum  # containers import leaves and this tree
-
+    """The container's own rule (`Rubric.combine_turns`), given every child's per-turn scores
+    (a child scored per episode counts as an outcome)."""
     vectors = {
-        name: vector if vector is not None else _outcome(rollout, join_path(path, name), length)
+        name: vector if vector is not None else outcome(rollout, join_path(path, name), length)
         for name, vector in children.items()
     }
-    if isinstance(node, WeightedSum):
-        weights = node.weights
-        return [sum(weights[name] * vector[t] for name, vector in vectors.items()) for t in range(length)]
-    if isinstance(node, Gate):  # the gate's own rule, on its child's episode score
-        (name,) = vectors
-        child = _episode_score(rollout, join_path(path, name))
-        if child != child:
-            return [NAN] * length
-        return vectors[name] if child >= node.threshold else [0.0] * length
-    if isinstance(node, Sequential):
-        episode = _episode_score(rollout, path)
-        if episode != episode:
-            return [NAN] * length
-        if episode == 0.0:
-            return [0.0] * length
-        return vectors[list(vectors)[-1]]
-    return None  # a custom container: its own rule for combining turns is unknown
+    return node.combine_turns(path, vectors, rollout, length)

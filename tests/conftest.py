@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from harness.client import Client
-from harness.scripted import ScriptedEndpoint
+from harness.scripted.endpoint import ScriptedEndpoint
 from tests.helpers import HubServer, serve_pypiserver
 
 

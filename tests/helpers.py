@@ -1,6 +1,7 @@
 """Shared fakes for tests: small environments implementing harness.protocol.EnvironmentProtocol,
 with matching scripted-endpoint policies, so the rollout loop and evaluate are tested without `envs`;
-and `serve_pypiserver`, a real package index on 127.0.0.1 for the hub tests.
+`serve_pypiserver`, a real package index on 127.0.0.1 for the hub tests; `run`, the real
+`rubric` executable in a subprocess; and `code_block`, a README code block by its content.
 
 Their own sanity tests live in tests/harness/test_helpers.py.
 """
@@ -9,7 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -208,7 +211,7 @@ async def serve(
     """A scripted endpoint on 127.0.0.1 and a real harness Client (near-instant retry backoff)
     pointed at it."""
     from harness.client import Client
-    from harness.scripted import ScriptedEndpoint
+    from harness.scripted.endpoint import ScriptedEndpoint
 
     with ScriptedEndpoint(policy, **endpoint_kwargs) as endpoint:
         async with Client(
@@ -381,3 +384,29 @@ def grpo_config(output_dir: Any, **overrides: Any) -> Any:
     }
     options.update(overrides)
     return GRPOConfig(**options)
+
+
+# ---------------------------------------------------------------------------------------------
+# the command line and the README
+
+#: The installed `rubric` console script (None when the project is not installed).
+RUBRIC = shutil.which("rubric")
+README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+
+
+def run(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 90
+) -> subprocess.CompletedProcess[str]:
+    """`rubric *args` in a subprocess, wide enough that rich does not wrap what tests read."""
+    full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
+    return subprocess.run(
+        [RUBRIC or "rubric", *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def code_block(language: str, containing: str) -> str:
+    """The one README code block in `language` that contains `containing`."""
+    blocks = re.findall(rf"```{language}\n(.*?)```", README, flags=re.S)
+    matches = [b for b in blocks if containing in b]
+    assert len(matches) == 1, f"expected one {language} block containing {containing!r}, found {len(matches)}"
+    return matches[0]

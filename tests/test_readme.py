@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -13,15 +12,9 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import README, code_block
+
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text()
-
-
-def code_block(language: str, containing: str) -> str:
-    blocks = re.findall(rf"```{language}\n(.*?)```", README, flags=re.S)
-    matches = [b for b in blocks if containing in b]
-    assert len(matches) == 1, f"expected one {language} block containing {containing!r}, found {len(matches)}"
-    return matches[0]
 
 
 def test_first_rubric_example_prints_what_readme_says() -> None:
@@ -37,8 +30,8 @@ def test_first_rubric_example_prints_what_readme_says() -> None:
 
 
 def test_judge_example_runs_as_written_against_a_local_judge(monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness.scripted import ScriptedEndpoint
-    from rubrics.llm_judge import clear_cache
+    from harness.scripted.endpoint import ScriptedEndpoint
+    from rubrics.judge.llm import clear_cache
 
     seen: list[str] = []
 

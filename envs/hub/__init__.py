@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from envs.hub.card import Card, HubRecord, Needs, RubricNode, parse_card, summarize_rubric
 from envs.hub.checks import CheckReport, CheckResult, acheck_package, check_package
-from envs.hub.project import CARD_FILE, HubError, PackageName, Project
 from envs.hub.scaffold import init_package
+from envs.project import CARD_FILE, HubError, PackageName, Project
 
 __all__ = [
     "CARD_FILE",

@@ -26,7 +26,7 @@ from packaging.utils import (
 
 from envs.hub.card import HubRecord, summarize_rubric
 from envs.hub.checks import CheckReport, acheck_package, rubric_version
-from envs.hub.project import CARD_FILE, HubError, Project
+from envs.project import CARD_FILE, HubError, Project
 from harness.aio import run_sync
 
 BUILD_TIMEOUT = 600.0

@@ -27,7 +27,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from envs.hub.project import CARD_FILE, HubError
+from envs.project import CARD_FILE, HubError
 
 Kind = Literal["single-turn", "tool", "multi-turn"]
 RECORD_FORMAT = 1

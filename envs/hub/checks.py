@@ -20,7 +20,7 @@ from packaging.utils import canonicalize_name
 
 from envs import dataset as ds_utils
 from envs.hub.card import Card, parse_card
-from envs.hub.project import HubError, Project
+from envs.project import HubError, Project
 from envs.registry import load_environment
 from harness.aio import run_sync
 from harness.types import Rollout
@@ -120,7 +120,7 @@ def _check_dataset(report: CheckReport) -> None:
 
 async def _check_policies(report: CheckReport) -> None:
     from harness.client import Client
-    from harness.scripted import ScriptedEndpoint
+    from harness.scripted.endpoint import ScriptedEndpoint
 
     env = report.env
     policies: Mapping[str, Any] = getattr(env, "scripted_policies", None) or {}

@@ -9,6 +9,7 @@ goes through the HTTP client package the `openai` SDK already depends on.
 from __future__ import annotations
 
 import asyncio
+import configparser
 import importlib
 import io
 import os
@@ -30,7 +31,8 @@ from packaging.utils import (
 from packaging.version import Version
 
 from envs.hub.card import MAX_CARD_BYTES, read_record
-from envs.hub.project import CARD_FILE, HubError
+from envs.project import CARD_FILE, ENTRY_POINT_GROUP, HubError
+from harness.aio import run_sync
 
 HUB_URL_VAR = "RUBRIC_HUB_URL"
 HUB_UPLOAD_URL_VAR = "RUBRIC_HUB_UPLOAD_URL"
@@ -265,10 +267,6 @@ def _read_member(wheel: zipfile.ZipFile, member: str, cap: int) -> bytes | None:
 
 
 def _entry_points(wheel: zipfile.ZipFile, path: str) -> dict[str, str]:
-    import configparser
-
-    from envs.registry import ENTRY_POINT_GROUP
-
     if path not in wheel.namelist():
         return {}
     parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
@@ -416,13 +414,9 @@ def search(
     query: str | None = None, *, tag: str | None = None, hub: str | Hub | None = None
 ) -> list[HubEntry]:
     """Synchronous `asearch` (works inside a running event loop too)."""
-    from harness.aio import run_sync
-
     return run_sync(asearch(query, tag=tag, hub=hub))
 
 
 def info(name: str, *, hub: str | Hub | None = None) -> HubEntry:
     """Synchronous `ainfo` (works inside a running event loop too)."""
-    from harness.aio import run_sync
-
     return run_sync(ainfo(name, hub=hub))

@@ -29,8 +29,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from envs.hub.card import MAX_CARD_BYTES, read_record
 from envs.hub.index import DistFile, Hub, IndexReader
-from envs.hub.project import CARD_FILE, HubError, PackageName
-from envs.registry import ENTRY_POINT_GROUP
+from envs.project import CARD_FILE, ENTRY_POINT_GROUP, HubError, PackageName
 from harness.aio import run_sync
 
 INSTALL_TIMEOUT = 900.0

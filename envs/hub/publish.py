@@ -24,7 +24,7 @@ from typing import Any
 from envs.hub.build import abuild_package, dist_files
 from envs.hub.card import HubRecord
 from envs.hub.index import HUB_PASSWORD_VAR, HUB_USER_VAR, Hub, IndexReader
-from envs.hub.project import CARD_FILE, BumpPart, HubError, Project
+from envs.project import CARD_FILE, BumpPart, HubError, Project
 from harness.aio import run_sync
 
 

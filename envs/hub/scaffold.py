@@ -11,7 +11,7 @@ from typing import Literal
 from packaging.version import Version
 
 from envs.hub import templates
-from envs.hub.project import HubError, PackageName
+from envs.project import HubError, PackageName
 
 KindOption = Literal["single", "tool", "multi", "mcp"]
 KINDS: dict[str, str] = {"single": "single-turn", "tool": "tool", "multi": "multi-turn", "mcp": "tool"}

@@ -135,7 +135,7 @@ def load_rows(
 class NoisyPolicy:
     """gsm8k's "noisy" scripted model: wrong in seeded ways, and differently on each attempt at
     a question (the k-th request of it), as a sampled model is, so `-r K` shows pass@k rising.
-    Every endpoint serves a fresh copy (`harness.scripted.StatefulPolicy`), so a run's figures
+    Every endpoint serves a fresh copy (`harness.scripted.endpoint.StatefulPolicy`), so a run's figures
     are the same every time."""
 
     def __init__(self, lookup: RowLookup) -> None:

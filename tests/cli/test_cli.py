@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -13,17 +12,9 @@ from pathlib import Path
 
 import pytest
 
-RUBRIC = shutil.which("rubric")
+from tests.helpers import RUBRIC, run
+
 pytestmark = pytest.mark.skipif(RUBRIC is None, reason="the rubric console script is not installed")
-
-
-def run(
-    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 90
-) -> subprocess.CompletedProcess[str]:
-    full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
-    return subprocess.run(
-        [RUBRIC, *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout
-    )
 
 
 def read_rollouts(path: Path) -> list[dict]:

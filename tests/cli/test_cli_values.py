@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import cli
-from tests.cli.test_cli import run
+from tests.helpers import run
 
 EVAL = ["eval", "gsm8k", "-m", "scripted:oracle", "--no-progress"]
 

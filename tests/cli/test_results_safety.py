@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_cli import run
+from tests.helpers import run
 
 
 def _folder(tmp_path: Path, env: dict) -> Path:
@@ -77,7 +77,7 @@ def _at_a_terminal(args: list[str], cwd: Path, answer: str) -> int:
     import pty
     import subprocess
 
-    from tests.cli.test_cli import RUBRIC
+    from tests.helpers import RUBRIC
 
     leader, follower = pty.openpty()
     try:

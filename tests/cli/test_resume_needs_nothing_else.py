@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.cli.test_cli import run
+from tests.helpers import run
 
 ENV_FILE = """
 from envs import SingleTurnEnv

@@ -10,12 +10,12 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.cli.test_cli import RUBRIC, run
+from tests.helpers import RUBRIC, run
 
 ENV_FILE = """
 import os, time
 from envs import SingleTurnEnv
-from harness.scripted import ScriptedHTTPError
+from harness.scripted.endpoint import ScriptedHTTPError
 
 
 def flaky(messages, tools):

@@ -6,9 +6,9 @@ import json
 import math
 from pathlib import Path
 
-from harness.compare import compare
-from harness.results import load_results
-from tests.cli.test_cli import run
+from harness.results.compare import compare
+from harness.results.eval_results import load_results
+from tests.helpers import run
 
 
 def _eval(tmp_path: Path, policy: str, out: str) -> Path:

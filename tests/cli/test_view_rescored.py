@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.results import load_results
-from tests.cli.test_cli import run
+from harness.results.eval_results import load_results
+from tests.helpers import run
 
 
 def test_a_rescored_file_views_in_the_terminal_and_in_html(tmp_path: Path) -> None:

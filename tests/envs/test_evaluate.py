@@ -9,7 +9,7 @@ import pytest
 
 from envs import SingleTurnEnv, ToolEnv
 from harness.client import Client
-from harness.scripted import ScriptedEndpoint
+from harness.scripted.endpoint import ScriptedEndpoint
 
 ROWS = [{"question": f"{i}+{i}?", "answer": str(2 * i)} for i in range(4)]
 

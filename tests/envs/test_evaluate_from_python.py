@@ -10,9 +10,9 @@ import pytest
 from envs import SingleTurnEnv, load_environment
 from harness.client import Client
 from harness.errors import ConfigError
-from harness.scripted import ScriptedEndpoint
+from harness.scripted.endpoint import ScriptedEndpoint
 from rubrics import LLMJudge, WeightedSum
-from rubrics.llm_judge import clear_cache
+from rubrics.judge.llm import clear_cache
 
 
 def test_scripted_policy_runs_offline_like_the_cli(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -20,11 +20,10 @@ from mcp.client import Client as SDKClient
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from envs import ToolEnv, mcp_server
-from envs.mcp import MCPStartError, MCPTool
+from envs.tools.mcp import MCPStartError, MCPTool
 from harness.aio import run_sync
 from harness.errors import ConfigError
-from tests.cli.test_cli import run
-from tests.helpers import _free_port, serve
+from tests.helpers import _free_port, run, serve
 
 pytestmark = pytest.mark.timeout(120)
 SERVER = Path(__file__).with_name("mcp_tools_server.py")
@@ -247,7 +246,7 @@ def test_rubric_eval_of_an_mcp_environment_end_to_end(tmp_path: Path) -> None:
 
 
 def test_a_sigkilled_rubric_eval_leaves_no_server_behind(tmp_path: Path) -> None:
-    from tests.cli.test_cli import RUBRIC
+    from tests.helpers import RUBRIC
 
     _env_file(tmp_path)
     endpoint_pids: list[int] = []
@@ -342,8 +341,8 @@ def _picture_then_answer(messages: list[dict[str, Any]], tools: Any) -> Any:
 async def test_views_show_the_content_blocks_a_tool_returned() -> None:
     from rich.console import Console
 
-    from harness.html import rollout_html
-    from harness.render import render_rollout
+    from harness.views.html import rollout_html
+    from harness.views.terminal import render_rollout
 
     env = ToolEnv(
         [{"question": "Draw a dot.", "answer": "a red dot"}],

@@ -16,8 +16,7 @@ from mcp.client import Client as SDKClient
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from envs import load_environment
-from tests.cli.test_cli import RUBRIC, run
-from tests.helpers import _free_port
+from tests.helpers import RUBRIC, _free_port, run
 
 pytestmark = pytest.mark.timeout(120)
 REPO = Path(__file__).resolve().parents[2]

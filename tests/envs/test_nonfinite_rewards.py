@@ -8,7 +8,7 @@ from pathlib import Path
 
 from envs import SingleTurnEnv
 from harness.client import Client
-from harness.scripted import ScriptedEndpoint
+from harness.scripted.endpoint import ScriptedEndpoint
 from rubrics import WeightedSum
 
 ROWS = [{"question": f"{i}?", "answer": str(i)} for i in range(4)]

@@ -9,9 +9,9 @@ import pytest
 
 from envs import SingleTurnEnv, load_environment
 from harness.errors import ConfigError
-from harness.results import load_results
+from harness.results.eval_results import load_results
 from rubrics import WeightedSum
-from tests.cli.test_cli import run
+from tests.helpers import run
 
 
 def test_wordle_pass_at_k_counts_wins(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from envs.tools import Tool, ToolResult, call_tool, serialize_result, tool
+from envs.tools.functions import Tool, ToolResult, call_tool, serialize_result, tool
 from harness.types import Rollout, ToolCall
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import functools
 
-from envs.docstrings import DocInfo, docs_of, parse_docstring
-from envs.tools import Tool
+from envs.tools.docstrings import DocInfo, docs_of, parse_docstring
+from envs.tools.functions import Tool
 
 
 def google(city: str, days: int = 1) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from envs import Tool, ToolEnv, tool
-from envs.placement import (
+from envs.tools.placement import (
     INLINE_MAX_SECONDS,
     PIN_AFTER_SLOW_CALLS,
     PROMOTE_AFTER_CALLS,
@@ -22,7 +22,7 @@ from envs.placement import (
 )
 from harness.client import Client
 from harness.errors import ConfigError
-from harness.scripted import ScriptedEndpoint
+from harness.scripted.endpoint import ScriptedEndpoint
 
 FAST = INLINE_MAX_SECONDS / 10
 SLOW = INLINE_MAX_SECONDS * 10
@@ -191,7 +191,7 @@ async def test_promoted_tool_that_hangs_inline_is_reported_and_moved_to_threads(
         return "done"
 
     await promote(maybe_hang)
-    with caplog.at_level(logging.WARNING, logger="envs.tools"):
+    with caplog.at_level(logging.WARNING, logger="envs.tools.functions"):
         result = await maybe_hang.call({"hang": True})
     assert result.error == "timed out after 0.3 s"  # its late result is dropped
     assert "'maybe_hang' has blocked the event loop" in caplog.text and "blocking=True" in caplog.text

@@ -11,7 +11,7 @@ import pytest
 from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
-from envs.tools import Tool
+from envs.tools.functions import Tool
 
 ALLOWED = {
     "type",

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from envs import load_environment
+from envs.registry import EnvironmentSpec
 from harness.client import Client
 from harness.evaluation import evaluate
-from harness.scripted import ScriptedEndpoint
+from harness.scripted.endpoint import ScriptedEndpoint
 from tests.helpers import sum_policy
 
 pytestmark = pytest.mark.timeout(120)
@@ -59,9 +60,7 @@ async def test_judge_limit_is_for_the_whole_run_and_workers_skip_datasets(tmp_pa
 
 
 def test_worker_environment_loads_its_dataset_only_when_used() -> None:
-    from envs.registry import load_worker_environment
-
-    env = load_worker_environment("gsm8k")
+    env = EnvironmentSpec("gsm8k").load(worker=True)
     assert "dataset" not in env.__dict__
     assert env.config() == load_environment("gsm8k").config()
     assert len(env.dataset) == 200 and env.eval_dataset is None  # built on first use

@@ -42,7 +42,7 @@ async def test_sync_judge_against_a_server_on_the_blocked_loop_fails_at_once() -
 
 
 async def test_a_server_in_another_thread_is_not_suspected() -> None:
-    from harness.scripted import ScriptedEndpoint
+    from harness.scripted.endpoint import ScriptedEndpoint
 
     with ScriptedEndpoint(lambda messages, tools: "Score: 1") as endpoint:
         judge = LLMJudge(

@@ -18,7 +18,7 @@ import harness.client as client_module
 from harness.aio import run_sync
 from harness.client import TRANSPORTS, Client, Completion, EndpointError
 from harness.retry import parse_retry_after
-from harness.scripted import ScriptedEndpoint, ScriptedHTTPError
+from harness.scripted.endpoint import ScriptedEndpoint, ScriptedHTTPError
 from harness.types import Message, ToolCall, Usage
 
 pytestmark = pytest.mark.timeout(30)

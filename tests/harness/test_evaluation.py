@@ -12,10 +12,10 @@ import pytest
 
 from harness.client import Client
 from harness.evaluation import evaluate
-from harness.progress import ProgressDisplay, RunStats
-from harness.results import load_results
-from harness.scripted import ScriptedHTTPError
+from harness.results.eval_results import load_results
+from harness.scripted.endpoint import ScriptedHTTPError
 from harness.types import Rollout
+from harness.views.progress import ProgressDisplay, RunStats
 from tests.helpers import (
     FakeEnv,
     MultiTurnFakeEnv,

@@ -13,9 +13,9 @@ from envs import ToolEnv
 from harness.aio import run_sync
 from harness.client import Client
 from harness.errors import ConfigError, ResultsError
-from harness.results import EvalResults, load_results
-from harness.scripted import ScriptedEndpoint
-from harness.scripted_tokens import completion_ids, decode, logprob, prompt_ids
+from harness.results.eval_results import EvalResults, load_results
+from harness.scripted.endpoint import ScriptedEndpoint
+from harness.scripted.tokens import completion_ids, decode, logprob, prompt_ids
 from harness.types import Rollout
 
 ROWS = [{"question": "Double 3.", "answer": "6"}, {"question": "Double 5.", "answer": "10"}]

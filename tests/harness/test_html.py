@@ -12,10 +12,10 @@ import pytest
 
 from envs import SingleTurnEnv
 from harness.evaluation import evaluate
-from harness.html import histogram_svg, json_script, rollout_html, tree_from_metadata, tree_html
-from harness.results import EvalResults, load_results
-from harness.summary import summarize
+from harness.results.eval_results import EvalResults, load_results
+from harness.results.summary import summarize
 from harness.types import Rollout
+from harness.views.html import histogram_svg, json_script, rollout_html, tree_from_metadata, tree_html
 from rubrics import Gate, WeightedSum
 from tests.helpers import serve
 

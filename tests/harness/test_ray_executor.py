@@ -49,7 +49,7 @@ async def test_unreachable_ray_address_is_one_clear_error(tmp_path: Path) -> Non
 
 
 async def _kill_one_actor(ray: Any, results_file: Path, after: int) -> str:
-    from harness.ray_executor import ACTOR_PREFIX
+    from harness.executors.ray_cluster import ACTOR_PREFIX
 
     while not results_file.exists() or len(results_file.read_bytes().splitlines()) < after:
         await asyncio.sleep(0.05)

@@ -12,8 +12,8 @@ import pytest
 from envs import SingleTurnEnv
 from harness.aio import run_sync
 from harness.evaluation import evaluate
-from harness.report import write_report
-from harness.results import EvalResults
+from harness.results.eval_results import EvalResults
+from harness.views.report import write_report
 from rubrics import Gate, WeightedSum
 from tests.helpers import serve
 

@@ -8,8 +8,8 @@ import pytest
 
 from harness import arescore, rescore
 from harness.errors import ConfigError
-from harness.results import EvalResults
-from harness.summary import Summary
+from harness.results.eval_results import EvalResults
+from harness.results.summary import Summary
 from harness.types import Rollout
 from tests.helpers import FakeEnv
 

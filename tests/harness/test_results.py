@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ResultsWarning
-from harness.results import EvalResults, load_results
-from harness.summary import mean_and_stderr, pass_at_k, summarize
+from harness.results.eval_results import EvalResults, load_results
+from harness.results.summary import mean_and_stderr, pass_at_k, summarize
 from harness.types import Rollout, Usage
 
 

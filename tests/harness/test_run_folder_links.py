@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ResultsError
-from harness.results import load_results
-from harness.storage import RESULTS_FILE, open_owned
-from tests.cli.test_cli import run
+from harness.results.eval_results import load_results
+from harness.results.storage import RESULTS_FILE, open_owned
+from tests.helpers import run
 
 PRECIOUS = "precious\nsecond line without newline"
 

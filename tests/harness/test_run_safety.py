@@ -14,11 +14,10 @@ import pytest
 
 from harness.errors import EndpointError, ResultsError, ResultsWarning
 from harness.evaluation import evaluate
-from harness.scripted_app import ScriptedHTTPError
-from harness.summary import summarize
+from harness.results.summary import summarize
+from harness.scripted.app import ScriptedHTTPError
 from harness.types import Rollout
-from tests.cli.test_cli import run
-from tests.helpers import FakeEnv, serve, sum_policy
+from tests.helpers import FakeEnv, run, serve, sum_policy
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -80,7 +79,7 @@ def test_cli_early_stop_and_max_error_rate(tmp_path: Path) -> None:
         textwrap.dedent(
             """
             from envs.reference.gsm8k import load_environment as base
-            from harness.scripted_app import ScriptedHTTPError
+            from harness.scripted.app import ScriptedHTTPError
 
             def load_environment(**kwargs):
                 env = base(**kwargs)
@@ -203,7 +202,7 @@ async def test_metadata_is_finalized_even_when_the_summary_fails(
 
 
 async def test_a_locked_directory_is_refused_in_process(tmp_path: Path) -> None:
-    from harness.storage import RunLock
+    from harness.results.storage import RunLock
 
     lock = RunLock(tmp_path / "run")
     (tmp_path / "run").mkdir()

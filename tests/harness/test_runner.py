@@ -9,7 +9,7 @@ import pytest
 
 from harness.client import is_context_length_error
 from harness.runner import describe_error, rollout
-from harness.scripted import ScriptedHTTPError
+from harness.scripted.endpoint import ScriptedHTTPError
 from tests.helpers import (
     FakeEnv,
     MultiTurnFakeEnv,

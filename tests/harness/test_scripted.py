@@ -14,7 +14,7 @@ from typing import Any
 import openai
 import pytest
 
-from harness.scripted import ScriptedEndpoint, ScriptedHTTPError
+from harness.scripted.endpoint import ScriptedEndpoint, ScriptedHTTPError
 
 pytestmark = pytest.mark.timeout(30)
 Endpoints = Callable[..., ScriptedEndpoint]  # the conftest fixture factory

@@ -9,8 +9,8 @@ import pytest
 
 from harness.errors import ConfigError, ResultsError, ResultsWarning
 from harness.evaluation import evaluate
-from harness.results import load_results
-from harness.sharding import Shard, merge_results
+from harness.results.eval_results import load_results
+from harness.results.sharding import Shard, merge_results
 from tests.helpers import FakeEnv, serve, sum_policy
 
 

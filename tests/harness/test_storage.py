@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ResultsError, ResultsWarning
-from harness.results import load_results
-from harness.storage import RESULTS_FILE, RunLock, iter_rollouts, prepare_directory, write_json_atomic
+from harness.results.eval_results import load_results
+from harness.results.storage import RESULTS_FILE, RunLock, iter_rollouts, prepare_directory, write_json_atomic
 from harness.types import Rollout
 
 
@@ -57,7 +57,7 @@ def test_second_writer_is_refused_with_the_holders_pid(tmp_path: Path) -> None:
                 f"""
                 import sys, time
                 from pathlib import Path
-                from harness.storage import RunLock
+                from harness.results.storage import RunLock
                 lock = RunLock(Path({str(tmp_path)!r}))
                 lock.acquire()
                 print('locked', flush=True)

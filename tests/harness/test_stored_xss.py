@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from harness.results import load_results
+from harness.results.eval_results import load_results
 from harness.types import Rollout
-from tests.cli.test_cli import run
+from tests.helpers import run
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 MARK = "window.__xss=(window.__xss||0)+1"

@@ -26,7 +26,7 @@ import pytest
 from envs import MultiTurnEnv, SingleTurnEnv, ToolEnv
 from harness.client import Client
 from harness.errors import ConfigError
-from harness.results import load_results
+from harness.results.eval_results import load_results
 from harness.types import Rollout
 from rubrics import LLMJudge, WeightedSum
 from tests.helpers import _free_port, tiny_chat_model

@@ -17,7 +17,7 @@ import pytest
 import harness.transport as transport_module
 from harness.client import TRANSPORTS, Client, Completion
 from harness.errors import ConfigError, ConfigTypeError, EndpointError
-from harness.scripted import ScriptedEndpoint
+from harness.scripted.endpoint import ScriptedEndpoint
 from tests.harness.test_client_faults import raw_server
 
 pytestmark = pytest.mark.timeout(60)

@@ -7,8 +7,8 @@ import re
 
 from rich.console import Console
 
-from harness.html import rollout_html
-from harness.render import render_rollout
+from harness.views.html import rollout_html
+from harness.views.terminal import render_rollout
 from rubrics import Sequential, WeightedSum
 
 

@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,25 +16,37 @@ import pytest
 from harness.client import concurrency_share, set_concurrency_share
 from harness.errors import ConfigError
 from harness.evaluation import evaluate
+from harness.executors.workers import WorkerError, check_workers, split_evenly
 from harness.types import Rollout
-from harness.workers import WorkerError, check_workers, split_evenly
 from tests.helpers import FakeEnv, serve, sum_policy
 
 pytestmark = pytest.mark.timeout(120)
 
 
-class SpecFakeEnv(FakeEnv):
-    """FakeEnv that a worker can rebuild from its spec; it can kill its own worker once."""
+@dataclass(frozen=True)
+class FakeSource:
+    """How a worker builds a SpecFakeEnv again (`harness.protocol.EnvironmentSource`)."""
 
-    spec_loader = "tests.harness.test_workers:load_fake"
+    spec: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def load(self, *, worker: bool = False) -> SpecFakeEnv:
+        return load_fake(self.spec, **self.kwargs)
+
+    def __str__(self) -> str:
+        return self.spec
+
+
+class SpecFakeEnv(FakeEnv):
+    """FakeEnv that a worker can rebuild from its source; it can kill its own worker once."""
 
     def __init__(
         self, n: int = 6, *, die_on: int | None = None, marker: str | None = None, lock_on: int | None = None
     ) -> None:
         super().__init__(n)
         self.die_on, self.marker, self.lock_on = die_on, marker, lock_on
-        self.load_spec: str | None = None
-        self.load_kwargs: dict[str, Any] | None = None
+        self.source: FakeSource | None = None
+        self.provenance: dict[str, Any] | None = None
 
     async def setup_rollout(self, example: Any, rollout_index: int = 0) -> Rollout:
         if example["example_id"] == self.die_on and (self.marker is None or not os.path.exists(self.marker)):
@@ -49,7 +62,7 @@ class SpecFakeEnv(FakeEnv):
 
 def load_fake(spec: str, **kwargs: Any) -> SpecFakeEnv:
     env = SpecFakeEnv(**kwargs)
-    env.load_spec, env.load_kwargs = spec, dict(kwargs)
+    env.source = FakeSource(spec, dict(kwargs))
     return env
 
 
@@ -73,7 +86,7 @@ def _worker_children() -> list[int]:
             continue
         ppid = int(stat.rsplit(")", 1)[1].split()[1])
         state = stat.rsplit(")", 1)[1].split()[0]
-        if ppid == os.getpid() and b"harness.workers" in cmdline and state != "Z":
+        if ppid == os.getpid() and b"harness.executors.workers" in cmdline and state != "Z":
             found.append(int(entry))
     return found
 
@@ -186,7 +199,7 @@ async def test_environment_changed_after_loading_fails_in_one_line() -> None:
 
 async def test_unloadable_environment_names_the_cause() -> None:
     env = load_fake("fake", n=4)
-    env.load_kwargs = {"n": 4, "no_such_argument": 1}
+    env.source = FakeSource("fake", {"n": 4, "no_such_argument": 1})
     env.config = lambda: {"name": env.name}  # type: ignore[method-assign]
     async with serve(sum_policy) as (_, client):
         with pytest.raises(WorkerError, match=r"worker \d cannot load environment 'fake': TypeError"):

@@ -17,21 +17,23 @@ def test_star_import_and_public_names() -> None:
         assert name in namespace
 
 
-@pytest.mark.parametrize("name", ["parsers", "judges"])
-def test_lazy_modules_load_on_first_use_when_present(name: str) -> None:
-    if importlib.util.find_spec(f"rubrics.{name}") is None:
+@pytest.mark.parametrize(
+    ("name", "module"), [("parsers", "rubrics.parsers"), ("judges", "rubrics.judge.presets")]
+)
+def test_lazy_modules_load_on_first_use_when_present(name: str, module: str) -> None:
+    if importlib.util.find_spec(module) is None:
         with pytest.raises(ModuleNotFoundError):
             getattr(rubrics, name)
     else:
-        assert getattr(rubrics, name) is importlib.import_module(f"rubrics.{name}")
+        assert getattr(rubrics, name) is importlib.import_module(module)
 
 
 def test_llm_judge_is_exported_lazily_when_present() -> None:
-    if importlib.util.find_spec("rubrics.llm_judge") is None:
+    if importlib.util.find_spec("rubrics.judge.llm") is None:
         with pytest.raises(ModuleNotFoundError):
             rubrics.LLMJudge
     else:
-        assert rubrics.LLMJudge is importlib.import_module("rubrics.llm_judge").LLMJudge
+        assert rubrics.LLMJudge is importlib.import_module("rubrics.judge.llm").LLMJudge
 
 
 def test_unknown_attribute_is_an_attribute_error() -> None:

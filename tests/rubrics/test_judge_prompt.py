@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from harness.client import Client
-from harness.scripted import ScriptedEndpoint
+from harness.scripted.endpoint import ScriptedEndpoint
 from harness.types import Rollout
 from rubrics import judges
-from rubrics.llm_judge import clear_cache
+from rubrics.judge.llm import clear_cache
 
 EndpointFactory = Callable[..., ScriptedEndpoint]
 

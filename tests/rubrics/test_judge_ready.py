@@ -8,9 +8,7 @@ import pytest
 from harness.errors import ConfigError
 from harness.types import Rollout
 from rubrics import LLMJudge, WeightedSum
-from tests.cli.test_cli import run
-from tests.helpers import _free_port
-from tests.test_readme import code_block
+from tests.helpers import _free_port, code_block, run
 
 ITEM = {"prompt": "What is 6 x 7?", "completion": "42", "answer": "42"}
 

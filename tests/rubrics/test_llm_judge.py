@@ -12,11 +12,11 @@ import pytest
 
 from harness.client import Client
 from harness.errors import ConfigError
-from harness.scripted import ScriptedEndpoint, ScriptedHTTPError
+from harness.scripted.endpoint import ScriptedEndpoint, ScriptedHTTPError
 from harness.types import Rollout
 from rubrics import LLMJudge, WeightedSum
-from rubrics.judge_config import JudgeConfig
-from rubrics.llm_judge import cache_info, clear_cache
+from rubrics.judge.config import JudgeConfig
+from rubrics.judge.llm import cache_info, clear_cache
 
 EndpointFactory = Callable[..., ScriptedEndpoint]
 

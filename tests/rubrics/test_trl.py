@@ -14,7 +14,7 @@ import pytest
 from envs import SingleTurnEnv
 from harness.client import Client
 from harness.errors import ConfigError
-from harness.scripted import ScriptedEndpoint
+from harness.scripted.endpoint import ScriptedEndpoint
 from rubrics import Gate, LLMJudge, Sequential, WeightedSum, reward
 from rubrics.trl import AsyncTRLReward, TRLReward, rollouts_from_batch
 from tests.helpers import grpo_config, tiny_chat_model

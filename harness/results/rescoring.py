@@ -14,7 +14,7 @@ from harness.aio import run_sync
 from harness.defaults import DEFAULT_CONCURRENCY
 from harness.errors import ConfigError
 from harness.protocol import EnvironmentProtocol
-from harness.results import EvalResults
+from harness.results.eval_results import EvalResults
 from harness.runner import describe_error
 from harness.types import Rollout
 

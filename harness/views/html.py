@@ -3,7 +3,7 @@
 Every function returns a fragment of escaped HTML (text from a model, tool, judge or dataset
 only ever enters through `esc`), styled by `STYLE`, which is scoped under `.rv` so it
 neither leaks into a notebook's page nor needs a network. `rubric view --html`
-(harness.report) embeds the same fragments, so a rollout looks the same in both places.
+(harness.views.report) embeds the same fragments, so a rollout looks the same in both places.
 
 A rubric tree is drawn from a list of node descriptions (`TreeNode`): from a live Rubric by
 `rubrics.render`, from a run's metadata, or, failing both, from the dotted score paths.
@@ -16,26 +16,16 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any
 
 from harness.content import block_text, tool_content
-from harness.storage import run_title, section
-from harness.summary import skip_reason
-from harness.types import Message, Rollout
+from harness.results.storage import run_title, section
+from harness.results.summary import skip_reason
+from harness.types import Message, Rollout, TreeNode, register_html_view
 
 if TYPE_CHECKING:  # pragma: no cover
-    from harness.results import EvalResults
-    from harness.summary import Summary
-
-
-class TreeNode(TypedDict, total=False):
-    """One rubric node for drawing: dotted `path` ("" = root), `head` (e.g. "Gate(threshold=1)"),
-    `note` (what the parent says about it, e.g. "weight=0.8") and a Gate's `threshold`."""
-
-    path: str
-    head: str
-    note: str
-    threshold: float | None
+    from harness.results.eval_results import EvalResults
+    from harness.results.summary import Summary
 
 
 STYLE = """<style>
@@ -137,7 +127,7 @@ def _node_rows(summary: Summary, nodes: Sequence[TreeNode] | None) -> list[str]:
     order = [n["path"] for n in nodes or [] if n.get("path")]
     paths = [p for p in order if p in summary.node_means]
     paths += [p for p in summary.node_means if p not in paths]
-    stderrs = getattr(summary, "node_stderrs", {}) or {}
+    stderrs = summary.node_stderrs
     rows = []
     for path in paths:
         depth = path.count(".") + 1
@@ -158,9 +148,7 @@ def summary_html(summary: Summary, nodes: Sequence[TreeNode] | None = None, stat
     reward = esc(
         fmt(s.mean_reward) + (f" ± {fmt(s.reward_stderr, 2)}" if s.reward_stderr is not None else "")
     )
-    total = getattr(s, "num_rollouts", None)
-    total = getattr(s, "rollouts", 0) if total is None else total
-    planned = getattr(s, "planned", None)
+    total, planned = s.num_rollouts, s.planned
     count = f"{total:,}" + (
         f" of {planned:,} planned" if isinstance(planned, int) and planned != total else ""
     )
@@ -183,7 +171,7 @@ def summary_html(summary: Summary, nodes: Sequence[TreeNode] | None = None, stat
             else partial
         )
         rows.append(_row(f"pass@{k}", esc(fmt(v)) + fewer))
-    criterion = getattr(s, "pass_criterion", "reward >= 1")
+    criterion = s.pass_criterion
     if s.pass_at_k and criterion != "reward >= 1":
         rows.append(_row("pass means", esc(criterion)))
     stops = ", ".join(f"{esc(name)} {n:,}" for name, n in s.stop_reasons.items()) or "-"
@@ -196,7 +184,7 @@ def summary_html(summary: Summary, nodes: Sequence[TreeNode] | None = None, stat
         )
     )
     rows.append(_row("policy tokens", f"prompt {s.prompt_tokens:,} · completion {s.completion_tokens:,}"))
-    judge_p, judge_c = getattr(s, "judge_prompt_tokens", 0), getattr(s, "judge_completion_tokens", 0)
+    judge_p, judge_c = s.judge_prompt_tokens, s.judge_completion_tokens
     if judge_p or judge_c:
         rows.append(_row("judge tokens", f"prompt {judge_p:,} · completion {judge_c:,}"))
     wall, per_second = _number(s.wall_seconds), _number(s.rollouts_per_second)
@@ -420,8 +408,8 @@ def rollout_facts_html(rollout: Rollout) -> str:
         f"turns <b>{r.turns}</b>",
         f"tokens <b>{r.usage.prompt_tokens}+{r.usage.completion_tokens}</b>",
     ]
-    judge = getattr(r, "judge_usage", None)
-    if judge is not None and (judge.prompt_tokens or judge.completion_tokens):
+    judge = r.judge_usage
+    if judge.prompt_tokens or judge.completion_tokens:
         facts.append(f"judge tokens <b>{judge.prompt_tokens}+{judge.completion_tokens}</b>")
     out = f"<div>{' · '.join(facts)}</div>"
     if r.turn_rewards:  # credit-assigned reward per assistant turn (rubrics.credit)
@@ -490,6 +478,15 @@ def rollout_html(rollout: Rollout, nodes: Sequence[TreeNode] | None = None) -> s
     """`Rollout._repr_html_`: a self-styled fragment of `rollout_body_html`."""
     return f'{STYLE}<div class="rv">{rollout_body_html(rollout, nodes)}</div>'
 
+
+def _summary_page(summary: Summary) -> str:
+    return f'{STYLE}<div class="rv">{summary_html(summary)}</div>'
+
+
+# Fill the data model's notebook hooks (harness.types.HtmlRepr); `import harness` loads this.
+register_html_view("rollout", rollout_html)
+register_html_view("summary", _summary_page)
+register_html_view("results", results_html)
 
 __all__ = [
     "STYLE",

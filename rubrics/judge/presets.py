@@ -14,7 +14,7 @@ from typing import Any
 
 from harness.errors import ConfigError
 from harness.types import Rollout
-from rubrics.llm_judge import LLMJudge
+from rubrics.judge.llm import LLMJudge
 from rubrics.module import Rubric, ScoringError
 
 CORRECTNESS_TEMPLATE = """\

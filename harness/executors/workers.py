@@ -18,7 +18,7 @@ The scheduler (`run_jobs`) gives each worker at most its concurrency plus a smal
 jobs; a worker that dies has its unfinished jobs handed to the others (each job is finished
 exactly once: a result is accepted only from the worker that holds the job). Local workers
 are subprocesses talking length-prefixed pickle frames over their stdin/stdout;
-`harness.ray_executor` runs the same `WorkerRuntime` as Ray actors.
+`harness.executors.ray_cluster` runs the same `WorkerRuntime` as Ray actors.
 """
 
 from __future__ import annotations
@@ -26,8 +26,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import functools
-import importlib
 import os
 import pickle
 import resource
@@ -35,13 +33,15 @@ import signal
 import struct
 import sys
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from harness.client import Client, set_concurrency_share
 from harness.errors import ConfigError, RubricError
-from harness.protocol import HoldsResources
+from harness.protocol import EnvironmentProtocol, EnvironmentSource, HoldsResources, Reloadable
+from harness.runner import describe_error, rollout
 from harness.types import Rollout
 
 Job = tuple[Mapping[str, Any], int]  # (example, rollout_index)
@@ -63,8 +63,7 @@ class WorkerSpec:
     """Everything a worker needs to rebuild the environment and client: plain, picklable data.
 
     Attributes:
-        loader: "module:function" called as `loader(env_spec, **env_kwargs)` to build the env.
-        env_spec / env_kwargs: what the environment was loaded from.
+        source: how the worker builds the environment (`source.load(worker=True)`).
         env_overrides: attributes set after loading (the driver may have changed `max_turns`).
         env_config: the driver's `env.config()`; the worker's must equal it.
         client_kwargs: `harness.client.Client(**client_kwargs)` (holds the API key).
@@ -74,9 +73,7 @@ class WorkerSpec:
         sys_path: the driver's `sys.path`, so `module:function` specs import the same modules.
     """
 
-    loader: str
-    env_spec: str
-    env_kwargs: dict[str, Any]
+    source: EnvironmentSource
     env_overrides: dict[str, Any]
     env_config: dict[str, Any]
     client_kwargs: dict[str, Any]
@@ -115,14 +112,19 @@ def check_workers(workers: Any, concurrency: int) -> int:
 
 
 def worker_specs(
-    env: Any, client: Any, *, workers: int, concurrency: int, sampling: Mapping[str, Any] | None
+    env: EnvironmentProtocol,
+    client: Any,
+    *,
+    workers: int,
+    concurrency: int,
+    sampling: Mapping[str, Any] | None,
 ) -> list[WorkerSpec]:
     """One WorkerSpec per worker, read from an environment built from a spec and a harness Client."""
-    load_spec, loader = getattr(env, "load_spec", None), getattr(env, "spec_loader", None)
-    if not load_spec or not loader:
+    source = env.source if isinstance(env, Reloadable) else None
+    if source is None:
         raise ConfigError(
             f"workers>1 needs an environment built from a spec, so each worker can load its own; "
-            f"{type(env).__name__} {getattr(env, 'name', '')!r} was built directly (no load_spec). Load it "
+            f"{type(env).__name__} {env.name!r} was built directly (no source). Load it "
             f"with envs.load_environment('name' | 'path.py' | 'module:function', ...), or use workers=1"
         )
     replica = getattr(client, "replica_kwargs", None)
@@ -131,9 +133,7 @@ def worker_specs(
             f"workers>1 needs a harness.Client (each worker builds its own), got {type(client).__name__}"
         )
     base = WorkerSpec(
-        loader=loader,
-        env_spec=load_spec,
-        env_kwargs=dict(getattr(env, "load_kwargs", None) or {}),
+        source=source,
         env_overrides={"max_turns": env.max_turns, "sampling": dict(env.sampling)},
         env_config=_plain(env.config()),
         client_kwargs=replica(),
@@ -156,14 +156,6 @@ def _plain(value: Any) -> Any:
 
 # ---------------------------------------------------------------------------------------------
 # the worker side (the same for a subprocess and a Ray actor)
-
-
-def _import(target: str) -> Callable[..., Any]:
-    module, _, name = target.partition(":")
-    obj: Any = importlib.import_module(module)
-    for part in name.split("."):
-        obj = getattr(obj, part)
-    return obj
 
 
 def peak_rss_mib() -> float:
@@ -191,18 +183,16 @@ class WorkerRuntime:
 
     def load(self) -> None:
         """Build the environment and client; raise WorkerError saying why when it cannot."""
-        from harness.client import Client, set_concurrency_share
-
         spec = self.spec
         for entry in reversed(spec.sys_path):
             if entry not in sys.path:
                 sys.path.insert(0, entry)
         set_concurrency_share(spec.index, spec.count)
         try:
-            env = _import(spec.loader)(spec.env_spec, **spec.env_kwargs)
+            env = spec.source.load(worker=True)
         except Exception as exc:
             raise WorkerError(
-                f"worker {spec.index} cannot load environment {spec.env_spec!r}: {type(exc).__name__}: {exc}"
+                f"worker {spec.index} cannot load environment '{spec.source}': {type(exc).__name__}: {exc}"
             ) from exc
         for name, value in spec.env_overrides.items():
             setattr(env, name, value)
@@ -212,7 +202,7 @@ class WorkerRuntime:
                 k for k in set(config) | set(spec.env_config) if config.get(k) != spec.env_config.get(k)
             )
             raise WorkerError(
-                f"worker {spec.index} loaded {spec.env_spec!r} but got a different environment than the "
+                f"worker {spec.index} loaded '{spec.source}' but got a different environment than the "
                 f"driver's (differs in: {', '.join(changed)}); an environment changed after loading cannot "
                 f"run in workers: put the change in its load_environment arguments, or use workers=1"
             )
@@ -220,8 +210,6 @@ class WorkerRuntime:
 
     async def run(self, example: Mapping[str, Any], rollout_index: int) -> Rollout:
         """One rollout (at most `spec.concurrency` at once); never raises for a failed episode."""
-        from harness.runner import rollout
-
         if self._limit is None:
             self._limit = asyncio.Semaphore(self.spec.concurrency)
         async with self._limit:
@@ -252,43 +240,10 @@ class WorkerRuntime:
 def unsendable(result: Rollout, exc: Exception) -> Rollout:
     """The rollout with its `state` replaced by its repr and the reason recorded, for a rollout
     whose state cannot leave the worker (the run goes on; the failure is on the rollout)."""
-    from harness.runner import describe_error
-
     copy = result.model_copy(update={"state": {"unsendable_state": repr(result.state)[:2000]}})
     copy.error = f"worker could not send the rollout: {describe_error(exc)}"
     copy.stop_reason = "error"
     return copy
-
-
-Executor = Callable[[Sequence[Job], Callable[[Rollout], None]], Awaitable["PoolReport"]]
-
-
-def plan_executor(
-    env: Any,
-    client: Any,
-    *,
-    workers: int,
-    executor: str,
-    ray_address: str | None,
-    concurrency: int,
-    sampling: Mapping[str, Any] | None,
-) -> Executor | None:
-    """What runs the jobs: None for the driver's own event loop (workers=1, local), else a
-    function running them on worker processes or Ray actors. Every setting is checked here,
-    before anything is written or started."""
-    if executor not in ("local", "ray"):
-        raise ConfigError(f"executor must be 'local' or 'ray', got {executor!r}")
-    if ray_address is not None and executor != "ray":
-        raise ConfigError(f"ray_address={ray_address!r} needs executor='ray'")
-    check_workers(workers, concurrency)
-    if executor == "local" and workers == 1:
-        return None
-    specs = worker_specs(env, client, workers=workers, concurrency=concurrency, sampling=sampling)
-    if executor == "ray":
-        from harness.ray_executor import ray_executor  # optional extra, imported only when asked for
-
-        return ray_executor(specs, ray_address)
-    return functools.partial(run_local, specs)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -432,7 +387,7 @@ async def _read_frame(reader: asyncio.StreamReader) -> Any:
 
 
 class ProcessWorker:
-    """A worker subprocess (`python -m harness.workers`), driven over its stdin/stdout."""
+    """A worker subprocess (`python -m harness.executors.workers`), driven over its stdin/stdout."""
 
     def __init__(self, spec: WorkerSpec) -> None:
         self.spec = spec
@@ -447,7 +402,7 @@ class ProcessWorker:
         self._proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "harness.workers",
+            "harness.executors.workers",
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             limit=2**26,
@@ -607,7 +562,7 @@ async def _worker_main(read_fd: int, write_fd: int) -> None:
 
 
 def main() -> None:
-    """Entry point of a worker subprocess (`python -m harness.workers`); the driver starts it."""
+    """Entry point of a worker subprocess (`python -m harness.executors.workers`); the driver starts it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the driver, which stops us
     read_fd, write_fd = _protocol_pipes()
     asyncio.run(_worker_main(read_fd, write_fd))
@@ -624,7 +579,6 @@ __all__ = [
     "WorkerRuntime",
     "WorkerSpec",
     "check_workers",
-    "plan_executor",
     "run_jobs",
     "run_local",
     "worker_specs",

@@ -1,9 +1,9 @@
 """Run an evaluation's workers as Ray actors, for more machines than one (`executor="ray"`).
 
-The actors run the very `harness.workers.WorkerRuntime` the local worker processes run:
+The actors run the very `harness.executors.workers.WorkerRuntime` the local worker processes run:
 each loads the environment from its spec (so the environment's package must be installed on
 every node) and builds its own client. The driver keeps the same guarantees as with local
-workers, because it is the same scheduler (`harness.workers.run_jobs`): one writer, resume,
+workers, because it is the same scheduler (`harness.executors.workers.run_jobs`): one writer, resume,
 and an actor that dies has its unfinished jobs handed to the others.
 
 `ray` is an optional extra (`pip install 'rubric-rl[ray]'`), imported only here. With an
@@ -23,8 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from harness.errors import ConfigError
-from harness.types import Rollout
-from harness.workers import (
+from harness.executors.workers import (
     START_TIMEOUT,
     STOP_TIMEOUT,
     Job,
@@ -37,6 +36,7 @@ from harness.workers import (
     run_jobs,
     unsendable,
 )
+from harness.types import Rollout
 
 INSTALL_HINT = "pip install 'rubric-rl[ray]'"
 ACTOR_PREFIX = "rubric-worker"
@@ -118,7 +118,7 @@ def _cause(exc: BaseException) -> str:
 
 
 class RayWorker:
-    """The driver's handle on one actor (implements `harness.workers.WorkerHandle`).
+    """The driver's handle on one actor (implements `harness.executors.workers.WorkerHandle`).
 
     `run` queues a job and waits for its rollout; the jobs queued in one turn of the event
     loop go to the actor in one `submit` call, and a poller task hands each finished rollout

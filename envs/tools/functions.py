@@ -29,9 +29,9 @@ from typing import Any, Protocol, overload
 from pydantic import BaseModel, ValidationError
 from pydantic_core import to_json
 
-from envs.docstrings import docs_of
-from envs.placement import CallTimedOut, Placement, Where, thread_pool
-from envs.schema import TOOL_INJECTED, build_arguments, callable_name, drop_null_defaults
+from envs.tools.docstrings import docs_of
+from envs.tools.placement import CallTimedOut, Placement, Where, thread_pool
+from envs.tools.schema import TOOL_INJECTED, build_arguments, callable_name, drop_null_defaults
 from harness.aio import is_async_callable, maybe_await
 from harness.errors import ConfigError, ConfigTypeError
 from harness.types import Message, Rollout, ToolCall
@@ -112,7 +112,7 @@ def _format_validation(error: ValidationError) -> str:
 
 
 class ToolLike(Protocol):
-    """What an environment needs of a tool: an `envs.Tool` (Python) or an `envs.mcp.MCPTool`."""
+    """What an environment needs of a tool: an `envs.Tool` (Python) or an `envs.tools.mcp.MCPTool`."""
 
     @property
     def name(self) -> str: ...
@@ -199,7 +199,7 @@ class Tool:
     Where a call runs: an `async def` tool runs on the event loop. A plain `def` tool with
     `blocking=None` (the default) starts in a worker thread, moves onto the event loop once
     its calls have proven fast, and goes back to the thread pool for good if they turn slow
-    (the rule and its trade-off: `envs.placement`). `blocking=True` always uses a worker
+    (the rule and its trade-off: `envs.tools.placement`). `blocking=True` always uses a worker
     thread (for tools that wait on I/O, locks or processes, or may hang); `blocking=False`
     always runs inline (for tools known to be fast; an inline call cannot be abandoned at its
     timeout, so an overrun is reported as a timeout when the call returns).

@@ -19,8 +19,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from harness.errors import ConfigError
-from rubrics.judge_prompt import TEMPLATE_FIELDS, JudgeTemplate
-from rubrics.judge_verdicts import PARSE_MODES, REDUCTIONS
+from rubrics.judge.prompt import TEMPLATE_FIELDS, JudgeTemplate
+from rubrics.judge.verdicts import PARSE_MODES, REDUCTIONS
 
 
 @functools.lru_cache(maxsize=1024)

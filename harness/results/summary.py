@@ -19,16 +19,19 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from typing import ClassVar
 
 from pydantic import AliasChoices, BaseModel, Field
 
-from harness.types import Rollout
+from harness.types import HtmlRepr, Rollout
 
 PASS_THRESHOLD = 1.0 - 1e-9
 
 
-class Summary(BaseModel):
+class Summary(HtmlRepr, BaseModel):
     """Aggregate statistics of a set of rollouts (see the module docstring for definitions)."""
+
+    html_kind: ClassVar[str] = "summary"
 
     # Counts are num_*; metadata.json files written before the rename say "rollouts"/"examples".
     num_rollouts: int = Field(0, validation_alias=AliasChoices("num_rollouts", "rollouts"))
@@ -79,11 +82,6 @@ class Summary(BaseModel):
         return f"Summary({'; '.join(parts)})"
 
     __str__ = __repr__
-
-    def _repr_html_(self) -> str:
-        from harness.html import STYLE, summary_html
-
-        return f'{STYLE}<div class="rv">{summary_html(self)}</div>'
 
 
 def skip_reason(scores: Mapping[str, float], path: str, paths: Sequence[str]) -> str:

@@ -1,7 +1,7 @@
 """Two runs of one environment compared: what `rubric view A B` prints and its HTML page shows.
 
-The numbers are computed once here and drawn by both views (`harness.render` in the terminal,
-`harness.report` in the browser), so the two can never disagree: each node's mean in each run
+The numbers are computed once here and drawn by both views (`harness.views.terminal` in the terminal,
+`harness.views.report` in the browser), so the two can never disagree: each node's mean in each run
 with the difference, and per example the reward change and the nodes that flipped.
 """
 
@@ -11,8 +11,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness.results import EvalResults
-from harness.summary import mean_and_stderr
+from harness.results.eval_results import EvalResults
+from harness.results.summary import mean_and_stderr
 
 # A node "flips" between runs when its mean for an example crosses this line (or turns NaN).
 FLIP_THRESHOLD = 0.5

@@ -11,11 +11,12 @@ import json
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, ClassVar, overload
 
 from harness.errors import ResultsNotFoundError
 from harness.hf_import import hf_import
-from harness.storage import (
+from harness.results.exports import export_rows
+from harness.results.storage import (
     METADATA_FILE,
     RESULTS_FILE,
     iter_rollouts,
@@ -24,9 +25,9 @@ from harness.storage import (
     section,
     write_atomic,
 )
-from harness.summary import Summary, summarize
+from harness.results.summary import Summary, summarize
 from harness.text import safe_text
-from harness.types import Rollout
+from harness.types import HtmlRepr, Rollout
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -101,8 +102,13 @@ def conversation_columns(r: Rollout) -> dict[str, Any]:
     }
 
 
-class EvalResults:
-    """The rollouts of a run, its `summary` (harness.summary.Summary) and its `metadata`."""
+class EvalResults(HtmlRepr):
+    """The rollouts of a run, its `summary` (harness.results.summary.Summary) and its `metadata`.
+
+    In Jupyter it draws as the summary table (node means in tree order, with standard errors)
+    beside a reward histogram (`harness.views.html.results_html`)."""
+
+    html_kind: ClassVar[str] = "results"
 
     def __init__(
         self,
@@ -251,14 +257,12 @@ class EvalResults:
         Args:
             format: "records" (one row per rollout, see `to_records`), "messages" (SFT rows),
                 "preference" (chosen/rejected pairs), "tokens" (token ids, logprobs and
-                env_mask for multi-turn RL) or "trl" (GRPO prompts); see `harness.exports`.
+                env_mask for multi-turn RL) or "trl" (GRPO prompts); see `harness.results.exports`.
             best_of: for "messages", how many top-reward rollouts of each example to keep.
             min_reward: for "messages", drop rollouts scoring below it.
         """
         with hf_import():
             from datasets import Dataset
-        from harness.exports import export_rows
-
         rows = (
             self.to_records()
             if format == "records"
@@ -349,13 +353,6 @@ class EvalResults:
     def __repr__(self) -> str:
         s = self.summary
         return f"EvalResults(rollouts={s.num_rollouts}, mean_reward={_fmt(s.mean_reward)}, errors={s.errors})"
-
-    def _repr_html_(self) -> str:
-        """Jupyter: the summary as an HTML table (node means in tree order, with standard
-        errors) beside a reward histogram."""
-        from harness.html import results_html
-
-        return results_html(self)
 
 
 def load_results(path: str | Path) -> EvalResults:

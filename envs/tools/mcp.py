@@ -33,7 +33,7 @@ from typing import IO, Any
 
 import pydantic
 
-from envs.tools import DEFAULT_TIMEOUT, BadArguments, ToolResult, check_tool_name, parse_arguments
+from envs.tools.functions import DEFAULT_TIMEOUT, BadArguments, ToolResult, check_tool_name, parse_arguments
 from harness.child import wrap
 from harness.content import block_text
 from harness.errors import ConfigError, ConfigTypeError

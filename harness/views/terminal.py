@@ -16,9 +16,9 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from harness.compare import FLIP_THRESHOLD, Comparison
 from harness.content import block_text, tool_content
-from harness.summary import skip_reason
+from harness.results.compare import FLIP_THRESHOLD, Comparison
+from harness.results.summary import skip_reason
 from harness.text import safe_text
 from harness.types import Message, Rollout
 

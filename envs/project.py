@@ -21,10 +21,11 @@ from typing import Any, Literal
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from envs.registry import ENTRY_POINT_GROUP
 from harness.errors import RubricError
 
 #: The file `rubric build` writes into the package's import directory and ships in the wheel.
+#: The entry-point group an environment package registers its `load_environment` under.
+ENTRY_POINT_GROUP = "rubric.environments"
 CARD_FILE = "rubric_card.json"
 #: Where files that are not source live; the content hash skips them.
 _SKIPPED_DIRS = {

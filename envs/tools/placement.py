@@ -61,7 +61,7 @@ WATCHDOG_INTERVAL: float = 0.25
 
 Where = Literal["thread", "inline", "measuring"]
 
-_log = logging.getLogger("envs.tools")
+_log = logging.getLogger("envs.tools.functions")
 _executor: ThreadPoolExecutor | None = None
 _executor_lock = threading.Lock()
 

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from harness.errors import EndpointError
 from harness.types import Usage
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -122,8 +123,6 @@ def _rejects(error: Exception, feature: str) -> bool:
 
 
 async def _complete(client: Client, messages: Sequence[Mapping[str, Any]], params: dict[str, Any]) -> Any:
-    from harness.client import EndpointError
-
     unsupported = _UNSUPPORTED.setdefault((client.base_url, client.model), set())
     if "response_format" in unsupported:
         params.pop("response_format", None)
@@ -142,8 +141,6 @@ async def ask(
 ) -> Answer:
     """`samples` replies to one judge question: one request with `n=` where the endpoint
     honours it, topped up (or replaced) by concurrent single requests."""
-    from harness.client import EndpointError
-
     params = dict(params)
     replies: list[str] = []
     usage = Usage()

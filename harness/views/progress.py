@@ -11,8 +11,8 @@ import math
 import time
 from typing import Any
 
-from harness.notebook import NotebookProgress, in_notebook
 from harness.types import Rollout
+from harness.views.notebook import NotebookProgress, in_notebook
 
 
 class RunStats:

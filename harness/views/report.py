@@ -1,7 +1,7 @@
 """The static HTML report of a run (`rubric view DIR --html`) and of two runs compared.
 
 One self-contained file: CSS and JS inline, data embedded as JSON, no network, opens from
-file://. Rollout panels are rendered here by harness.html (the notebook's renderer) and
+file://. Rollout panels are rendered here by harness.views.html (the notebook's renderer) and
 embedded gzip-compressed (transcripts repeat themselves, so they shrink about tenfold); the
 page draws the table at once, inflates the panels in the background with the browser's
 `DecompressionStream`, and inserts a panel only when it is opened, so a 20,000-rollout report
@@ -20,8 +20,11 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from harness.compare import FLIP_THRESHOLD, Comparison, compare, node_paths
-from harness.html import (
+from harness.results.compare import FLIP_THRESHOLD, Comparison, compare, node_paths
+from harness.results.eval_results import EvalResults
+from harness.results.storage import run_title, section, write_atomic
+from harness.types import Rollout
+from harness.views.html import (
     STYLE,
     TreeNode,
     esc,
@@ -32,13 +35,10 @@ from harness.html import (
     summary_html,
     tree_from_metadata,
 )
-from harness.results import EvalResults
-from harness.storage import run_title, section, write_atomic
-from harness.types import Rollout
 
 
 def _asset(name: str) -> str:
-    return files("harness").joinpath(name).read_text(encoding="utf-8")
+    return files("harness.views").joinpath(name).read_text(encoding="utf-8")
 
 
 def _num(value: float | None) -> float | None:

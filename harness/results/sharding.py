@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from harness.errors import ConfigError, ResultsError
-from harness.storage import (
+from harness.results.storage import (
     METADATA_FILE,
     RESULTS_FILE,
     ResultsWriter,
@@ -33,7 +33,7 @@ from harness.storage import (
     read_metadata,
     write_json_atomic,
 )
-from harness.summary import summarize
+from harness.results.summary import summarize
 from harness.types import Rollout
 
 T = TypeVar("T")

@@ -19,8 +19,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from harness.aio import maybe_await
-from harness.scripted_http import DROP, Request, Response
-from harness.scripted_tokens import add_token_ids
+from harness.scripted.http import DROP, Request, Response
+from harness.scripted.tokens import add_token_ids
 
 Policy = Callable[..., Any]
 """`policy(messages, tools[, request_body]) -> str | dict` (sync or async)."""

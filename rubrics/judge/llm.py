@@ -2,7 +2,7 @@
 
 The prompt is a jinja2 template over the rollout's fields; the request goes through
 `harness.Client` to any OpenAI-compatible endpoint (its own model and base URL, with the
-client's retries, timeout and concurrency); the reply is parsed by `rubrics.judge_verdicts` and
+client's retries, timeout and concurrency); the reply is parsed by `rubrics.judge.verdicts` and
 rescaled to [0, 1]. A judge that cannot score (endpoint down, reply without a verdict,
 template field missing) gives NaN with the reason and raw reply kept on the node and in the
 rollout, so a summary can say "12 unscored: judge reply had no score" instead of a silent 0.
@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, NoReturn, TypeVar, ove
 
 from harness.aio import unreachable
 from harness.defaults import DEFAULT_BASE_URL
-from harness.errors import ConfigError
+from harness.errors import ConfigError, EndpointError
 from harness.types import Rollout
-from rubrics.judge_cache import CACHE, Answer, ask, cache_info, clear_cache
-from rubrics.judge_config import JudgeConfig, compile_template
-from rubrics.judge_prompt import JudgeTemplate, MissingFieldError, rollout_fields
-from rubrics.judge_verdicts import (
+from rubrics.judge.cache import CACHE, Answer, ask, cache_info, clear_cache
+from rubrics.judge.config import JudgeConfig, compile_template
+from rubrics.judge.prompt import JudgeTemplate, MissingFieldError, rollout_fields
+from rubrics.judge.verdicts import (
     VerdictError,
     parse_choice,
     parse_json,
@@ -29,7 +29,7 @@ from rubrics.judge_verdicts import (
     reduce_scores,
     rescale,
 )
-from rubrics.module import Rubric, ScoringError
+from rubrics.module import Rubric, ScoringError, as_rollout
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.client import Client
@@ -98,7 +98,7 @@ class LLMJudge(Rubric):
             as safely as rollout values.
 
     Every setting above except the client ones is a field of `judge.config` (a
-    `rubrics.judge_config.JudgeConfig`) and an attribute validated on assignment
+    `rubrics.judge.config.JudgeConfig`) and an attribute validated on assignment
     (`judge.samples = 3`); `judge.configure(parse="choice", choices={...})` changes several
     at once. Bad values raise `ConfigError` and leave the judge unchanged.
     """
@@ -279,7 +279,6 @@ class LLMJudge(Rubric):
 
     def render(self, rollout: Rollout | Mapping[str, Any]) -> list[dict[str, str]]:
         """The messages this judge would send for `rollout` (raises MissingFieldError)."""
-        from rubrics.module import as_rollout
 
         fields = rollout_fields(as_rollout(rollout), self.variables)
         system = self._system.render(fields) if self._system is not None else DEFAULT_SYSTEM_PROMPT
@@ -320,8 +319,6 @@ class LLMJudge(Rubric):
 
     # ------------------------------------------------------------------ scoring
     async def forward(self, rollout: Rollout) -> float:
-        from harness.client import EndpointError
-
         self._config.check()
         try:
             messages = self.render(rollout)

@@ -28,8 +28,10 @@ from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any, Protocol, runtime_checkable
 
-from harness.scripted_app import EndpointStats, Faults, Policy, ScriptedApp, ScriptedHTTPError
-from harness.scripted_http import ScriptedASGI, ScriptedServer, listening_socket, new_event_loop
+from harness.errors import ConfigError
+from harness.protocol import HasScriptedPolicies
+from harness.scripted.app import EndpointStats, Faults, Policy, ScriptedApp, ScriptedHTTPError
+from harness.scripted.http import ScriptedASGI, ScriptedServer, listening_socket, new_event_loop
 
 START_TIMEOUT = 15.0
 
@@ -337,10 +339,8 @@ def scripted_policy(env: Any, model: str) -> Policy:
     Raises:
         ConfigError: the environment has no such policy (the ones it has are listed).
     """
-    from harness.errors import ConfigError
-
     name = model.removeprefix(SCRIPTED_PREFIX)
-    policies = getattr(env, "scripted_policies", None) or {}
+    policies = env.scripted_policies if isinstance(env, HasScriptedPolicies) else {}
     if name not in policies:
         available = ", ".join(sorted(policies)) or "none"
         raise ConfigError(
