@@ -205,7 +205,7 @@ def _bench_tool(variant: str) -> Any:
 
 async def _harness(base_url: str, concurrency: int, n: int, variant: str) -> dict[str, float]:
     from envs import ToolEnv
-    from harness.client import Client
+    from harness.endpoint.client import Client
 
     def correct(response: str, answer: str) -> float:
         return float(response == answer)
@@ -226,7 +226,7 @@ async def _harness(base_url: str, concurrency: int, n: int, variant: str) -> dic
         wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     await client.aclose()
     s = results.summary
-    assert s.num_rollouts == n and s.mean_reward == 1.0 and s.errors == 0, f"harness run went wrong: {s}"
+    assert s.num_rollouts == n and s.mean_reward == 1.0 and s.num_errors == 0, f"harness run went wrong: {s}"
     # 1.0 when the tool ended the run inline on the loop (the median shows if most runs did)
     return {"wall": wall, "cpu": cpu, "rss0": rss0, "inline": float(tool.placement == "inline")}
 
@@ -388,8 +388,8 @@ def _first_line_watch(path: Path) -> tuple[Any, dict[str, float]]:
 
 async def _scale(variant: str, base_url: str, n: int) -> dict[str, float]:
     from envs import load_environment as load
-    from harness.client import Client
-    from harness.evaluation import evaluate
+    from harness.endpoint.client import Client
+    from harness.evaluation import aevaluate
     from harness.executors.workers import peak_rss_mib
 
     concurrency = SCALE_CONFIG[0]
@@ -405,7 +405,7 @@ async def _scale(variant: str, base_url: str, n: int) -> dict[str, float]:
         out = Path(tmp) / "run"
         done, seen = _first_line_watch(out / "results.jsonl")
         t0, cpu0 = time.perf_counter(), time.process_time()
-        results = await evaluate(
+        results = await aevaluate(
             env,
             client,
             concurrency=concurrency,
@@ -418,7 +418,9 @@ async def _scale(variant: str, base_url: str, n: int) -> dict[str, float]:
         done.set()
     await client.aclose()
     s = results.summary
-    assert s.num_rollouts == n and s.mean_reward == 1.0 and s.errors == 0, f"{variant} run went wrong: {s}"
+    assert s.num_rollouts == n and s.mean_reward == 1.0 and s.num_errors == 0, (
+        f"{variant} run went wrong: {s}"
+    )
     first = seen.get("first", t0)
     report = (results.metadata["sessions"][-1].get("workers") or {}).get("workers") or []
     return {

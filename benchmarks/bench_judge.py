@@ -21,7 +21,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from harness.client import Client, _http_client
+from harness.endpoint.client import Client, _http_client
 from harness.scripted.endpoint import ScriptedEndpoint
 from harness.types import Rollout
 from rubrics.judge.llm import LLMJudge, cache_info, clear_cache

@@ -20,7 +20,7 @@ import multiprocessing
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from harness.client import Client, _http_client
+from harness.endpoint.client import Client, _http_client
 from harness.scripted.endpoint import ScriptedEndpoint
 
 MESSAGES = [{"role": "user", "content": "what is two plus two"}]

@@ -6,6 +6,9 @@ when the environment is built, with what is available listed, because the altern
 finding out after a thousand paid requests. The per-rollout methods (`setup_rollout`,
 `respond`, `stop_reason`, `score`) are what `harness.rollout` drives; see
 `harness.protocol.EnvironmentProtocol` for the loop.
+
+Over 500 lines for one class, `Environment`, the object users build; its inputs, prompts,
+conditions, tools and TRL bridge already live in their own modules.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from rubrics.render import tree_nodes
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
     from envs.registry import EnvironmentSpec
-    from harness.client import Client
+    from harness.endpoint.client import Client
     from harness.evaluation import EvaluateOptions
     from harness.results.eval_results import EvalResults
 
@@ -500,12 +503,12 @@ class Environment:
         are `harness.evaluation.evaluate`'s (num_examples, rollouts_per_example, concurrency,
         output_dir, resume, overwrite, ...). A client built here is closed after.
         """
-        from harness.client import Client
-        from harness.evaluation import DEFAULT_CONCURRENCY, evaluate
-        from harness.scripted.endpoint import SCRIPTED_PREFIX, ScriptedEndpoint, scripted_policy
+        from harness.endpoint.client import Client
+        from harness.endpoint.connect import open_client
+        from harness.evaluation import DEFAULT_CONCURRENCY, aevaluate
 
         if isinstance(model, Client):
-            return await evaluate(self, model, **options)
+            return await aevaluate(self, model, **options)
         if not isinstance(model, str):
             raise ConfigTypeError(
                 f"model must be a harness.Client, a model name or 'scripted:POLICY', got {type(model).__name__}"
@@ -513,13 +516,9 @@ class Environment:
         # Size the connection pool to the run, so `concurrency` above the default is real.
         pool = max(1, int(options.get("concurrency") or DEFAULT_CONCURRENCY))
         with contextlib.ExitStack() as stack:
-            if model.startswith(SCRIPTED_PREFIX):
-                endpoint = stack.enter_context(ScriptedEndpoint(scripted_policy(self, model)))
-                client = Client(model, base_url=endpoint.base_url, api_key="scripted", max_concurrency=pool)
-            else:
-                client = Client(model, max_concurrency=pool)
+            client = open_client(stack, model, env=self, max_concurrency=pool)
             try:
-                return await evaluate(self, client, **options)
+                return await aevaluate(self, client, **options)
             finally:
                 await client.aclose()
 

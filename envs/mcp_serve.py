@@ -13,6 +13,7 @@ binds 127.0.0.1 only.
 
 from __future__ import annotations
 
+import asyncio
 import weakref
 from typing import Any
 
@@ -95,4 +96,15 @@ async def aserve_mcp(env: Environment, *, port: int | None = None) -> None:
     await uvicorn.Server(config).serve()
 
 
-__all__ = ["HOST", "PATH", "aserve_mcp", "mcp_app"]
+def serve_mcp(env: Environment, *, port: int | None = None) -> None:
+    """`aserve_mcp` on its own event loop, until stopped (`rubric mcp`)."""
+    asyncio.run(aserve_mcp(env, port=port))
+
+
+__all__ = [
+    "HOST",
+    "PATH",
+    "aserve_mcp",
+    "mcp_app",
+    "serve_mcp",
+]

@@ -177,7 +177,8 @@ class Project:
             found = getattr(found, part)
         if not callable(found):
             raise HubError(f"entry point {target!r} is a {type(found).__name__}, not a function")
-        return found
+        loader: Callable[..., Any] = found
+        return loader
 
     def _prefer_source_tree(self, top: str) -> None:
         """Put the folder first on sys.path and forget a same-named module imported from elsewhere."""

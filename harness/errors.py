@@ -13,6 +13,7 @@ existing `except ValueError:` code keeps working.
     ├── EndpointError                             an endpoint failed for good
     ├── EnvironmentNotFoundError (LookupError)    no environment by that name, path or spec
     ├── UserCodeError                             an environment's own code failed while loading
+    ├── WorkerError                               a worker process could not start, or all died
     └── ResultsError (ValueError)                 a results directory cannot be read or used
         └── ResultsNotFoundError (FileNotFoundError)
 """
@@ -31,6 +32,7 @@ __all__ = [
     "RubricError",
     "ScoringError",
     "UserCodeError",
+    "WorkerError",
     "raised_at",
 ]
 
@@ -84,6 +86,10 @@ class EnvironmentNotFoundError(RubricError, LookupError):
 class UserCodeError(RubricError):
     """Code the user wrote (an environment's `load_environment`) raised or exited; the message
     names the file, line and function where it happened."""
+
+
+class WorkerError(RubricError):
+    """A worker could not start (its environment failed to load), or every worker died."""
 
 
 def raised_at(exc: BaseException) -> str:

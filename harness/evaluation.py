@@ -4,6 +4,9 @@ A fixed pool of `concurrency` workers pulls (example, rollout_index) jobs from o
 iterator, so 100,000 rollouts cost 100,000 small records, not 100,000 pending tasks. Each
 finished rollout is appended to `results.jsonl` at once; a resumed run reads that file and
 runs only the pairs that are missing.
+
+Over 500 lines because a run is one sequence (check, plan, open or resume the directory,
+run, summarise) whose steps share the run's state; results, executors and views are apart.
 """
 
 from __future__ import annotations
@@ -16,13 +19,16 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, TypedDict, Unpack
 
-from harness.client import Client, check_sampling
+from harness.aio import run_sync
 from harness.defaults import DEFAULT_CONCURRENCY
+from harness.endpoint.client import Client, check_sampling
 from harness.errors import ConfigError, ConfigTypeError, EndpointError, ResultsError
 from harness.executors.plan import plan_executor
-from harness.executors.workers import Job, PoolReport, peak_rss_mib
+from harness.executors.scheduler import Job, PoolReport
+from harness.executors.workers import peak_rss_mib
+from harness.limits import check_limits, check_planned
 from harness.protocol import EnvironmentProtocol, HoldsResources, Preflight, Reloadable, protocol_members
 from harness.results.eval_results import EvalResults, node_paths, success_of
 from harness.results.sharding import Shard, shard_metadata
@@ -349,7 +355,7 @@ def _start_metadata(
     }
 
 
-async def run_jobs(
+async def run_in_process(
     env: EnvironmentProtocol,
     client: Client,
     jobs: Iterable[Job],
@@ -386,9 +392,9 @@ async def run_jobs(
 
 # Over 60 lines only through its signature and docstring (the body is four named steps).
 class EvaluateOptions(TypedDict, total=False):
-    """The keyword arguments of `evaluate`, for the functions that pass them on
+    """The keyword arguments of `aevaluate` / `evaluate`, for the functions that pass them on
     (`Environment.evaluate` / `aevaluate`): typed, so a misspelt option is a type error.
-    `tests/harness/test_evaluation.py` checks that it lists exactly `evaluate`'s keywords."""
+    `tests/harness/test_evaluation.py` checks that it lists exactly `aevaluate`'s keywords."""
 
     num_examples: int | None
     rollouts_per_example: int
@@ -406,7 +412,7 @@ class EvaluateOptions(TypedDict, total=False):
     ray_address: str | None
 
 
-async def evaluate(
+async def aevaluate(
     env: EnvironmentProtocol,
     client: Client,
     *,
@@ -466,6 +472,14 @@ async def evaluate(
     """
     # Over 60 lines only through its signature and docstring: the body is the named steps.
     _check_arguments(env, client, num_examples, rollouts_per_example, concurrency)
+    check_limits(
+        {
+            "num_examples": num_examples,
+            "rollouts_per_example": rollouts_per_example,
+            "concurrency": concurrency,
+            "seed": seed,
+        }
+    )
     client.check_credentials()  # no key for OpenAI: one clear error, not N failed rollouts
     if isinstance(env, Preflight):  # e.g. a judge with no key: one clear error before anything runs
         await env.preflight()
@@ -486,6 +500,7 @@ async def evaluate(
     )
     chosen = Shard.parse(shard) if shard is not None else None
     examples, ids, sharding = _select_examples(env, split, num_examples, seed, chosen)
+    check_planned(len(examples), rollouts_per_example)
     plan = _Plan(examples, ids, rollouts_per_example)
     arguments = {
         "num_examples": num_examples,
@@ -504,7 +519,7 @@ async def evaluate(
     directory = Path(output_dir) if output_dir is not None else None
     run = _open_run(env, directory, current, plan, sharding, resume=resume, overwrite=overwrite)
     if run_elsewhere is None:
-        work = run_jobs(
+        work = run_in_process(
             env,
             client,
             plan.jobs,
@@ -517,6 +532,12 @@ async def evaluate(
     results = await _finish(run, work, client, directory, progress=progress, max_k=rollouts_per_example)
     plan.sort(results.rollouts)
     return results
+
+
+def evaluate(env: EnvironmentProtocol, client: Client, **options: Unpack[EvaluateOptions]) -> EvalResults:
+    """`aevaluate`, synchronously: blocks until the run ends, and works inside a running event
+    loop too (a Jupyter cell), where it runs on a helper thread. Same options and results."""
+    return run_sync(aevaluate(env, client, **options))
 
 
 def _open_run(
@@ -577,4 +598,4 @@ async def _finish(
     return results
 
 
-__all__ = ["DEFAULT_CONCURRENCY", "EvaluateOptions", "evaluate", "run_jobs"]
+__all__ = ["DEFAULT_CONCURRENCY", "EvaluateOptions", "aevaluate", "evaluate", "run_in_process"]

@@ -12,7 +12,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from harness.client import Client, is_context_length_error
+from harness.endpoint.client import Client, is_context_length_error
 from harness.errors import EndpointError
 from harness.protocol import EnvironmentProtocol, HoldsResources
 from harness.types import Rollout

@@ -19,17 +19,19 @@ import importlib
 import importlib.util
 from typing import TYPE_CHECKING, Any
 
+from harness.types import Rollout
 from rubrics.batch import ScoredBatch
 from rubrics.containers import Gate, RubricDict, RubricList, Sequential, WeightedSum
 from rubrics.leaf import FunctionRubric, reward
-from rubrics.module import RemovableHandle, Rubric, ScoringError
+from rubrics.module import IncompatibleKeys, RemovableHandle, Rubric, ScoringError
 
 if TYPE_CHECKING:  # pragma: no cover
     from rubrics import parsers
     from rubrics.judge import presets as judges
+    from rubrics.judge.config import JudgeConfig
     from rubrics.judge.llm import LLMJudge
 
-_LAZY_ATTRS = {"LLMJudge": "rubrics.judge.llm"}
+_LAZY_ATTRS = {"LLMJudge": "rubrics.judge.llm", "JudgeConfig": "rubrics.judge.config"}
 _LAZY_MODULES = {"judges": "rubrics.judge.presets", "parsers": "rubrics.parsers"}
 
 
@@ -52,7 +54,9 @@ def _available(module: str) -> bool:
 __all__ = [
     "FunctionRubric",
     "Gate",
+    "IncompatibleKeys",
     "RemovableHandle",
+    "Rollout",
     "Rubric",
     "RubricDict",
     "RubricList",

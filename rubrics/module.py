@@ -8,6 +8,10 @@ of a silent 0, and the tree prints, saves and loads like a PyTorch model.
 Scoring paths are computed per call (held in a context variable while a node runs), so one
 tree can score many rollouts concurrently. A tree with no async part is scored directly in
 the calling thread with no event loop at all: that is the hot path of large evaluations.
+
+Over 500 lines for one class, `Rubric`, which like `torch.nn.Module` is a public API users
+subclass (children, hooks, state, scoring, display); its helpers live in `scoring`,
+`render`, `turns` and `trl`.
 """
 
 from __future__ import annotations

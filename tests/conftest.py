@@ -10,7 +10,6 @@ process, ...) and returns the started endpoint; it also works as `with scripted_
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,13 +17,13 @@ from typing import Any
 
 import pytest
 
-from harness.client import Client
+from harness.endpoint.client import open_clients
 from harness.scripted.endpoint import ScriptedEndpoint
 from tests.helpers import HubServer, serve_pypiserver
 
 
 @pytest.fixture(autouse=True)
-def _close_clients(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _close_clients(request: pytest.FixtureRequest) -> Iterator[None]:
     """Close every `Client` pool a test opened, on the loop that owns it, before that loop
     ends: warnings are errors here, and a pool left to the garbage collector warns about its
     sockets in whichever test happens to run next. (Programs close theirs with `async with
@@ -32,23 +31,9 @@ def _close_clients(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPat
     if inspect.iscoroutinefunction(request.function):
         # pytest-asyncio's runner for this test's loop: set up first, so torn down after us.
         request.getfixturevalue("_function_scoped_runner")
-    opened: dict[int, Client] = {}
-    connect = Client._connection
-
-    def tracked(self: Client) -> Any:
-        opened[id(self)] = self
-        return connect(self)
-
-    monkeypatch.setattr(Client, "_connection", tracked)
     yield
-    for client in opened.values():
-        loop = client._loop
-        if loop is None or loop.is_closed():
-            continue
-        if loop.is_running():  # run_sync's background loop, in its own thread
-            asyncio.run_coroutine_threadsafe(client.aclose(), loop).result(10)
-        else:  # the test's own loop, still open until its runner is torn down
-            loop.run_until_complete(client.aclose())
+    for client in open_clients():
+        client.close()
 
 
 @pytest.fixture

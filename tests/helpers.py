@@ -210,7 +210,7 @@ async def serve(
 ) -> AsyncIterator[tuple[Any, Any]]:
     """A scripted endpoint on 127.0.0.1 and a real harness Client (near-instant retry backoff)
     pointed at it."""
-    from harness.client import Client
+    from harness.endpoint.client import Client
     from harness.scripted.endpoint import ScriptedEndpoint
 
     with ScriptedEndpoint(policy, **endpoint_kwargs) as endpoint:

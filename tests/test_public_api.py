@@ -3,14 +3,77 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
+import re
 import types
+from pathlib import Path
 
 import pytest
 
 PACKAGES = ("rubrics", "envs", "harness")
 # Names that are public modules on purpose (documented in DESIGN.md as modules).
 PUBLIC_MODULES = {("rubrics", "judges"), ("rubrics", "parsers")}
+
+# Every import path the README, the notebooks and DESIGN.md show, and the names each package
+# exports: users' code depends on them, so a module move must keep them working.
+DOCUMENTED = {
+    "rubrics": [
+        "Rubric", "WeightedSum", "Sequential", "Gate", "RubricList", "RubricDict", "FunctionRubric",
+        "reward", "LLMJudge", "JudgeConfig", "ScoringError", "ScoredBatch", "RemovableHandle",
+        "IncompatibleKeys", "Rollout", "judges", "parsers",
+    ],
+    "rubrics.parsers": ["XMLFormat", "extract_after", "extract_boxed", "extract_xml", "strip_think"],
+    "rubrics.credit": ["assign_credit", "discounted"],
+    "envs": [
+        "Environment", "SingleTurnEnv", "ToolEnv", "MultiTurnEnv", "tool", "Tool", "ToolResult",
+        "call_tool", "stop", "mcp_server", "load_environment", "list_environments",
+        "RegisteredEnvironment", "EnvironmentNotFoundError", "EnvironmentSpec", "TRLSpec",
+    ],
+    "harness": [
+        "Client", "Completion", "rollout", "evaluate", "aevaluate", "EvaluateOptions", "EvalResults",
+        "Summary", "load_results", "rescore", "arescore", "merge_results", "MergeReport",
+        "write_report", "ScriptedEndpoint", "EnvironmentProtocol",
+        "EnvironmentSource", "run_sync", "Message", "Rollout", "ToolCall", "FunctionCall", "Usage",
+        "TurnTokens", "TreeNode", "RubricError", "ConfigError", "ConfigTypeError", "EndpointError",
+        "EnvironmentNotFoundError", "NotScoreableError", "ResultsError", "ResultsNotFoundError",
+        "ScoringError", "UserCodeError", "WorkerError",
+    ],
+    "harness.types": ["Message", "Rollout", "ToolCall", "Usage", "TurnTokens"],
+    "harness.errors": ["ResultsWarning"],
+    "harness.evaluation": ["EvaluateOptions", "evaluate", "aevaluate"],
+    "harness.text": ["escape_control"],
+    "harness.scripted": ["ScriptedEndpoint", "StatefulPolicy", "scripted_policy", "SCRIPTED_PREFIX"],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("module", sorted(DOCUMENTED))
+def test_every_documented_import_path_works(module: str) -> None:
+    imported = importlib.import_module(module)
+    for name in DOCUMENTED[module]:
+        assert hasattr(imported, name), f"from {module} import {name} no longer works"
+        if module in PACKAGES:
+            assert name in imported.__all__, f"{module}.{name} is documented but not in __all__"
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_the_list_above_is_the_whole_public_api(package: str) -> None:
+    assert sorted(importlib.import_module(package).__all__) == sorted(DOCUMENTED[package])
+
+
+def test_the_docs_show_only_documented_imports() -> None:
+    from tests.helpers import README
+
+    root = Path(__file__).resolve().parents[1]
+    texts = [README, *(p.read_text() for p in (root / "notebooks").glob("*.ipynb"))]
+    shown = set()
+    for text in texts:
+        for module, names in re.findall(r"from ((?:rubrics|envs|harness)[\w.]*) import ([\w, ]+)", text):
+            shown |= {(module, n.strip()) for n in names.split(",") if n.strip()}
+    for module, name in sorted(shown):
+        assert name in DOCUMENTED.get(module, ()), (
+            f"the docs import {name} from {module}: add it to DOCUMENTED"
+        )
 
 
 def _import_every_submodule(package: str) -> list[str]:
@@ -39,9 +102,10 @@ def test_no_public_name_is_shadowed_by_a_submodule(package: str) -> None:
 
 def test_harness_evaluate_and_rollout_are_the_functions() -> None:
     _import_every_submodule("harness")
-    from harness import evaluate, rollout
+    from harness import aevaluate, evaluate, rollout
 
-    assert callable(evaluate) and evaluate.__module__ == "harness.evaluation"
+    assert inspect.iscoroutinefunction(aevaluate) and aevaluate.__module__ == "harness.evaluation"
+    assert not inspect.iscoroutinefunction(evaluate) and evaluate.__module__ == "harness.evaluation"
     assert callable(rollout) and rollout.__module__ == "harness.runner"
 
 

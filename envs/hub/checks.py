@@ -119,7 +119,7 @@ def _check_dataset(report: CheckReport) -> None:
 
 
 async def _check_policies(report: CheckReport) -> None:
-    from harness.client import Client
+    from harness.endpoint.client import Client
     from harness.scripted.endpoint import ScriptedEndpoint
 
     env = report.env

@@ -10,6 +10,9 @@ Return values become the tool message's text: a `str` as is, `None` as the empty
 tool run for its effect says nothing), `bytes` decoded as UTF-8, and anything else that is
 JSON-like (dict, list, tuple, set, bool, pydantic model, dataclass, Enum, ...) as compact JSON;
 other objects as `str(value)`. Numbers are their `str`.
+
+Just over 500 lines: `Tool` and `call_tool` are one path (describe, validate, run, report)
+that reads best whole; schemas, docstrings and placement are their own modules.
 """
 
 from __future__ import annotations

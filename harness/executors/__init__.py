@@ -1,6 +1,7 @@
 """Where rollouts run when not on the driver's own event loop: worker processes or Ray actors.
 
-- `workers`: the worker process, its runtime, and the scheduler every executor shares.
+- `scheduler`: hands jobs to workers of any kind, re-queues those of a worker that dies.
+- `workers`: the worker process and the runtime every kind of worker runs.
 - `ray_cluster`: the same workers as Ray actors (the `ray` extra, imported only when used).
 - `plan`: picks the executor for a run from its settings.
 

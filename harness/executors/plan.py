@@ -13,7 +13,8 @@ from typing import Any
 
 from harness.errors import ConfigError
 from harness.executors.ray_cluster import ray_executor
-from harness.executors.workers import Job, PoolReport, check_workers, run_local, worker_specs
+from harness.executors.scheduler import Job, PoolReport
+from harness.executors.workers import check_workers, run_local, worker_specs
 from harness.types import Rollout
 
 Executor = Callable[[Sequence[Job], Callable[[Rollout], None]], Awaitable["PoolReport"]]

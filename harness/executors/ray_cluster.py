@@ -22,20 +22,9 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from harness.errors import ConfigError
-from harness.executors.workers import (
-    START_TIMEOUT,
-    STOP_TIMEOUT,
-    Job,
-    PoolReport,
-    WorkerError,
-    WorkerLost,
-    WorkerRuntime,
-    WorkerSpec,
-    prefetch,
-    run_jobs,
-    unsendable,
-)
+from harness.errors import ConfigError, WorkerError
+from harness.executors.scheduler import Job, PoolReport, WorkerLost, prefetch, run_jobs
+from harness.executors.workers import START_TIMEOUT, STOP_TIMEOUT, WorkerRuntime, WorkerSpec, unsendable
 from harness.types import Rollout
 
 INSTALL_HINT = "pip install 'rubric-rl[ray]'"

@@ -11,20 +11,17 @@ bar are unchanged. A worker only runs rollouts:
   built has the driver's `config()`;
 - it builds its own `Client` from the driver's settings; every Client in the worker (the
   policy's and any judge's) takes the worker's share of its `max_concurrency`
-  (`harness.client.set_concurrency_share`), so limits stay run-wide;
+  (`harness.endpoint.client.set_concurrency_share`), so limits stay run-wide;
 - it receives examples as plain dicts, so it never needs `datasets` for them.
 
-The scheduler (`run_jobs`) gives each worker at most its concurrency plus a small prefetch of
-jobs; a worker that dies has its unfinished jobs handed to the others (each job is finished
-exactly once: a result is accepted only from the worker that holds the job). Local workers
-are subprocesses talking length-prefixed pickle frames over their stdin/stdout;
+The scheduler (`harness.executors.scheduler.run_jobs`) hands out the jobs and re-queues those
+of a worker that dies. Local workers are subprocesses talking length-prefixed pickle frames over their stdin/stdout;
 `harness.executors.ray_cluster` runs the same `WorkerRuntime` as Ray actors.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import os
 import pickle
@@ -36,26 +33,18 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from harness.client import Client, set_concurrency_share
-from harness.errors import ConfigError, RubricError
+from harness.endpoint.client import Client, set_concurrency_share
+from harness.errors import ConfigError, WorkerError
+from harness.executors.scheduler import Job, PoolReport, WorkerLost, prefetch, run_jobs
 from harness.protocol import EnvironmentProtocol, EnvironmentSource, HoldsResources, Reloadable
 from harness.runner import describe_error, rollout
 from harness.types import Rollout
 
-Job = tuple[Mapping[str, Any], int]  # (example, rollout_index)
 START_TIMEOUT = 300.0  # seconds a worker may take to import and build the environment
 STOP_TIMEOUT = 10.0
 _FRAME = struct.Struct("!I")
-
-
-class WorkerError(RubricError):
-    """A worker could not start (its environment failed to load), or every worker died."""
-
-
-class WorkerLost(Exception):
-    """The worker running a job is gone; the job goes back to the queue."""
 
 
 @dataclass(frozen=True)
@@ -66,7 +55,7 @@ class WorkerSpec:
         source: how the worker builds the environment (`source.load(worker=True)`).
         env_overrides: attributes set after loading (the driver may have changed `max_turns`).
         env_config: the driver's `env.config()`; the worker's must equal it.
-        client_kwargs: `harness.client.Client(**client_kwargs)` (holds the API key).
+        client_kwargs: `harness.endpoint.client.Client(**client_kwargs)` (holds the API key).
         sampling: per-run sampling arguments for `harness.runner.rollout`.
         concurrency: rollouts this worker runs at once.
         index / count: this worker's number and the number of workers (for concurrency shares).
@@ -244,132 +233,6 @@ def unsendable(result: Rollout, exc: Exception) -> Rollout:
     copy.error = f"worker could not send the rollout: {describe_error(exc)}"
     copy.stop_reason = "error"
     return copy
-
-
-# ---------------------------------------------------------------------------------------------
-# the scheduler (driver side, any kind of worker)
-
-
-class WorkerHandle(Protocol):
-    """The driver's view of one worker."""
-
-    index: int
-    capacity: int  # jobs it may hold at once: its concurrency plus a small prefetch
-
-    async def start(self) -> None: ...
-
-    async def run(self, job_id: int, example: Mapping[str, Any], rollout_index: int) -> Rollout: ...
-
-    async def stop(self) -> dict[str, Any]: ...
-
-    def kill(self) -> None: ...
-
-
-def prefetch(concurrency: int) -> int:
-    """Jobs a worker holds beyond those it is running, so it never waits for the driver."""
-    return max(2, concurrency // 4)
-
-
-@dataclass
-class PoolReport:
-    """What `run_jobs` reports: each worker's numbers, and how many jobs were handed out again."""
-
-    workers: list[dict[str, Any]]
-    requeued: int = 0
-    lost_workers: list[int] = field(default_factory=list)
-
-
-class _Scheduler:
-    """Hands jobs out to workers' slots; a lost worker's jobs go back to the front of the queue."""
-
-    def __init__(self, jobs: Sequence[Job], finished: Callable[[Rollout], None]) -> None:
-        self.jobs = jobs
-        self.finished = finished
-        self.pending = collections.deque(range(len(jobs)))
-        self.in_flight = 0
-        self.changed = asyncio.Condition()
-        self.report = PoolReport(workers=[])
-        self.alive = 0
-
-    async def _next(self) -> int | None:
-        async with self.changed:
-            while not self.pending:
-                if self.in_flight == 0:
-                    return None
-                await self.changed.wait()
-            self.in_flight += 1
-            return self.pending.popleft()
-
-    async def _settle(self, job_id: int, lost: bool) -> None:
-        async with self.changed:
-            self.in_flight -= 1
-            if lost:  # one idle slot (of a live worker, or it passes the job on) takes it
-                self.pending.appendleft(job_id)
-                self.report.requeued += 1
-                self.changed.notify(1)
-            elif self.in_flight == 0 and not self.pending:  # all done: every idle slot ends
-                self.changed.notify_all()
-
-    async def slot(self, worker: WorkerHandle, dead: asyncio.Event) -> None:
-        while not dead.is_set():
-            job_id = await self._next()
-            if job_id is None:
-                return
-            example, index = self.jobs[job_id]
-            try:
-                result = await worker.run(job_id, example, index)
-            except WorkerLost:
-                dead.set()
-                await self._settle(job_id, lost=True)
-                return
-            self.finished(result)
-            await self._settle(job_id, lost=False)
-
-    async def serve(self, worker: WorkerHandle) -> None:
-        """Run the worker's slots until the queue is empty; account for its death."""
-        dead = asyncio.Event()
-        async with asyncio.TaskGroup() as group:
-            for _ in range(worker.capacity):
-                group.create_task(self.slot(worker, dead))
-        if dead.is_set():
-            self.report.lost_workers.append(worker.index)
-            self.alive -= 1
-            worker.kill()
-            async with self.changed:
-                if self.alive == 0 and self.pending:
-                    raise WorkerError(
-                        f"every worker died with {len(self.pending)} rollout(s) left; what finished is "
-                        f"saved (resume to continue); see the workers' messages above"
-                    )
-                self.changed.notify_all()
-        else:
-            self.report.workers.append(await worker.stop())
-
-
-async def run_jobs(
-    handles: Sequence[WorkerHandle], jobs: Sequence[Job], finished: Callable[[Rollout], None]
-) -> PoolReport:
-    """Run every job on the workers; `finished(rollout)` is called once per job, in the driver.
-
-    Workers start concurrently; one that cannot start fails the run (its environment would
-    fail the same way everywhere). On cancellation (Ctrl-C) every worker is killed at once.
-    """
-    scheduler = _Scheduler(jobs, finished)
-    try:
-        await asyncio.gather(*(h.start() for h in handles))
-        scheduler.alive = len(handles)
-        try:
-            async with asyncio.TaskGroup() as group:
-                for handle in handles:
-                    group.create_task(scheduler.serve(handle))
-        except* WorkerError as raised:  # from one worker's task: report it as itself
-            raise raised.exceptions[0] from None
-    except BaseException:
-        for handle in handles:
-            handle.kill()
-        raise
-    scheduler.report.workers.sort(key=lambda w: w["index"])
-    return scheduler.report
 
 
 # ---------------------------------------------------------------------------------------------
@@ -573,13 +436,10 @@ if __name__ == "__main__":
 
 
 __all__ = [
-    "PoolReport",
     "ProcessWorker",
-    "WorkerError",
     "WorkerRuntime",
     "WorkerSpec",
     "check_workers",
-    "run_jobs",
     "run_local",
     "worker_specs",
 ]

@@ -293,11 +293,15 @@ class EvalResults(HtmlRepr):
         reward = _fmt(s.mean_reward)
         if s.reward_stderr is not None:
             reward += f" ± {s.reward_stderr:.4f}"
-        table.add_row("mean reward", reward + f"  (over {s.scored} scored)")
+        table.add_row("mean reward", reward + f"  (over {s.num_scored} scored)")
         for path, mean in s.node_means.items():
             depth = path.count(".") + 1
             table.add_row(safe_text("  " * depth + path.rsplit(".", 1)[-1], style="not bold"), _fmt(mean))
-        partial = f"  (over the {s.scored} scored of {s.num_rollouts})" if s.scored != s.num_rollouts else ""
+        partial = (
+            f"  (over the {s.num_scored} scored of {s.num_rollouts})"
+            if s.num_scored != s.num_rollouts
+            else ""
+        )
         for k, value in s.pass_at_k.items():  # errored and unscored rollouts are not in pass@k
             over = s.pass_at_k_examples.get(k, s.num_examples)
             fewer = (
@@ -310,10 +314,10 @@ class EvalResults(HtmlRepr):
             table.add_row("pass means", safe_text(s.pass_criterion))
         stops = ", ".join(f"{name} {n}" for name, n in s.stop_reasons.items()) or "-"
         table.add_row("stop reasons", safe_text(stops))
-        table.add_row("errors", Text(str(s.errors), style="red" if s.errors else ""))
-        if s.unscored:
+        table.add_row("errors", Text(str(s.num_errors), style="red" if s.num_errors else ""))
+        if s.num_unscored:
             reasons = "; ".join(f"{why} ({n})" for why, n in s.unscored_reasons)
-            table.add_row("unscored", safe_text(f"{s.unscored} unscored: {reasons}", style="yellow"))
+            table.add_row("unscored", safe_text(f"{s.num_unscored} unscored: {reasons}", style="yellow"))
         else:
             table.add_row("unscored", "0")
         table.add_row("tokens", f"prompt {s.prompt_tokens:,} · completion {s.completion_tokens:,}")
@@ -352,7 +356,7 @@ class EvalResults(HtmlRepr):
 
     def __repr__(self) -> str:
         s = self.summary
-        return f"EvalResults(rollouts={s.num_rollouts}, mean_reward={_fmt(s.mean_reward)}, errors={s.errors})"
+        return f"EvalResults(rollouts={s.num_rollouts}, mean_reward={_fmt(s.mean_reward)}, errors={s.num_errors})"
 
 
 def load_results(path: str | Path) -> EvalResults:
@@ -370,7 +374,8 @@ def load_results(path: str | Path) -> EvalResults:
         return EvalResults(_in_run_order(iter_rollouts(path), metadata), metadata=metadata or {})
     if not path.is_dir():
         raise ResultsNotFoundError(
-            f"no results at {path}: pass a directory written by evaluate(output_dir=...)"
+            f"no results at {path} (no results directory there): pass the directory `rubric eval` or "
+            "evaluate(output_dir=...) wrote"
         )
     results = path / RESULTS_FILE
     metadata = read_metadata(path)

@@ -9,12 +9,14 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from pathlib import Path
 
 from harness.aio import run_sync
 from harness.defaults import DEFAULT_CONCURRENCY
-from harness.errors import ConfigError
+from harness.errors import ConfigError, ResultsError
 from harness.protocol import EnvironmentProtocol
 from harness.results.eval_results import EvalResults
+from harness.results.run_dirs import rescored_path
 from harness.runner import describe_error
 from harness.types import Rollout
 
@@ -69,4 +71,34 @@ def rescore(
     return run_sync(arescore(results, env, concurrency=concurrency))
 
 
-__all__ = ["arescore", "rescore"]
+def rescore_to(
+    results: EvalResults,
+    env: EnvironmentProtocol,
+    out: str | Path | None = None,
+    *,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    source: str | Path | None = None,
+    spec: str | None = None,
+) -> tuple[EvalResults, Path]:
+    """`rescore`, written to `out` (default: a new `results.rescored-<time>.jsonl` beside the
+    run in `source`), with where it came from in its metadata; returns it and the file.
+
+    Raises:
+        ResultsError: `out` already exists (nothing is overwritten).
+    """
+    if out is None and source is None:
+        raise ConfigError("rescore_to needs out= or source= (the run directory)")
+    path = Path(out) if out is not None else rescored_path(Path(str(source)))
+    if path.exists():
+        raise ResultsError(f"{path} already exists; choose another -o/--output")
+    new = rescore(results, env, concurrency=concurrency)
+    new.metadata.update(rescored_from=str(source), rescored_with=spec)
+    new.to_jsonl(path)
+    return new, path
+
+
+__all__ = [
+    "arescore",
+    "rescore",
+    "rescore_to",
+]

@@ -113,7 +113,7 @@ class MergeReport:
 
     Attributes:
         output_dir: the merged run directory.
-        rollouts: rollouts written.
+        num_rollouts: how many rollouts were written.
         shards: the shard of each input directory, in the order given ("i/N").
         missing_shards: shard indexes of the run that were not given.
         missing: (example_id, rollout_index) pairs the given shards planned but never finished.
@@ -122,7 +122,7 @@ class MergeReport:
     """
 
     output_dir: Path
-    rollouts: int
+    num_rollouts: int
     shards: list[str]
     missing_shards: list[int] = field(default_factory=list)
     missing: list[tuple[str, int]] = field(default_factory=list)
@@ -310,7 +310,7 @@ def merge_results(output_dir: str | Path, directories: Sequence[str | Path]) -> 
     write_json_atomic(out / METADATA_FILE, _merged_metadata(pieces, status, rollouts, rpe))
     return MergeReport(
         output_dir=out,
-        rollouts=len(rollouts),
+        num_rollouts=len(rollouts),
         shards=[str(p.shard) for p in pieces],
         missing_shards=missing_shards,
         missing=missing,

@@ -33,10 +33,11 @@ class Summary(HtmlRepr, BaseModel):
 
     html_kind: ClassVar[str] = "summary"
 
-    # Counts are num_*; metadata.json files written before the rename say "rollouts"/"examples".
+    # Counts are num_*; metadata.json files written before the rename say "rollouts",
+    # "examples", "scored", "errors", "unscored".
     num_rollouts: int = Field(0, validation_alias=AliasChoices("num_rollouts", "rollouts"))
     num_examples: int = Field(0, validation_alias=AliasChoices("num_examples", "examples"))
-    scored: int = 0
+    num_scored: int = Field(0, validation_alias=AliasChoices("num_scored", "scored"))
     mean_reward: float | None = None
     reward_stderr: float | None = None
     node_means: dict[str, float] = Field(default_factory=dict)
@@ -44,8 +45,8 @@ class Summary(HtmlRepr, BaseModel):
     # How many examples each pass@k is over (those with at least k scored rollouts).
     pass_at_k_examples: dict[int, int] = Field(default_factory=dict)
     stop_reasons: dict[str, int] = Field(default_factory=dict)
-    errors: int = 0
-    unscored: int = 0
+    num_errors: int = Field(0, validation_alias=AliasChoices("num_errors", "errors"))
+    num_unscored: int = Field(0, validation_alias=AliasChoices("num_unscored", "unscored"))
     unscored_reasons: list[tuple[str, int]] = Field(default_factory=list)
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -76,8 +77,8 @@ class Summary(HtmlRepr, BaseModel):
             f"mean_reward={reward}",
             *([f"nodes: {nodes}"] if nodes else []),
             *([passes] if passes else []),
-            f"errors={self.errors}",
-            f"unscored={self.unscored}",
+            f"errors={self.num_errors}",
+            f"unscored={self.num_unscored}",
         ]
         return f"Summary({'; '.join(parts)})"
 
@@ -162,7 +163,7 @@ class _Tally:
         self.counts: dict[str, int] = {}  # example -> rollouts
         self.stop_reasons: Counter[str] = Counter()
         self.reasons: Counter[str] = Counter()
-        self.errors = self.unscored = self.prompt_tokens = self.completion_tokens = 0
+        self.num_errors = self.num_unscored = self.prompt_tokens = self.completion_tokens = 0
         self.judge_prompt_tokens = self.judge_completion_tokens = 0
 
     def add(self, r: Rollout) -> None:
@@ -174,13 +175,13 @@ class _Tally:
         self.judge_prompt_tokens += r.judge_usage.prompt_tokens
         self.judge_completion_tokens += r.judge_usage.completion_tokens
         if r.error:
-            self.errors += 1
+            self.num_errors += 1
         for path, value in r.scores.items():
             if value is not None and not math.isnan(value):
                 self.node_values.setdefault(path, []).append(value)
         reward = r.reward
         if reward is None or math.isnan(reward):
-            self.unscored += 1
+            self.num_unscored += 1
             self.reasons.update(_unscored_reasons(r))
             return
         self.rewards.append(reward)
@@ -238,7 +239,7 @@ def summarize(
     return Summary(
         num_rollouts=len(rollouts),
         num_examples=len(tally.counts),
-        scored=len(tally.rewards),
+        num_scored=len(tally.rewards),
         mean_reward=mean,
         reward_stderr=stderr,
         node_means=tally.node_means(paths),
@@ -246,8 +247,8 @@ def summarize(
         pass_at_k=passes,
         pass_at_k_examples=over,
         stop_reasons=dict(tally.stop_reasons.most_common()),
-        errors=tally.errors,
-        unscored=tally.unscored,
+        num_errors=tally.num_errors,
+        num_unscored=tally.num_unscored,
         unscored_reasons=tally.reasons.most_common(top_reasons),
         prompt_tokens=tally.prompt_tokens,
         completion_tokens=tally.completion_tokens,

@@ -7,6 +7,9 @@ neither leaks into a notebook's page nor needs a network. `rubric view --html`
 
 A rubric tree is drawn from a list of node descriptions (`TreeNode`): from a live Rubric by
 `rubrics.render`, from a run's metadata, or, failing both, from the dotted score paths.
+
+Just over 500 lines: the renderers share `esc`, `fmt` and `STYLE`, and every piece of text
+that reaches a page goes through this one file, which is what a security review reads.
 """
 
 from __future__ import annotations
@@ -154,14 +157,16 @@ def summary_html(summary: Summary, nodes: Sequence[TreeNode] | None = None, stat
     )
     rows = [
         _row("rollouts", f"{count} ({s.num_examples:,} examples)"),
-        _row("mean reward", f"{reward} <span class='muted'>over {s.scored:,} scored</span>"),
+        _row("mean reward", f"{reward} <span class='muted'>over {s.num_scored:,} scored</span>"),
     ]
     nodes_rows = _node_rows(s, nodes)
     if nodes_rows:
         rows.append('<tr><th colspan="2">rubric nodes (mean ± stderr)</th></tr>')
         rows += nodes_rows
     partial = (
-        f" <span class='muted'>over the {s.scored:,} scored of {total:,}</span>" if s.scored != total else ""
+        f" <span class='muted'>over the {s.num_scored:,} scored of {total:,}</span>"
+        if s.num_scored != total
+        else ""
     )
     for k, v in s.pass_at_k.items():
         over = s.pass_at_k_examples.get(k, s.num_examples)
@@ -176,11 +181,13 @@ def summary_html(summary: Summary, nodes: Sequence[TreeNode] | None = None, stat
         rows.append(_row("pass means", esc(criterion)))
     stops = ", ".join(f"{esc(name)} {n:,}" for name, n in s.stop_reasons.items()) or "-"
     rows.append(_row("stop reasons", stops))
-    rows.append(_row("errors", f"{s.errors:,}", "bad" if s.errors else ""))
+    rows.append(_row("errors", f"{s.num_errors:,}", "bad" if s.num_errors else ""))
     reasons = "; ".join(f"{esc(why)} ({n})" for why, n in s.unscored_reasons)
     rows.append(
         _row(
-            "unscored", f"{s.unscored:,}" + (f": {reasons}" if reasons else ""), "warn" if s.unscored else ""
+            "unscored",
+            f"{s.num_unscored:,}" + (f": {reasons}" if reasons else ""),
+            "warn" if s.num_unscored else "",
         )
     )
     rows.append(_row("policy tokens", f"prompt {s.prompt_tokens:,} · completion {s.completion_tokens:,}"))

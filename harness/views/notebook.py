@@ -19,7 +19,7 @@ from typing import Any, Protocol
 class _Stats(Protocol):
     total: int
     done: int
-    errors: int
+    num_errors: int
     started: float
 
     @property
@@ -50,14 +50,14 @@ class _Bar:
         mean = s.mean_reward
         reward = "n/a" if mean is None else f"{mean:.3f}"
         elapsed = time.perf_counter() - s.started
-        return f"{s.done}/{s.total} · {s.rate:.1f} rollouts/s · reward {reward} · errors {s.errors} · {elapsed:.0f}s"
+        return f"{s.done}/{s.total} · {s.rate:.1f} rollouts/s · reward {reward} · errors {s.num_errors} · {elapsed:.0f}s"
 
     def __repr__(self) -> str:
         return f"{self.description} {self._line()}"
 
     def _repr_html_(self) -> str:
         s = self.stats
-        color = "#cf222e" if s.errors else "#1a7f37"
+        color = "#cf222e" if s.num_errors else "#1a7f37"
         return (
             '<div style="font-family:system-ui,sans-serif;font-size:13px">'
             f"<b>{html.escape(self.description)}</b> "

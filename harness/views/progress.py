@@ -22,24 +22,24 @@ class RunStats:
         self.total = total
         self.done = done
         self.ran = 0  # finished in this session (the rate's numerator)
-        self.errors = 0
+        self.num_errors = 0
         self.reward_sum = 0.0
-        self.scored = 0
+        self.num_scored = 0
         self.started = time.perf_counter()
 
     def add(self, rollout: Rollout) -> None:
         self.done += 1
         self.ran += 1
         if rollout.error:
-            self.errors += 1
+            self.num_errors += 1
         reward = rollout.reward
         if not math.isnan(reward):
             self.reward_sum += reward
-            self.scored += 1
+            self.num_scored += 1
 
     @property
     def mean_reward(self) -> float | None:
-        return self.reward_sum / self.scored if self.scored else None
+        return self.reward_sum / self.num_scored if self.num_scored else None
 
     @property
     def rate(self) -> float:
@@ -79,10 +79,10 @@ class ProgressDisplay:
             def render(self, task: Any) -> Text:
                 mean = stats.mean_reward
                 reward = "n/a" if mean is None else f"{mean:.3f}"
-                style = "red" if stats.errors else "dim"
+                style = "red" if stats.num_errors else "dim"
                 return Text.assemble(
                     f"{stats.done}/{stats.total} · {stats.rate:.1f} rollouts/s · reward {reward} · ",
-                    (f"errors {stats.errors}", style),
+                    (f"errors {stats.num_errors}", style),
                     no_wrap=True,
                 )
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from harness.results.compare import FLIP_THRESHOLD, Comparison, compare, node_paths
 from harness.results.eval_results import EvalResults
+from harness.results.run_dirs import slug
 from harness.results.storage import run_title, section, write_atomic
 from harness.types import Rollout
 from harness.views.html import (
@@ -189,6 +190,17 @@ def comparison_html(a: EvalResults, b: EvalResults) -> str:
     return _page(f"{run_title(a.metadata)} vs {run_title(b.metadata)}", body, data)
 
 
+def report_path(source: str | Path, other: str | Path | None = None, out: str | None = None) -> Path:
+    """Where the report of run `source` (compared with `other`) goes unless `out` is given:
+    DIR/report.html, beside a results file as FILE.html, or ./compare--A--B.html for two runs."""
+    if out:
+        return Path(out)
+    source = Path(source)
+    if other is not None:
+        return Path(f"compare--{slug(source.name)}--{slug(Path(other).name)}.html")
+    return source.with_suffix(".html") if source.is_file() else source / "report.html"
+
+
 def write_report(results: EvalResults, out: str | Path, *, other: EvalResults | None = None) -> Path:
     """Write `report_html(results)`, or with `other` the comparison of the two, to `out`."""
     path = Path(out)
@@ -198,4 +210,10 @@ def write_report(results: EvalResults, out: str | Path, *, other: EvalResults | 
     return path
 
 
-__all__ = ["FLIP_THRESHOLD", "comparison_html", "report_html", "write_report"]
+__all__ = [
+    "FLIP_THRESHOLD",
+    "comparison_html",
+    "report_html",
+    "report_path",
+    "write_report",
+]

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 from collections.abc import Sequence
 
-from rich.console import Group, RenderableType
+from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from harness.content import block_text, tool_content
-from harness.results.compare import FLIP_THRESHOLD, Comparison
+from harness.results.compare import FLIP_THRESHOLD, Comparison, compare
+from harness.results.eval_results import EvalResults
 from harness.results.summary import skip_reason
 from harness.text import safe_text
 from harness.types import Message, Rollout
@@ -217,6 +219,42 @@ def render_comparison(comparison: Comparison, *, limit: int = 20) -> RenderableT
     return Group(header, comparison_table(comparison), flipped_table(comparison, limit=limit))
 
 
+def show_run(
+    console: Console,
+    results: EvalResults,
+    other: EvalResults | None = None,
+    *,
+    names: tuple[str, str | None] = ("A", None),
+    rollout: str | None = None,
+    worst: int | None = None,
+    best: int | None = None,
+    errors: bool = False,
+    note: str | None = None,
+) -> None:
+    """What `rubric view` prints: the summary (then `note`, such as where the environment came
+    from) and the chosen rollouts whole (every node's score in tree order), or, with `other`,
+    the two runs compared.
+
+    Raises:
+        KeyError: `rollout` names no rollout of the run (the message says which exist).
+    """
+    if other is not None:
+        console.print(render_comparison(compare(results, other)))
+        a, b = (shlex.quote(str(n)) for n in names)
+        console.print(f"transcripts side by side: rubric view {a} {b} --html")
+        return
+    console.print(results)
+    if note:
+        console.print(safe_text(note))
+    chosen = select_rollouts(
+        list(results.rollouts), rollout_id=rollout, worst=worst, best=best, errors=errors
+    )
+    order = list(results.summary.node_means)  # tree order, as the summary lists the nodes
+    for one in chosen:
+        console.rule()
+        console.print(render_rollout(one, order))
+
+
 __all__ = [
     "comparison_table",
     "flipped_table",
@@ -225,4 +263,5 @@ __all__ = [
     "render_rollout",
     "score_table",
     "select_rollouts",
+    "show_run",
 ]

@@ -25,7 +25,7 @@ from harness.errors import EndpointError
 from harness.types import Usage
 
 if TYPE_CHECKING:  # pragma: no cover
-    from harness.client import Client
+    from harness.endpoint.client import Client
 
 Replies = tuple[str, ...]
 

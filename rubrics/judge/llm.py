@@ -32,7 +32,7 @@ from rubrics.judge.verdicts import (
 from rubrics.module import Rubric, ScoringError, as_rollout
 
 if TYPE_CHECKING:  # pragma: no cover
-    from harness.client import Client
+    from harness.endpoint.client import Client
 
 # Sent when the user gives no system prompt: the graded text is data, not instructions.
 DEFAULT_SYSTEM_PROMPT = (
@@ -230,7 +230,7 @@ class LLMJudge(Rubric):
         """The judge's Client (built on first use from `model`, `base_url` and env vars)."""
         client: Client | None = self.__dict__["_client"]
         if client is None:
-            from harness.client import Client
+            from harness.endpoint.client import Client
 
             client = Client(
                 self.model, self.base_url, self.__dict__["_api_key"], **self.__dict__["_client_options"]

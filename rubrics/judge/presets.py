@@ -142,7 +142,7 @@ class CriteriaJudge(Rubric):
                 raise ConfigError(f"criteria(...) sets {key}= itself; it cannot be overridden")
         super().__init__(name=name, on_error=on_error)
         if judge_kwargs.get("client") is None and judge_kwargs.get("model"):
-            from harness.client import Client  # one connection pool shared by every criterion
+            from harness.endpoint.client import Client  # one connection pool shared by every criterion
 
             judge_kwargs["client"] = Client(
                 judge_kwargs.pop("model"),

@@ -370,7 +370,12 @@ def test_errors_in_rollouts_are_said_and_fail_the_run_only_past_the_error_rate(t
 
 
 def test_help_starts_without_heavy_imports() -> None:
-    code = "import sys, cli; cli.build_parser(); print('datasets' in sys.modules, 'openai' in sys.modules)"
+    code = (
+        "import contextlib, io, sys, cli\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    assert cli.main(['eval', '--help']) == 0\n"
+        "print('datasets' in sys.modules, 'openai' in sys.modules)"
+    )
     proc = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,

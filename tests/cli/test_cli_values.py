@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import pytest
 
-import cli
+from harness.errors import ConfigError
+from harness.limits import check_planned
 from tests.helpers import run
 
 EVAL = ["eval", "gsm8k", "-m", "scripted:oracle", "--no-progress"]
@@ -49,13 +49,21 @@ def test_view_counts_must_be_positive(tmp_path: Path, flag: str, value: str) -> 
 
 
 def test_a_run_too_large_in_total_is_refused_before_it_starts() -> None:
-    class Big:
-        def get_dataset(self, split: str) -> list[int]:
-            return list(range(5000))
-
-    args = argparse.Namespace(split="eval", num_examples=None, rollouts_per_example=1000)
     with pytest.raises(
-        cli.CliError, match=r"5,000 examples x 1,000 rollouts = 5,000,000 rollouts, more than 1,000,000"
+        ConfigError, match=r"5,000 examples x 1,000 rollouts = 5,000,000 rollouts, more than 1,000,000"
     ):
-        cli._check_planned(Big(), args)
-    cli._check_planned(Big(), argparse.Namespace(split="eval", num_examples=100, rollouts_per_example=1000))
+        check_planned(5000, 1000)
+    assert check_planned(100, 1000) == 100_000
+
+
+def test_evaluate_applies_the_same_limits(tmp_path: Path) -> None:
+    from harness.endpoint.client import Client
+    from harness.evaluation import evaluate
+    from tests.helpers import FakeEnv
+
+    client = Client("m", base_url="http://127.0.0.1:9/v1", api_key="x")
+    with pytest.raises(ConfigError, match="rollouts_per_example must be at most 1,000, got 5,000"):
+        evaluate(FakeEnv(), client, rollouts_per_example=5000, output_dir=tmp_path / "r", progress=False)
+    with pytest.raises(ConfigError, match="concurrency must be at most 4,096, got 5,000"):
+        evaluate(FakeEnv(), client, concurrency=5000, progress=False)
+    assert not (tmp_path / "r").exists()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from envs import SingleTurnEnv, ToolEnv
-from harness.client import Client
+from harness.endpoint.client import Client
 from harness.scripted.endpoint import ScriptedEndpoint
 
 ROWS = [{"question": f"{i}+{i}?", "answer": str(2 * i)} for i in range(4)]

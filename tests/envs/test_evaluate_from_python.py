@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from envs import SingleTurnEnv, load_environment
-from harness.client import Client
+from harness.endpoint.client import Client
 from harness.errors import ConfigError
 from harness.scripted.endpoint import ScriptedEndpoint
 from rubrics import LLMJudge, WeightedSum
@@ -22,7 +22,7 @@ def test_scripted_policy_runs_offline_like_the_cli(monkeypatch: pytest.MonkeyPat
     start = time.perf_counter()
     results = env.evaluate("scripted:oracle", num_examples=5, progress=False)
     assert time.perf_counter() - start < 20
-    assert results.summary.mean_reward == 1.0 and results.summary.errors == 0
+    assert results.summary.mean_reward == 1.0 and results.summary.num_errors == 0
     assert results.metadata["model"]["model"] == "scripted:oracle"
     with pytest.raises(ConfigError, match=r"no scripted policy 'nope' \(available: noisy, oracle\)"):
         env.evaluate("scripted:nope", num_examples=1, progress=False)
@@ -71,11 +71,11 @@ def test_judge_tokens_are_kept_apart_from_the_policy(monkeypatch: pytest.MonkeyP
 def test_evaluate_options_are_exactly_the_keywords_of_harness_evaluate() -> None:
     import inspect
 
-    from harness.evaluation import EvaluateOptions, evaluate
+    from harness.evaluation import EvaluateOptions, aevaluate
 
     keywords = {
         name
-        for name, p in inspect.signature(evaluate).parameters.items()
+        for name, p in inspect.signature(aevaluate).parameters.items()
         if p.kind is inspect.Parameter.KEYWORD_ONLY
     }
     assert set(EvaluateOptions.__annotations__) == keywords

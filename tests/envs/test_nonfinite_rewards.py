@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 from envs import SingleTurnEnv
-from harness.client import Client
+from harness.endpoint.client import Client
 from harness.scripted.endpoint import ScriptedEndpoint
 from rubrics import WeightedSum
 
@@ -41,4 +41,4 @@ def test_inf_and_nan_rewards_are_unscored_with_reasons_and_the_run_is_finalized(
     assert errors[3] == {"fmt": "fmt returned NaN"}
     assert [math.isnan(r.reward) for r in results.rollouts] == [False, True, True, True]
     metadata = json.loads((tmp_path / "run" / "metadata.json").read_text())
-    assert metadata["status"] == "completed" and metadata["summary"]["unscored"] == 3
+    assert metadata["status"] == "completed" and metadata["summary"]["num_unscored"] == 3

@@ -20,7 +20,7 @@ from envs.tools.placement import (
     SLOW_WINDOW,
     Placement,
 )
-from harness.client import Client
+from harness.endpoint.client import Client
 from harness.errors import ConfigError
 from harness.scripted.endpoint import ScriptedEndpoint
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from envs import MultiTurnEnv
-from harness.client import Client
+from harness.endpoint.client import Client
 from harness.errors import ConfigError
 from harness.results.eval_results import load_results
 from harness.scripted.endpoint import ScriptedEndpoint

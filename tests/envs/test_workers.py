@@ -9,8 +9,8 @@ import pytest
 
 from envs import load_environment
 from envs.registry import EnvironmentSpec
-from harness.client import Client
-from harness.evaluation import evaluate
+from harness.endpoint.client import Client
+from harness.evaluation import aevaluate
 from harness.scripted.endpoint import ScriptedEndpoint
 from tests.helpers import sum_policy
 
@@ -50,7 +50,7 @@ async def test_judge_limit_is_for_the_whole_run_and_workers_skip_datasets(tmp_pa
         env = load_environment(str(tmp_path / "judged.py"), judge_url=judge.base_url, judge_limit=3)
         env.max_turns = 2  # changed after loading: the workers apply it too
         async with Client("policy", base_url=policy.base_url, max_concurrency=16) as client:
-            results = await evaluate(env, client, concurrency=16, workers=2, progress=False)
+            results = await aevaluate(env, client, concurrency=16, workers=2, progress=False)
         assert judge.stats.requests == 24
         assert judge.stats.max_in_flight <= 3  # 2 + 1 across the two workers, not 3 each
     assert results.summary.mean_reward == 1.0 and results.summary.num_rollouts == 24

@@ -7,7 +7,7 @@ import math
 import time
 
 from harness.aio import blocked_loop_serves
-from harness.client import Client
+from harness.endpoint.client import Client
 from harness.types import Rollout
 from rubrics import LLMJudge
 

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-import harness.client as client_module
+import harness.endpoint.client as client_module
 from harness.aio import run_sync
-from harness.client import TRANSPORTS, Client, Completion, EndpointError
-from harness.retry import parse_retry_after
+from harness.endpoint.client import TRANSPORTS, Client, Completion, EndpointError
+from harness.endpoint.retry import parse_retry_after
 from harness.scripted.endpoint import ScriptedEndpoint, ScriptedHTTPError
 from harness.types import Message, ToolCall, Usage
 
@@ -228,7 +228,7 @@ async def test_key_never_in_errors_repr_config_or_logs(
 
     endpoint = scripted_endpoint(policy)
     client = Client("m", base_url=endpoint.base_url, api_key=KEY, max_retries=1, **fast_retry)
-    with caplog.at_level(logging.DEBUG, logger="harness.client"):
+    with caplog.at_level(logging.DEBUG, logger="harness.endpoint.client"):
         for content in ("retry", "auth"):
             with pytest.raises(EndpointError) as info:
                 await client.complete([{"role": "user", "content": content}])

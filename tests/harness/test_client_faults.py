@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
-import harness.client as client_module
-from harness.client import TRANSPORTS, Client
+import harness.endpoint.client as client_module
+from harness.endpoint.client import TRANSPORTS, Client
 from harness.errors import EndpointError
 
 

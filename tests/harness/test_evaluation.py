@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from harness.client import Client
-from harness.evaluation import evaluate
+from harness.endpoint.client import Client
+from harness.evaluation import aevaluate
 from harness.results.eval_results import load_results
 from harness.scripted.endpoint import ScriptedHTTPError
 from harness.types import Rollout
@@ -28,12 +28,12 @@ from tests.helpers import (
 
 async def test_batch_of_single_turn_rollouts() -> None:
     async with serve(sum_policy) as (endpoint, client):
-        results = await evaluate(FakeEnv(n=5), client, rollouts_per_example=3, progress=False)
+        results = await aevaluate(FakeEnv(n=5), client, rollouts_per_example=3, progress=False)
     assert [r.key for r in results.rollouts] == [(str(i), k) for i in range(5) for k in range(3)]
     s = results.summary
     assert s.num_rollouts == 15 and s.num_examples == 5 and s.mean_reward == 1.0 and s.reward_stderr == 0.0
     assert s.pass_at_k == {1: 1.0, 2: 1.0, 3: 1.0}
-    assert s.stop_reasons == {"completed": 15} and s.errors == 0 and s.unscored == 0
+    assert s.stop_reasons == {"completed": 15} and s.num_errors == 0 and s.num_unscored == 0
     assert s.node_means == {"correct": 1.0, "correct.exact": 1.0}
     assert s.prompt_tokens == endpoint.stats.prompt_tokens and s.completion_tokens == 15
     assert s.wall_seconds > 0 and s.rollouts_per_second > 0
@@ -43,16 +43,16 @@ async def test_batch_of_single_turn_rollouts() -> None:
 
 async def test_tool_and_multi_turn_envs_in_a_batch() -> None:
     async with serve(sum_policy) as (_, client):
-        tools = await evaluate(ToolFakeEnv(n=4), client, num_examples=3, progress=False)
+        tools = await aevaluate(ToolFakeEnv(n=4), client, num_examples=3, progress=False)
     assert len(tools.rollouts) == 3 and all(r.turns == 2 and r.reward == 1.0 for r in tools.rollouts)
     async with serve(bisect_policy) as (_, client):
-        multi = await evaluate(MultiTurnFakeEnv(n=4), client, progress=False)
+        multi = await aevaluate(MultiTurnFakeEnv(n=4), client, progress=False)
     assert multi.summary.stop_reasons == {"solved": 4} and multi.summary.mean_reward == 1.0
 
 
 async def test_sampling_argument_reaches_the_endpoint() -> None:
     async with serve(lambda messages, tools: "a b c d e", record=True) as (endpoint, client):
-        results = await evaluate(
+        results = await aevaluate(
             FakeEnv(n=2, sampling={"temperature": 0.1}), client, sampling={"max_tokens": 3}, progress=False
         )
     assert results.summary.stop_reasons == {"length": 2}
@@ -68,26 +68,28 @@ async def test_permanent_failures_land_on_rollouts_and_the_batch_finishes() -> N
         return sum_policy(messages, tools)
 
     async with serve(policy, max_retries=1) as (_, client):
-        results = await evaluate(FakeEnv(n=6), client, rollouts_per_example=2, progress=False)
+        results = await aevaluate(FakeEnv(n=6), client, rollouts_per_example=2, progress=False)
     failed = [r for r in results.rollouts if r.error]
     assert [r.key for r in failed] == [("2", 0), ("2", 1)]
     assert all(r.stop_reason == "error" and "503" in r.error and math.isnan(r.reward) for r in failed)
     s = results.summary
-    assert s.errors == 2 and s.unscored == 2 and s.scored == 10 and s.mean_reward == 1.0
+    assert s.num_errors == 2 and s.num_unscored == 2 and s.num_scored == 10 and s.mean_reward == 1.0
     assert s.unscored_reasons == [("rollout error (EndpointError)", 2)]
 
 
 async def test_env_that_raises_does_not_stop_the_batch() -> None:
     async with serve(sum_policy) as (_, client):
-        results = await evaluate(ToolFakeEnv(n=3, respond_raises=True), client, progress=False)
-    assert results.summary.errors == 3 and all(
+        results = await aevaluate(ToolFakeEnv(n=3, respond_raises=True), client, progress=False)
+    assert results.summary.num_errors == 3 and all(
         r.error == "ValueError: tool runner bug" for r in results.rollouts
     )
 
 
 async def test_concurrency_is_reached_and_not_exceeded() -> None:
     async with serve(sum_policy, latency=0.15, max_concurrency=32) as (endpoint, client):
-        results = await evaluate(FakeEnv(n=12), client, rollouts_per_example=2, concurrency=8, progress=False)
+        results = await aevaluate(
+            FakeEnv(n=12), client, rollouts_per_example=2, concurrency=8, progress=False
+        )
         assert endpoint.stats.max_in_flight == 8
     assert len(results.rollouts) == 24
 
@@ -102,7 +104,7 @@ async def test_output_dir_streams_each_rollout_as_it_finishes(tmp_path: Path) ->
         return sum_policy(messages, tools)
 
     async with serve(policy) as (_, client):
-        results = await evaluate(FakeEnv(n=5), client, concurrency=1, output_dir=out, progress=False)
+        results = await aevaluate(FakeEnv(n=5), client, concurrency=1, output_dir=out, progress=False)
     assert seen_lines == [0, 1, 2, 3, 4]  # one line on disk per finished rollout, before the next starts
     lines = (out / "results.jsonl").read_text().splitlines()
     assert [Rollout.model_validate_json(line).key for line in lines] == [r.key for r in results.rollouts]
@@ -126,7 +128,7 @@ async def test_metadata_says_running_while_the_run_is_going(tmp_path: Path) -> N
         return sum_policy(messages, tools)
 
     async with serve(policy) as (_, client):
-        await evaluate(FakeEnv(n=2), client, output_dir=tmp_path, progress=False)
+        await aevaluate(FakeEnv(n=2), client, output_dir=tmp_path, progress=False)
     assert statuses == ["running", "running"]
 
 
@@ -136,14 +138,14 @@ async def test_non_empty_output_dir_needs_resume(tmp_path: Path) -> None:
         with pytest.raises(
             FileExistsError, match=r"not empty; pass resume=True .* another output_dir"
         ) as info:
-            await evaluate(FakeEnv(n=2), client, output_dir=tmp_path, progress=False)
+            await aevaluate(FakeEnv(n=2), client, output_dir=tmp_path, progress=False)
     assert str(tmp_path) in str(info.value)
 
 
 async def test_cancellation_keeps_finished_rollouts_and_marks_interrupted(tmp_path: Path) -> None:
     async with serve(sum_policy, latency=0.05) as (_, client):
         task = asyncio.create_task(
-            evaluate(FakeEnv(n=40), client, concurrency=2, output_dir=tmp_path, progress=False)
+            aevaluate(FakeEnv(n=40), client, concurrency=2, output_dir=tmp_path, progress=False)
         )
         results_file = tmp_path / "results.jsonl"
         for _ in range(200):
@@ -157,7 +159,7 @@ async def test_cancellation_keeps_finished_rollouts_and_marks_interrupted(tmp_pa
         done = len(results_file.read_bytes().splitlines())
         assert meta["status"] == "interrupted" and 4 <= done < 40
         assert meta["summary"]["num_rollouts"] == done
-        resumed = await evaluate(
+        resumed = await aevaluate(
             FakeEnv(n=40), client, concurrency=8, output_dir=tmp_path, resume=True, progress=False
         )
     assert len(resumed.rollouts) == 40 and len({r.key for r in resumed.rollouts}) == 40
@@ -176,16 +178,16 @@ async def test_cancellation_keeps_finished_rollouts_and_marks_interrupted(tmp_pa
 async def test_bad_arguments_fail_before_any_request(kwargs: dict[str, Any], message: str) -> None:
     async with serve(sum_policy) as (endpoint, client):
         with pytest.raises(ValueError, match=message):
-            await evaluate(FakeEnv(), client, progress=False, **kwargs)
+            await aevaluate(FakeEnv(), client, progress=False, **kwargs)
         assert endpoint.stats.requests == 0
 
 
 async def test_not_an_environment_not_a_client_and_bad_ids() -> None:
     client = Client("m", base_url="http://127.0.0.1:9/v1", api_key="k")  # never called
     with pytest.raises(TypeError, match="lacks .*setup_rollout"):
-        await evaluate(object(), client, progress=False)  # type: ignore[arg-type]
+        await aevaluate(object(), client, progress=False)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="client must be a harness.Client, got NoneType"):
-        await evaluate(FakeEnv(), None, progress=False)  # type: ignore[arg-type]
+        await aevaluate(FakeEnv(), None, progress=False)  # type: ignore[arg-type]
 
     class NoIds(FakeEnv):
         def get_dataset(
@@ -200,14 +202,14 @@ async def test_not_an_environment_not_a_client_and_bad_ids() -> None:
             return [{"example_id": 1}, {"example_id": "1"}]
 
     with pytest.raises(ValueError, match="has no 'example_id'"):
-        await evaluate(NoIds(), client, progress=False)
+        await aevaluate(NoIds(), client, progress=False)
     with pytest.raises(ValueError, match="'1' appears twice"):
-        await evaluate(DuplicateIds(), client, progress=False)
+        await aevaluate(DuplicateIds(), client, progress=False)
 
 
 async def test_empty_dataset_gives_empty_results() -> None:
     async with serve(sum_policy) as (_, client):
-        results = await evaluate(FakeEnv(n=0), client, progress=False)
+        results = await aevaluate(FakeEnv(n=0), client, progress=False)
     assert results.rollouts == [] and results.summary.mean_reward is None
 
 
@@ -215,7 +217,7 @@ def test_progress_display_renders_live_stats(monkeypatch: pytest.MonkeyPatch) ->
     stats = RunStats(total=4, done=1)
     stats.add(Rollout(reward=1.0))
     stats.add(Rollout(reward=math.nan, error="EndpointError: x"))
-    assert (stats.done, stats.ran, stats.errors, stats.mean_reward) == (3, 2, 1, 1.0)
+    assert (stats.done, stats.ran, stats.num_errors, stats.mean_reward) == (3, 2, 1, 1.0)
     assert not ProgressDisplay(stats, enabled=False).active
     monkeypatch.delenv("FORCE_COLOR", raising=False)
     monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
@@ -239,7 +241,7 @@ async def test_a_fixed_pool_of_workers_not_one_task_per_rollout() -> None:
             return await super().setup_rollout(example, rollout_index)
 
     async with serve(sum_policy) as (_, client):
-        results = await evaluate(
+        results = await aevaluate(
             Counting(n=100), client, rollouts_per_example=3, concurrency=5, progress=False
         )
     assert len(results.rollouts) == 300 and len(seen) == 300

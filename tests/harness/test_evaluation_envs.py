@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from envs import MultiTurnEnv, SingleTurnEnv, ToolEnv, stop
-from harness.client import Client
-from harness.evaluation import evaluate
+from harness.endpoint.client import Client
+from harness.evaluation import aevaluate
 from harness.results.eval_results import load_results
 from harness.types import Rollout
 from rubrics import WeightedSum
@@ -52,10 +52,10 @@ class Guessing(MultiTurnEnv):
 async def test_tool_env_with_a_rubric_tree(tmp_path: Path) -> None:
     env = ToolEnv(ROWS, WeightedSum({"correct": correct, "brief": brief}, weights=[0.5, 0.5]), tools=[add])
     async with serve(sum_policy) as (endpoint, client):
-        results = await evaluate(env, client, rollouts_per_example=2, output_dir=tmp_path, progress=False)
+        results = await aevaluate(env, client, rollouts_per_example=2, output_dir=tmp_path, progress=False)
         assert endpoint.stats.requests == 24
     s = results.summary
-    assert s.num_rollouts == 12 and s.stop_reasons == {"completed": 12} and s.errors == 0
+    assert s.num_rollouts == 12 and s.stop_reasons == {"completed": 12} and s.num_errors == 0
     assert s.node_means["correct"] == 1.0
     assert s.node_means["brief"] == 5 / 6  # answers 1, 3, 5, 7, 9 are one character; 11 is not
     assert s.mean_reward == pytest.approx(0.5 + 0.5 * 5 / 6) and s.pass_at_k[1] == pytest.approx(5 / 6)
@@ -68,7 +68,7 @@ async def test_tool_env_with_a_rubric_tree(tmp_path: Path) -> None:
 async def test_single_turn_env() -> None:
     env = SingleTurnEnv(ROWS, correct)
     async with serve(sum_policy, record=True) as (endpoint, client):
-        results = await evaluate(env, client, num_examples=4, progress=False)
+        results = await aevaluate(env, client, num_examples=4, progress=False)
         assert "tools" not in endpoint.stats.bodies[0]
     assert [r.key for r in results.rollouts] == [(str(i), 0) for i in range(4)]
     assert results.summary.mean_reward == 1.0
@@ -77,8 +77,8 @@ async def test_single_turn_env() -> None:
 async def test_multi_turn_env_with_stop_condition_and_max_turns() -> None:
     rows = [{"question": "Guess my number (0-15).", "answer": str(a)} for a in (7, 13, 0)]
     async with serve(bisect_policy) as (_, client):
-        solved = await evaluate(Guessing(rows, lambda state: 1.0), client, progress=False)
-        capped = await evaluate(Guessing(rows, lambda state: 1.0, max_turns=2), client, progress=False)
+        solved = await aevaluate(Guessing(rows, lambda state: 1.0), client, progress=False)
+        capped = await aevaluate(Guessing(rows, lambda state: 1.0, max_turns=2), client, progress=False)
     assert solved.summary.stop_reasons == {"solved": 3}
     assert [r.turns for r in solved.rollouts] == [1, 3, 4]
     assert capped.summary.stop_reasons == {"solved": 1, "max_turns": 2}

@@ -11,7 +11,7 @@ import pytest
 
 from envs import ToolEnv
 from harness.aio import run_sync
-from harness.client import Client
+from harness.endpoint.client import Client
 from harness.errors import ConfigError, ResultsError
 from harness.results.eval_results import EvalResults, load_results
 from harness.scripted.endpoint import ScriptedEndpoint

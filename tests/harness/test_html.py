@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from envs import SingleTurnEnv
-from harness.evaluation import evaluate
+from harness.evaluation import aevaluate
 from harness.results.eval_results import EvalResults, load_results
 from harness.results.summary import summarize
 from harness.types import Rollout
@@ -120,7 +120,7 @@ def test_str_and_repr_have_no_side_effects(capsys: pytest.CaptureFixture[str]) -
 async def test_a_real_run_reads_back_in_order_with_tree_ordered_nodes(tmp_path: Path) -> None:
     env = _env()
     async with serve(echo_policy, latency=0.0) as (_, client):
-        results = await evaluate(
+        results = await aevaluate(
             env, client, rollouts_per_example=2, output_dir=tmp_path, progress=False, concurrency=8, seed=3
         )
     # results.jsonl holds them in finishing order; reading back gives evaluate's order.
@@ -143,7 +143,7 @@ async def test_a_real_run_reads_back_in_order_with_tree_ordered_nodes(tmp_path: 
 async def test_to_pandas_and_slicing(tmp_path: Path) -> None:
     env = _env()
     async with serve(echo_policy) as (_, client):
-        results = await evaluate(env, client, num_examples=3, progress=False)
+        results = await aevaluate(env, client, num_examples=3, progress=False)
     df = results.to_pandas()
     assert list(df.columns[:6]) == ["example_id", "rollout_index", "reward", "zeta", "alpha", "alpha.short"]
     assert len(df) == 3 and (df.answer == "1").sum() == 1  # answers as they were, not JSON text
@@ -158,17 +158,17 @@ async def test_to_pandas_and_slicing(tmp_path: Path) -> None:
 async def test_overwrite_replaces_an_earlier_run(tmp_path: Path) -> None:
     env = _env()
     async with serve(echo_policy) as (_, client):
-        await evaluate(env, client, num_examples=2, output_dir=tmp_path, progress=False)
+        await aevaluate(env, client, num_examples=2, output_dir=tmp_path, progress=False)
         with pytest.raises(FileExistsError, match="overwrite=True"):
-            await evaluate(env, client, num_examples=2, output_dir=tmp_path, progress=False)
-        again = await evaluate(
+            await aevaluate(env, client, num_examples=2, output_dir=tmp_path, progress=False)
+        again = await aevaluate(
             env, client, num_examples=3, output_dir=tmp_path, progress=False, overwrite=True
         )
     assert len(again) == 3 and len(load_results(tmp_path)) == 3
     (tmp_path / "notes.txt").write_text("mine")
     async with serve(echo_policy) as (_, client):
         with pytest.raises(FileExistsError, match="notes.txt"):
-            await evaluate(env, client, num_examples=2, output_dir=tmp_path, progress=False, overwrite=True)
+            await aevaluate(env, client, num_examples=2, output_dir=tmp_path, progress=False, overwrite=True)
     assert (tmp_path / "notes.txt").exists()
 
 
@@ -176,7 +176,7 @@ async def test_interrupted_run_says_what_finished_and_what_was_planned(tmp_path:
     env = _env()
     async with serve(echo_policy, latency=0.2) as (_, client):
         task = asyncio.create_task(
-            evaluate(env, client, rollouts_per_example=4, output_dir=tmp_path, progress=False, concurrency=4)
+            aevaluate(env, client, rollouts_per_example=4, output_dir=tmp_path, progress=False, concurrency=4)
         )
         await asyncio.sleep(0.5)
         task.cancel()

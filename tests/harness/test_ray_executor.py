@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from harness.errors import ConfigError
-from harness.evaluation import evaluate
+from harness.evaluation import aevaluate
 from harness.types import Rollout
 from tests.harness.test_workers import load_fake
 from tests.helpers import serve, sum_policy
@@ -36,7 +36,7 @@ async def test_unreachable_ray_address_is_one_clear_error(tmp_path: Path) -> Non
         with pytest.raises(
             ConfigError, match=r"cannot connect to the Ray cluster at 127\.0\.0\.1:1: nothing answers"
         ):
-            await evaluate(
+            await aevaluate(
                 load_fake("fake", n=2),
                 client,
                 workers=2,
@@ -67,7 +67,7 @@ async def test_killing_an_actor_mid_run_loses_and_duplicates_nothing(local_ray: 
     out = tmp_path / "run"
     async with serve(sum_policy, latency=0.1) as (endpoint, client):
         run = asyncio.create_task(
-            evaluate(
+            aevaluate(
                 load_fake("fake", n=40),
                 client,
                 rollouts_per_example=2,
@@ -97,7 +97,7 @@ async def test_ray_batches_keep_every_rollout_and_name_one_that_cannot_be_sent(
 ) -> None:
     out = tmp_path / "run"
     async with serve(sum_policy, latency=0.01) as (endpoint, client):
-        results = await evaluate(
+        results = await aevaluate(
             load_fake("fake", n=60, lock_on=7),
             client,
             rollouts_per_example=2,

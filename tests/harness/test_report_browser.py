@@ -11,7 +11,7 @@ import pytest
 
 from envs import SingleTurnEnv
 from harness.aio import run_sync
-from harness.evaluation import evaluate
+from harness.evaluation import aevaluate
 from harness.results.eval_results import EvalResults
 from harness.views.report import write_report
 from rubrics import Gate, WeightedSum
@@ -48,7 +48,7 @@ def _run(wrong_every: int) -> EvalResults:
 
     async def go() -> EvalResults:
         async with serve(_policy(wrong_every)) as (_, client):
-            return await evaluate(env, client, rollouts_per_example=2, progress=False)
+            return await aevaluate(env, client, rollouts_per_example=2, progress=False)
 
     return run_sync(go())
 

@@ -90,7 +90,7 @@ def test_summary_numbers() -> None:
     s = summarize(_hand_made(), wall_seconds=3.0, max_k=3)
     rewards = [1.0, 0.5, 0.0, 1.0 - 1e-12, 0.0, 1.0]
     mean, stderr = mean_and_stderr(rewards)
-    assert (s.num_rollouts, s.num_examples, s.scored) == (9, 3, 6)
+    assert (s.num_rollouts, s.num_examples, s.num_scored) == (9, 3, 6)
     assert s.mean_reward == pytest.approx(mean) and s.reward_stderr == pytest.approx(stderr)
     # node means over rollouts where the node has a non-NaN score
     assert s.node_means["acc"] == pytest.approx(3 / 6)
@@ -102,7 +102,7 @@ def test_summary_numbers() -> None:
     assert s.pass_at_k[2] == pytest.approx((pass_at_k(3, 1, 2) + 1.0) / 2)
     assert s.pass_at_k[3] == pytest.approx(1.0)  # only example a has 3 scored rollouts, and one passes
     assert s.stop_reasons == {"completed": 7, "max_turns": 1, "error": 1}
-    assert s.errors == 1 and s.unscored == 3
+    assert s.num_errors == 1 and s.num_unscored == 3
     assert s.unscored_reasons[0] == ("judge reply had no score", 2)
     assert ("rollout error (EndpointError)", 1) in s.unscored_reasons
     assert (s.prompt_tokens, s.completion_tokens) == (20, 5)

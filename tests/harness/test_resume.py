@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from harness.evaluation import evaluate
+from harness.evaluation import aevaluate
 from harness.types import Rollout
 from tests.helpers import FakeEnv, serve, sum_policy
 
@@ -30,14 +30,14 @@ def _keys(path: Path) -> list[tuple[str, int]]:
 
 async def test_resume_runs_only_the_missing_pairs(tmp_path: Path) -> None:
     async with serve(sum_policy) as (endpoint, client):
-        await evaluate(FakeEnv(n=4), client, rollouts_per_example=2, output_dir=tmp_path, progress=False)
+        await aevaluate(FakeEnv(n=4), client, rollouts_per_example=2, output_dir=tmp_path, progress=False)
         results_file = tmp_path / "results.jsonl"
         lines = results_file.read_bytes().splitlines(keepends=True)
         kept = [line for i, line in enumerate(lines) if i not in (1, 4, 6)]
         missing = {Rollout.model_validate_json(lines[i]).key for i in (1, 4, 6)}
         results_file.write_bytes(b"".join(kept))
         endpoint.reset_stats()
-        resumed = await evaluate(
+        resumed = await aevaluate(
             FakeEnv(n=4),
             client,
             rollouts_per_example=2,
@@ -56,16 +56,16 @@ async def test_resume_runs_only_the_missing_pairs(tmp_path: Path) -> None:
 
 async def test_resume_of_a_finished_run_does_nothing(tmp_path: Path) -> None:
     async with serve(sum_policy) as (endpoint, client):
-        await evaluate(FakeEnv(n=3), client, output_dir=tmp_path, progress=False)
+        await aevaluate(FakeEnv(n=3), client, output_dir=tmp_path, progress=False)
         endpoint.reset_stats()
-        again = await evaluate(FakeEnv(n=3), client, output_dir=tmp_path, resume=True, progress=False)
+        again = await aevaluate(FakeEnv(n=3), client, output_dir=tmp_path, resume=True, progress=False)
         assert endpoint.stats.requests == 0
     assert len(again.rollouts) == 3 and len(_keys(tmp_path / "results.jsonl")) == 3
 
 
 async def test_resume_into_an_empty_directory_starts_fresh(tmp_path: Path) -> None:
     async with serve(sum_policy) as (_, client):
-        results = await evaluate(
+        results = await aevaluate(
             FakeEnv(n=2), client, output_dir=tmp_path / "new", resume=True, progress=False
         )
     assert len(results.rollouts) == 2
@@ -89,11 +89,11 @@ async def test_resume_with_different_settings_is_a_clear_error(
     tmp_path: Path, env: FakeEnv, kwargs: dict[str, Any], differs: list[str]
 ) -> None:
     async with serve(sum_policy) as (endpoint, client):
-        await evaluate(FakeEnv(n=3), client, output_dir=tmp_path, progress=False)
+        await aevaluate(FakeEnv(n=3), client, output_dir=tmp_path, progress=False)
         before = (tmp_path / "results.jsonl").read_bytes()
         endpoint.reset_stats()
         with pytest.raises(ValueError, match="cannot resume") as info:
-            await evaluate(env, client, output_dir=tmp_path, resume=True, progress=False, **kwargs)
+            await aevaluate(env, client, output_dir=tmp_path, resume=True, progress=False, **kwargs)
         assert endpoint.stats.requests == 0
     for text in differs:
         assert text in str(info.value)
@@ -102,14 +102,14 @@ async def test_resume_with_different_settings_is_a_clear_error(
 
 
 async def test_resume_with_a_different_model_is_an_error_but_concurrency_may_change(tmp_path: Path) -> None:
-    from harness.client import Client
+    from harness.endpoint.client import Client
 
     async with serve(sum_policy) as (endpoint, client):
-        await evaluate(FakeEnv(n=3), client, output_dir=tmp_path, concurrency=2, progress=False)
+        await aevaluate(FakeEnv(n=3), client, output_dir=tmp_path, concurrency=2, progress=False)
         async with Client("another-model", base_url=endpoint.base_url) as other:
             with pytest.raises(ValueError, match='model.model: was "scripted", now "another-model"'):
-                await evaluate(FakeEnv(n=3), other, output_dir=tmp_path, resume=True, progress=False)
-        ok = await evaluate(
+                await aevaluate(FakeEnv(n=3), other, output_dir=tmp_path, resume=True, progress=False)
+        ok = await aevaluate(
             FakeEnv(n=3), client, output_dir=tmp_path, resume=True, concurrency=7, progress=True
         )
     assert len(ok.rollouts) == 3 and ok.metadata["arguments"]["concurrency"] == 7
@@ -117,7 +117,7 @@ async def test_resume_with_a_different_model_is_an_error_but_concurrency_may_cha
 
 async def test_torn_last_line_is_dropped_and_rerun(tmp_path: Path) -> None:
     async with serve(sum_policy) as (endpoint, client):
-        await evaluate(FakeEnv(n=4), client, output_dir=tmp_path, progress=False)
+        await aevaluate(FakeEnv(n=4), client, output_dir=tmp_path, progress=False)
         results_file = tmp_path / "results.jsonl"
         lines = results_file.read_bytes().splitlines(keepends=True)
         torn_key = Rollout.model_validate_json(lines[-1]).key
@@ -125,7 +125,7 @@ async def test_torn_last_line_is_dropped_and_rerun(tmp_path: Path) -> None:
             b"".join(lines[:-1]) + lines[-1][: len(lines[-1]) // 2]
         )  # as a kill leaves it
         endpoint.reset_stats()
-        await evaluate(FakeEnv(n=4), client, output_dir=tmp_path, resume=True, progress=False)
+        await aevaluate(FakeEnv(n=4), client, output_dir=tmp_path, resume=True, progress=False)
         assert endpoint.stats.requests == 1
     keys = _keys(results_file)  # every line parses: the torn half is gone
     assert len(keys) == 4 and keys[-1] == torn_key and len(set(keys)) == 4
@@ -133,23 +133,23 @@ async def test_torn_last_line_is_dropped_and_rerun(tmp_path: Path) -> None:
 
 async def test_rollouts_not_in_the_plan_are_refused(tmp_path: Path) -> None:
     async with serve(sum_policy) as (_, client):
-        await evaluate(FakeEnv(n=3), client, output_dir=tmp_path, progress=False)
+        await aevaluate(FakeEnv(n=3), client, output_dir=tmp_path, progress=False)
         with open(tmp_path / "results.jsonl", "ab") as handle:
             handle.write(Rollout(example_id=99, rollout_index=0).model_dump_json().encode() + b"\n")
         with pytest.raises(ValueError, match=r"holds rollout \('99', 0\)"):
-            await evaluate(FakeEnv(n=3), client, output_dir=tmp_path, resume=True, progress=False)
+            await aevaluate(FakeEnv(n=3), client, output_dir=tmp_path, resume=True, progress=False)
 
 
 _CHILD = textwrap.dedent(
     """
     import asyncio, sys
-    from harness.client import Client
-    from harness.evaluation import evaluate
+    from harness.endpoint.client import Client
+    from harness.evaluation import aevaluate
     from tests.helpers import FakeEnv
 
     async def main():
         async with Client("scripted", base_url=sys.argv[1], max_retries=0) as client:
-            await evaluate(FakeEnv(n=30), client, rollouts_per_example=2, concurrency=int(sys.argv[3]),
+            await aevaluate(FakeEnv(n=30), client, rollouts_per_example=2, concurrency=int(sys.argv[3]),
                            output_dir=sys.argv[2], progress=False)
 
     asyncio.run(main())
@@ -168,7 +168,7 @@ async def test_sigkill_mid_run_then_resume_gives_exactly_the_requested_rollouts(
         before = Counter(_keys_tolerant(results_file))
         assert 10 <= sum(before.values()) < 60, "the kill must land mid-run"
         assert json.loads((out / "metadata.json").read_text())["status"] == "running"
-        resumed = await evaluate(
+        resumed = await aevaluate(
             FakeEnv(n=30),
             client,
             rollouts_per_example=2,
@@ -196,12 +196,12 @@ _CHILD_SYNC = textwrap.dedent(
     """
     import sys
     from harness.aio import run_sync
-    from harness.client import Client
-    from harness.evaluation import evaluate
+    from harness.endpoint.client import Client
+    from harness.evaluation import aevaluate
     from tests.helpers import FakeEnv
 
     client = Client("scripted", base_url=sys.argv[1], max_retries=0)
-    run_sync(evaluate(FakeEnv(n=30), client, rollouts_per_example=2, concurrency=int(sys.argv[3]),
+    run_sync(aevaluate(FakeEnv(n=30), client, rollouts_per_example=2, concurrency=int(sys.argv[3]),
                       output_dir=sys.argv[2], progress=False))
     """
 )
@@ -246,7 +246,7 @@ async def test_ctrl_c_marks_the_run_interrupted(tmp_path: Path, code: str) -> No
         meta = json.loads((out / "metadata.json").read_text())
         done = len(_keys(out / "results.jsonl"))
         assert meta["status"] == "interrupted" and meta["summary"]["num_rollouts"] == done and 4 <= done < 60
-        resumed = await evaluate(
+        resumed = await aevaluate(
             FakeEnv(n=30), client, rollouts_per_example=2, output_dir=out, resume=True, progress=False
         )
     assert len(resumed.rollouts) == 60 and len(set(_keys(out / "results.jsonl"))) == 60

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import EndpointError, ResultsError, ResultsWarning
-from harness.evaluation import evaluate
+from harness.evaluation import aevaluate
 from harness.results.summary import summarize
 from harness.scripted.app import ScriptedHTTPError
 from harness.types import Rollout
@@ -29,13 +29,15 @@ def _deny(messages: list[dict], tools: list[dict] | None) -> str:
 async def test_a_401_on_the_first_requests_stops_the_run_early(tmp_path: Path) -> None:
     async with serve(_deny, max_concurrency=4) as (endpoint, client):
         with pytest.raises(EndpointError, match=r"stopped early after \d+ rollout\(s\).*HTTP 401") as caught:
-            await evaluate(FakeEnv(n=200), client, concurrency=4, output_dir=tmp_path / "run", progress=False)
+            await aevaluate(
+                FakeEnv(n=200), client, concurrency=4, output_dir=tmp_path / "run", progress=False
+            )
         requests = endpoint.stats.requests
     assert caught.value.status == 401 and requests <= 8, requests  # not 200 requests
     metadata = json.loads((tmp_path / "run" / "metadata.json").read_text())
     assert (
         metadata["status"] == "failed"
-        and metadata["summary"]["errors"] == metadata["summary"]["num_rollouts"]
+        and metadata["summary"]["num_errors"] == metadata["summary"]["num_rollouts"]
     )
 
 
@@ -45,7 +47,7 @@ async def test_a_streak_of_422s_before_any_success_stops_the_run_early(tmp_path:
 
     async with serve(reject, max_concurrency=1) as (endpoint, client):
         with pytest.raises(EndpointError, match=r"stopped early.*HTTP 422.*top_k.*remove the sampling keys"):
-            await evaluate(FakeEnv(n=50), client, concurrency=1, progress=False)
+            await aevaluate(FakeEnv(n=50), client, concurrency=1, progress=False)
         requests = endpoint.stats.requests
     assert requests <= 4 * (client.max_retries + 1), requests  # the streak, not 50 rollouts
 
@@ -55,7 +57,7 @@ async def test_context_length_400s_never_stop_a_run(tmp_path: Path) -> None:
         raise ScriptedHTTPError(400, "This model's maximum context length is 4096 tokens")
 
     async with serve(too_long, max_concurrency=1) as (_, client):
-        results = await evaluate(FakeEnv(n=8), client, concurrency=1, progress=False)
+        results = await aevaluate(FakeEnv(n=8), client, concurrency=1, progress=False)
     assert len(results) == 8 and {r.stop_reason for r in results} == {"length"}
 
 
@@ -69,7 +71,7 @@ async def test_a_401_after_successes_is_an_error_on_the_rollout_only(tmp_path: P
         return sum_policy(messages, tools)
 
     async with serve(flaky) as (_, client):
-        results = await evaluate(FakeEnv(n=6), client, concurrency=1, progress=False)
+        results = await aevaluate(FakeEnv(n=6), client, concurrency=1, progress=False)
     assert [r.error is not None for r in results].count(True) == 1 and len(results) == 6
 
 
@@ -185,7 +187,7 @@ async def test_metadata_is_finalized_even_when_the_summary_fails(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with serve(sum_policy) as (_, client):
-        results = await evaluate(InfEnv(n=3), client, output_dir=tmp_path / "inf", progress=False)
+        results = await aevaluate(InfEnv(n=3), client, output_dir=tmp_path / "inf", progress=False)
     metadata = json.loads((tmp_path / "inf" / "metadata.json").read_text())  # strict JSON, inf -> null
     assert metadata["status"] == "completed" and metadata["summary"] is not None and len(results) == 3
 
@@ -195,7 +197,7 @@ async def test_metadata_is_finalized_even_when_the_summary_fails(
     monkeypatch.setattr("harness.evaluation.summarize", broken)
     async with serve(sum_policy) as (_, client):
         with pytest.raises(ZeroDivisionError):
-            await evaluate(FakeEnv(n=3), client, output_dir=tmp_path / "broken", progress=False)
+            await aevaluate(FakeEnv(n=3), client, output_dir=tmp_path / "broken", progress=False)
     metadata = json.loads((tmp_path / "broken" / "metadata.json").read_text())
     assert metadata["status"] == "failed" and "summary bug" in metadata["error"]
     assert summarize  # the real one is untouched outside this test
@@ -210,7 +212,9 @@ async def test_a_locked_directory_is_refused_in_process(tmp_path: Path) -> None:
     try:
         async with serve(sum_policy) as (_, client):
             with pytest.raises(ResultsError, match="being written by another run"):
-                await evaluate(FakeEnv(n=2), client, output_dir=tmp_path / "run", resume=True, progress=False)
+                await aevaluate(
+                    FakeEnv(n=2), client, output_dir=tmp_path / "run", resume=True, progress=False
+                )
     finally:
         lock.release()
 
@@ -218,11 +222,11 @@ async def test_a_locked_directory_is_refused_in_process(tmp_path: Path) -> None:
 async def test_resume_reruns_the_rollouts_of_corrupt_lines(tmp_path: Path) -> None:
     out = tmp_path / "run"
     async with serve(sum_policy) as (_, client):
-        await evaluate(FakeEnv(n=4), client, output_dir=out, progress=False)
+        await aevaluate(FakeEnv(n=4), client, output_dir=out, progress=False)
         lines = (out / "results.jsonl").read_text().splitlines(keepends=True)
         lines[1] = lines[1][:40] + "\n"  # a corrupt middle line
         (out / "results.jsonl").write_text("".join(lines) + "{}\n")
         with pytest.warns(ResultsWarning, match=r"skipped 2 line\(s\).*line 2, 5"):
-            again = await evaluate(FakeEnv(n=4), client, output_dir=out, resume=True, progress=False)
+            again = await aevaluate(FakeEnv(n=4), client, output_dir=out, resume=True, progress=False)
     assert sorted(r.key for r in again) == [(str(i), 0) for i in range(4)]
     assert again.metadata["sessions"][-1]["rollouts_planned"] == 1  # only the corrupt one ran again

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from harness.client import is_context_length_error
+from harness.endpoint.client import is_context_length_error
 from harness.runner import describe_error, rollout
 from harness.scripted.endpoint import ScriptedHTTPError
 from tests.helpers import (

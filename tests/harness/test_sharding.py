@@ -1,4 +1,4 @@
-"""Shards (`evaluate(shard="i/N")`) and `merge_results`: exact coverage, checks, resume of a merge."""
+"""Shards (`aevaluate(shard="i/N")`) and `merge_results`: exact coverage, checks, resume of a merge."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ConfigError, ResultsError, ResultsWarning
-from harness.evaluation import evaluate
+from harness.evaluation import aevaluate
 from harness.results.eval_results import load_results
 from harness.results.sharding import Shard, merge_results
 from tests.helpers import FakeEnv, serve, sum_policy
@@ -46,7 +46,7 @@ async def _run_shards(client, root: Path, count: int, *, n: int = 7, r: int = 2,
     dirs = []
     for index in range(count):
         out = root / f"shard{index}"
-        await evaluate(
+        await aevaluate(
             FakeEnv(n=n),
             client,
             rollouts_per_example=r,
@@ -60,7 +60,7 @@ async def _run_shards(client, root: Path, count: int, *, n: int = 7, r: int = 2,
 
 async def test_shards_merge_into_the_unsharded_run(tmp_path: Path) -> None:
     async with serve(noisy_policy) as (_, client):
-        whole = await evaluate(FakeEnv(n=7), client, rollouts_per_example=2, progress=False)
+        whole = await aevaluate(FakeEnv(n=7), client, rollouts_per_example=2, progress=False)
         dirs = await _run_shards(client, tmp_path, 3)
     counts = [len(load_results(d)) for d in dirs]
     assert counts == [6, 4, 4]  # examples 0,3,6 / 1,4 / 2,5, two rollouts each
@@ -69,7 +69,7 @@ async def test_shards_merge_into_the_unsharded_run(tmp_path: Path) -> None:
     assert shard_meta["shard"]["example_ids"] == ["1", "4"] and shard_meta["shard"]["examples_total"] == 7
 
     report = merge_results(tmp_path / "merged", reversed(dirs))
-    assert report.status == "completed" and report.rollouts == 14 and not report.missing
+    assert report.status == "completed" and report.num_rollouts == 14 and not report.missing
     merged = load_results(tmp_path / "merged")
     assert [r.key for r in merged] == [r.key for r in whole]  # plan order, each pair once
     assert merged.summary.mean_reward == whole.summary.mean_reward
@@ -90,7 +90,7 @@ async def test_missing_shard_and_rollout_are_reported_and_resume_fills_them(tmp_
         assert json.loads((tmp_path / "merged" / "metadata.json").read_text())["status"] == "incomplete"
 
         endpoint.reset_stats()
-        resumed = await evaluate(
+        resumed = await aevaluate(
             FakeEnv(n=7),
             client,
             rollouts_per_example=2,
@@ -107,17 +107,17 @@ async def test_missing_shard_and_rollout_are_reported_and_resume_fills_them(tmp_
 async def test_merge_refuses_other_model_environment_or_arguments(tmp_path: Path) -> None:
     async with serve(sum_policy) as (_, client):
         a = tmp_path / "a"
-        await evaluate(FakeEnv(n=4), client, output_dir=a, progress=False, shard="0/2")
+        await aevaluate(FakeEnv(n=4), client, output_dir=a, progress=False, shard="0/2")
         client.model = "another-model"
         b = tmp_path / "b"
-        await evaluate(FakeEnv(n=4), client, output_dir=b, progress=False, shard="1/2")
+        await aevaluate(FakeEnv(n=4), client, output_dir=b, progress=False, shard="1/2")
         client.model = "scripted"
         c = tmp_path / "c"
-        await evaluate(FakeEnv(n=4), client, output_dir=c, progress=False, shard="1/2", seed=3)
+        await aevaluate(FakeEnv(n=4), client, output_dir=c, progress=False, shard="1/2", seed=3)
         d = tmp_path / "d"
         other = FakeEnv(n=4)
         other.name = "other-env"
-        await evaluate(other, client, output_dir=d, progress=False, shard="1/2")
+        await aevaluate(other, client, output_dir=d, progress=False, shard="1/2")
     with pytest.raises(ResultsError, match=r'model\.model "scripted" vs "another-model"'):
         merge_results(tmp_path / "m1", [a, b])
     with pytest.raises(ResultsError, match=r"arguments\.seed null vs 3"):
@@ -131,7 +131,7 @@ async def test_merge_refuses_duplicates_and_unsharded_runs(tmp_path: Path) -> No
     async with serve(sum_policy) as (_, client):
         dirs = await _run_shards(client, tmp_path, 2, n=4, r=1)
         plain = tmp_path / "plain"
-        await evaluate(FakeEnv(n=4), client, output_dir=plain, progress=False)
+        await aevaluate(FakeEnv(n=4), client, output_dir=plain, progress=False)
     with pytest.raises(ResultsError, match="shard 0/2 given twice"):
         merge_results(tmp_path / "m1", [dirs[0], dirs[0], dirs[1]])
     first = (dirs[0] / "results.jsonl").read_text().splitlines(keepends=True)[0]
@@ -146,7 +146,7 @@ async def test_merge_refuses_duplicates_and_unsharded_runs(tmp_path: Path) -> No
         handle.write(first)
     with pytest.warns(ResultsWarning, match="ignored 1 repeated rollout"):
         merged = merge_results(tmp_path / "m2b", dirs)
-    assert merged.rollouts == 4
+    assert merged.num_rollouts == 4
     with pytest.raises(ResultsError, match="was not run with --shard"):
         merge_results(tmp_path / "m3", [plain])
     with pytest.raises(ResultsError, match="not a run directory"):
@@ -156,8 +156,10 @@ async def test_merge_refuses_duplicates_and_unsharded_runs(tmp_path: Path) -> No
 async def test_resuming_a_shard_keeps_its_slice(tmp_path: Path) -> None:
     async with serve(sum_policy) as (_, client):
         [out] = [tmp_path / "s"]
-        await evaluate(FakeEnv(n=6), client, output_dir=out, progress=False, shard="1/2")
+        await aevaluate(FakeEnv(n=6), client, output_dir=out, progress=False, shard="1/2")
         with pytest.raises(ValueError, match=r'arguments\.shard: was "1/2", now "0/2"'):
-            await evaluate(FakeEnv(n=6), client, output_dir=out, resume=True, progress=False, shard="0/2")
-        again = await evaluate(FakeEnv(n=6), client, output_dir=out, resume=True, progress=False, shard="1/2")
+            await aevaluate(FakeEnv(n=6), client, output_dir=out, resume=True, progress=False, shard="0/2")
+        again = await aevaluate(
+            FakeEnv(n=6), client, output_dir=out, resume=True, progress=False, shard="1/2"
+        )
     assert [r.key for r in again] == [("1", 0), ("3", 0), ("5", 0)]

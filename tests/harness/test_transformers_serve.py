@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from envs import MultiTurnEnv, SingleTurnEnv, ToolEnv
-from harness.client import Client
+from harness.endpoint.client import Client
 from harness.errors import ConfigError
 from harness.results.eval_results import load_results
 from harness.types import Rollout
@@ -141,7 +141,7 @@ def test_single_turn_chat_finishes_as_the_server_reports(served: Served) -> None
     env = SingleTurnEnv([{"question": "What is 2 + 3?", "answer": "5"}] * 2, lambda response: 1.0)
     results = env.evaluate(served.client("plain"), num_examples=2)
     assert [r.response for r in results] == [PLAIN_REPLY] * 2
-    assert {r.stop_reason for r in results} == {"completed"} and results.summary.errors == 0
+    assert {r.stop_reason for r in results} == {"completed"} and results.summary.num_errors == 0
     assert all(r.usage.prompt_tokens > 0 and r.usage.completion_tokens == 2 for r in results)
     # Cut off by max_tokens, the server says "length", and so does the rollout.
     cut = env.evaluate(served.client("plain"), num_examples=1, sampling={"max_tokens": 1})
@@ -242,6 +242,6 @@ def test_rubric_eval_with_two_workers_against_the_server(served: Served, tmp_pat
     )
     assert proc.returncode == 0, proc.stderr
     results = load_results(tmp_path / "run")
-    assert len(results) == 4 and results.summary.errors == 0
+    assert len(results) == 4 and results.summary.num_errors == 0
     assert all(r.reward == 1.0 and r.stop_reason == "max_turns" for r in results)
     assert {m.tool_call_id for r in results for m in r.completion if m.role == "tool"} != {None}

@@ -14,8 +14,8 @@ from typing import Any
 import openai
 import pytest
 
-import harness.transport as transport_module
-from harness.client import TRANSPORTS, Client, Completion
+import harness.endpoint.transport as transport_module
+from harness.endpoint.client import TRANSPORTS, Client, Completion
 from harness.errors import ConfigError, ConfigTypeError, EndpointError
 from harness.scripted.endpoint import ScriptedEndpoint
 from tests.harness.test_client_faults import raw_server

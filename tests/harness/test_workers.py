@@ -1,4 +1,4 @@
-"""Worker processes (`evaluate(workers=N)`): exact results, a dying worker, Ctrl-C, shares, bad input."""
+"""Worker processes (`aevaluate(workers=N)`): exact results, a dying worker, Ctrl-C, shares, bad input."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from harness.client import concurrency_share, set_concurrency_share
-from harness.errors import ConfigError
-from harness.evaluation import evaluate
-from harness.executors.workers import WorkerError, check_workers, split_evenly
+from harness.endpoint.client import concurrency_share, set_concurrency_share
+from harness.errors import ConfigError, WorkerError
+from harness.evaluation import aevaluate
+from harness.executors.workers import check_workers, split_evenly
 from harness.types import Rollout
 from tests.helpers import FakeEnv, serve, sum_policy
 
@@ -93,7 +93,7 @@ def _worker_children() -> list[int]:
 
 async def test_two_workers_run_every_rollout_once(tmp_path: Path) -> None:
     async with serve(sum_policy, latency=0.01, max_concurrency=8) as (endpoint, client):
-        results = await evaluate(
+        results = await aevaluate(
             load_fake("fake", n=20),
             client,
             rollouts_per_example=3,
@@ -106,7 +106,7 @@ async def test_two_workers_run_every_rollout_once(tmp_path: Path) -> None:
     keys = _keys(tmp_path)
     assert len(keys) == 60 and len(set(keys)) == 60
     assert [r.key for r in results] == [(str(i), k) for i in range(20) for k in range(3)]
-    assert results.summary.mean_reward == 1.0 and results.summary.errors == 0
+    assert results.summary.mean_reward == 1.0 and results.summary.num_errors == 0
     session = json.loads((tmp_path / "metadata.json").read_text())["sessions"][-1]
     report = session["workers"]
     assert [w["index"] for w in report["workers"]] == [0, 1]
@@ -120,7 +120,7 @@ async def test_a_dying_worker_loses_and_duplicates_nothing(tmp_path: Path) -> No
     marker = tmp_path / "died"
     env = load_fake("fake", n=24, die_on=5, marker=str(marker))
     async with serve(sum_policy, latency=0.05) as (_, client):
-        results = await evaluate(
+        results = await aevaluate(
             env,
             client,
             rollouts_per_example=2,
@@ -143,7 +143,7 @@ async def test_when_every_worker_dies_the_run_fails_and_keeps_what_finished(tmp_
     env = load_fake("fake", n=12, die_on=11)  # kills whichever worker runs example 11, every time
     async with serve(sum_policy) as (_, client):
         with pytest.raises(WorkerError, match=r"every worker died with 1 rollout\(s\) left"):
-            await evaluate(env, client, concurrency=2, workers=2, output_dir=tmp_path, progress=False)
+            await aevaluate(env, client, concurrency=2, workers=2, output_dir=tmp_path, progress=False)
     keys = _keys(tmp_path)
     assert len(keys) == 11 and len(set(keys)) == 11 and ("11", 0) not in keys
     assert json.loads((tmp_path / "metadata.json").read_text())["status"] == "failed"
@@ -153,7 +153,7 @@ async def test_when_every_worker_dies_the_run_fails_and_keeps_what_finished(tmp_
 async def test_cancelling_stops_every_worker_and_keeps_what_finished(tmp_path: Path) -> None:
     async with serve(sum_policy, latency=0.2) as (_, client):
         task = asyncio.create_task(
-            evaluate(
+            aevaluate(
                 load_fake("fake", n=200),
                 client,
                 concurrency=8,
@@ -182,7 +182,7 @@ async def test_cancelling_stops_every_worker_and_keeps_what_finished(tmp_path: P
 async def test_environment_without_a_spec_is_refused(tmp_path: Path) -> None:
     async with serve(sum_policy) as (_, client):
         with pytest.raises(ConfigError, match=r"workers>1 needs an environment built from a spec"):
-            await evaluate(FakeEnv(n=2), client, workers=2, output_dir=tmp_path / "x", progress=False)
+            await aevaluate(FakeEnv(n=2), client, workers=2, output_dir=tmp_path / "x", progress=False)
     assert not (tmp_path / "x").exists()  # refused before anything was written
 
 
@@ -193,7 +193,7 @@ async def test_environment_changed_after_loading_fails_in_one_line() -> None:
         with pytest.raises(
             WorkerError, match=r"different environment than the driver's \(differs in: name\)"
         ):
-            await evaluate(env, client, workers=2, progress=False)
+            await aevaluate(env, client, workers=2, progress=False)
     assert not _worker_children()
 
 
@@ -203,7 +203,7 @@ async def test_unloadable_environment_names_the_cause() -> None:
     env.config = lambda: {"name": env.name}  # type: ignore[method-assign]
     async with serve(sum_policy) as (_, client):
         with pytest.raises(WorkerError, match=r"worker \d cannot load environment 'fake': TypeError"):
-            await evaluate(env, client, workers=2, progress=False)
+            await aevaluate(env, client, workers=2, progress=False)
 
 
 @pytest.mark.parametrize(
@@ -229,9 +229,9 @@ def test_more_workers_than_cpus_warns() -> None:
 async def test_bad_executor_settings_are_config_errors() -> None:
     async with serve(sum_policy) as (_, client):
         with pytest.raises(ConfigError, match="executor must be 'local' or 'ray'"):
-            await evaluate(FakeEnv(n=2), client, executor="dask", progress=False)
+            await aevaluate(FakeEnv(n=2), client, executor="dask", progress=False)
         with pytest.raises(ConfigError, match="ray_address='auto' needs executor='ray'"):
-            await evaluate(FakeEnv(n=2), client, ray_address="auto", progress=False)
+            await aevaluate(FakeEnv(n=2), client, ray_address="auto", progress=False)
 
 
 def test_concurrency_shares_add_up_to_the_limit() -> None:
@@ -251,14 +251,14 @@ def test_concurrency_shares_add_up_to_the_limit() -> None:
 
 async def test_client_limit_is_run_wide_across_workers(tmp_path: Path) -> None:
     async with serve(sum_policy, latency=0.05, max_concurrency=5) as (endpoint, client):
-        await evaluate(load_fake("fake", n=40), client, concurrency=16, workers=2, progress=False)
+        await aevaluate(load_fake("fake", n=40), client, concurrency=16, workers=2, progress=False)
         assert endpoint.stats.requests == 40
         assert endpoint.stats.max_in_flight <= 5  # 3 + 2, not 5 per worker
 
 
 async def test_a_rollout_whose_state_cannot_be_sent_is_an_error_on_it_only(tmp_path: Path) -> None:
     async with serve(sum_policy) as (_, client):
-        results = await evaluate(
+        results = await aevaluate(
             load_fake("fake", n=8, lock_on=3), client, workers=2, output_dir=tmp_path / "run", progress=False
         )
     assert sorted(_keys(tmp_path / "run")) == sorted((str(i), 0) for i in range(8))

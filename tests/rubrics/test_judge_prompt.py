@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from harness.client import Client
+from harness.endpoint.client import Client
 from harness.scripted.endpoint import ScriptedEndpoint
 from harness.types import Rollout
 from rubrics import judges

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from harness.client import Client
+from harness.endpoint.client import Client
 from harness.errors import ConfigError
 from harness.scripted.endpoint import ScriptedEndpoint, ScriptedHTTPError
 from harness.types import Rollout

@@ -65,7 +65,7 @@ def test_to_pandas_has_node_columns_in_tree_order_and_the_nan_reason() -> None:
 def test_summary_and_html_show_node_means_in_tree_order_and_the_unscored_reason() -> None:
     out = tree().score_batch(ROWS)
     assert list(out.summary.node_means) == ["zeta", "alpha", "alpha.exact"]
-    assert out.summary.unscored == 1
+    assert out.summary.num_unscored == 1
     page = out._repr_html_()
     assert "scored batch of 3" in page and "zeta" in page and "<svg" in page
     assert page.index("zeta") < page.index("alpha")

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from envs import SingleTurnEnv
-from harness.client import Client
+from harness.endpoint.client import Client
 from harness.errors import ConfigError
 from harness.scripted.endpoint import ScriptedEndpoint
 from rubrics import Gate, LLMJudge, Sequential, WeightedSum, reward

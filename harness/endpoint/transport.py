@@ -10,7 +10,7 @@ bytes. Two kinds exist:
   client the user configured, e.g. for Azure): its HTTP stack, headers and auth, with the raw
   answer decoded as the same JSON (the SDK's response objects are never built).
 
-Both raise the same three errors, so the retry policy (`harness.retry`) and the error text
+Both raise the same three errors, so the retry policy (`harness.endpoint.retry`) and the error text
 never depend on which one ran: `HTTPStatusError` (an HTTP answer of 400 or above, with the
 server's body and headers), `TransportConnectionError` (no answer: refused, reset, dropped)
 and `TransportTimeout`.

@@ -1,11 +1,15 @@
 """`Client`: chat completions from any OpenAI-compatible endpoint, bounded and retried.
 
 The client builds each request body and reads each answer as plain JSON; a transport
-(`harness.transport`: lean aiohttp by default, or the `openai` SDK) moves the bytes, one per
+(`harness.endpoint.transport`: lean aiohttp by default, or the `openai` SDK) moves the bytes, one per
 event loop, with an HTTP pool exactly as large as the concurrency limit (so requests never
 queue inside the pool where timeouts would fire spuriously), and one tenacity policy
-(`harness.retry`) retries. Failures become `EndpointError`, whose text says what the
+(`harness.endpoint.retry`) retries. Failures become `EndpointError`, whose text says what the
 endpoint answered and never holds the key.
+
+Over 500 lines for one class read top to bottom: settings, the request path (build, send,
+retry, count, name the failure) and reading the answer; the wire format itself is in
+`harness.endpoint.wire`.
 """
 
 from __future__ import annotations
@@ -14,101 +18,45 @@ import asyncio
 import importlib
 import logging
 import os
-import re
 from collections.abc import Mapping, Sequence
-from http import HTTPStatus
 from types import TracebackType
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import ValidationError
 
 from harness.aio import blocked_loop_serves
 from harness.defaults import DEFAULT_BASE_URL, DEFAULT_CONCURRENCY, DEFAULT_TRANSPORT, TRANSPORTS
-from harness.errors import ConfigError, ConfigTypeError, EndpointError
-from harness.retry import MalformedResponseError, call_with_retries, is_retryable, status_of
-from harness.transport import (
+from harness.endpoint.retry import MalformedResponseError, call_with_retries, is_retryable, status_of
+from harness.endpoint.transport import (
     AiohttpTransport,
-    HTTPStatusError,
     SDKTransport,
     Transport,
-    TransportConnectionError,
     TransportError,
     TransportTimeout,
 )
-from harness.types import Message, TurnTokens, Usage
+from harness.endpoint.wire import (
+    HARNESS_OWNED,
+    HINTS,
+    PLACEHOLDER_KEY,
+    REFUSED_STATUSES,
+    REJECTED_STATUSES,
+    REJECTED_STREAK,
+    Choice,
+    Completion,
+    check_params,
+    check_sampling,
+    error_text,
+    int_list,
+    is_context_length_error,
+    logprobs_of,
+    message_from_json,
+    text_or_none,
+    token_count,
+)
+from harness.errors import ConfigError, ConfigTypeError, EndpointError
+from harness.types import Message, Usage
 
 logger = logging.getLogger(__name__)
-
-PLACEHOLDER_KEY = "sk-no-key-required"
-#: Statuses that no retry and no other request of the run can fix.
-REFUSED_STATUSES = frozenset({401, 403, 404})
-#: Statuses a server gives a request it cannot parse or will not take as sent (an unknown
-#: sampling key, a model it does not serve: `transformers serve` answers 422 and 400). One
-#: such answer may be about one request (a prompt too long for the context); this many in a
-#: row before any success means every request of the run is rejected alike.
-REJECTED_STATUSES = frozenset({400, 422})
-REJECTED_STREAK = 4
-# How OpenAI-compatible servers (OpenAI, vLLM, llama.cpp, SGLang, TGI...) word a 400 for a
-# prompt that no longer fits the context window. Such a rollout ran out of room, which is
-# a "length" stop, not an infrastructure error.
-_CONTEXT_TOO_LONG = re.compile(
-    r"context[ _-]?(length|window)|maximum context|max_model_len|prompt is too long|input is too long"
-    r"|too many (input )?tokens|exceeds? the (model'?s? )?(maximum|max)|reduce the length",
-    re.IGNORECASE,
-)
-
-
-_HINTS = {
-    401: "check the API key (api_key= or OPENAI_API_KEY)",
-    403: "the key is not allowed to use this model or endpoint",
-    404: "check the model name and base_url (it usually ends in /v1)",
-    400: "the endpoint rejected the request: check the model name and the sampling keys (-S/sampling=)",
-    422: "the endpoint rejected the request: remove the sampling keys it does not support (-S/sampling=)",
-}
-
-
-class Choice(BaseModel):
-    """One generated alternative (`n > 1` gives several), with its token ids when the endpoint sent them."""
-
-    message: Message
-    finish_reason: str | None = None
-    token_ids: list[int] | None = None
-    logprobs: list[float] | None = None
-
-
-class Completion(BaseModel):
-    """What `Client.complete` returns: the choices, their token usage, and the endpoint's ids."""
-
-    choices: list[Choice]
-    usage: Usage = Field(default_factory=Usage)
-    model: str | None = None
-    id: str | None = None
-    prompt_token_ids: list[int] | None = None
-
-    def turn_tokens(self, turn: int) -> TurnTokens | None:
-        """The first choice's token record for assistant turn `turn`, if the endpoint gave ids."""
-        choice = self.choices[0]
-        if self.prompt_token_ids is None or choice.token_ids is None:
-            return None
-        logprobs = (
-            choice.logprobs
-            if choice.logprobs is not None and len(choice.logprobs) == len(choice.token_ids)
-            else None
-        )
-        return TurnTokens(
-            turn=turn,
-            prompt_token_ids=self.prompt_token_ids,
-            completion_token_ids=choice.token_ids,
-            logprobs=logprobs,
-        )
-
-    @property
-    def message(self) -> Message:
-        return self.choices[0].message
-
-    @property
-    def finish_reason(self) -> str | None:
-        return self.choices[0].finish_reason
 
 
 class _Secret:
@@ -129,6 +77,15 @@ class _Secret:
 # This process's share of every Client's max_concurrency: (worker index, number of workers).
 # A run with worker processes sets it in each worker, so a limit stays one limit for the run.
 _SHARE: tuple[int, int] = (0, 1)
+# Clients whose pool is open (`open_clients`), held until closed: a pool dropped unclosed
+# would leak its sockets anyway, and this way whoever ends the event loop can still close it.
+_OPEN: set[Client] = set()
+
+
+def open_clients() -> list[Client]:
+    """Every Client of this process whose HTTP pool is open now (a test harness or a
+    notebook closes them with `client.close()` before their event loop ends)."""
+    return list(_OPEN)
 
 
 def set_concurrency_share(index: int, count: int) -> None:
@@ -174,31 +131,6 @@ def _sdk_client(
     )
 
 
-def _without_nulls(data: Mapping[str, Any]) -> dict[str, Any]:
-    """A JSON object without its null members, one level down too (servers send `"x": null`
-    for fields they leave out, which the message model reads as absent)."""
-    return {k: _without_nulls(v) if isinstance(v, Mapping) else v for k, v in data.items() if v is not None}
-
-
-def _message_from_json(message: object) -> Message:
-    if not isinstance(message, Mapping):
-        raise TypeError(f"is not an object (got {type(message).__name__})")
-    data = {k: v for k, v in message.items() if v is not None}
-    calls = []
-    raw_calls = data.get("tool_calls")
-    for call in raw_calls if isinstance(raw_calls, list) else []:  # else validation names it
-        if isinstance(call, Mapping):
-            call = _without_nulls(call)
-            if "function" not in call and isinstance(call.get("custom"), dict):  # custom tools: text input
-                custom = call.pop("custom")
-                call["function"] = {"name": custom.get("name", ""), "arguments": custom.get("input", "")}
-        calls.append(call)
-    if calls:
-        data["tool_calls"] = calls
-    data.setdefault("role", "assistant")
-    return Message.model_validate(data)
-
-
 def _check_settings(
     model: str,
     *,
@@ -242,7 +174,7 @@ class Client:
     way (`logprobs=True`, `return_token_ids` in the body); a `Completion` then carries
     `prompt_token_ids` and each choice its `token_ids` and `logprobs`.
 
-    `transport` moves the bytes (`harness.transport`): "aiohttp" (the default, lean: plain
+    `transport` moves the bytes (`harness.endpoint.transport`): "aiohttp" (the default, lean: plain
     JSON, no SDK objects), "openai" (the SDK's own HTTP stack), or your own
     `openai.AsyncOpenAI` (for example one configured for Azure; its base_url, key and headers
     are used, and it is yours to close). Requests, answers, retries and errors are the same
@@ -290,7 +222,7 @@ class Client:
             sampling=sampling,
             headers=headers,
         )
-        _check_params(dict(sampling or {}), "sampling")
+        check_params(dict(sampling or {}), "sampling")
 
         self.model = model
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
@@ -398,6 +330,7 @@ class Client:
             ):
                 asyncio.run_coroutine_threadsafe(old.aclose(), old_loop)  # its pool belongs to that loop
             self._transport = self._open_transport()
+            _OPEN.add(self)
             self._semaphore = asyncio.Semaphore(concurrency_share(self.max_concurrency))
             self._loop = loop
         assert self._semaphore is not None
@@ -421,8 +354,22 @@ class Client:
     async def aclose(self) -> None:
         """Close the HTTP pool; the client reconnects if used again."""
         transport, self._transport, self._loop = self._transport, None, None
+        _OPEN.discard(self)
         if transport is not None:
             await transport.aclose()
+
+    def close(self) -> None:
+        """`aclose`, from synchronous code: on the event loop that owns the pool (a pool
+        belongs to one loop), whether that loop runs in another thread (`run_sync`'s) or is
+        open and idle (a test's, a notebook's); nothing to do when the loop is gone."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            self._transport, self._loop = None, None
+            _OPEN.discard(self)
+        elif loop.is_running():
+            asyncio.run_coroutine_threadsafe(self.aclose(), loop).result(10)
+        else:
+            loop.run_until_complete(self.aclose())
 
     async def __aenter__(self) -> Client:
         return self
@@ -496,7 +443,7 @@ class Client:
             )
         payload = [m.to_openai() if isinstance(m, Message) else dict(m) for m in messages]
         merged = {k: v for k, v in {**self.sampling, **params}.items() if v is not None}
-        _check_params(merged, "complete()")
+        check_params(merged, "complete()")
         if self.return_token_ids:  # asked the vLLM way: logprobs=True, return_token_ids in the body
             merged.setdefault("logprobs", True)
             merged.setdefault("return_token_ids", True)
@@ -536,7 +483,7 @@ class Client:
             self.model,
             wait,
             failed_attempt,
-            self._key.scrub(_error_text(exc)),
+            self._key.scrub(error_text(exc)),
         )
 
     def _completion(self, raw: Any) -> Completion:
@@ -553,8 +500,8 @@ class Client:
         counts = raw.get("usage")
         counts = counts if isinstance(counts, dict) else {}
         usage = Usage(
-            prompt_tokens=_count(counts.get("prompt_tokens")),
-            completion_tokens=_count(counts.get("completion_tokens")),
+            prompt_tokens=token_count(counts.get("prompt_tokens")),
+            completion_tokens=token_count(counts.get("completion_tokens")),
         )
         choices = [self._choice(index, c) for index, c in enumerate(raw_choices)]
         self.usage = self.usage + usage
@@ -562,9 +509,9 @@ class Client:
         return Completion(
             choices=choices,
             usage=usage,
-            model=_text_or_none(raw.get("model")),
-            id=_text_or_none(raw.get("id")),
-            prompt_token_ids=_int_list(raw.get("prompt_token_ids")),
+            model=text_or_none(raw.get("model")),
+            id=text_or_none(raw.get("id")),
+            prompt_token_ids=int_list(raw.get("prompt_token_ids")),
         )
 
     def _choice(self, index: int, choice: Any) -> Choice:
@@ -579,10 +526,10 @@ class Client:
                 raise ValueError("is null")
             finish = choice.get("finish_reason")
             return Choice(
-                message=_message_from_json(message),
+                message=message_from_json(message),
                 finish_reason=finish if isinstance(finish, str) else None,
-                token_ids=_int_list(choice.get("token_ids")),
-                logprobs=_logprobs(choice.get("logprobs")),
+                token_ids=int_list(choice.get("token_ids")),
+                logprobs=logprobs_of(choice.get("logprobs")),
             )
         except ValidationError as exc:
             first = exc.errors()[0]
@@ -597,91 +544,10 @@ class Client:
     def _endpoint_error(self, exc: BaseException, attempts: int) -> EndpointError:
         status = status_of(exc)
         after = f" after {attempts} attempt{'s' if attempts != 1 else ''}" if is_retryable(exc) else ""
-        text = f"{self.model} at {self.base_url}: {_error_text(exc, self.timeout)}{after}"
-        if status in _HINTS:
-            text += f" ({_HINTS[status]})"
+        text = f"{self.model} at {self.base_url}: {error_text(exc, self.timeout)}{after}"
+        if status in HINTS:
+            text += f" ({HINTS[status]})"
         return EndpointError(self._key.scrub(text), status=status, attempts=attempts)
-
-
-#: Request arguments the harness sets itself, or that would break every rollout, with why.
-HARNESS_OWNED = {
-    "messages": "the harness sends each rollout's conversation",
-    "model": "the model is -m/--model (Client(model=...))",
-    "tools": "tools come from the environment",
-    "functions": "tools come from the environment",
-    "stream": "the harness reads whole responses",
-    "stream_options": "the harness reads whole responses",
-    "n": "one rollout is one completion; use -r/--rollouts-per-example for several",
-}
-
-
-def check_sampling(sampling: Mapping[str, Any], where: str = "sampling") -> None:
-    """Reject sampling arguments the harness owns (`HARNESS_OWNED`), naming the reason.
-
-    Raises:
-        ConfigError: A key such as `stream`, `messages`, `model`, `tools` or `n` is present.
-    """
-    for key in sampling:
-        if key in HARNESS_OWNED and not (key == "n" and sampling[key] == 1):
-            raise ConfigError(f"{where} may not set {key!r}: {HARNESS_OWNED[key]}; remove it")
-
-
-def _int_list(value: Any) -> list[int] | None:
-    """Token ids as vLLM sends them (a list of ints), else None."""
-    if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-        return value
-    return None
-
-
-def _logprobs(value: Any) -> list[float] | None:
-    """The sampled tokens' logprobs from an OpenAI `logprobs` object (`content[i].logprob`)."""
-    content = value.get("content") if isinstance(value, dict) else None
-    if not content or not isinstance(content, list):
-        return None
-    try:
-        return [float(item["logprob"]) for item in content]
-    except (KeyError, TypeError, ValueError):
-        return None
-
-
-def _count(value: Any) -> int:
-    """A token count from `usage`; absent, null or not a whole number counts as 0."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
-def _text_or_none(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _check_params(params: Mapping[str, Any], where: str) -> None:
-    for name in ("messages", "stream"):
-        if params.get(name) not in (None, False):
-            raise ValueError(
-                f"{where} got {name}={params[name]!r}: the Client sets messages itself and does "
-                "not stream; remove it"
-            )
-
-
-def _error_text(exc: BaseException | None, timeout: float | None = None) -> str:
-    """What went wrong, in the endpoint's own words where it gave any."""
-    if exc is None:
-        return "unknown failure"
-    if isinstance(exc, MalformedResponseError):
-        return str(exc)
-    if isinstance(exc, TransportTimeout):
-        return f"no answer within the {timeout:g}s timeout" if timeout else "request timed out"
-    if isinstance(exc, TransportConnectionError):
-        return f"connection failed ({exc})"
-    if isinstance(exc, HTTPStatusError):
-        return f"HTTP {exc.status_code}: {_body_message(exc.body) or _reason(exc.status_code)}"
-    return f"{type(exc).__name__}: {exc}"
-
-
-def _reason(status: int) -> str:
-    try:
-        return HTTPStatus(status).phrase
-    except ValueError:
-        return "error"
 
 
 def _check_transport(transport: object) -> None:
@@ -701,33 +567,14 @@ def _check_transport(transport: object) -> None:
         )
 
 
-def is_context_length_error(exc: BaseException) -> bool:
-    """True for an endpoint 400 saying the conversation is longer than the model's context."""
-    return getattr(exc, "status", None) == 400 and bool(_CONTEXT_TOO_LONG.search(str(exc)))
-
-
-def _body_message(body: object) -> str:
-    """The server's own words in an error body: OpenAI's and vLLM's `message` (the SDK has
-    already unwrapped `error`), FastAPI's `detail` (`transformers serve`; a list of validation
-    errors when a field has the wrong type), or the text of a non-JSON body."""
-    if isinstance(body, str):
-        return body
-    if not isinstance(body, Mapping):
-        return ""
-    for key in ("message", "detail"):
-        value = body.get(key)
-        if isinstance(value, str) and value:
-            return value
-        if isinstance(value, list) and value:
-            return "; ".join(str(v.get("msg", v)) if isinstance(v, Mapping) else str(v) for v in value)
-    return ""
-
-
 __all__ = [
     "DEFAULT_CONCURRENCY",
+    "HARNESS_OWNED",
     "Choice",
     "Client",
     "Completion",
     "EndpointError",
+    "check_sampling",
     "is_context_length_error",
+    "open_clients",
 ]

@@ -2,7 +2,7 @@
 
 Kept separate from the client so the decisions (retry 408/429/5xx, timeouts and broken
 connections; never other 4xx; honour Retry-After but cap it) are readable and testable on
-their own. The errors are the transports' own (`harness.transport`), whichever transport ran;
+their own. The errors are the transports' own (`harness.endpoint.transport`), whichever transport ran;
 the `openai` SDK's retries are switched off so there is exactly one policy.
 """
 
@@ -22,7 +22,7 @@ from tenacity import (
     stop_after_attempt,
 )
 
-from harness.transport import HTTPStatusError, TransportConnectionError, TransportTimeout
+from harness.endpoint.transport import HTTPStatusError, TransportConnectionError, TransportTimeout
 
 T = TypeVar("T")
 
