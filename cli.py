@@ -396,9 +396,9 @@ def install(spec: str, hub_url: str | None) -> int:
     return 0
 
 
-@rubric.group(help="search the hub and show an environment's card")
+@rubric.group()
 def hub() -> None:
-    pass
+    """search the hub and show an environment's card"""
 
 
 @command(hub, help="environment packages on the hub (name, versions, card)")

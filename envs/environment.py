@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import copy
 import difflib
-import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
@@ -41,7 +40,7 @@ from envs.tools.mcp import MCPServer, MCPTool
 from envs.trl_bridge import TRLSpec
 from harness.aio import maybe_await, run_sync
 from harness.errors import ConfigError, ConfigTypeError
-from harness.types import INJECTED, Message, Rollout, ToolCall, as_messages
+from harness.types import INJECTED, Message, Rollout, ToolCall, as_messages, jsonable
 from rubrics.credit import assign_credit
 from rubrics.render import tree_nodes
 
@@ -470,7 +469,7 @@ class Environment:
 
     def config(self) -> dict[str, Any]:
         """What identifies this environment in metadata.json (compared when a run resumes)."""
-        identity: dict[str, Any] = _jsonable(
+        identity: dict[str, Any] = jsonable(
             {
                 "class": type(self).__name__,
                 "name": self.name,
@@ -584,11 +583,6 @@ def _check_same_columns(source_columns: dict[str, set[str]]) -> None:
 
 def _add_error(rollout: Rollout, message: str) -> None:
     rollout.error = message if not rollout.error else f"{rollout.error}; {message}"
-
-
-def _jsonable(value: Any) -> Any:
-    """A JSON-safe copy (unknown objects become their repr) so metadata.json always writes."""
-    return json.loads(json.dumps(value, default=repr))
 
 
 __all__ = ["Environment"]

@@ -30,7 +30,7 @@ from envs.tools.functions import Tool, ToolLike
 from envs.tools.schema import TOOL_INJECTED
 from harness.aio import run_sync
 from harness.errors import ConfigError
-from harness.types import FunctionCall, Message, Rollout, ToolCall
+from harness.types import FunctionCall, Message, Rollout, ToolCall, text_messages
 from rubrics.trl import TRLReward, as_trl_reward, as_trl_value
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -316,20 +316,10 @@ class TRLSpec:
         return f"TRLSpec({self.env.name!r}, {len(self.train_dataset)} prompts, kwargs={sorted(self.kwargs)})"
 
 
-def _prompt_rows(messages: list[Message]) -> list[dict[str, Any]]:
-    rows = []
-    for m in messages:
-        row = m.to_openai()
-        if not isinstance(row.get("content"), str):
-            row["content"] = m.text
-        rows.append(row)
-    return rows
-
-
 def train_dataset(env: Environment, *, split: str = "train", num_examples: int | None = None) -> Dataset:
     """The environment's examples with `prompt` as the chat messages the model is shown."""
     data = env.get_dataset(split, n=num_examples)
-    prompts = [_prompt_rows(env.format_prompt(row)) for row in data]
+    prompts = [text_messages(env.format_prompt(row)) for row in data]
     if env.parser is not None and "parsed_answer" in data.column_names:
         data = data.remove_columns("parsed_answer")
     if "prompt" in data.column_names:

@@ -43,7 +43,7 @@ from harness.results.storage import (
 )
 from harness.results.summary import summarize
 from harness.runner import rollout as run_rollout
-from harness.types import Rollout
+from harness.types import Rollout, jsonable
 from harness.views.progress import ProgressDisplay, RunStats
 
 # Arguments that only change how fast a run goes, so a resumed run may change them.
@@ -68,11 +68,6 @@ def _versions() -> dict[str, str]:
         except PackageNotFoundError:
             found[name] = "not installed"
     return found
-
-
-def _jsonable(value: Any) -> Any:
-    """The value as it will read back from metadata.json (so comparisons are like for like)."""
-    return json.loads(json.dumps(value, default=str))
 
 
 def _shown(value: Any, missing: object) -> str:
@@ -507,7 +502,7 @@ async def aevaluate(
         "rollouts_per_example": rollouts_per_example,
         "seed": seed,
         "split": split,
-        "sampling": _jsonable(dict(sampling or {})),
+        "sampling": jsonable(dict(sampling or {})),
         "concurrency": concurrency,
         "progress": progress,
     }
@@ -515,7 +510,7 @@ async def aevaluate(
         arguments["shard"] = str(chosen)
     if run_elsewhere is not None:
         arguments.update(workers=workers, executor=executor)
-    current = {"env": _jsonable(env.config()), "model": _jsonable(client.config()), "arguments": arguments}
+    current = {"env": jsonable(env.config()), "model": jsonable(client.config()), "arguments": arguments}
     directory = Path(output_dir) if output_dir is not None else None
     run = _open_run(env, directory, current, plan, sharding, resume=resume, overwrite=overwrite)
     if run_elsewhere is None:
@@ -552,7 +547,7 @@ def _open_run(
 ) -> _Run:
     """Take the directory's lock, load what a resumed run already has, and start metadata."""
     previous, saved, lock = _load_previous(directory, resume, overwrite, current)
-    origin = _jsonable(env.provenance) if isinstance(env, Reloadable) else None
+    origin = jsonable(env.provenance) if isinstance(env, Reloadable) else None
     try:
         plan.skip_finished(previous, directory)
         run = _Run.open(directory, _start_metadata(current, saved, plan, sharding, origin), plan)

@@ -7,8 +7,9 @@ and exact on output (NaN rewards survive a JSON round trip as `null`).
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -186,6 +187,24 @@ class HtmlRepr:
         return None if render is None else render(self)
 
 
+def jsonable(value: Any) -> Any:
+    """`value` as it reads back from a JSON file (metadata.json): objects JSON cannot hold
+    become their text, so what is compared on resume is compared like for like."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def text_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
+    """Messages as OpenAI dicts whose `content` is always text (parts joined): the form
+    training datasets take (SFT rows, GRPO prompts)."""
+    rows = []
+    for m in messages:
+        row = m.to_openai()
+        if not isinstance(row.get("content"), str):
+            row["content"] = m.text
+        rows.append(row)
+    return rows
+
+
 def _nan_if_none(value: Any) -> Any:
     return math.nan if value is None else value
 
@@ -330,5 +349,7 @@ __all__ = [
     "TurnTokens",
     "Usage",
     "as_messages",
+    "jsonable",
     "register_html_view",
+    "text_messages",
 ]

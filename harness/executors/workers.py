@@ -40,7 +40,7 @@ from harness.errors import ConfigError, WorkerError
 from harness.executors.scheduler import Job, PoolReport, WorkerLost, prefetch, run_jobs
 from harness.protocol import EnvironmentProtocol, EnvironmentSource, HoldsResources, Reloadable
 from harness.runner import describe_error, rollout
-from harness.types import Rollout
+from harness.types import Rollout, jsonable
 
 START_TIMEOUT = 300.0  # seconds a worker may take to import and build the environment
 STOP_TIMEOUT = 10.0
@@ -124,7 +124,7 @@ def worker_specs(
     base = WorkerSpec(
         source=source,
         env_overrides={"max_turns": env.max_turns, "sampling": dict(env.sampling)},
-        env_config=_plain(env.config()),
+        env_config=jsonable(env.config()),
         client_kwargs=replica(),
         sampling=dict(sampling or {}),
         concurrency=1,
@@ -135,12 +135,6 @@ def worker_specs(
         WorkerSpec(**{**base.__dict__, "concurrency": share, "index": i})
         for i, share in enumerate(split_evenly(concurrency, workers))
     ]
-
-
-def _plain(value: Any) -> Any:
-    import json
-
-    return json.loads(json.dumps(value, default=str))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -185,7 +179,7 @@ class WorkerRuntime:
             ) from exc
         for name, value in spec.env_overrides.items():
             setattr(env, name, value)
-        config = _plain(env.config())
+        config = jsonable(env.config())
         if config != spec.env_config:
             changed = sorted(
                 k for k in set(config) | set(spec.env_config) if config.get(k) != spec.env_config.get(k)

@@ -19,19 +19,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from harness.errors import ConfigError, ResultsError
-from harness.types import Message, Rollout
+from harness.types import Rollout, text_messages
 
 FORMATS: tuple[str, ...] = ("records", "messages", "preference", "tokens", "trl")
-
-
-def _messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
-    out = []
-    for m in messages:
-        row = m.to_openai()
-        if not isinstance(row.get("content"), str):
-            row["content"] = m.text
-        out.append(row)
-    return out
 
 
 def _by_example(rollouts: Iterable[Rollout]) -> dict[str, list[Rollout]]:
@@ -58,7 +48,7 @@ def messages_rows(
                 {
                     "example_id": str(r.example_id),
                     "rollout_index": r.rollout_index,
-                    "messages": _messages(r.messages),
+                    "messages": text_messages(r.messages),
                     "reward": r.reward,
                 }
             )
@@ -87,9 +77,9 @@ def preference_rows(rollouts: Iterable[Rollout]) -> list[dict[str, Any]]:
         rows.append(
             {
                 "example_id": str(chosen.example_id),
-                "prompt": _messages(chosen.prompt),
-                "chosen": _messages(chosen.completion),
-                "rejected": _messages(rejected.completion),
+                "prompt": text_messages(chosen.prompt),
+                "chosen": text_messages(chosen.completion),
+                "rejected": text_messages(rejected.completion),
                 "score_chosen": chosen.reward,
                 "score_rejected": rejected.reward,
             }
@@ -153,7 +143,7 @@ def trl_rows(rollouts: Iterable[Rollout]) -> list[dict[str, Any]]:
         if key not in seen and r.prompt:
             seen[key] = {
                 "example_id": key,
-                "prompt": _messages(r.prompt),
+                "prompt": text_messages(r.prompt),
                 "answer": None
                 if r.answer is None
                 else json.dumps(r.answer)
