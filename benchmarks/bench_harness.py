@@ -7,6 +7,7 @@ in a separate process so the server's CPU is not charged to either side.
     python benchmarks/bench_harness.py                 # 1000 rollouts, 64 @ 0 ms and 256 @ 20 ms
     python benchmarks/bench_harness.py -n 300 --repeats 1
     python benchmarks/bench_harness.py --scale         # workers=1 vs workers=2 (and Ray), see below
+    python benchmarks/bench_harness.py --memory        # driver peak RSS: 2,000 vs 200,000 rollouts
 
 What is measured, per variant, each in a fresh Python process (so one variant's imports,
 caches and memory high-water mark cannot flatter or penalise the next):
@@ -232,6 +233,10 @@ async def _harness(base_url: str, concurrency: int, n: int, variant: str) -> dic
 
 
 def _worker(variant: str, base_url: str, concurrency: int, n: int) -> None:
+    if variant.startswith("memory:"):  # memory:<scale variant>:<rollouts per example>
+        name, per_example = variant.removeprefix("memory:").rsplit(":", 1)
+        print(json.dumps(asyncio.run(_scale(name, base_url, n, int(per_example)))))
+        return
     if variant.startswith("scale:"):
         print(json.dumps(asyncio.run(_scale(variant.removeprefix("scale:"), base_url, n))))
         return
@@ -258,7 +263,7 @@ def _run_worker(variant: str, base_url: str, concurrency: int, n: int) -> dict[s
         capture_output=True,
         text=True,
         env=env,
-        timeout=900,
+        timeout=1800,
     )
     if proc.returncode != 0:
         raise SystemExit(f"{variant} worker failed:\n{proc.stderr[-3000:]}")
@@ -386,14 +391,14 @@ def _first_line_watch(path: Path) -> tuple[Any, dict[str, float]]:
     return done, seen
 
 
-async def _scale(variant: str, base_url: str, n: int) -> dict[str, float]:
+async def _scale(variant: str, base_url: str, n: int, per_example: int = 1) -> dict[str, float]:
     from envs import load_environment as load
     from harness.endpoint.client import Client
     from harness.evaluation import aevaluate
     from harness.executors.workers import peak_rss_mib
 
     concurrency = SCALE_CONFIG[0]
-    env = load(str(Path(__file__).resolve()), n=n)
+    env = load(str(Path(__file__).resolve()), n=n // per_example)
     client = Client("scripted", base_url=base_url, api_key="x", max_concurrency=concurrency)
     await client.complete([{"role": "user", "content": "What is 1+2?"}])
     if variant == "ray x2":
@@ -409,6 +414,7 @@ async def _scale(variant: str, base_url: str, n: int) -> dict[str, float]:
             env,
             client,
             concurrency=concurrency,
+            rollouts_per_example=per_example,
             workers=workers,
             executor="ray" if variant.startswith("ray") else "local",
             output_dir=out,
@@ -484,6 +490,47 @@ def _scale_main(n: int, repeats: int) -> None:
         print(f"target, ray x2 >= {RAY_TARGET}x workers=2: {verdict}")
 
 
+# -- memory: the driver's peak RSS does not grow with the number of rollouts ---------------------
+#
+#     python benchmarks/bench_harness.py --memory          # 2,000 and 200,000 rollouts
+#
+# Both runs use the same 2,000 examples (1 and 100 rollouts each), write results.jsonl, and run
+# in a fresh process against the scripted endpoint (256 @ 0 ms); "workers=2" is the same with
+# two worker processes (the driver only schedules, writes and summarises). The driver keeps a
+# running summary and at most `harness.evaluation.KEPT_IN_MEMORY` rollouts, and reads the
+# rollouts back from results.jsonl when asked. Target: peak RSS at 200,000 within 50 MB of 2,000.
+MEMORY_SIZES = (2_000, 200_000)
+MEMORY_EXAMPLES = 2_000
+MEMORY_TARGET_MB = 50.0
+
+
+def _memory_main() -> None:
+    from harness.scripted.endpoint import ScriptedEndpoint
+
+    print(
+        f"memory: driver peak RSS, {MEMORY_EXAMPLES:,} examples, 256 @ 0 ms, endpoint in its own process; {_load()}"
+    )
+    print(f"\n{'variant':<12}{'rollouts':>10}{'wall s':>9}{'rollouts/s':>12}{'driver peak RSS':>17}")
+    verdicts = []
+    with ScriptedEndpoint(policy, process=True, model="scripted") as endpoint:
+        for variant in ("workers=1", "workers=2"):
+            peaks = []
+            for n in MEMORY_SIZES:
+                per_example = n // MEMORY_EXAMPLES
+                m = _run_worker(f"memory:{variant}:{per_example}", endpoint.base_url, 256, n)
+                peaks.append(m["driver_rss"])
+                print(f"{variant:<12}{n:>10,}{m['wall']:>9.1f}{m['rate']:>12.0f}{m['driver_rss']:>15.0f}MB")
+            grew = peaks[-1] - peaks[0]
+            verdicts.append((variant, grew))
+    print()
+    for variant, grew in verdicts:
+        verdict = "met" if grew <= MEMORY_TARGET_MB else "MISSED"
+        print(
+            f"target, {variant}: peak at {MEMORY_SIZES[-1]:,} rollouts within {MEMORY_TARGET_MB:.0f} MB of "
+            f"{MEMORY_SIZES[0]:,}: {grew:+.0f} MB, {verdict}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-n", "--rollouts", type=int, default=1000)
@@ -501,10 +548,17 @@ def main() -> None:
     parser.add_argument(
         "--scale", action="store_true", help="workers=1 vs workers=2 (and Ray) at 256 @ 20 ms instead"
     )
+    parser.add_argument(
+        "--memory", action="store_true", help="the driver's peak RSS at 2,000 and 200,000 rollouts instead"
+    )
     args = parser.parse_args()
     if args.worker:
         variant, base_url, concurrency, n = args.worker
         _worker(variant, base_url, int(concurrency), int(n))
+        return
+    if args.memory:
+        sys.path.insert(0, str(ROOT))
+        _memory_main()
         return
     if args.scale:
         sys.path.insert(0, str(ROOT))

@@ -16,10 +16,11 @@ import json
 import math
 import sys
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping
+from array import array
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypedDict, Unpack
+from typing import Any, TypedDict, Unpack, overload
 
 from harness.aio import run_sync
 from harness.defaults import DEFAULT_CONCURRENCY
@@ -41,7 +42,7 @@ from harness.results.storage import (
     read_metadata,
     write_json_atomic,
 )
-from harness.results.summary import summarize
+from harness.results.summary import RunningSummary
 from harness.runner import rollout as run_rollout
 from harness.types import Rollout, jsonable
 from harness.views.progress import ProgressDisplay, RunStats
@@ -170,6 +171,12 @@ def _stop_if_refused(client: Client, stats: RunStats) -> None:
         )
 
 
+#: A run with an output directory keeps at most this many rollouts in memory; past it, only its
+#: summary is kept (built as rollouts finish) and `EvalResults` reads the rollouts back from
+#: results.jsonl when asked, so the driver's memory stays flat however long the run.
+KEPT_IN_MEMORY = 1000
+
+
 class _Run:
     """Book-keeping of one evaluate call: the plan, what finished, what goes to disk."""
 
@@ -177,25 +184,46 @@ class _Run:
         self.directory = directory
         self.metadata = metadata
         self.stats = stats
-        self.rollouts: list[Rollout] = []
+        # The rollouts, while the run is small enough to hand back from memory (None after:
+        # the results are read back from results.jsonl when asked for).
+        self.rollouts: list[Rollout] | None = []
+        self.summary = RunningSummary(success_of(metadata))
         self.writer: ResultsWriter | None = None
         self.lock: RunLock | None = None
+        self.plan: _Plan | None = None
         self.started = time.perf_counter()
 
     @classmethod
-    def open(cls, directory: Path | None, metadata: dict[str, Any], plan: _Plan) -> _Run:
+    def open(
+        cls, directory: Path | None, metadata: dict[str, Any], plan: _Plan, previous: list[Rollout]
+    ) -> _Run:
         """Start the run: resumed rollouts counted, metadata.json written, results.jsonl open."""
-        run = cls(directory, metadata, RunStats(total=len(plan.order), done=len(plan.done)))
-        run.rollouts.extend(plan.done.values())
+        run = cls(directory, metadata, RunStats(total=plan.size, done=len(plan.done)))
+        run.plan = plan
+        seen: set[tuple[str, int]] = set()
+        for r in previous:  # a rollout repeated in the file counts once, as the plan counts it
+            if r.key not in seen:
+                seen.add(r.key)
+                run.keep(r)
         if directory is not None:
             run.save_metadata()
             run.writer = ResultsWriter(directory / "results.jsonl")
         return run
 
-    def finished(self, rollout: Rollout) -> None:
+    def keep(self, rollout: Rollout) -> None:
+        """Count a finished rollout in the summary; hold it in memory only while the run is
+        small (`KEPT_IN_MEMORY`) or has no directory to read it back from."""
+        self.summary.add(rollout)
+        if self.rollouts is None:
+            return
         self.rollouts.append(rollout)
+        if self.directory is not None and len(self.rollouts) > KEPT_IN_MEMORY:
+            self.rollouts = None
+
+    def finished(self, rollout: Rollout) -> None:
         if self.writer is not None:
             self.writer.write(rollout)
+        self.keep(rollout)
         self.stats.add(rollout)
 
     def record_workers(self, executor: str, report: PoolReport) -> None:
@@ -230,14 +258,12 @@ class _Run:
 
     def _finalize(self, status: str, *, ran: int, max_k: int) -> EvalResults:
         wall = time.perf_counter() - self.started
-        summary = summarize(
-            self.rollouts,
+        summary = self.summary.summary(
             wall_seconds=wall,
             timed_rollouts=ran,
             max_k=max_k,
             node_order=node_paths(self.metadata),
             planned=self.stats.total,
-            success=success_of(self.metadata),
         )
         session = self.metadata["sessions"][-1]
         session.update(status=status, finished_at=_now(), rollouts_ran=ran, wall_seconds=wall)
@@ -247,45 +273,89 @@ class _Run:
         if self.writer is not None:
             self.writer.close()
         self.save_metadata()
-        return EvalResults(self.rollouts, metadata=self.metadata, summary=summary)
+        if self.rollouts is None and self.directory is not None:
+            return EvalResults.read_back(self.directory, metadata=self.metadata, summary=summary)
+        rollouts = self.rollouts or []
+        ordered = self.plan.sort(rollouts) if self.plan is not None else rollouts
+        return EvalResults(ordered, metadata=self.metadata, summary=summary)
 
 
 class _Plan:
-    """Every (example_id, rollout_index) the run must produce, which are done, which remain."""
+    """Every (example_id, rollout_index) the run must produce, which are done, which remain.
+
+    Memory per rollout is a few bytes: positions are computed from the example's position,
+    the jobs are a sequence computed on demand (`_Jobs`)."""
 
     def __init__(self, examples: list[Mapping[str, Any]], ids: list[str], rollouts_per_example: int) -> None:
         self.examples = examples
         self.ids = ids
         self.rollouts_per_example = rollouts_per_example
-        # (example_id, rollout_index) -> position in the final, ordered results
-        self.order = {
-            (key, index): position * rollouts_per_example + index
-            for position, key in enumerate(self.ids)
-            for index in range(rollouts_per_example)
-        }
-        self.done: dict[tuple[str, int], Rollout] = {}
-        self.jobs: list[Job] = []
+        self.position = {key: position for position, key in enumerate(ids)}
+        self.size = len(ids) * rollouts_per_example
+        self.done: set[tuple[str, int]] = set()
+        self.jobs: _Jobs = _Jobs(examples, rollouts_per_example, None)
+
+    def order(self, key: tuple[str, int]) -> int | None:
+        """Where rollout `key` goes in the final, ordered results (None: not in this plan)."""
+        example, index = key
+        position = self.position.get(example)
+        if position is None or not 0 <= index < self.rollouts_per_example:
+            return None
+        return position * self.rollouts_per_example + index
 
     def skip_finished(self, previous: list[Rollout], directory: Path | None) -> None:
         """Mark the rollouts of the run being resumed as done; the rest become `jobs`."""
         for r in previous:
-            if r.key not in self.order:
+            if self.order(r.key) is None:
                 raise ResultsError(
                     f"cannot resume {directory}: its results.jsonl holds rollout {r.key} "
                     f"(example_id, rollout_index), which this run would not produce; "
                     f"use the original settings or a new output_dir"
                 )
-            self.done.setdefault(r.key, r)
-        self.jobs = [
-            (example, index)
-            for example, key in zip(self.examples, self.ids)
-            for index in range(self.rollouts_per_example)
-            if (key, index) not in self.done
-        ]
+            self.done.add(r.key)
+        if self.done:
+            remaining = array("q", (p for p in range(self.size) if self._key(p) not in self.done))
+            self.jobs = _Jobs(self.examples, self.rollouts_per_example, remaining)
 
-    def sort(self, rollouts: list[Rollout]) -> None:
-        """Put `rollouts` in dataset order, then rollout_index order."""
-        rollouts.sort(key=lambda r: self.order.get(r.key, len(self.order)))
+    def _key(self, position: int) -> tuple[str, int]:
+        return self.ids[position // self.rollouts_per_example], position % self.rollouts_per_example
+
+    def sort(self, rollouts: list[Rollout]) -> list[Rollout]:
+        """`rollouts` in dataset order, then rollout_index order."""
+
+        def place(r: Rollout) -> int:
+            found = self.order(r.key)
+            return self.size if found is None else found
+
+        rollouts.sort(key=place)
+        return rollouts
+
+
+class _Jobs(Sequence[Job]):
+    """The (example, rollout_index) pairs still to run, in plan order, computed when asked:
+    all of them, or the plan positions in `remaining` (a resumed run)."""
+
+    def __init__(
+        self, examples: list[Mapping[str, Any]], per_example: int, remaining: array[int] | None
+    ) -> None:
+        self.examples, self.per_example, self.remaining = examples, per_example, remaining
+
+    def __len__(self) -> int:
+        return len(self.examples) * self.per_example if self.remaining is None else len(self.remaining)
+
+    @overload
+    def __getitem__(self, item: int) -> Job: ...
+    @overload
+    def __getitem__(self, item: slice) -> list[Job]: ...
+    def __getitem__(self, item: int | slice) -> Job | list[Job]:
+        if isinstance(item, slice):
+            return [self[i] for i in range(*item.indices(len(self)))]
+        if item < 0:
+            item += len(self)
+        if not 0 <= item < len(self):
+            raise IndexError(item)
+        position = item if self.remaining is None else self.remaining[item]
+        return self.examples[position // self.per_example], position % self.per_example
 
 
 def _select_examples(
@@ -524,9 +594,7 @@ async def aevaluate(
         )
     else:
         work = _record_workers(run, executor, run_elsewhere(plan.jobs, run.finished))
-    results = await _finish(run, work, client, directory, progress=progress, max_k=rollouts_per_example)
-    plan.sort(results.rollouts)
-    return results
+    return await _finish(run, work, client, directory, progress=progress, max_k=rollouts_per_example)
 
 
 def evaluate(env: EnvironmentProtocol, client: Client, **options: Unpack[EvaluateOptions]) -> EvalResults:
@@ -550,7 +618,7 @@ def _open_run(
     origin = jsonable(env.provenance) if isinstance(env, Reloadable) else None
     try:
         plan.skip_finished(previous, directory)
-        run = _Run.open(directory, _start_metadata(current, saved, plan, sharding, origin), plan)
+        run = _Run.open(directory, _start_metadata(current, saved, plan, sharding, origin), plan, previous)
     except BaseException:
         if lock is not None:
             lock.release()

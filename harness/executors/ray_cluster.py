@@ -3,7 +3,7 @@
 The actors run the very `harness.executors.workers.WorkerRuntime` the local worker processes run:
 each loads the environment from its spec (so the environment's package must be installed on
 every node) and builds its own client. The driver keeps the same guarantees as with local
-workers, because it is the same scheduler (`harness.executors.workers.run_jobs`): one writer, resume,
+workers, because it is the same scheduler (`harness.executors.scheduler.run_jobs`): one writer, resume,
 and an actor that dies has its unfinished jobs handed to the others.
 
 `ray` is an optional extra (`pip install 'rubric-rl[ray]'`), imported only here. With an

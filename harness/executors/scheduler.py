@@ -64,11 +64,17 @@ class _Scheduler:
     def __init__(self, jobs: Sequence[Job], finished: Callable[[Rollout], None]) -> None:
         self.jobs = jobs
         self.finished = finished
-        self.pending = collections.deque(range(len(jobs)))
+        self.next_job = 0  # jobs are handed out in order, without a queue of every id
+        self.requeued: collections.deque[int] = collections.deque()  # a lost worker's jobs, first
         self.in_flight = 0
         self.changed = asyncio.Condition()
         self.report = PoolReport(workers=[])
         self.alive = 0
+
+    @property
+    def pending(self) -> int:
+        """Jobs not handed out yet (re-queued ones included)."""
+        return len(self.requeued) + len(self.jobs) - self.next_job
 
     async def _next(self) -> int | None:
         async with self.changed:
@@ -77,13 +83,16 @@ class _Scheduler:
                     return None
                 await self.changed.wait()
             self.in_flight += 1
-            return self.pending.popleft()
+            if self.requeued:
+                return self.requeued.popleft()
+            self.next_job += 1
+            return self.next_job - 1
 
     async def _settle(self, job_id: int, lost: bool) -> None:
         async with self.changed:
             self.in_flight -= 1
             if lost:  # one idle slot (of a live worker, or it passes the job on) takes it
-                self.pending.appendleft(job_id)
+                self.requeued.appendleft(job_id)
                 self.report.requeued += 1
                 self.changed.notify(1)
             elif self.in_flight == 0 and not self.pending:  # all done: every idle slot ends
@@ -117,7 +126,7 @@ class _Scheduler:
             async with self.changed:
                 if self.alive == 0 and self.pending:
                     raise WorkerError(
-                        f"every worker died with {len(self.pending)} rollout(s) left; what finished is "
+                        f"every worker died with {self.pending} rollout(s) left; what finished is "
                         f"saved (resume to continue); see the workers' messages above"
                     )
                 self.changed.notify_all()

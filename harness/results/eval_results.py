@@ -117,11 +117,36 @@ class EvalResults(HtmlRepr):
         metadata: Mapping[str, Any] | None = None,
         summary: Summary | None = None,
     ) -> None:
-        self.rollouts: list[Rollout] = [
+        self._rollouts: list[Rollout] | None = [
             r if isinstance(r, Rollout) else Rollout.model_validate(r) for r in rollouts
         ]
+        self._source: Path | None = None
         self.metadata: dict[str, Any] = dict(metadata or {})
         self._summary = summary
+
+    @classmethod
+    def read_back(
+        cls, directory: str | Path, *, metadata: Mapping[str, Any], summary: Summary
+    ) -> EvalResults:
+        """The results of a finished run whose rollouts stay in `directory`'s results.jsonl
+        until first asked for (then read once, in run order): a long run hands back its
+        summary without holding every rollout in memory."""
+        results = cls([], metadata=metadata, summary=summary)
+        results._rollouts, results._source = None, Path(directory)
+        return results
+
+    @property
+    def rollouts(self) -> list[Rollout]:
+        """Every rollout, in dataset order (read from the run's results.jsonl on first use
+        when the run handed back only its summary)."""
+        if self._rollouts is None:
+            assert self._source is not None
+            self._rollouts = load_results(self._source).rollouts
+        return self._rollouts
+
+    @rollouts.setter
+    def rollouts(self, value: list[Rollout]) -> None:
+        self._rollouts = value
 
     @property
     def summary(self) -> Summary:

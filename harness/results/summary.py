@@ -17,6 +17,7 @@ Definitions:
 from __future__ import annotations
 
 import math
+from array import array
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import ClassVar
@@ -107,7 +108,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
-def mean_and_stderr(values: list[float]) -> tuple[float | None, float | None]:
+def mean_and_stderr(values: Sequence[float]) -> tuple[float | None, float | None]:
     """Mean and standard error of the mean (None where undefined: no values / one value)."""
     n = len(values)
     if n == 0:
@@ -128,7 +129,7 @@ def _unscored_reasons(rollout: Rollout) -> set[str]:
     return {rollout.score_errors[p] for p in leaves} or {"no reason recorded"}
 
 
-def _tree_order(node_values: dict[str, list[float]], node_order: Iterable[str] | None) -> list[str]:
+def _tree_order(node_values: Mapping[str, Sequence[float]], node_order: Iterable[str] | None) -> list[str]:
     """Known tree order first; otherwise parents before children, siblings as first scored."""
     known = [p for p in node_order or () if p in node_values]
     rest = [p for p in node_values if p not in set(known)]
@@ -152,13 +153,15 @@ def _tree_order(node_values: dict[str, list[float]], node_order: Iterable[str] |
     return known + sorted(rest, key=key)
 
 
-class _Tally:
-    """Counts gathered in one pass over the rollouts."""
+class RunningSummary:
+    """A summary built one rollout at a time (`add`), so a run need not keep its rollouts:
+    per rollout it keeps only its reward and node scores, as 8-byte floats."""
 
     def __init__(self, success: tuple[str, float] | None = None) -> None:
         self.success_path, self.success_threshold = success or ("", 1.0)
-        self.rewards: list[float] = []
-        self.node_values: dict[str, list[float]] = {}
+        self.num_rollouts = 0
+        self.rewards = array("d")
+        self.node_values: dict[str, array[float]] = {}
         self.per_example: dict[str, list[int]] = {}  # example -> [n scored, c passing]
         self.counts: dict[str, int] = {}  # example -> rollouts
         self.stop_reasons: Counter[str] = Counter()
@@ -167,6 +170,7 @@ class _Tally:
         self.judge_prompt_tokens = self.judge_completion_tokens = 0
 
     def add(self, r: Rollout) -> None:
+        self.num_rollouts += 1
         self.stop_reasons[r.stop_reason or "unknown"] += 1
         example = str(r.example_id)
         self.counts[example] = self.counts.get(example, 0) + 1
@@ -178,7 +182,10 @@ class _Tally:
             self.num_errors += 1
         for path, value in r.scores.items():
             if value is not None and not math.isnan(value):
-                self.node_values.setdefault(path, []).append(value)
+                values = self.node_values.get(path)
+                if values is None:
+                    values = self.node_values[path] = array("d")
+                values.append(value)
         reward = r.reward
         if reward is None or math.isnan(reward):
             self.num_unscored += 1
@@ -208,6 +215,46 @@ class _Tally:
                 over[k] = len(eligible)
         return passes, over
 
+    def summary(
+        self,
+        *,
+        wall_seconds: float | None = None,
+        timed_rollouts: int | None = None,
+        max_k: int | None = None,
+        top_reasons: int = 3,
+        node_order: Iterable[str] | None = None,
+        planned: int | None = None,
+    ) -> Summary:
+        """The Summary of what was added so far (the arguments as `summarize` takes them)."""
+        mean, stderr = mean_and_stderr(self.rewards)
+        paths = _tree_order(self.node_values, node_order)
+        timed = self.num_rollouts if timed_rollouts is None else timed_rollouts
+        passes, over = self.pass_at(max_k)
+        rate = timed / wall_seconds if wall_seconds and wall_seconds > 0 else None
+        return Summary(
+            num_rollouts=self.num_rollouts,
+            num_examples=len(self.counts),
+            num_scored=len(self.rewards),
+            mean_reward=mean,
+            reward_stderr=stderr,
+            node_means=self.node_means(paths),
+            node_stderrs=self.node_stderrs(paths),
+            pass_at_k=passes,
+            pass_at_k_examples=over,
+            stop_reasons=dict(self.stop_reasons.most_common()),
+            num_errors=self.num_errors,
+            num_unscored=self.num_unscored,
+            unscored_reasons=self.reasons.most_common(top_reasons),
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            judge_prompt_tokens=self.judge_prompt_tokens,
+            judge_completion_tokens=self.judge_completion_tokens,
+            wall_seconds=wall_seconds,
+            rollouts_per_second=rate,
+            planned=planned,
+            pass_criterion=f"{self.success_path or 'reward'} >= {self.success_threshold:g}",
+        )
+
 
 def summarize(
     rollouts: Iterable[Rollout],
@@ -227,38 +274,25 @@ def summarize(
     after, in the order they were first scored. `planned` is how many rollouts the run
     meant to make. `success` is (node path, threshold): a rollout passes when that node's
     score reaches the threshold (default: the reward reaches 1)."""
-    rollouts = list(rollouts)
-    tally = _Tally(success)
+    running = RunningSummary(success)
     for r in rollouts:
-        tally.add(r)
-    mean, stderr = mean_and_stderr(tally.rewards)
-    paths = _tree_order(tally.node_values, node_order)
-    timed = len(rollouts) if timed_rollouts is None else timed_rollouts
-    passes, over = tally.pass_at(max_k)
-    rate = timed / wall_seconds if wall_seconds and wall_seconds > 0 else None
-    return Summary(
-        num_rollouts=len(rollouts),
-        num_examples=len(tally.counts),
-        num_scored=len(tally.rewards),
-        mean_reward=mean,
-        reward_stderr=stderr,
-        node_means=tally.node_means(paths),
-        node_stderrs=tally.node_stderrs(paths),
-        pass_at_k=passes,
-        pass_at_k_examples=over,
-        stop_reasons=dict(tally.stop_reasons.most_common()),
-        num_errors=tally.num_errors,
-        num_unscored=tally.num_unscored,
-        unscored_reasons=tally.reasons.most_common(top_reasons),
-        prompt_tokens=tally.prompt_tokens,
-        completion_tokens=tally.completion_tokens,
-        judge_prompt_tokens=tally.judge_prompt_tokens,
-        judge_completion_tokens=tally.judge_completion_tokens,
+        running.add(r)
+    return running.summary(
         wall_seconds=wall_seconds,
-        rollouts_per_second=rate,
+        timed_rollouts=timed_rollouts,
+        max_k=max_k,
+        top_reasons=top_reasons,
+        node_order=node_order,
         planned=planned,
-        pass_criterion=f"{tally.success_path or 'reward'} >= {tally.success_threshold:g}",
     )
 
 
-__all__ = ["PASS_THRESHOLD", "Summary", "mean_and_stderr", "pass_at_k", "skip_reason", "summarize"]
+__all__ = [
+    "PASS_THRESHOLD",
+    "RunningSummary",
+    "Summary",
+    "mean_and_stderr",
+    "pass_at_k",
+    "skip_reason",
+    "summarize",
+]

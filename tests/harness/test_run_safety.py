@@ -194,7 +194,7 @@ async def test_metadata_is_finalized_even_when_the_summary_fails(
     def broken(*args: object, **kwargs: object) -> object:
         raise ZeroDivisionError("summary bug")
 
-    monkeypatch.setattr("harness.evaluation.summarize", broken)
+    monkeypatch.setattr("harness.evaluation.RunningSummary.summary", broken)
     async with serve(sum_policy) as (_, client):
         with pytest.raises(ZeroDivisionError):
             await aevaluate(FakeEnv(n=3), client, output_dir=tmp_path / "broken", progress=False)
