@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from envs import Tool, ToolEnv
 from envs.reference.data import data_path, read_jsonl
 from envs.reference.sandbox import UNSAFE_WARNING, Sandbox, SandboxLimits
-from envs.reference.scripting import RowLookup, seeded_rng
+from envs.reference.scripting import Attempts, RowLookup, attempt_seed
 from harness.errors import ConfigError
 from rubrics import WeightedSum
 from rubrics.parsers import extract_last_number, extract_xml
@@ -166,39 +166,61 @@ def _answer_from_output(output: str) -> str:
     return f"The program printed the result.\n<answer>{number if number is not None else 'unknown'}</answer>"
 
 
+def reference_code(row: Mapping[str, Any]) -> str:
+    """A question's reference solution, which the scripted policies run."""
+    code = row.get("code")
+    if not code:
+        raise LookupError(f"question {row.get('id')!r} has no reference 'code' for the scripted policies")
+    return str(code)
+
+
 def make_policies(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """ "oracle" runs each question's reference code, then answers with the number it printed;
-    "noisy" (seeded per question) sometimes runs buggy code, crashes, or skips the tool."""
+    "noisy" is a `NoisyCoder`."""
     lookup = RowLookup(rows)
-
-    def reference_code(row: Mapping[str, Any]) -> str:
-        code = row.get("code")
-        if not code:
-            raise LookupError(f"question {row.get('id')!r} has no reference 'code' for the scripted policies")
-        return str(code)
 
     def oracle(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> dict[str, Any] | str:
         row = lookup.find(messages)
         output = _last_tool_output(messages)
         return _run(reference_code(row), "call_oracle") if output is None else _answer_from_output(output)
 
-    def noisy(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> dict[str, Any] | str:
-        row = lookup.find(messages)
-        rng = seeded_rng("python-noisy", row["question"])
-        draw = rng.random()
+    return {"oracle": oracle, "noisy": NoisyCoder(lookup)}
+
+
+class NoisyCoder:
+    """python's "noisy" scripted model: sometimes runs buggy code, crashes, or skips the tool,
+    differently on each attempt at a question (`Attempts`), so `-r K` shows pass@k rising."""
+
+    def __init__(self, lookup: RowLookup) -> None:
+        self.lookup = lookup
+        self.attempts = Attempts()
+
+    def fresh(self) -> NoisyCoder:
+        return NoisyCoder(self.lookup)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"lookup": self.lookup}  # a copy counts afresh
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["lookup"])  # type: ignore[misc]
+
+    def __call__(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+    ) -> dict[str, Any] | str:
         output = _last_tool_output(messages)
+        if output is not None:  # the second turn answers from what the code printed
+            return _answer_from_output(output)
+        row = self.lookup.find(messages)
+        rng = attempt_seed("python-noisy", row["question"], attempt=self.attempts.start(str(row["question"])))
+        draw = rng.random()
         if draw < 0.15:  # skips the tool and guesses
             return f"That should be about <answer>{rng.randint(1, 10**6)}</answer>."
-        if output is not None:
-            return _answer_from_output(output)
         code = reference_code(row)
         if draw < 0.3:  # an off-by-one in the final print
             code = code.replace("print(", "print(1 + ", 1)
         elif draw < 0.45:  # code that crashes: the answer is then a guess from the traceback
             code = "values = {}\nprint(values['total'])\n" + code
         return _run(code, "call_noisy")
-
-    return {"oracle": oracle, "noisy": noisy}
 
 
 # ----------------------------------------------------------------------------- loading

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Iterable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from harness.errors import ConfigError
@@ -70,4 +71,48 @@ class RowLookup:
         return self._rows[max(matches, key=len)]
 
 
-__all__ = ["RowLookup", "first_user_text", "message_text", "seeded_rng"]
+class Attempts:
+    """Which attempt at a question a conversation is, for noisy policies that vary per attempt
+    as a sampled model does (so `-r K` shows pass@k rising).
+
+    A conversation with no assistant message yet is a new attempt: the k-th that starts with
+    its question. A later turn is recognised by its first move, which `first_move(attempt)`
+    gives again (a policy is a pure function of question, attempt and turn). Thread-safe; a
+    policy holding one serves a `fresh()` copy per endpoint, so every run counts from zero.
+    """
+
+    def __init__(self) -> None:
+        self._counts: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def start(self, question: str) -> int:
+        """A new attempt at `question`: 0, then 1, 2, ..."""
+        with self._lock:
+            attempt = self._counts.get(question, 0)
+            self._counts[question] = attempt + 1
+            return attempt
+
+    def of(
+        self,
+        question: str,
+        messages: Sequence[Mapping[str, Any]],
+        first_move: Callable[[int], str],
+        move_of: Callable[[Mapping[str, Any]], str],
+    ) -> int:
+        """The attempt this conversation is (a new one when it has no reply yet)."""
+        replies = [m for m in messages if m.get("role") == "assistant"]
+        if not replies:
+            return self.start(question)
+        seen = move_of(replies[0])
+        with self._lock:
+            started = self._counts.get(question, 0)
+        return next((a for a in range(started) if first_move(a) == seen), 0)
+
+
+def attempt_seed(*parts: object, attempt: int) -> random.Random:
+    """`seeded_rng(*parts)` for the first attempt (as before attempts were counted), and a
+    generator of its own for each later one."""
+    return seeded_rng(*parts, *([attempt] if attempt else []))
+
+
+__all__ = ["Attempts", "RowLookup", "attempt_seed", "first_user_text", "message_text", "seeded_rng"]

@@ -18,7 +18,10 @@ weights are binary fractions, so that sum is exactly 1.0 in floating point).
 
 from __future__ import annotations
 
+import contextlib
+import json
 import random
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -26,7 +29,7 @@ from typing import Any
 
 from envs import MultiTurnEnv, Tool, stop
 from envs.reference.data import data_path
-from envs.reference.scripting import RowLookup, seeded_rng
+from envs.reference.scripting import Attempts, RowLookup, attempt_seed, message_text
 from harness.errors import ConfigError
 from harness.types import Rollout
 from rubrics import Gate, Sequential, WeightedSum
@@ -236,32 +239,72 @@ def _guess_message(
     return f"My guess: <guess>{word}</guess>"
 
 
-def make_policies(games: Sequence[Mapping[str, Any]], words: Sequence[str]) -> dict[str, Any]:
-    """ "oracle" knows each game's secret (keyed by the "Game #N" prompt) and wins at once;
-    "noisy" plays seeded random words (some not words at all) before trying the secret,
-    so it sometimes wins late and sometimes loses."""
-    lookup = RowLookup(games)
-    vocabulary = sorted(words)
+def _guessed_word(message: Mapping[str, Any]) -> str:
+    """The word an assistant message guessed (through the tool or as <guess>...</guess> text)."""
+    for call in message.get("tool_calls") or []:
+        arguments = call.get("function", {}).get("arguments")
+        if isinstance(arguments, str):
+            with contextlib.suppress(ValueError):
+                arguments = json.loads(arguments)
+        if isinstance(arguments, Mapping):
+            return str(arguments.get("word", ""))
+    found = re.search(r"<guess>(.*?)</guess>", message_text(message), re.S)
+    return found.group(1).strip() if found else ""
 
-    def oracle(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> dict[str, Any] | str:
-        secret = str(lookup.find(messages)["answer"])
-        return _guess_message(secret, tools, "call_oracle", use_tool=True)
 
-    def noisy(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> dict[str, Any] | str:
-        game = lookup.find(messages)
-        turn = sum(1 for m in messages if m.get("role") == "assistant")
-        plan = seeded_rng("wordle-noisy", game["question"])
+class NoisyPlayer:
+    """wordle's "noisy" scripted player: seeded random words (some not words at all) before
+    trying the secret, so it sometimes wins late and sometimes loses; each attempt at a game
+    plays differently (`Attempts`), so `-r K` shows pass@k rising."""
+
+    def __init__(self, lookup: RowLookup, vocabulary: Sequence[str]) -> None:
+        self.lookup, self.vocabulary = lookup, list(vocabulary)
+        self.attempts = Attempts()
+
+    def fresh(self) -> NoisyPlayer:
+        return NoisyPlayer(self.lookup, self.vocabulary)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"lookup": self.lookup, "vocabulary": self.vocabulary}  # a copy counts afresh
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["lookup"], state["vocabulary"])  # type: ignore[misc]
+
+    def move(self, game: Mapping[str, Any], attempt: int, turn: int) -> tuple[str, bool]:
+        """The word guessed at `turn` of `attempt`, and whether through the tool."""
+        plan = attempt_seed("wordle-noisy", game["question"], attempt=attempt)
         detours = plan.choice([0, 1, 2, 3, 4, 6, 7])  # 6 or more: the game is lost
-        rng = seeded_rng("wordle-noisy", game["question"], turn)
+        rng = attempt_seed("wordle-noisy", game["question"], turn, attempt=attempt)
         if turn >= detours:
             word = str(game["answer"])
         elif rng.random() < 0.25:
             word = rng.choice(["qzxvk", "aeiou", "cat", "brrrr"])
         else:
-            word = rng.choice(vocabulary)
-        return _guess_message(word, tools, f"call_noisy_{turn}", use_tool=rng.random() < 0.5)
+            word = rng.choice(self.vocabulary)
+        return word, rng.random() < 0.5
 
-    return {"oracle": oracle, "noisy": noisy}
+    def __call__(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+    ) -> dict[str, Any] | str:
+        game = self.lookup.find(messages)
+        attempt = self.attempts.of(
+            str(game["question"]), messages, lambda a: self.move(game, a, 0)[0], _guessed_word
+        )
+        turn = sum(1 for m in messages if m.get("role") == "assistant")
+        word, use_tool = self.move(game, attempt, turn)
+        return _guess_message(word, tools, f"call_noisy_{turn}", use_tool=use_tool)
+
+
+def make_policies(games: Sequence[Mapping[str, Any]], words: Sequence[str]) -> dict[str, Any]:
+    """ "oracle" knows each game's secret (keyed by the "Game #N" prompt) and wins at once;
+    "noisy" is a `NoisyPlayer`."""
+    lookup = RowLookup(games)
+
+    def oracle(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> dict[str, Any] | str:
+        secret = str(lookup.find(messages)["answer"])
+        return _guess_message(secret, tools, "call_oracle", use_tool=True)
+
+    return {"oracle": oracle, "noisy": NoisyPlayer(lookup, sorted(words))}
 
 
 def load_environment(
