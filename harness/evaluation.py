@@ -16,16 +16,16 @@ import json
 import math
 import sys
 import time
-from array import array
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypedDict, Unpack, overload
+from typing import Any, TypedDict, Unpack
 
 from harness.aio import run_sync
 from harness.defaults import DEFAULT_CONCURRENCY
 from harness.endpoint.client import Client, check_sampling
 from harness.errors import ConfigError, ConfigTypeError, EndpointError, ResultsError
+from harness.executors.jobs import Plan
 from harness.executors.plan import plan_executor
 from harness.executors.scheduler import Job, PoolReport
 from harness.executors.workers import peak_rss_mib
@@ -190,12 +190,12 @@ class _Run:
         self.summary = RunningSummary(success_of(metadata))
         self.writer: ResultsWriter | None = None
         self.lock: RunLock | None = None
-        self.plan: _Plan | None = None
+        self.plan: Plan | None = None
         self.started = time.perf_counter()
 
     @classmethod
     def open(
-        cls, directory: Path | None, metadata: dict[str, Any], plan: _Plan, previous: list[Rollout]
+        cls, directory: Path | None, metadata: dict[str, Any], plan: Plan, previous: list[Rollout]
     ) -> _Run:
         """Start the run: resumed rollouts counted, metadata.json written, results.jsonl open."""
         run = cls(directory, metadata, RunStats(total=plan.size, done=len(plan.done)))
@@ -280,84 +280,6 @@ class _Run:
         return EvalResults(ordered, metadata=self.metadata, summary=summary)
 
 
-class _Plan:
-    """Every (example_id, rollout_index) the run must produce, which are done, which remain.
-
-    Memory per rollout is a few bytes: positions are computed from the example's position,
-    the jobs are a sequence computed on demand (`_Jobs`)."""
-
-    def __init__(self, examples: list[Mapping[str, Any]], ids: list[str], rollouts_per_example: int) -> None:
-        self.examples = examples
-        self.ids = ids
-        self.rollouts_per_example = rollouts_per_example
-        self.position = {key: position for position, key in enumerate(ids)}
-        self.size = len(ids) * rollouts_per_example
-        self.done: set[tuple[str, int]] = set()
-        self.jobs: _Jobs = _Jobs(examples, rollouts_per_example, None)
-
-    def order(self, key: tuple[str, int]) -> int | None:
-        """Where rollout `key` goes in the final, ordered results (None: not in this plan)."""
-        example, index = key
-        position = self.position.get(example)
-        if position is None or not 0 <= index < self.rollouts_per_example:
-            return None
-        return position * self.rollouts_per_example + index
-
-    def skip_finished(self, previous: list[Rollout], directory: Path | None) -> None:
-        """Mark the rollouts of the run being resumed as done; the rest become `jobs`."""
-        for r in previous:
-            if self.order(r.key) is None:
-                raise ResultsError(
-                    f"cannot resume {directory}: its results.jsonl holds rollout {r.key} "
-                    f"(example_id, rollout_index), which this run would not produce; "
-                    f"use the original settings or a new output_dir"
-                )
-            self.done.add(r.key)
-        if self.done:
-            remaining = array("q", (p for p in range(self.size) if self._key(p) not in self.done))
-            self.jobs = _Jobs(self.examples, self.rollouts_per_example, remaining)
-
-    def _key(self, position: int) -> tuple[str, int]:
-        return self.ids[position // self.rollouts_per_example], position % self.rollouts_per_example
-
-    def sort(self, rollouts: list[Rollout]) -> list[Rollout]:
-        """`rollouts` in dataset order, then rollout_index order."""
-
-        def place(r: Rollout) -> int:
-            found = self.order(r.key)
-            return self.size if found is None else found
-
-        rollouts.sort(key=place)
-        return rollouts
-
-
-class _Jobs(Sequence[Job]):
-    """The (example, rollout_index) pairs still to run, in plan order, computed when asked:
-    all of them, or the plan positions in `remaining` (a resumed run)."""
-
-    def __init__(
-        self, examples: list[Mapping[str, Any]], per_example: int, remaining: array[int] | None
-    ) -> None:
-        self.examples, self.per_example, self.remaining = examples, per_example, remaining
-
-    def __len__(self) -> int:
-        return len(self.examples) * self.per_example if self.remaining is None else len(self.remaining)
-
-    @overload
-    def __getitem__(self, item: int) -> Job: ...
-    @overload
-    def __getitem__(self, item: slice) -> list[Job]: ...
-    def __getitem__(self, item: int | slice) -> Job | list[Job]:
-        if isinstance(item, slice):
-            return [self[i] for i in range(*item.indices(len(self)))]
-        if item < 0:
-            item += len(self)
-        if not 0 <= item < len(self):
-            raise IndexError(item)
-        position = item if self.remaining is None else self.remaining[item]
-        return self.examples[position // self.per_example], position % self.per_example
-
-
 def _select_examples(
     env: EnvironmentProtocol, split: str, num_examples: int | None, seed: int | None, shard: Shard | None
 ) -> tuple[list[Mapping[str, Any]], list[str], dict[str, Any]]:
@@ -393,7 +315,7 @@ def _load_previous(
 def _start_metadata(
     current: Mapping[str, Any],
     saved: Mapping[str, Any] | None,
-    plan: _Plan,
+    plan: Plan,
     sharding: Mapping[str, Any],
     provenance: Any = None,
 ) -> dict[str, Any]:
@@ -566,7 +488,7 @@ async def aevaluate(
     chosen = Shard.parse(shard) if shard is not None else None
     examples, ids, sharding = _select_examples(env, split, num_examples, seed, chosen)
     check_planned(len(examples), rollouts_per_example)
-    plan = _Plan(examples, ids, rollouts_per_example)
+    plan = Plan(examples, ids, rollouts_per_example)
     arguments = {
         "num_examples": num_examples,
         "rollouts_per_example": rollouts_per_example,
@@ -607,7 +529,7 @@ def _open_run(
     env: EnvironmentProtocol,
     directory: Path | None,
     current: dict[str, Any],
-    plan: _Plan,
+    plan: Plan,
     sharding: Mapping[str, Any],
     *,
     resume: bool,
