@@ -9,11 +9,11 @@ a reward that reads them can be gamed.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.errors import ConfigError
+from harness.errors import ConfigError, ConfigTypeError
 from rubrics.leaf import reward as make_leaf
 
 _THINK = "think"
@@ -90,11 +90,17 @@ def _think_cut(text: str, tag: str = _THINK) -> tuple[int, int]:
     return start, end
 
 
-def strip_think(text: str, tag: str = _THINK) -> str:
+def strip_think(text: str, tag: str = _THINK, *, strict: bool = False) -> str:
     """Remove reasoning blocks: every `<think>...</think>`, an unclosed `<think>` and all
     after it, and everything before an orphan `</think>` (templates that open the block in
-    the prompt). Returns the visible answer, stripped of surrounding whitespace."""
+    the prompt). Returns the visible answer, stripped of surrounding whitespace.
+
+    With `strict=True` (Verifiers' strict ThinkParser) a reply that never closed a think
+    block has no answer at all: "" is returned, so a model that skips thinking, or is cut off
+    while thinking, gets nothing parsed."""
     if not text:
+        return ""
+    if strict and not _closes_think(text, tag):
         return ""
     start, end = _think_cut(text, tag)
     visible = text[start:end]
@@ -106,6 +112,13 @@ def strip_think(text: str, tag: str = _THINK) -> str:
         cursor = span.end
     pieces.append(visible[cursor:])
     return "".join(pieces).strip()
+
+
+def _closes_think(text: str, tag: str = _THINK) -> bool:
+    """Whether the text closes a think block: a whole `<think>...</think>`, or an orphan
+    `</think>` whose opening tag was in the prompt."""
+    scan = _scan(text, [tag])
+    return bool(scan.spans or scan.stray_closes)
 
 
 def _visible(text: str | None, ignore_think: bool) -> str:
@@ -234,10 +247,17 @@ def extract_after(
 
 
 def _check_tag(tag: Any) -> None:
-    if not isinstance(tag, str) or not _TAG_NAME.match(tag):
+    if not isinstance(tag, str):
+        raise ConfigTypeError(
+            f"an XML tag name must be a str such as 'answer', got {type(tag).__name__} {tag!r}"
+        )
+    if not _TAG_NAME.match(tag):
         raise ConfigError(
             f"invalid XML tag name {tag!r}: use letters, digits, '_', '-' or '.', e.g. 'answer'"
         )
+
+
+FieldSpec = str | tuple[str, ...]
 
 
 class XMLFormat:
@@ -246,23 +266,39 @@ class XMLFormat:
     `parse(text)` reads each field; `format_reward(text)` scores how well the text follows
     the format; `reward()` makes that a rubric leaf named "format". Tags inside a
     `<think>` block never count (unless "think" is itself a declared field).
+
+    A field may accept alternative tags, as in Verifiers: `("code", "answer")` is the field
+    "code" (the first name), written as `<code>` or `<answer>`; either counts, once.
     """
 
     def __init__(
-        self, fields: Sequence[str], *, answer_field: str | None = None, allow_text_outside: bool = True
+        self, fields: Sequence[FieldSpec], *, answer_field: str | None = None, allow_text_outside: bool = True
     ):
-        if isinstance(fields, str) or not fields:
+        if isinstance(fields, str) or not isinstance(fields, Sequence):
+            raise ConfigTypeError(
+                f"XMLFormat needs a list of tag names, e.g. XMLFormat(['reasoning', 'answer']), got {fields!r}"
+            )
+        if not fields:
             raise ConfigError("XMLFormat needs a list of tag names, e.g. XMLFormat(['reasoning', 'answer'])")
-        fields = list(fields)
-        for tag in fields:
-            _check_tag(tag)
-        duplicates = sorted({t for t in fields if fields.count(t) > 1})
-        if duplicates:
-            raise ConfigError(f"XMLFormat fields must be unique; repeated: {duplicates}")
-        if answer_field is not None and answer_field not in fields:
-            raise ConfigError(f"answer_field {answer_field!r} is not one of the fields {fields}")
-        self.fields: list[str] = fields
-        self.answer_field: str = answer_field or fields[-1]
+        self.alternatives: dict[str, tuple[str, ...]] = {}
+        self._field_of: dict[str, str] = {}  # tag -> the field it writes
+        for spec in fields:
+            tags = (spec,) if isinstance(spec, str) else spec
+            if not isinstance(tags, tuple) or not tags:
+                raise ConfigTypeError(
+                    f"an XMLFormat field is a tag name or a tuple of alternatives such as ('code', 'answer'), got {spec!r}"
+                )
+            for tag in tags:
+                _check_tag(tag)
+                if tag in self._field_of:
+                    raise ConfigError(f"XMLFormat fields must be unique; repeated: [{tag!r}]")
+                self._field_of[tag] = tags[0]
+            self.alternatives[tags[0]] = tuple(tags)
+        names = list(self.alternatives)
+        if answer_field is not None and answer_field not in names:
+            raise ConfigError(f"answer_field {answer_field!r} is not one of the fields {names}")
+        self.fields: list[str] = names
+        self.answer_field: str = answer_field or names[-1]
         self.allow_text_outside = allow_text_outside
 
     def __repr__(self) -> str:
@@ -270,12 +306,12 @@ class XMLFormat:
 
     def _top_level(self, text: str) -> tuple[list[_Span], _Scan, int, int]:
         """Elements of declared fields that sit outside thinking and outside each other."""
-        watch_think = _THINK not in self.fields
+        watch_think = _THINK not in self._field_of
         start, end = _think_cut(text) if watch_think else (0, len(text))
         window = text[start:end]
-        names = [*self.fields, _THINK] if watch_think else list(self.fields)
+        names = [*self._field_of, _THINK] if watch_think else list(self._field_of)
         scan = _scan(window, names)
-        top = [s for s in _outermost(scan.spans) if s.name in self.fields]
+        top = [s for s in _outermost(scan.spans) if s.name in self._field_of]
         return top, scan, start, end
 
     def parse(self, text: str | None) -> dict[str, str | None]:
@@ -285,7 +321,9 @@ class XMLFormat:
             return values
         top, _, start, _ = self._top_level(text)
         for span in top:
-            values[span.name] = text[start + span.content_start : start + span.content_end].strip()
+            values[self._field_of[span.name]] = text[
+                start + span.content_start : start + span.content_end
+            ].strip()
         return values
 
     def parse_answer(self, text: str | None) -> str | None:
@@ -308,31 +346,37 @@ class XMLFormat:
             return 0.0
         top, scan, start, end = self._top_level(text)
         window = text[start:end]
-        thinking = [(s.start, s.end) for s in scan.spans if s.name == _THINK and _THINK not in self.fields]
+        thinking = [(s.start, s.end) for s in scan.spans if s.name == _THINK and _THINK not in self._field_of]
 
         def outside_think(position: int) -> bool:
             return not any(lo < position < hi for lo, hi in thinking)
 
-        spans = [s for s in scan.spans if s.name in self.fields and outside_think(s.start)]
-        bad = {name for name, pos in [*scan.unclosed, *scan.stray_closes] if outside_think(pos)}
+        field_of = self._field_of
+        spans = [s for s in scan.spans if s.name in field_of and outside_think(s.start)]
+        bad = {
+            field_of[name]
+            for name, pos in [*scan.unclosed, *scan.stray_closes]
+            if name in field_of and outside_think(pos)
+        }
         top_ids = {id(s) for s in top}
-        inner_names = {s.name for s in spans if id(s) not in top_ids}
-        counts = {name: sum(1 for s in spans if s.name == name) for name in self.fields}
+        inner_fields = {field_of[s.name] for s in spans if id(s) not in top_ids}
+        counts = {name: sum(1 for s in spans if field_of[s.name] == name) for name in self.fields}
         good: dict[str, _Span] = {}
         for span in top:
+            name = field_of[span.name]
             content = window[span.content_start : span.content_end]
             nested = any(span.start < s.start and s.end < span.end for s in scan.spans) or any(
                 span.start < pos < span.end for _, pos in [*scan.unclosed, *scan.stray_closes]
             )
             if (
-                counts[span.name] == 1
-                and span.name not in bad
-                and span.name not in inner_names
+                counts[name] == 1
+                and name not in bad
+                and name not in inner_fields
                 and not nested
                 and content.strip()
             ):
-                good[span.name] = span
-        order = [self.fields.index(s.name) for s in sorted(good.values(), key=lambda s: s.start)]
+                good[name] = span
+        order = [self.fields.index(field_of[s.name]) for s in sorted(good.values(), key=lambda s: s.start)]
         credit = _longest_increasing(order)
         score = credit / len(self.fields)
         if score == 1.0 and not self.allow_text_outside and self._has_outside_text(window, scan):
@@ -372,7 +416,66 @@ class XMLFormat:
     def instructions(self) -> str:
         """A sentence for a system prompt describing the expected format."""
         layout = "\n".join(f"<{name}>\n...\n</{name}>" for name in self.fields)
-        return f"Respond in the following format, each tag exactly once and in this order:\n{layout}"
+        also = "; ".join(
+            f"<{name}> may also be written as {' or '.join(f'<{t}>' for t in tags[1:])}"
+            for name, tags in self.alternatives.items()
+            if len(tags) > 1
+        )
+        text = f"Respond in the following format, each tag exactly once and in this order:\n{layout}"
+        return f"{text}\n({also})" if also else text
+
+
+class ThinkFormat:
+    """A reasoning model's format: one `<think>...</think>` block first, then the answer
+    (Verifiers' ThinkParser, with the same format reward).
+
+    `parse_answer(text)` is the text after thinking (through `extract` when given, e.g.
+    `extract_boxed`); with `strict=True` a reply that never closed its think block has no
+    answer (None). `format_reward(text)` is 1.0 when the reply starts with the think block,
+    has exactly one, properly closed, and a non-empty answer after it; else 0.0.
+    `reward()` makes it a rubric leaf named "think_format".
+    """
+
+    def __init__(
+        self, *, tag: str = _THINK, strict: bool = False, extract: Callable[[str], str | None] | None = None
+    ) -> None:
+        _check_tag(tag)
+        if extract is not None and not callable(extract):
+            raise ConfigTypeError(
+                f"ThinkFormat extract must be a function such as extract_boxed, got {extract!r}"
+            )
+        self.tag, self.strict, self.extract = tag, strict, extract
+
+    def __repr__(self) -> str:
+        return f"ThinkFormat(tag={self.tag!r}, strict={self.strict})"
+
+    def parse_answer(self, text: str | None) -> str | None:
+        """The answer after thinking (None when there is none)."""
+        visible = strip_think(text or "", self.tag, strict=self.strict)
+        answer = self.extract(visible) if self.extract is not None and visible else visible
+        return answer or None
+
+    __call__ = parse_answer
+
+    def format_reward(self, text: str | None) -> float:
+        """1.0 for exactly one think block, first and closed, followed by a non-empty answer."""
+        if not text:
+            return 0.0
+        scan = _scan(text, [self.tag])
+        if len(scan.spans) != 1 or scan.unclosed or scan.stray_closes:
+            return 0.0
+        (block,) = scan.spans
+        first = not text[: block.start].strip()
+        return 1.0 if first and text[block.end :].strip() else 0.0
+
+    def reward(self, name: str = "think_format") -> Any:
+        """This format's `format_reward` as a rubric leaf (reads the last assistant message)."""
+
+        def think_format(response: str) -> float:
+            return self.format_reward(response)
+
+        think_format.__doc__ = f"Thinks first, in exactly one <{self.tag}> block, then answers."
+        return make_leaf(think_format, name=name)
 
 
 def _longest_increasing(values: list[int]) -> int:
@@ -386,6 +489,7 @@ def _longest_increasing(values: list[int]) -> int:
 
 
 __all__ = [
+    "ThinkFormat",
     "XMLFormat",
     "extract_after",
     "extract_boxed",

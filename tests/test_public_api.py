@@ -23,7 +23,7 @@ DOCUMENTED = {
         "reward", "LLMJudge", "JudgeConfig", "ScoringError", "ScoredBatch", "RemovableHandle",
         "IncompatibleKeys", "Rollout", "judges", "parsers",
     ],
-    "rubrics.parsers": ["XMLFormat", "extract_after", "extract_boxed", "extract_xml", "strip_think"],
+    "rubrics.parsers": ["ThinkFormat", "XMLFormat", "extract_after", "extract_boxed", "extract_xml", "strip_think"],
     "rubrics.credit": ["assign_credit", "discounted"],
     "envs": [
         "Environment", "SingleTurnEnv", "ToolEnv", "MultiTurnEnv", "tool", "Tool", "ToolResult",
