@@ -28,22 +28,25 @@ ROOT = Path(__file__).resolve().parents[2]
 NAME = "e2e-adder"
 
 
-def _dependencies_folder(folder: Path) -> Path:
-    """Links to every entry of this interpreter's site-packages except rubric-rl's own.
-
-    The folder is named site-packages because dill (under `datasets`' fingerprints) pickles
-    modules by reference only when their path looks installed.
-    """
-    folder.mkdir(parents=True)
-    sites = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
-    for site in sites:
-        for entry in Path(site).iterdir():
+def _link_dependencies(site: Path) -> None:
+    """Give the new venv this interpreter's packages, except rubric-rl's own and the venv's
+    own pip and setuptools, without a download: each package's code is a link, and its
+    `.dist-info` directory a real copy, so pip and uv alike see it installed (uv does not
+    follow a linked `.dist-info`, nor read what a `.pth` file adds). In site-packages itself:
+    dill (under `datasets`' fingerprints) pickles modules by reference only from there."""
+    own = {entry.name.split("-")[0].lower() for entry in site.glob("*.dist-info")}
+    sources = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    for source in sources:
+        for entry in Path(source).iterdir():
             lowered = entry.name.lower()
             if lowered.startswith(("__editable__", "rubric_rl", "rubric-rl")) or lowered.endswith(".pth"):
                 continue
-            if not (folder / entry.name).exists():
-                (folder / entry.name).symlink_to(entry)
-    return folder
+            if lowered.split("-")[0] in own or lowered in own or (site / entry.name).exists():
+                continue  # the venv's own pip / setuptools stay
+            if entry.name.endswith(".dist-info"):
+                shutil.copytree(entry, site / entry.name)
+            else:
+                (site / entry.name).symlink_to(entry)
 
 
 @pytest.fixture(scope="module")
@@ -64,9 +67,7 @@ def _fresh_venv(base: Path) -> Iterator[Path]:
             check=True,
         ).stdout.strip()
     )
-    (site / "_rubric_test_dependencies.pth").write_text(
-        str(_dependencies_folder(base / "deps" / "site-packages")) + "\n"
-    )
+    _link_dependencies(site)
     # Build this project's wheel from a copy of the tree (so the build leaves nothing in it),
     # with the build backend installed here, and install it in the fresh venv: a real install.
     source = base / "source"
@@ -201,8 +202,22 @@ def _impostor_wheel(folder: Path, canary: Path) -> Path:
     return path
 
 
+def _installer_path(installer: str, tmp_path: Path, fresh_venv: Path) -> str:
+    """PATH for `rubric install`: the fresh venv's scripts, and uv only when asked for (a
+    folder holding just a link to the uv the test extra installs), so each installer is used."""
+    entries = [str(fresh_venv / "bin")]
+    if installer == "uv":
+        uv = shutil.which("uv")
+        assert uv is not None, "uv comes with the test extra"
+        (tmp_path / "uv-only").mkdir()
+        (tmp_path / "uv-only" / "uv").symlink_to(uv)
+        entries.append(str(tmp_path / "uv-only"))
+    return os.pathsep.join([*entries, "/usr/bin", "/bin"])
+
+
+@pytest.mark.parametrize("installer", ["pip", "uv"])
 def test_install_takes_the_hubs_own_file_never_a_public_namesake(
-    tmp_path: Path, fresh_venv: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, fresh_venv: Path, monkeypatch: pytest.MonkeyPatch, installer: str
 ) -> None:
     canary = tmp_path / "CANARY"
     with serve_pypiserver(tmp_path / "hub") as hub, serve_pypiserver(tmp_path / "public") as public:
@@ -215,7 +230,7 @@ def test_install_takes_the_hubs_own_file_never_a_public_namesake(
         assert main(["push", str(package), "--hub", hub.url]) == 0
         _impostor_wheel(public.packages, canary)
         env = _offline_env(public)  # the configured (default) index is the "public" one
-        env["PATH"] = os.pathsep.join([str(fresh_venv / "bin"), "/usr/bin", "/bin"])  # pip (no uv here)
+        env["PATH"] = _installer_path(installer, tmp_path, fresh_venv)
         done = subprocess.run(
             [str(fresh_venv / "bin" / "rubric"), "install", NAME, "--hub", hub.url],
             capture_output=True,
@@ -231,6 +246,16 @@ def test_install_takes_the_hubs_own_file_never_a_public_namesake(
             text=True,
         )
         assert "Summary: A tool environment" in shown.stdout and "impostor" not in shown.stdout
+        installed_by = subprocess.run(
+            [
+                str(fresh_venv / "bin" / "python"),
+                "-c",
+                f"import importlib.metadata as m; print(m.distribution({NAME!r}).read_text('INSTALLER'))",
+            ],
+            capture_output=True,
+            text=True,
+        )
+        assert installed_by.stdout.strip() == installer, installed_by.stderr  # that installer did it
         listed = subprocess.run(
             [str(fresh_venv / "bin" / "rubric"), "list"], capture_output=True, text=True, env=env, timeout=120
         )
