@@ -102,7 +102,7 @@ def bootstrap_interval(
     step = max(1, _BLOCK // n)
     for start in range(0, resamples, step):
         count = min(step, resamples - start)
-        means[start : start + count] = data[rng.integers(0, n, size=(count, n))].mean(axis=1)
+        means[start : start + count] = data[rng.integers(0, n, size=(count, n), dtype=np.int32)].mean(axis=1)
     tail = (1 - confidence) / 2
     low, high = np.quantile(means, [tail, 1 - tail])
     return float(low), float(high)
