@@ -28,7 +28,9 @@ def _num(value: float | None, digits: int = 3) -> str:
 
 
 def _shift(value: float | None) -> str:
-    return "-" if value is None else f"{value:+.3f}"
+    if value is None:
+        return "-"
+    return f"{0.0 if abs(value) < 5e-4 else value:+.3f}"  # no "-0.000" for a shift of -1e-17
 
 
 def headline(cal: Calibration) -> list[tuple[str, str]]:
@@ -57,7 +59,7 @@ def cost_lines(cal: Calibration) -> list[tuple[str, str]]:
         rows.append(("tokens per request", f"{tokens[0]:.1f} prompt + {tokens[1]:.1f} completion"))
     cost = cal.cost_per_call
     if cost is not None:
-        rows.append(("cost per request", f"${cost:.6g} (${cost * calls:.4g} for all {calls})"))
+        rows.append(("cost per request", f"${cost:.3g} (${cost * calls:.3g} for all {calls})"))
     elif tokens is not None:
         rows.append(("cost", "give prices per token (prices= / --price-prompt, --price-completion)"))
     return rows
@@ -87,7 +89,7 @@ def _pairs_table(title: str, rows: list[tuple[str, str]]) -> Table:
 
 
 def _confusion_table(cal: Calibration) -> Table:
-    table = Table(title="confusion (rows: human label, columns: judge verdict)", title_justify="left")
+    table = Table(title="confusion (row: label, column: judge)", title_justify="left")
     table.add_column("label \\ judge")
     for name in cal.classes:
         table.add_column(safe_text(name), justify="right")
