@@ -79,9 +79,10 @@ class ProbeResult:
     skipped: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Calibration:
-    """A judge measured against labels; prints as a report, draws as HTML in a notebook."""
+    """A judge measured against labels: `rich.print(it)` shows the report, a notebook draws it
+    as HTML, `to_html()` is a page; `repr` is the headline."""
 
     judge: str
     model: str
@@ -141,6 +142,14 @@ class Calibration:
             return "kappa undefined (one class only among labels and verdicts)"
         return f"Cohen's kappa {self.kappa:.2f}: {_strength(self.kappa)} agreement beyond chance"
 
+    def __repr__(self) -> str:
+        figures = (
+            f"mae={_fmt(self.mae)}, spearman={_fmt(self.spearman)}"
+            if self.kind == "continuous"
+            else f"accuracy={_fmt(self.accuracy)}, kappa={_fmt(self.kappa)}"
+        )
+        return f"Calibration(judge={self.judge}, kind={self.kind!r}, rows={len(self.items)}, scored={self.num_scored}, {figures})"
+
     def __rich__(self) -> Any:
         return calibration_renderable(self)
 
@@ -150,6 +159,10 @@ class Calibration:
     def to_html(self) -> str:
         """The report as one self-contained HTML page."""
         return calibration_html(self, page=True)
+
+
+def _fmt(value: float | None) -> str:
+    return "None" if value is None else f"{value:.4g}"
 
 
 def _strength(value: float) -> str:
