@@ -430,6 +430,45 @@ def info(name: str, hub_url: str | None) -> int:
     return 0
 
 
+@command(
+    help="measure an environment's LLM judge against human labels (kappa/rho, confusion, bias probes, cost)"
+)
+@click.argument("env", metavar="ENV")
+@click.argument("labels", metavar="LABELS.jsonl")
+@env_args
+@click.option("--node", metavar="PATH", help="the judge's dotted path in the rubric, e.g. grade.judge (default: its only judge)")  # fmt: skip
+@click.option("--judge-model", metavar="MODEL", help="ask this model instead of the judge's own")
+@click.option("--judge-base-url", metavar="URL", help="ask the judge at this OpenAI-compatible endpoint")
+@click.option("--kind", type=click.Choice(["auto", "binary", "categorical", "continuous"]), default="auto", show_default=True, help="how to read the labels")  # fmt: skip
+@click.option("--threshold", type=float, default=0.5, show_default=True, help="binary labels: the judge passes a rollout when its score reaches this")  # fmt: skip
+@click.option("--categories", callback=json_object, help='categorical labels: JSON {"label": score in [0, 1]} (default: the judge\'s choices)')  # fmt: skip
+@click.option("--no-probes", is_flag=True, help="skip the verbosity and position probes (they cost one request per row each)")  # fmt: skip
+@click.option("--price-prompt", type=float, metavar="USD", help="price per prompt token, to report the cost per request")  # fmt: skip
+@click.option("--price-completion", type=float, metavar="USD", help="price per completion token")
+@click.option("--html", metavar="OUT", help="also write the report as a self-contained HTML page")
+@click.option("-c", "--concurrency", type=int, default=16, show_default=True, callback=limited)
+def calibrate(env: str, labels: str, env_args: dict[str, Any] | None, **o: Any) -> int:
+    from rubrics.judge.calibration import calibrate as measure
+    from rubrics.judge.calibration import find_judge
+
+    if (o["price_prompt"] is None) != (o["price_completion"] is None):
+        raise CliError("give both --price-prompt and --price-completion (USD per token), or neither")
+    prices = None if o["price_prompt"] is None else (o["price_prompt"], o["price_completion"])
+    with usage_errors():
+        judge = find_judge(load(env, env_args).rubric, o["node"])
+        judge.configure(**{k: o[f"judge_{k}"] for k in ("model", "base_url") if o[f"judge_{k}"]})
+        report = measure(
+            judge, labels, kind=o["kind"], threshold=o["threshold"], categories=o["categories"],
+            probes=not o["no_probes"], prices=prices, concurrency=o["concurrency"],
+        )  # fmt: skip
+    console().print(report)
+    if o["html"]:
+        with open(o["html"], "w", encoding="utf-8") as out:
+            out.write(report.to_html())
+        print(f"wrote {o['html']}; open it in a browser")
+    return 0
+
+
 def one_line_warning(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
     print(f"rubric: warning: {message}", file=sys.stderr)
 

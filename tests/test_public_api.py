@@ -24,6 +24,7 @@ DOCUMENTED = {
         "IncompatibleKeys", "Rollout", "judges", "parsers",
     ],
     "rubrics.parsers": ["ThinkFormat", "XMLFormat", "extract_after", "extract_boxed", "extract_xml", "strip_think"],
+    "rubrics.judge.calibration": ["Calibration", "acalibrate", "calibrate", "find_judge"],
     "rubrics.credit": ["assign_credit", "discounted"],
     "envs": [
         "Environment", "SingleTurnEnv", "ToolEnv", "MultiTurnEnv", "tool", "Tool", "ToolResult",
