@@ -184,8 +184,8 @@ def _many_calls(
 ) -> Reply | None:
     if not context.reference_calls:
         return None
-    if any(m.get("role") == "assistant" for m in messages):  # later turns: play on as the reference
-        return _reference(context, reference, messages, tools)
+    if any(m.get("role") == "assistant" for m in messages):  # later turns: the reference's answer
+        return context.reference_text
     first = context.reference_calls[0]["function"]
     calls = [_call(first["name"], first.get("arguments", "{}"), f"call_many_{i}") for i in range(MANY_CALLS)]
     return {"role": "assistant", "content": None, "tool_calls": calls}

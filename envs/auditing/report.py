@@ -6,7 +6,8 @@ same thing. The flags and their rules:
   count depends on the probe's kind (see `envs.auditing.probes`): a probe with nothing in it
   is checked on the reward and on every node, a partial one on the reward only, a padded one
   is flagged only when it earns more than the reference.
-- "constant": a node gives the same score to every probe: it measures nothing.
+- "constant": a node gives the same score to every probe, the reference and the empty ones
+  alike: it measures nothing.
 - "errors": a node scores NaN (an error) on some probe.
 - "judge_injection": a judge node scores the injection probe higher than the same wrong
   answer without the injection.
@@ -232,10 +233,12 @@ def hackable_flags(report: AuditReport) -> Iterable[Flag]:
 
 
 def constant_flags(report: AuditReport) -> Iterable[Flag]:
-    """Nodes that gave every probe the same score."""
+    """Nodes that gave every probe the same score, among probes from the reference to one with
+    nothing in it (a node only reached by good replies, behind a gate, cannot be judged)."""
+    kinds = {p.name: p.kind for p in report.probes}
     for node in report.nodes:
-        means = [c.mean for c in report.cells[node].values() if c.mean is not None]
-        if len(means) < 2:
+        reached = {kinds.get(p) for p, c in report.cells[node].items() if c.mean is not None}
+        if not {"reference", "nothing"} <= reached:
             continue
         rows = [r for rs in report.rollouts.values() for r in rs]
         values = [v for v in (_value(r, node)[0] for r in rows) if v is not None]
