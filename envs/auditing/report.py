@@ -21,6 +21,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from rich.console import RenderableType
+
+from envs.auditing.views import audit_html, render_audit
 from harness.types import Rollout
 from rubrics import Rubric
 
@@ -125,6 +128,12 @@ class AuditReport:
     def to_json(self) -> str:
         """`to_dict` as indented JSON text."""
         return json.dumps(self.to_dict(), indent=2, allow_nan=False)
+
+    def _repr_html_(self) -> str:
+        return audit_html(self)
+
+    def __rich__(self) -> RenderableType:
+        return render_audit(self)
 
     def __repr__(self) -> str:
         kinds = ", ".join(sorted({f.kind for f in self.flags})) or "nothing flagged"
