@@ -43,6 +43,8 @@ MANY_CALLS = 10
 #: Words of filler the "long" probe adds after the reference reply.
 LONG_WORDS = 4000
 _FILLER = "Let me restate the reasoning once more to be completely sure of every step."
+#: Message and tool-call keys `substitute` leaves alone (wordle's secret may be "guess", its tool's name).
+_STRUCTURE = frozenset({"role", "name", "id", "type", "tool_call_id", "finish_reason"})
 #: Names a reference policy may have in `env.scripted_policies`, most preferred first.
 REFERENCE_POLICIES = ("oracle", "demo", "reference")
 
@@ -116,6 +118,9 @@ def substitute(value: Any, answer: str, wrong: str) -> tuple[Any, int]:
     if isinstance(value, Mapping):
         out, count = {}, 0
         for key, item in value.items():
+            if key in _STRUCTURE:  # a tool's name or a call id is not part of the answer
+                out[key] = copy.deepcopy(item)
+                continue
             if key == "arguments" and isinstance(item, str):  # JSON text: change the values inside
                 try:
                     decoded, changed = substitute(json.loads(item), answer, wrong)

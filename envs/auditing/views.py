@@ -9,7 +9,6 @@ rich markup) and HTML through `harness.views.html.esc`.
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,6 +24,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: The marks flags leave on the cells they name.
 MARKS = {"hackable": "!", "errors": "E", "constant": "=", "judge_injection": "J"}
+LEGEND = (
+    "marks: ! hackable  = constant  E errors (with their rate)  J judge swayed by the injection; "
+    "n/a: node not reached (a gate or Sequential stopped first); -: probe not built for these rows"
+)
 _STYLES = {"hackable": "bold red", "errors": "yellow", "constant": "magenta", "judge_injection": "bold red"}
 
 
@@ -44,19 +47,34 @@ def _cell_text(cell: Cell | None) -> str:
     return f"{value} E{cell.error_rate:.0%}" if cell.errors else value
 
 
+def short_names(paths: list[str]) -> list[str]:
+    """Each dotted node path by its shortest ending that no other path shares ("grade.win" -> "win")."""
+    names = []
+    for path in paths:
+        parts = path.split(".")
+        for start in range(len(parts) - 1, -1, -1):
+            tail = ".".join(parts[start:])
+            if sum(1 for p in paths if p == tail or p.endswith("." + tail)) == 1:
+                break
+        names.append(tail)
+    return names
+
+
 def audit_table(report: AuditReport) -> Table:
-    """Probes down, nodes across: each probe's mean score per node (the reward first)."""
+    """Probes down, nodes across (by their shortest unique names): each probe's mean score
+    per node, the reward first; a probe built for fewer rows than asked says how many."""
     table = Table(
         title=safe_text(f"audit of {report.env}: mean score per probe and node"), title_justify="left"
     )
-    table.add_column("probe")
-    table.add_column("kind", style="dim")
-    table.add_column("rows", justify="right")
-    for node in report.nodes:
-        table.add_column(safe_text(node), justify="right")
+    table.add_column("probe", no_wrap=True)
+    for name in short_names(report.nodes):
+        table.add_column(safe_text(name), justify="right", overflow="fold")
     marks = _marks(report)
     for probe in report.probes:
-        row: list[Text] = [safe_text(probe.name), safe_text(probe.kind), Text(f"{probe.rows}/{probe.total}")]
+        label = safe_text(probe.name)
+        if probe.rows < probe.total:
+            label.append(f" {probe.rows}/{probe.total}", style="dim")
+        row: list[Text] = [label]
         for node in report.nodes:
             kinds = marks.get((node, probe.name), []) + marks.get((node, None), [])
             text = _cell_text(report.cells[node].get(probe.name))
@@ -132,7 +150,7 @@ def audit_html(report: AuditReport) -> str:
         f"<table><tr><th>probe</th><th>kind</th><th class='num'>rows</th>{head}</tr>{''.join(rows)}</table>"
         f"<h3>flags</h3>{f'<ul>{flags}</ul>' if flags else '<p class=good>nothing flagged</p>'}"
         f"<h3>probes</h3><table><tr><th>probe</th><th>what it sends</th><th>skipped rows lack</th></tr>{probes}</table>"
-        f"<p class='muted'>marks: {html.escape('! hackable, = constant, E errors, J judge swayed by the injection')}</p>"
+        f"<p class='muted'>{esc(LEGEND)}</p>"
         "</body></html>"
     )
 
