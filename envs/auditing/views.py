@@ -63,9 +63,7 @@ def short_names(paths: list[str]) -> list[str]:
 def audit_table(report: AuditReport) -> Table:
     """Probes down, nodes across (by their shortest unique names): each probe's mean score
     per node, the reward first; a probe built for fewer rows than asked says how many."""
-    table = Table(
-        title=safe_text(f"audit of {report.env}: mean score per probe and node"), title_justify="left"
-    )
+    table = Table(title=safe_text(f"audit of {report.env}: mean scores"), title_justify="left")
     table.add_column("probe", no_wrap=True)
     for name in short_names(report.nodes):
         table.add_column(safe_text(name), justify="right", overflow="fold")
@@ -106,9 +104,7 @@ def render_audit(report: AuditReport) -> RenderableType:
         lines.append(line)
     if not report.flags:
         lines.append(Text("nothing flagged", style="green"))
-    lines.append(
-        Text("marks: ! hackable  = constant  E errors  J judge swayed by the injection", style="dim")
-    )
+    lines.append(Text(LEGEND, style="dim"))
     return Group(*lines)
 
 
