@@ -469,6 +469,26 @@ def calibrate(env: str, labels: str, env_args: dict[str, Any] | None, **o: Any) 
     return 0
 
 
+@command(help="score probe replies (empty, bare answer, wrong answer, injection, ...) with ENV's rubric, offline, and flag hackable, constant and erroring nodes")  # fmt: skip
+@click.argument("env", metavar="ENV")
+@env_args
+@click.option("-n", "--num-examples", type=int, default=20, show_default=True, callback=limited, help="dataset rows to probe")  # fmt: skip
+@click.option("--seed", type=int, callback=limited, help="shuffle the rows with this seed first")
+@click.option("--judge-model", help="model for the rubric's LLMJudge nodes (scripted:POLICY: one of ENV's scripted policies, offline)")  # fmt: skip
+@click.option("--judge-base-url", help="OpenAI-compatible base URL of --judge-model")
+@click.option("--json", "json_out", is_flag=False, flag_value="-", metavar="OUT", help="the report as JSON: to OUT, or to stdout instead of the table")  # fmt: skip
+@click.option("--html", "html_out", is_flag=False, flag_value="", metavar="OUT", help="write an HTML report (default ./audit--ENV.html)")  # fmt: skip
+@click.option("--strict", is_flag=True, help="exit 1 when anything is flagged (for CI)")
+def audit(env: str, env_args: dict[str, Any] | None, strict: bool, json_out: str | None, html_out: str | None, **o: Any) -> int:  # fmt: skip
+    from envs.auditing import audit as run_audit
+    from envs.auditing.views import show_audit
+
+    with usage_errors():
+        report = run_audit(load(env, env_args), **o)
+    show_audit(console(), report, json_out=json_out, html_out=html_out)
+    return 1 if strict and report.flagged else 0
+
+
 def one_line_warning(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
     print(f"rubric: warning: {message}", file=sys.stderr)
 

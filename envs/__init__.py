@@ -7,6 +7,9 @@ packages by name. `datasets` is imported only when a dataset is actually built.
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from envs.conditions import stop
 from envs.environment import Environment
 from envs.presets import MultiTurnEnv, SingleTurnEnv, ToolEnv
@@ -21,6 +24,21 @@ from envs.tools.functions import Tool, ToolResult, call_tool, tool
 from envs.tools.mcp import mcp_server
 from envs.trl_bridge import TRLSpec
 
+if TYPE_CHECKING:  # pragma: no cover
+    from envs.auditing import aaudit, audit
+
+# The audit loads the HTTP stack and the scripted endpoint: only when first used.
+_LAZY_ATTRS = {"audit": "envs.auditing", "aaudit": "envs.auditing"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY_ATTRS:
+        raise AttributeError(f"module 'envs' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY_ATTRS[name]), name)
+    globals()[name] = value
+    return value
+
+
 __all__ = [
     "Environment",
     "EnvironmentNotFoundError",
@@ -32,6 +50,8 @@ __all__ = [
     "Tool",
     "ToolEnv",
     "ToolResult",
+    "aaudit",
+    "audit",
     "call_tool",
     "list_environments",
     "load_environment",
