@@ -7,6 +7,9 @@ packages by name. `datasets` is imported only when a dataset is actually built.
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from envs.conditions import stop
 from envs.environment import Environment
 from envs.presets import MultiTurnEnv, SingleTurnEnv, ToolEnv
@@ -21,6 +24,23 @@ from envs.tools.functions import Tool, ToolResult, call_tool, tool
 from envs.tools.mcp import mcp_server
 from envs.trl_bridge import TRLSpec
 
+# Environments from other frameworks (envs.interop) sit above the registry that `envs`
+# exports, so they are exported lazily: importing `envs` does not import them.
+_LAZY = {"from_verifiers": "envs.interop.verifiers"}
+
+if TYPE_CHECKING:  # pragma: no cover
+    from envs.interop.verifiers import from_verifiers
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'envs' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
 __all__ = [
     "Environment",
     "EnvironmentNotFoundError",
@@ -33,6 +53,7 @@ __all__ = [
     "ToolEnv",
     "ToolResult",
     "call_tool",
+    "from_verifiers",
     "list_environments",
     "load_environment",
     "mcp_server",
