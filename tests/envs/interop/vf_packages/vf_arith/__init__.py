@@ -16,6 +16,8 @@ class ArithTask(vf.Task[ArithData]):
 
     @vf.reward(weight=0.25)
     async def concise(self, trace: vf.Trace) -> float:
+        if not trace.last_reply:
+            raise ValueError("an empty reply has no length to judge")
         return 1.0 if len(trace.last_reply) <= 2 else 0.5
 
     @vf.reward(weight=-0.5)
