@@ -151,3 +151,17 @@ def test_mcp_example_runs_a_server_written_with_the_sdk(
         exec(compile(code_block("python", "mcp_server([sys.executable"), "<README>", "exec"), namespace)
     assert out.getvalue().splitlines()[-1] == "['add'] 1.0"
     assert "print([t.name for t in env.tools], results[0].reward)  # ['add'] 1.0" in README
+
+
+def test_verifiers_example_runs_as_written() -> None:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code_block("python", "from envs import from_verifiers"), "<README>", "exec"), {})
+    lines = out.getvalue().splitlines()
+    assert lines[1:4] == [
+        "  (correct) weight=0.8: reward(correct, async)",
+        "  (short) weight=0.2: reward(short, async)",
+        "  (length) weight=0: reward(length, async)",
+    ]
+    assert lines[-1] == "[1.0, 1.0, 0.8] {'correct': 1.0, 'short': 0.0, 'length': 3.0}"
+    assert f"# {lines[-1]}" in README
