@@ -26,9 +26,15 @@ from envs.trl_bridge import TRLSpec
 
 if TYPE_CHECKING:  # pragma: no cover
     from envs.auditing import aaudit, audit
+    from envs.interop.verifiers import from_verifiers
 
-# The audit loads the HTTP stack and the scripted endpoint: only when first used.
-_LAZY_ATTRS = {"audit": "envs.auditing", "aaudit": "envs.auditing"}
+# The audit (the HTTP stack and the scripted endpoint) and environments from other frameworks
+# (envs.interop, above the registry that `envs` exports) load only when first used.
+_LAZY_ATTRS = {
+    "audit": "envs.auditing",
+    "aaudit": "envs.auditing",
+    "from_verifiers": "envs.interop.verifiers",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -53,6 +59,7 @@ __all__ = [
     "aaudit",
     "audit",
     "call_tool",
+    "from_verifiers",
     "list_environments",
     "load_environment",
     "mcp_server",

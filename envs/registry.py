@@ -9,6 +9,7 @@ The spec and kwargs are recorded on the environment so a saved run can be re-cre
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import inspect
@@ -27,6 +28,11 @@ from envs.project import ENTRY_POINT_GROUP, Project
 from envs.tools.mcp import server_from_text
 from harness.errors import ConfigTypeError, EnvironmentNotFoundError, RubricError, UserCodeError, raised_at
 from harness.text import escape_control
+
+#: `vf:NAME` names an installed Verifiers environment package (`envs.from_verifiers`). Its loader
+#: sits above this module (envs.interop), so it is found by import path like `module:function`.
+VERIFIERS_PREFIX = "vf:"
+_VERIFIERS_LOADER = "envs.interop.verifiers:load_verifiers"
 
 
 @dataclass(frozen=True)
@@ -182,7 +188,8 @@ def load_environment(spec: str, *, mcp_servers: Sequence[str] | None = None, **k
 
     `spec` is an installed name (entry-point group `rubric.environments`), a path to a `.py`
     file defining `load_environment`, a package folder whose pyproject.toml declares the
-    entry point (imported from the folder, uninstalled), or `module:function`.
+    entry point (imported from the folder, uninstalled), `module:function`, or `vf:NAME`
+    (an installed Verifiers environment, through `envs.from_verifiers`).
 
     `kwargs` are that environment's own arguments, so no static type can list them; they are
     checked against its `load_environment` signature before it runs (an unknown name is a
@@ -206,6 +213,10 @@ def load_environment(spec: str, *, mcp_servers: Sequence[str] | None = None, **k
         loader = _from_file(Path(spec))
         recorded_spec = str(Path(spec).resolve())  # so `rubric score` finds it from any directory
         origin = provenance.of_file(Path(spec))
+    elif spec.startswith(VERIFIERS_PREFIX):  # an installed Verifiers environment, found by Verifiers
+        loader = functools.partial(_from_import_path(_VERIFIERS_LOADER), spec.removeprefix(VERIFIERS_PREFIX))
+        registered_name = spec.removeprefix(VERIFIERS_PREFIX)
+        origin = provenance.of_module(registered_name.replace("-", "_"))
     elif ":" in spec:
         loader = _from_import_path(spec)
         origin = provenance.of_module(spec.partition(":")[0])

@@ -30,7 +30,7 @@ DOCUMENTED = {
         "Environment", "SingleTurnEnv", "ToolEnv", "MultiTurnEnv", "tool", "Tool", "ToolResult",
         "call_tool", "stop", "mcp_server", "load_environment", "list_environments",
         "RegisteredEnvironment", "EnvironmentNotFoundError", "EnvironmentSpec", "TRLSpec",
-        "audit", "aaudit",
+        "audit", "aaudit", "from_verifiers",
     ],
     "envs.auditing": ["audit", "aaudit", "AuditReport", "Flag", "Cell", "ProbeInfo", "Probe", "PROBES"],
     "harness": [

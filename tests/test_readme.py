@@ -172,3 +172,17 @@ def test_calibration_example_runs_offline_and_prints_what_readme_says(
     report = namespace["report"]
     assert [p.name for p in report.probes] == ["verbosity", "position"]
     assert report.num_calls == 4 and report.cost_per_call is not None and report.cost_per_call > 0
+
+
+def test_verifiers_example_runs_as_written() -> None:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code_block("python", "from envs import from_verifiers"), "<README>", "exec"), {})
+    lines = out.getvalue().splitlines()
+    assert lines[1:4] == [
+        "  (correct) weight=0.8: reward(correct, async)",
+        "  (short) weight=0.2: reward(short, async)",
+        "  (length) weight=0: reward(length, async)",
+    ]
+    assert lines[-1] == "[1.0, 1.0, 0.8] {'correct': 1.0, 'short': 0.0, 'length': 3.0}"
+    assert f"# {lines[-1]}" in README
