@@ -7,6 +7,9 @@ packages by name. `datasets` is imported only when a dataset is actually built.
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from envs.conditions import stop
 from envs.environment import Environment
 from envs.presets import MultiTurnEnv, SingleTurnEnv, ToolEnv
@@ -21,6 +24,27 @@ from envs.tools.functions import Tool, ToolResult, call_tool, tool
 from envs.tools.mcp import mcp_server
 from envs.trl_bridge import TRLSpec
 
+# Other frameworks' environments and ours served to them (envs.interop), loaded on first use:
+# they sit above the registry and the reference environments, which import this package.
+_LAZY = {
+    "from_openenv": "envs.interop.openenv",
+    "serve_openenv": "envs.interop.openenv_serve",
+}
+
+if TYPE_CHECKING:  # pragma: no cover
+    from envs.interop.openenv import from_openenv
+    from envs.interop.openenv_serve import serve_openenv
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'envs' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
 __all__ = [
     "Environment",
     "EnvironmentNotFoundError",
@@ -33,9 +57,11 @@ __all__ = [
     "ToolEnv",
     "ToolResult",
     "call_tool",
+    "from_openenv",
     "list_environments",
     "load_environment",
     "mcp_server",
+    "serve_openenv",
     "stop",
     "tool",
 ]

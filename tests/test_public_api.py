@@ -29,7 +29,9 @@ DOCUMENTED = {
         "Environment", "SingleTurnEnv", "ToolEnv", "MultiTurnEnv", "tool", "Tool", "ToolResult",
         "call_tool", "stop", "mcp_server", "load_environment", "list_environments",
         "RegisteredEnvironment", "EnvironmentNotFoundError", "EnvironmentSpec", "TRLSpec",
+        "from_openenv", "serve_openenv",
     ],
+    "envs.interop.openenv": ["OpenEnvStepReward", "OpenEnvFinalReward", "OpenEnvConnectError", "from_openenv"],
     "harness": [
         "Client", "Completion", "rollout", "evaluate", "aevaluate", "EvaluateOptions", "EvalResults",
         "Summary", "load_results", "rescore", "arescore", "merge_results", "MergeReport",
