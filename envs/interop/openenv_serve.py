@@ -162,7 +162,10 @@ def session_class(episodes: ServedEpisodes) -> type:
                 scores={path: _finite(v) for path, v in rollout.scores.items()},
                 turn_scores={p: [_finite(v) for v in vs] for p, vs in rollout.turn_scores.items()},
                 score_errors=dict(rollout.score_errors),
-                metadata={"example_id": rollout.example_id, "error": rollout.error} if rollout.error else {},
+                metadata={
+                    "example_id": rollout.example_id,
+                    **({"error": rollout.error} if rollout.error else {}),
+                },
             )
 
         async def _release(self) -> None:
