@@ -88,3 +88,37 @@ def bisect_tool_policy(
             elif m["content"] == "correct":
                 return "found it"
     return {"tool_calls": [{"function": {"name": "guess", "arguments": {"guess": (low + high) // 2}}}]}
+
+
+class ChatAction(Action):
+    """A chat message (one text field: the model's reply is the action)."""
+
+    message: str
+
+
+class ChatObservation(Observation):
+    reply: str = ""
+
+
+class PoliteEnvironment(Environment[ChatAction, ChatObservation, State]):
+    """Ask twice; each message with "please" in it earns 1.0, others 0.0."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> ChatObservation:
+        self.turns = 0
+        return ChatObservation(reply="Ask me for something, twice.")
+
+    def step(self, action: ChatAction, timeout_s: float | None = None, **kwargs: Any) -> ChatObservation:
+        self.turns += 1
+        polite = "please" in action.message.lower()
+        return ChatObservation(
+            reply="gladly" if polite else "say the magic word", reward=float(polite), done=self.turns == 2
+        )
+
+    @property
+    def state(self) -> State:
+        return State(step_count=self.turns)
+
+
+chat_app = create_app(PoliteEnvironment, ChatAction, ChatObservation, max_concurrent_envs=4)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import math
@@ -20,6 +21,7 @@ from envs.interop.openenv import (
     OpenEnvFinalReward,
     OpenEnvStepReward,
 )
+from harness.errors import ConfigError
 from harness.evaluation import aevaluate
 from harness.scripted.endpoint import ScriptedEndpoint
 from rubrics import WeightedSum
@@ -195,4 +197,45 @@ async def test_a_server_that_hangs_fails_that_rollout_and_closes_its_session(url
     r = results.rollouts[0]
     assert r.stop_reason == "error" and math.isnan(r.reward)
     assert r.error is not None and "did not answer step within 0.5s" in r.error and "timeout=" in r.error
+    assert _wait_closed(15) == 0
+
+
+async def test_a_one_text_field_action_is_the_models_reply() -> None:
+    def ask(messages: list[dict[str, Any]], tools: Any) -> str:
+        return "tea, please" if messages[-1]["content"] == "say the magic word" else "tea"
+
+    with openenv_server(openenv_guess.chat_app) as address:
+        env = from_openenv(address, num_examples=1)
+        assert env.tool_schemas == [] and env.text_field == "message"
+        async with serve(ask) as (_, client):
+            results = await aevaluate(env, client)
+        with pytest.raises(
+            ConfigError, match=r"action='text' needs an action that is one text field.*'guess'"
+        ):
+            with openenv_server() as guess_address:
+                from_openenv(guess_address, action="text")
+    r = results.rollouts[0]
+    assert [m.role for m in r.completion] == ["assistant", "user", "assistant", "user"]
+    assert [m.content for m in r.completion] == ["tea", "say the magic word", "tea, please", "gladly"]
+    assert r.stop_reason == "done" and r.turn_scores["step_reward"] == [0.0, 1.0] and r.reward == 1.0
+
+
+async def test_a_cancelled_run_closes_its_sessions(url: str) -> None:
+    def slow_guess(messages: list[dict[str, Any]], tools: Any) -> dict[str, Any]:
+        return {
+            "tool_calls": [{"function": {"name": "guess", "arguments": {"guess": openenv_guess.SLOW_GUESS}}}]
+        }
+
+    env = from_openenv(url, num_examples=2)
+    async with serve(slow_guess) as (_, client):
+        task = asyncio.create_task(aevaluate(env, client))
+        deadline = time.monotonic() + 20
+        while GuessEnvironment.open_instances < 2:
+            assert time.monotonic() < deadline and not task.done()
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.2)  # both sessions are inside their slow step
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert env._sessions == {}
     assert _wait_closed(15) == 0
