@@ -489,6 +489,26 @@ def audit(env: str, env_args: dict[str, Any] | None, strict: bool, json_out: str
     return 1 if strict and report.flagged else 0
 
 
+@command(
+    help="serve an environment to OpenEnv clients through OpenEnv's server (sessions at ws://HOST:PORT/ws)"
+)
+@click.argument("env", metavar="ENV")
+@env_args
+@click.option("--host", default="127.0.0.1", show_default=True, help="address to bind (127.0.0.1: this machine only)")  # fmt: skip
+@click.option("--port", type=int, default=8000, show_default=True)
+@click.option("--max-sessions", type=int, default=64, show_default=True, help="concurrent client sessions, one rollout each")  # fmt: skip
+def serve(env: str, env_args: dict[str, Any] | None, host: str, port: int, max_sessions: int) -> int:
+    from envs.interop.openenv_serve import serve_openenv
+
+    served = load(env, env_args)
+    if not 0 < port < 65536:
+        raise CliError(f"--port must be a port number 1-65535, got {port}")
+    print(f"serving {served.name!r} to OpenEnv clients at http://{host}:{port} (Ctrl-C stops)", flush=True)
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a standalone server stops
+        serve_openenv(served, host=host, port=port, max_sessions=max_sessions)
+    return 0
+
+
 def one_line_warning(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
     print(f"rubric: warning: {message}", file=sys.stderr)
 

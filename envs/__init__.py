@@ -26,14 +26,19 @@ from envs.trl_bridge import TRLSpec
 
 if TYPE_CHECKING:  # pragma: no cover
     from envs.auditing import aaudit, audit
+    from envs.interop.openenv import from_openenv
+    from envs.interop.openenv_serve import serve_openenv
     from envs.interop.verifiers import from_verifiers
 
-# The audit (the HTTP stack and the scripted endpoint) and environments from other frameworks
-# (envs.interop, above the registry that `envs` exports) load only when first used.
+# The audit (the HTTP stack and the scripted endpoint) and other frameworks' environments and
+# ours served to them (envs.interop: above the registry and the reference environments, which
+# import this package) load only when first used.
 _LAZY_ATTRS = {
     "audit": "envs.auditing",
     "aaudit": "envs.auditing",
+    "from_openenv": "envs.interop.openenv",
     "from_verifiers": "envs.interop.verifiers",
+    "serve_openenv": "envs.interop.openenv_serve",
 }
 
 
@@ -59,10 +64,12 @@ __all__ = [
     "aaudit",
     "audit",
     "call_tool",
+    "from_openenv",
     "from_verifiers",
     "list_environments",
     "load_environment",
     "mcp_server",
+    "serve_openenv",
     "stop",
     "tool",
 ]

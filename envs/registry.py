@@ -33,6 +33,12 @@ from harness.text import escape_control
 #: sits above this module (envs.interop), so it is found by import path like `module:function`.
 VERIFIERS_PREFIX = "vf:"
 _VERIFIERS_LOADER = "envs.interop.verifiers:load_verifiers"
+#: Spec prefixes naming another framework's environments, and the loader (module:function,
+#: resolved like a user's) that builds ours from the rest of the spec. By name, not import:
+#: the interop loaders sit above the registry and import the peers' optional libraries.
+FOREIGN_SPECS: dict[str, str] = {
+    "openenv": "envs.interop.openenv:from_openenv",
+}
 
 
 @dataclass(frozen=True)
@@ -188,8 +194,9 @@ def load_environment(spec: str, *, mcp_servers: Sequence[str] | None = None, **k
 
     `spec` is an installed name (entry-point group `rubric.environments`), a path to a `.py`
     file defining `load_environment`, a package folder whose pyproject.toml declares the
-    entry point (imported from the folder, uninstalled), `module:function`, or `vf:NAME`
-    (an installed Verifiers environment, through `envs.from_verifiers`).
+    entry point (imported from the folder, uninstalled), `module:function`, or another
+    framework's environment: `vf:NAME` (an installed Verifiers environment, through
+    `envs.from_verifiers`), `openenv:URL` or `openenv:module:app` (`envs.from_openenv`).
 
     `kwargs` are that environment's own arguments, so no static type can list them; they are
     checked against its `load_environment` signature before it runs (an unknown name is a
@@ -205,7 +212,11 @@ def load_environment(spec: str, *, mcp_servers: Sequence[str] | None = None, **k
         raise ConfigTypeError(f"environment spec must be a non-empty string, got {spec!r}")
     registered_name: str | None = None
     recorded_spec = spec
-    if ("/" in spec or "\\" in spec) and Path(spec).is_dir():
+    prefix, _, target = spec.partition(":")
+    if prefix in FOREIGN_SPECS and target:  # openenv:URL, openenv:module:app
+        loader = functools.partial(_from_import_path(FOREIGN_SPECS[prefix]), target)
+        origin = provenance.of_module(FOREIGN_SPECS[prefix].partition(":")[0])
+    elif ("/" in spec or "\\" in spec) and Path(spec).is_dir():
         loader = _from_directory(Path(spec))
         recorded_spec = str(Path(spec).resolve())
         origin = provenance.of_directory(Path(spec))

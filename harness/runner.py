@@ -106,7 +106,7 @@ async def _turns(
             timing["generation"] += time.perf_counter() - t0
         t1 = time.perf_counter()
         try:
-            if not await _env_turn(env, r):
+            if not await env_turn(env, r):
                 return
         finally:
             timing["env"] += time.perf_counter() - t1
@@ -137,7 +137,7 @@ async def _model_turn(
     return True
 
 
-async def _env_turn(env: EnvironmentProtocol, r: Rollout) -> bool:
+async def env_turn(env: EnvironmentProtocol, r: Rollout) -> bool:
     """Stop checks, then tool results or feedback from the environment; False when the episode ends."""
     reason = await env.stop_reason(r)
     if reason:
@@ -155,4 +155,4 @@ async def _env_turn(env: EnvironmentProtocol, r: Rollout) -> bool:
     return True
 
 
-__all__ = ["describe_error", "rollout"]
+__all__ = ["describe_error", "env_turn", "rollout"]

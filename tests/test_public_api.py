@@ -30,9 +30,10 @@ DOCUMENTED = {
         "Environment", "SingleTurnEnv", "ToolEnv", "MultiTurnEnv", "tool", "Tool", "ToolResult",
         "call_tool", "stop", "mcp_server", "load_environment", "list_environments",
         "RegisteredEnvironment", "EnvironmentNotFoundError", "EnvironmentSpec", "TRLSpec",
-        "audit", "aaudit", "from_verifiers",
+        "audit", "aaudit", "from_verifiers", "from_openenv", "serve_openenv",
     ],
     "envs.auditing": ["audit", "aaudit", "AuditReport", "Flag", "Cell", "ProbeInfo", "Probe", "PROBES"],
+    "envs.interop.openenv": ["OpenEnvStepReward", "OpenEnvFinalReward", "OpenEnvConnectError", "from_openenv"],
     "harness": [
         "Client", "Completion", "rollout", "evaluate", "aevaluate", "EvaluateOptions", "EvalResults",
         "Summary", "load_results", "rescore", "arescore", "merge_results", "MergeReport",

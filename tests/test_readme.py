@@ -186,3 +186,61 @@ def test_verifiers_example_runs_as_written() -> None:
     ]
     assert lines[-1] == "[1.0, 1.0, 0.8] {'correct': 1.0, 'short': 0.0, 'length': 3.0}"
     assert f"# {lines[-1]}" in README
+
+
+def test_openenv_client_example_runs_a_server_written_with_openenv(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from harness.scripted.endpoint import ScriptedEndpoint
+
+    def count(messages: list[dict[str, Any]], tools: Any) -> dict[str, Any]:
+        said = sum(1 for m in messages if m["role"] == "tool")
+        return {"tool_calls": [{"function": {"name": "count", "arguments": {"number": said + 1}}}]}
+
+    (tmp_path / "counter_env.py").write_text(code_block("python", "class CountEnvironment(Environment)"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with ScriptedEndpoint(count) as endpoint:
+        monkeypatch.setenv("OPENAI_BASE_URL", endpoint.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "local")
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(
+                compile(code_block("python", 'from_openenv(\n    "counter_env:app"'), "<README>", "exec"), {}
+            )
+    lines = out.getvalue().splitlines()
+    assert lines == ["count", "done {'env': 1.5, 'few_steps': 1.0} [0.5, 0.5, 0.5]"]
+    assert f'print(r.stop_reason, r.scores, r.turn_scores["env"])  # {lines[1]}' in README
+
+
+@pytest.mark.timeout(120)
+def test_openenv_serve_example_plays_python_with_openenv_client(tmp_path: Path) -> None:
+    import socket
+    import time
+
+    from tests.helpers import RUBRIC, _free_port
+
+    port = _free_port()
+    command = code_block("bash", "rubric serve python").split()
+    assert command[:3] == ["rubric", "serve", "python"]
+    server = subprocess.Popen([str(RUBRIC), *command[1:-1], str(port)], stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, "rubric serve did not start"
+                time.sleep(0.1)
+        block = code_block("python", "GenericEnvClient(base_url=").replace(":8000", f":{port}")
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(compile(block, "<README>", "exec"), {"__name__": "readme"})
+    finally:
+        server.terminate()
+        server.wait(20)
+    lines = out.getvalue().splitlines()
+    assert lines[:2] == ["['run_python']", "False 42"]
+    assert lines[2:] == ["True completed ['correct', 'ran_code']"]
+    assert f"# {lines[2]}  (and final.reward" in README

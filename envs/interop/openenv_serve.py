@@ -1,0 +1,251 @@
+"""Our environments served to OpenEnv clients (`rubric serve ENV`), through OpenEnv's own server library.
+
+OpenEnv's `create_app` builds the server (its WebSocket sessions, HTTP routes, schema and
+health endpoints); this module only gives it an OpenEnv `Environment` whose episode is one of
+our rollouts, driven exactly as `harness.rollout` drives it:
+- **reset** (`seed` or `example_id` picks the example) sets the rollout up and returns the
+  rendered prompt (`messages`) and the tool schemas (`tools`);
+- **step** takes the model's assistant message (`content` and/or OpenAI `tool_calls`), runs
+  the tools through our `Tool.call` path (so argument checks, timeouts and, for `python`, the
+  sandbox apply) or the environment's own reply, and returns the new `messages`;
+- the **final step** (`done`) carries the rubric's reward and every node's score (`scores`,
+  per-turn ones in `turn_scores`; an unscored node is null with its reason in `score_errors`).
+
+Each client session gets its own rollout, so concurrent sessions never share state; the
+rollout's resources are released when the episode ends or the session closes. Binds
+127.0.0.1 unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from envs.environment import Environment
+from envs.interop.openenv import INSTALL_HINT
+from harness.aio import run_sync
+from harness.errors import ConfigError
+from harness.runner import env_turn
+from harness.types import Message, Rollout
+
+HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+MAX_SESSIONS = 64
+"""Concurrent OpenEnv sessions (one rollout each) a server allows by default."""
+
+
+def _openenv() -> Any:
+    """OpenEnv's server package, or one line saying how to install it."""
+    try:
+        import openenv.core.env_server as server  # the optional [openenv] extra
+    except ImportError:
+        raise ConfigError(f"rubric serve needs the openenv package: {INSTALL_HINT}") from None
+    return server
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def _message_dicts(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    return [m.model_dump(mode="json", exclude_none=True) for m in messages]
+
+
+def openenv_types(name: str) -> tuple[type, type]:
+    """The OpenEnv Action and Observation classes of a served environment (built on use, so
+    the pydantic models come from the installed `openenv`)."""
+    from pydantic import Field, create_model
+
+    server = _openenv()
+    action = create_model(
+        "AssistantAction",
+        __base__=server.Action,
+        __doc__=f"The model's assistant message for the rubric environment {name!r}: text and/or tool calls.",
+        content=(str | None, Field(default=None, description="the assistant's text")),
+        tool_calls=(
+            list[dict[str, Any]],
+            Field(default_factory=list, description="OpenAI tool calls: {id, function: {name, arguments}}"),
+        ),
+    )
+    observation = create_model(
+        "RubricObservation",
+        __base__=server.Observation,
+        messages=(list[dict[str, Any]], Field(default_factory=list, description="new messages, in order")),
+        tools=(list[dict[str, Any]], Field(default_factory=list, description="the OpenAI tools= list")),
+        stop_reason=(str | None, None),
+        scores=(dict[str, float | None], Field(default_factory=dict, description="every node's score")),
+        turn_scores=(dict[str, list[float | None]], Field(default_factory=dict)),
+        score_errors=(dict[str, str], Field(default_factory=dict)),
+    )
+    return action, observation
+
+
+class ServedEpisodes:
+    """What every session of one server shares: our environment, its examples and the OpenEnv types."""
+
+    def __init__(self, env: Environment) -> None:
+        self.env = env
+        self.examples = [dict(row) for row in env.get_dataset("eval")]
+        if not self.examples:
+            raise ConfigError(f"environment {env.name!r} has no examples to serve; give it a dataset")
+        self.by_id = {str(row["example_id"]): row for row in self.examples}
+        self.action_cls, self.observation_cls = openenv_types(env.name)
+
+    def example(self, seed: int | None, example_id: Any) -> dict[str, Any]:
+        """The example a reset asks for: by `example_id`, else the `seed`-th (wrapping), else the first."""
+        if example_id is not None:
+            row = self.by_id.get(str(example_id))
+            if row is None:
+                shown = ", ".join(list(self.by_id)[:10])
+                raise ConfigError(
+                    f"environment {self.env.name!r} has no example_id {example_id!r}; some it has: {shown}; "
+                    "reset with one of them, or with seed=N for the N-th example"
+                )
+            return row
+        return self.examples[(seed or 0) % len(self.examples)]
+
+
+def session_class(episodes: ServedEpisodes) -> type:
+    """The OpenEnv `Environment` class whose instances (one per client session) run one rollout each."""
+    server = _openenv()
+    env = episodes.env
+
+    class RubricEpisode(server.Environment):  # type: ignore[misc,name-defined]
+        SUPPORTS_CONCURRENT_SESSIONS = True
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.rollout: Rollout | None = None
+            self.episodes = 0
+            self.loop: asyncio.AbstractEventLoop | None = None
+
+        async def reset_async(
+            self, seed: int | None = None, episode_id: str | None = None, example_id: Any = None, **_: Any
+        ) -> Any:
+            await self._release()
+            self.loop = asyncio.get_running_loop()
+            example = episodes.example(seed, example_id)
+            self.rollout = await env.setup_rollout(example, self.episodes)
+            self.episodes += 1
+            return episodes.observation_cls(
+                messages=_message_dicts(self.rollout.prompt),
+                tools=env.tool_schemas,
+                metadata={"example_id": self.rollout.example_id, "environment": env.name},
+            )
+
+        async def step_async(self, action: Any, timeout_s: float | None = None, **_: Any) -> Any:
+            rollout = self.rollout
+            if rollout is None or rollout.stop_reason is not None:
+                raise ConfigError("no episode is running; reset first (the last one ended)")
+            message = Message(role="assistant", content=action.content, tool_calls=action.tool_calls or None)
+            before = len(rollout.completion) + 1
+            rollout.completion.append(message)
+            rollout.turns += 1
+            if await env_turn(env, rollout) and rollout.turns >= env.max_turns:
+                rollout.stop_reason = "max_turns"
+            new = _message_dicts(rollout.completion[before:])
+            if rollout.stop_reason is None:
+                return episodes.observation_cls(messages=new)
+            return await self._final(rollout, new)
+
+        async def _final(self, rollout: Rollout, new: list[dict[str, Any]]) -> Any:
+            await env.score(rollout)
+            await self._release()
+            return episodes.observation_cls(
+                messages=new,
+                done=True,
+                reward=_finite(rollout.reward),
+                stop_reason=rollout.stop_reason,
+                scores={path: _finite(v) for path, v in rollout.scores.items()},
+                turn_scores={p: [_finite(v) for v in vs] for p, vs in rollout.turn_scores.items()},
+                score_errors=dict(rollout.score_errors),
+                metadata={
+                    "example_id": rollout.example_id,
+                    **({"error": rollout.error} if rollout.error else {}),
+                },
+            )
+
+        async def _release(self) -> None:
+            if self.rollout is not None:
+                await env.release_rollout(self.rollout)
+
+        def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> Any:
+            return run_sync(self.reset_async(seed, episode_id, **kwargs))
+
+        def step(self, action: Any, timeout_s: float | None = None, **kwargs: Any) -> Any:
+            return run_sync(self.step_async(action, timeout_s, **kwargs))
+
+        @property
+        def state(self) -> Any:
+            rollout = self.rollout
+            return server.State(
+                episode_id=None if rollout is None else str(rollout.example_id),
+                step_count=0 if rollout is None else rollout.turns,
+            )
+
+        def close(self) -> None:
+            rollout, loop, self.rollout = self.rollout, self.loop, None
+            if rollout is None or rollout.stop_reason is not None or loop is None or loop.is_closed():
+                return
+            # The client left mid-episode: free what the rollout held (its MCP servers), on the
+            # server's loop, where they run; OpenEnv calls close() from a worker thread.
+            future = asyncio.run_coroutine_threadsafe(env.release_rollout(rollout), loop)
+            with contextlib.suppress(Exception):
+                future.result(timeout=30)
+
+    RubricEpisode.__name__ = RubricEpisode.__qualname__ = f"RubricEpisode[{env.name}]"
+    return RubricEpisode
+
+
+def openenv_app(env: Environment, *, max_sessions: int = MAX_SESSIONS) -> Any:
+    """OpenEnv's FastAPI app (`create_fastapi_app`) serving `env`: one rollout per session."""
+    if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 1:
+        raise ConfigError(f"max_sessions must be an integer >= 1, got {max_sessions!r}")
+    episodes = ServedEpisodes(env)
+    return _openenv().create_fastapi_app(
+        session_class(episodes),
+        episodes.action_cls,
+        episodes.observation_cls,
+        max_concurrent_envs=max_sessions,
+        env_name=env.name,
+    )
+
+
+async def aserve_openenv(
+    env: Environment, *, host: str = HOST, port: int = DEFAULT_PORT, max_sessions: int = MAX_SESSIONS
+) -> None:
+    """Serve `env` to OpenEnv clients on http://host:port (WebSocket sessions at /ws) until stopped."""
+    import uvicorn  # comes with openenv's server
+
+    app = openenv_app(env, max_sessions=max_sessions)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    await uvicorn.Server(config).serve()
+
+
+def serve_openenv(
+    env: Environment, *, host: str = HOST, port: int = DEFAULT_PORT, max_sessions: int = MAX_SESSIONS
+) -> None:
+    """Serve `env` to OpenEnv clients until stopped (`rubric serve ENV`).
+
+    Args:
+        env: any of our environments.
+        host: the address to bind; 127.0.0.1 (this machine only) unless you mean otherwise.
+        port: the TCP port.
+        max_sessions: the most concurrent client sessions (one rollout each).
+    """
+    asyncio.run(aserve_openenv(env, host=host, port=port, max_sessions=max_sessions))
+
+
+__all__ = [
+    "DEFAULT_PORT",
+    "HOST",
+    "MAX_SESSIONS",
+    "ServedEpisodes",
+    "aserve_openenv",
+    "openenv_app",
+    "openenv_types",
+    "serve_openenv",
+]
