@@ -21,7 +21,7 @@ DOCUMENTED = {
     "rubrics": [
         "Rubric", "WeightedSum", "Sequential", "Gate", "RubricList", "RubricDict", "FunctionRubric",
         "reward", "LLMJudge", "JudgeConfig", "ScoringError", "ScoredBatch", "RemovableHandle",
-        "IncompatibleKeys", "Rollout", "judges", "parsers",
+        "IncompatibleKeys", "Rollout", "judges", "parsers", "GroupRubric", "Relative", "relative",
     ],
     "rubrics.parsers": ["ThinkFormat", "XMLFormat", "extract_after", "extract_boxed", "extract_xml", "strip_think"],
     "rubrics.credit": ["assign_credit", "discounted"],
