@@ -22,6 +22,7 @@ DOCUMENTED = {
         "Rubric", "WeightedSum", "Sequential", "Gate", "RubricList", "RubricDict", "FunctionRubric",
         "reward", "LLMJudge", "JudgeConfig", "ScoringError", "ScoredBatch", "RemovableHandle",
         "IncompatibleKeys", "Rollout", "judges", "parsers", "GroupRubric", "Relative", "relative",
+        "RankJudge", "PairwiseJudge",
     ],
     "rubrics.parsers": ["ThinkFormat", "XMLFormat", "extract_after", "extract_boxed", "extract_xml", "strip_think"],
     "rubrics.credit": ["assign_credit", "discounted"],
