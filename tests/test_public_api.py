@@ -21,7 +21,8 @@ DOCUMENTED = {
     "rubrics": [
         "Rubric", "WeightedSum", "Sequential", "Gate", "RubricList", "RubricDict", "FunctionRubric",
         "reward", "LLMJudge", "JudgeConfig", "ScoringError", "ScoredBatch", "RemovableHandle",
-        "IncompatibleKeys", "Rollout", "judges", "parsers",
+        "IncompatibleKeys", "Rollout", "judges", "parsers", "GroupRubric", "Relative", "relative",
+        "RankJudge", "PairwiseJudge",
     ],
     "rubrics.parsers": ["ThinkFormat", "XMLFormat", "extract_after", "extract_boxed", "extract_xml", "strip_think"],
     "rubrics.judge.calibration": ["Calibration", "acalibrate", "calibrate", "find_judge"],
