@@ -463,9 +463,8 @@ def calibrate(env: str, labels: str, env_args: dict[str, Any] | None, **o: Any) 
         )  # fmt: skip
     console().print(report)
     if o["html"]:
-        with open(o["html"], "w", encoding="utf-8") as out:
-            out.write(report.to_html())
-        print(f"wrote {o['html']}; open it in a browser")
+        path = report.write_html(o["html"])
+        print(f"wrote {path} ({path.stat().st_size:,} bytes); open it in a browser")
     return 0
 
 

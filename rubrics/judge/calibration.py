@@ -29,6 +29,7 @@ from typing import Any
 from harness.aio import run_sync
 from harness.defaults import DEFAULT_CONCURRENCY
 from harness.errors import ConfigError
+from harness.results.storage import write_atomic
 from harness.types import Rollout, Usage
 from rubrics.judge import agreement
 from rubrics.judge.calibration_view import calibration_html, calibration_renderable
@@ -163,6 +164,13 @@ class Calibration:
     def to_html(self) -> str:
         """The report as one self-contained HTML page."""
         return calibration_html(self, page=True)
+
+    def write_html(self, path: str | Path) -> Path:
+        """Write `to_html()` to `path` (replaced whole, never written through a link there)."""
+        out = Path(path)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(out, self.to_html())
+        return out
 
 
 def _fmt(value: float | None) -> str:
