@@ -292,6 +292,8 @@ async def _probes(
     results, calls, usage = [], 0, Usage()
     verbosity = "the response followed by a paragraph of content-free filler"
     position = "the response and the reference answer trade places in the judge's prompt"
+    # The names the judge's prompt template uses (a sibling module of the judge reads its
+    # compiled template: the position probe needs to know whether both texts are shown).
     fields = frozenset(judge._template.variables)
     for name, what in (("verbosity", verbosity), ("position", position)):
         skipped = position_applies(fields) if name == "position" else None
