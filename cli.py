@@ -446,7 +446,7 @@ def info(name: str, hub_url: str | None) -> int:
 @click.option("--price-prompt", type=float, metavar="USD", help="price per prompt token, to report the cost per request")  # fmt: skip
 @click.option("--price-completion", type=float, metavar="USD", help="price per completion token")
 @click.option("--html", metavar="OUT", help="also write the report as a self-contained HTML page")
-@click.option("-c", "--concurrency", type=int, default=16, show_default=True, callback=limited)
+@click.option("-c", "--concurrency", type=int, default=DEFAULT_CONCURRENCY, show_default=True, callback=limited, help="labelled rows scored at once")  # fmt: skip
 def calibrate(env: str, labels: str, env_args: dict[str, Any] | None, **o: Any) -> int:
     from rubrics.judge.calibration import calibrate as measure
     from rubrics.judge.calibration import find_judge
@@ -463,9 +463,8 @@ def calibrate(env: str, labels: str, env_args: dict[str, Any] | None, **o: Any) 
         )  # fmt: skip
     console().print(report)
     if o["html"]:
-        with open(o["html"], "w", encoding="utf-8") as out:
-            out.write(report.to_html())
-        print(f"wrote {o['html']}; open it in a browser")
+        path = report.write_html(o["html"])
+        print(f"wrote {path} ({path.stat().st_size:,} bytes); open it in a browser")
     return 0
 
 

@@ -47,7 +47,7 @@ def test_judge_example_runs_as_written_against_a_local_judge(monkeypatch: pytest
         out = io.StringIO()
         namespace: dict[str, object] = {}
         with contextlib.redirect_stdout(out):
-            exec(compile(code_block("python", "judges.correctness("), "<README>", "exec"), namespace)
+            exec(compile(code_block("python", "LLMJudge("), "<README>", "exec"), namespace)
     rubric = namespace["rubric"]
     assert [name for name, _ in rubric.named_children()] == ["correct", "helpful"]
     assert "model='gpt-4.1-mini', parse='number', score_range=(0, 10)" in repr(rubric)
@@ -168,7 +168,9 @@ def test_calibration_example_runs_offline_and_prints_what_readme_says(
     first, second = out.getvalue().splitlines()[:2]
     assert first == "0.75 0.5 ((1, 1), (0, 2))"
     assert f"The first line printed is `{first}`" in README
-    assert second.startswith("Calibration(judge='judge', kind='binary', rows=4, scored=4, accuracy=0.75")
+    assert second.startswith(
+        "Calibration(judge='correctness', kind='binary', rows=4, scored=4, accuracy=0.75"
+    )
     report = namespace["report"]
     assert [p.name for p in report.probes] == ["verbosity", "position"]
     assert report.num_calls == 4 and report.cost_per_call is not None and report.cost_per_call > 0

@@ -82,7 +82,7 @@ def node_table_html(comparison: Comparison) -> str:
         "<tr><th>node</th><th class='num'>A</th><th class='num'>B</th><th class='num'>B − A</th>"
         f"<th class='num'>{confidence:.0%} CI (paired)</th><th class='num'>n for {power:.0%} power</th></tr>"
     )
-    note = f'<div class="muted paired-note">{esc(paired_note(comparison))}</div>'
+    note = f'<div class="muted paired-note" style="max-width:640px">{esc(paired_note(comparison))}</div>'
     return f'<table class="compare-nodes">{head}{rows}</table>{note}'
 
 

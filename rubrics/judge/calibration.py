@@ -19,28 +19,33 @@ and left out of the figures, never scored as 0.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from harness.aio import run_sync
+from harness.defaults import DEFAULT_CONCURRENCY
 from harness.errors import ConfigError
+from harness.results.storage import write_atomic
 from harness.types import Rollout, Usage
 from rubrics.judge import agreement
 from rubrics.judge.calibration_view import calibration_html, calibration_renderable
+from rubrics.judge.labels import (
+    CONTINUOUS_BINS,
+    DEFAULT_THRESHOLD,
+    Kind,
+    LabelScale,
+    fifth,
+    label_scale,
+    label_text,
+    read_labels,
+)
 from rubrics.judge.llm import LLMJudge
 from rubrics.judge.probes import padded, position_applies, swapped
 from rubrics.module import Rubric
-
-Kind = Literal["auto", "binary", "categorical", "continuous"]
-KINDS: tuple[str, ...] = ("auto", "binary", "categorical", "continuous")
-DEFAULT_THRESHOLD = 0.5
-CONTINUOUS_BINS = 5
-CALIBRATION_CONCURRENCY = 16
 
 
 @dataclass(frozen=True)
@@ -160,6 +165,13 @@ class Calibration:
         """The report as one self-contained HTML page."""
         return calibration_html(self, page=True)
 
+    def write_html(self, path: str | Path) -> Path:
+        """Write `to_html()` to `path` (replaced whole, never written through a link there)."""
+        out = Path(path)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(out, self.to_html())
+        return out
+
 
 def _fmt(value: float | None) -> str:
     return "None" if value is None else f"{value:.4g}"
@@ -176,137 +188,6 @@ def _strength(value: float) -> str:
         if value <= limit:
             return name
     return "substantial" if value <= 0.8 else "almost perfect"
-
-
-# ----------------------------------------------------------------------------- labels in
-def read_labels(labels: str | Path | Iterable[Mapping[str, Any]]) -> list[tuple[Rollout, Any]]:
-    """Labelled rollouts from a JSONL file (one rollout dict with a `label` per line) or dicts."""
-    where = str(labels) if isinstance(labels, (str, Path)) else "labels"
-    rows: list[tuple[int, Any]] = []
-    if isinstance(labels, (str, Path)):
-        path = Path(labels)
-        if not path.is_file():
-            raise ConfigError(
-                f"labels file {path} does not exist; give a JSONL file of rollouts with a 'label'"
-            )
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            if line.strip():
-                try:
-                    rows.append((number, json.loads(line)))
-                except json.JSONDecodeError as exc:
-                    raise ConfigError(
-                        f"{where} line {number} is not JSON ({exc.msg}); one object per line"
-                    ) from None
-    else:
-        rows = list(enumerate(labels, 1))
-    out = []
-    for number, row in rows:
-        if not isinstance(row, Mapping) or "label" not in row:
-            raise ConfigError(
-                f"{where} row {number} has no 'label'; each row is a rollout "
-                f'({{"prompt": ..., "completion": ..., "answer": ...}}) with the human "label"'
-            )
-        fields = {k: v for k, v in row.items() if k != "label"}
-        fields.setdefault("example_id", number - 1)
-        out.append((Rollout.model_validate(fields), row["label"]))
-    if not out:
-        raise ConfigError(f"{where} holds no labelled rows")
-    return out
-
-
-def _is_binary(label: Any) -> bool:
-    return isinstance(label, bool) or (isinstance(label, (int, float)) and label in (0, 1))
-
-
-def _number(label: Any, number: int) -> float:
-    if isinstance(label, bool) or not isinstance(label, (int, float)) or math.isnan(label):
-        raise ConfigError(f"label of row {number} is {label!r}; continuous labels are numbers")
-    return float(label)
-
-
-def _judge_categories(judge: LLMJudge) -> dict[str, float]:
-    low, high = judge.score_range
-    return {k: (v - low) / (high - low) for k, v in (judge.choices or {}).items()}
-
-
-def detect_kind(judge: LLMJudge, labels: Sequence[Any]) -> str:
-    """binary for True/False or 0/1 labels, categorical for text labels or the judge's own
-    choice values, else continuous."""
-    if all(_is_binary(v) for v in labels):
-        return "binary"
-    if any(isinstance(v, str) for v in labels):
-        return "categorical"
-    values = set((judge.choices or {}).values())
-    return "categorical" if values and all(v in values for v in labels) else "continuous"
-
-
-def _categories(
-    judge: LLMJudge, labels: Sequence[Any], given: Mapping[str, float] | None
-) -> dict[str, float]:
-    if given is not None:
-        categories = {str(k): float(v) for k, v in given.items()}
-    elif all(isinstance(v, str) for v in labels):
-        categories = _judge_categories(judge)
-    else:  # numbers: each distinct label is a category, on the judge's scale
-        low, high = judge.score_range
-        categories = {_text(v): (_number(v, i) - low) / (high - low) for i, v in enumerate(labels, 1)}
-    missing = sorted({_text(v) for v in labels} - set(categories))
-    if missing:
-        raise ConfigError(
-            f"labels {', '.join(map(repr, missing))} have no score; the categories are "
-            f"{sorted(categories) or 'none'}: give categories={{label: score in [0, 1], ...}} (--categories)"
-        )
-    return dict(sorted(categories.items(), key=lambda kv: -kv[1]))
-
-
-def _text(label: Any) -> str:
-    if isinstance(label, bool):
-        return str(int(label))
-    if isinstance(label, float) and label.is_integer():
-        return str(int(label))
-    return str(label)
-
-
-# ----------------------------------------------------------------------------- verdicts
-class _Scale:
-    """How a kind of label reads a judge score: the label's target value and the verdict."""
-
-    def __init__(
-        self, kind: str, threshold: float, categories: Mapping[str, float], label_range: tuple[float, float]
-    ):
-        self.kind, self.threshold, self.categories, self.label_range = (
-            kind,
-            threshold,
-            categories,
-            label_range,
-        )
-
-    def target(self, label: Any, number: int) -> float:
-        if self.kind == "binary":
-            if not _is_binary(label):
-                raise ConfigError(f"label of row {number} is {label!r}; binary labels are true/false or 1/0")
-            return float(label)
-        if self.kind == "categorical":
-            return self.categories[_text(label)]
-        low, high = self.label_range
-        value = _number(label, number)
-        if not low <= value <= high:
-            raise ConfigError(f"label of row {number} is {value:g}, outside label_range ({low:g}, {high:g})")
-        return (value - low) / (high - low)
-
-    def verdict(self, score: float) -> str | None:
-        if math.isnan(score):
-            return None
-        if self.kind == "binary":
-            return "1" if score >= self.threshold else "0"
-        if self.kind == "categorical":
-            return min(self.categories, key=lambda k: abs(self.categories[k] - score))
-        return _fifth(score)
-
-
-def _fifth(value: float) -> str:
-    i = min(CONTINUOUS_BINS - 1, int(value * CONTINUOUS_BINS))
-    return f"{i / CONTINUOUS_BINS:.1f}–{(i + 1) / CONTINUOUS_BINS:.1f}"
 
 
 # ----------------------------------------------------------------------------- scoring
@@ -333,32 +214,37 @@ async def _score(judge: LLMJudge, rollouts: Sequence[Rollout], concurrency: int)
     return result
 
 
-def _items(rows: Sequence[tuple[Rollout, Any]], scale: _Scale, scored: _Pass) -> tuple[LabelledItem, ...]:
+def _items(rows: Sequence[tuple[Rollout, Any]], scale: LabelScale, scored: _Pass) -> tuple[LabelledItem, ...]:
     items = []
     for number, ((rollout, label), score, reason) in enumerate(zip(rows, scored.scores, scored.reasons), 1):
         verdict = scale.verdict(score)
         items.append(
             LabelledItem(
-                str(rollout.example_id), _text(label), scale.target(label, number), score, verdict, reason
+                str(rollout.example_id),
+                label_text(label),
+                scale.target(label, number),
+                score,
+                verdict,
+                reason,
             )
         )
     return tuple(items)
 
 
-def _truth(scale: _Scale, item: LabelledItem) -> str:
-    return _fifth(item.target) if scale.kind == "continuous" else item.label
+def _truth(scale: LabelScale, item: LabelledItem) -> str:
+    return fifth(item.target) if scale.kind == "continuous" else item.label
 
 
-def _classes(scale: _Scale) -> tuple[str, ...]:
+def _classes(scale: LabelScale) -> tuple[str, ...]:
     if scale.kind == "binary":
         return ("1", "0")
     if scale.kind == "categorical":
         return tuple(scale.categories)
-    return tuple(_fifth((i + 0.5) / CONTINUOUS_BINS) for i in reversed(range(CONTINUOUS_BINS)))
+    return tuple(fifth((i + 0.5) / CONTINUOUS_BINS) for i in reversed(range(CONTINUOUS_BINS)))
 
 
 def _by_label(
-    scale: _Scale, scored: Sequence[LabelledItem], classes: Sequence[str]
+    scale: LabelScale, scored: Sequence[LabelledItem], classes: Sequence[str]
 ) -> tuple[LabelAgreement, ...]:
     rows = []
     for name in classes:
@@ -379,7 +265,7 @@ async def _probe(
     judge: LLMJudge,
     rows: Sequence[Rollout],
     base: Sequence[LabelledItem],
-    scale: _Scale,
+    scale: LabelScale,
     concurrency: int,
 ) -> tuple[ProbeResult, _Pass]:
     kept = [(r, item) for r, item in zip(rows, base) if item.reason is None]
@@ -397,11 +283,17 @@ async def _probe(
 
 
 async def _probes(
-    judge: LLMJudge, rows: Sequence[Rollout], base: Sequence[LabelledItem], scale: _Scale, concurrency: int
+    judge: LLMJudge,
+    rows: Sequence[Rollout],
+    base: Sequence[LabelledItem],
+    scale: LabelScale,
+    concurrency: int,
 ) -> tuple[list[ProbeResult], int, Usage]:
     results, calls, usage = [], 0, Usage()
     verbosity = "the response followed by a paragraph of content-free filler"
     position = "the response and the reference answer trade places in the judge's prompt"
+    # The names the judge's prompt template uses (a sibling module of the judge reads its
+    # compiled template: the position probe needs to know whether both texts are shown).
     fields = frozenset(judge._template.variables)
     for name, what in (("verbosity", verbosity), ("position", position)):
         skipped = position_applies(fields) if name == "position" else None
@@ -440,27 +332,7 @@ def find_judge(rubric: Rubric, node: str | None = None) -> LLMJudge:
     return found
 
 
-def _scale(
-    judge: LLMJudge,
-    labels: Sequence[Any],
-    kind: str,
-    threshold: float,
-    categories: Mapping[str, float] | None,
-    label_range: tuple[float, float] | None,
-) -> _Scale:
-    if kind not in KINDS:
-        raise ConfigError(f"kind={kind!r}; use one of {', '.join(KINDS)}")
-    if not 0 <= threshold <= 1:
-        raise ConfigError(f"threshold={threshold} must be in [0, 1], the scale of the judge's scores")
-    chosen = detect_kind(judge, labels) if kind == "auto" else kind
-    low, high = label_range if label_range is not None else judge.score_range
-    if not high > low:
-        raise ConfigError(f"label_range=({low:g}, {high:g}) must rise, e.g. (0, 10)")
-    cats = _categories(judge, labels, categories) if chosen == "categorical" else {}
-    return _Scale(chosen, threshold, cats, (low, high))
-
-
-def _figures(scale: _Scale, items: Sequence[LabelledItem]) -> dict[str, Any]:
+def _figures(scale: LabelScale, items: Sequence[LabelledItem]) -> dict[str, Any]:
     scored = [i for i in items if i.reason is None]
     classes = _classes(scale)
     truth = [_truth(scale, i) for i in scored]
@@ -493,7 +365,7 @@ async def acalibrate(
     label_range: tuple[float, float] | None = None,
     probes: bool = True,
     prices: tuple[float, float] | None = None,
-    concurrency: int = CALIBRATION_CONCURRENCY,
+    concurrency: int = DEFAULT_CONCURRENCY,
 ) -> Calibration:
     """Measure `judge` against human labels (see the module docstring for every figure).
 
@@ -513,7 +385,7 @@ async def acalibrate(
         The `Calibration`: print it, show it in a notebook, or write `to_html()`.
     """
     rows = read_labels(labels)
-    scale = _scale(judge, [label for _, label in rows], kind, threshold, categories, label_range)
+    scale = label_scale(judge, [label for _, label in rows], kind, threshold, categories, label_range)
     rollouts = [r for r, _ in rows]
     for number, (_, label) in enumerate(rows, 1):
         scale.target(label, number)  # a bad label fails before any judge call
@@ -540,7 +412,7 @@ def calibrate(
     label_range: tuple[float, float] | None = None,
     probes: bool = True,
     prices: tuple[float, float] | None = None,
-    concurrency: int = CALIBRATION_CONCURRENCY,
+    concurrency: int = DEFAULT_CONCURRENCY,
 ) -> Calibration:
     """`acalibrate` from synchronous code (a script, or a notebook cell: it works inside a
     running event loop); the arguments are the same."""
@@ -553,14 +425,11 @@ def calibrate(
 
 
 __all__ = [
-    "KINDS",
     "Calibration",
     "LabelAgreement",
     "LabelledItem",
     "ProbeResult",
     "acalibrate",
     "calibrate",
-    "detect_kind",
     "find_judge",
-    "read_labels",
 ]

@@ -159,7 +159,8 @@ def test_report_in_terminal_and_html(
     scripted_endpoint: EndpointFactory, fast_retry: dict[str, float]
 ) -> None:
     ep = scripted_endpoint(grader)
-    data = [*BINARY, {"prompt": "q", "completion": "no", "answer": "<b>x</b>", "label": 1}]
+    planted = "<img src=x onerror=alert(1)>"  # an example id the judge disagrees on: listed, escaped
+    data = [*BINARY, {"example_id": planted, "prompt": "q", "completion": "no", "answer": "ref", "label": 1}]
     cal = calibrate(judge_at(ep, fast_retry), data)
     console = Console(width=140, record=True)
     console.print(cal)
@@ -177,7 +178,8 @@ def test_report_in_terminal_and_html(
     page = cal.to_html()
     assert page.startswith("<!DOCTYPE html>") and 'class="confusion"' in page and "verbosity" in page
     fragment = cal._repr_html_()
-    assert "<style>" in fragment and "Cohen&#x27;s kappa" in fragment and "<b>x</b>" not in fragment
+    assert "<style>" in fragment and "Cohen&#x27;s kappa" in fragment
+    assert planted not in page and planted not in fragment and "&lt;img src=x onerror=alert(1)&gt;" in page
 
 
 def test_judge_found_by_path_and_errors_name_the_judges(fast_retry: dict[str, float]) -> None:
@@ -222,3 +224,16 @@ def test_agreement_figures() -> None:
     assert agreement.mean_abs_error([], []) is None
     with pytest.raises(ValueError, match="equal lengths"):
         agreement.accuracy([1], [])
+
+
+async def test_sync_form_works_inside_a_running_loop_and_on_error_is_still_unscored(
+    scripted_endpoint: EndpointFactory, fast_retry: dict[str, float]
+) -> None:
+    # A judge that opts out of NaN (on_error=0.0) still has its failure recorded: the row is
+    # unscored for calibration, not a verdict of 0 that would agree with a "0" label.
+    ep = scripted_endpoint(grader)
+    cal = calibrate(
+        judge_at(ep, fast_retry, on_error=0.0), rows([("yes", 1), ("??", 0), ("no", 0)]), probes=False
+    )
+    assert cal.num_scored == 2 and cal.accuracy == 1.0 and cal.confusion == ((1, 0), (0, 1))
+    assert [i.reason for i in cal.items] == [None, "judge reply had no score", None]
