@@ -20,7 +20,7 @@ from verifiers.v1.trace import AgentInfo, TraceTask
 import envs
 from harness.errors import ConfigError, ConfigTypeError, EnvironmentNotFoundError
 from harness.scripted.endpoint import ScriptedEndpoint
-from harness.types import Rollout
+from harness.types import Message, Rollout
 from tests.helpers import run
 
 PACKAGES = Path(__file__).parent / "vf_packages"
@@ -87,6 +87,14 @@ def assert_same_scores(trace: Any, rollout: Rollout, rewards: dict[str, list[str
         assert rollout.scores[name] == pytest.approx(value, abs=1e-12)
 
 
+def scored(env: envs.Environment, row: dict[str, Any], completion: list[dict[str, Any]]) -> Rollout:
+    """A rollout of `row` as the harness starts it, with `completion` as the model's reply, scored by `env`."""
+    rollout = asyncio.run(env.setup_rollout(row))
+    rollout.completion = [Message.model_validate(m) for m in completion]
+    asyncio.run(env.score(rollout))
+    return rollout
+
+
 ARITH_REWARDS = {"correct": ["correct"], "concise": ["concise"], "shouting": ["upper", "bang"]}
 REPLIES = ["3", "5", "42!", "THREE", "three", "FIVE!", "7.0"]
 
@@ -105,8 +113,7 @@ def test_rubric_matches_verifiers_scoring_on_the_same_completions() -> None:
     for row in rows:
         for reply in REPLIES:
             completion = [{"role": "assistant", "content": reply}]
-            rollout = Rollout.model_validate({**row, "completion": completion})
-            env.rubric(rollout)
+            rollout = scored(env, row, completion)
             trace = verifiers_scores(tasks[row["example_id"]], row["prompt"], completion)
             assert_same_scores(trace, rollout, ARITH_REWARDS)
 
@@ -115,8 +122,7 @@ def test_a_reward_that_raises_is_nan_with_its_reason_where_verifiers_fails_the_s
     env = envs.load_environment("vf:vf_arith", num_tasks=1)
     row = env.get_dataset()[0]
     completion = [{"role": "assistant", "content": ""}]
-    rollout = Rollout.model_validate({**row, "completion": completion})
-    env.rubric(rollout)
+    rollout = scored(env, row, completion)
     assert math.isnan(rollout.reward) and math.isnan(rollout.scores["concise"])
     assert rollout.scores["correct"] == 0.0 and rollout.scores["reply_length"] == 0.0
     assert "an empty reply has no length to judge" in rollout.score_errors["concise"]
@@ -135,6 +141,51 @@ def test_single_turn_env_maps_prompt_system_prompt_answer_and_task() -> None:
     assert row["answer"] == "5" and row["example_id"] == "1"
     assert row["info"]["verifiers_task"]["answer"] == "5"
     assert "(shouting) weight=-0.5" in repr(env.rubric) and "(reply_length) weight=0" in repr(env.rubric)
+
+
+class _ShotData(vf.TaskData):
+    answer: str
+
+
+class _ShotTask(vf.Task[_ShotData]):
+    @vf.reward(weight=2.0)
+    async def correct(self, task: _ShotData, trace: vf.Trace) -> float:
+        return float(trace.last_reply == task.answer)
+
+    @vf.reward(weight=0.5)
+    async def one_turn(self, trace: vf.Trace) -> float:  # the few-shot turns are not the model's
+        return float(len(trace.assistant_messages) == 1 and trace.num_turns == 1)
+
+
+class _FewShot(vf.Taskset[_ShotTask, vf.TasksetConfig]):
+    def load(self) -> Any:
+        shots = [
+            vf.UserMessage(content="What is 1 + 1?"),
+            vf.AssistantMessage(
+                tool_calls=[vf.ToolCall(id="c1", name="calculator_add", arguments='{"a": 1, "b": 1}')]
+            ),
+            vf.ToolMessage(tool_call_id="c1", content="2", name="calculator_add"),
+            vf.AssistantMessage(content="2"),
+        ]
+        yield _ShotTask(_ShotData(prompt=[*shots, vf.UserMessage(content="What is 2 + 2?")], answer="4"))
+        yield _ShotTask(_ShotData(prompt="What is 3 + 3?", system_prompt="Be brief.", answer="6"))
+
+
+def test_few_shot_prompts_keep_their_turns_and_score_as_in_verifiers() -> None:
+    env = envs.from_verifiers(_FewShot(vf.TasksetConfig()))
+    tasks = {str(t.data.idx): t for t in _FewShot(vf.TasksetConfig())}
+    rows = list(env.get_dataset())
+    assert [m["role"] for m in rows[0]["prompt"]] == ["user", "assistant", "tool", "assistant", "user"]
+    assert rows[0]["prompt"][1]["tool_calls"][0]["function"]["name"] == "calculator_add"
+    assert [m["role"] for m in rows[1]["prompt"]] == ["system", "user"]
+    for row in rows:
+        for reply in ("4", "6", "2"):
+            completion = [{"role": "assistant", "content": reply}]
+            rollout = scored(env, row, completion)
+            prompt = [{k: v for k, v in m.items() if v is not None} for m in row["prompt"]]
+            trace = verifiers_scores(tasks[row["example_id"]], prompt, completion)
+            assert_same_scores(trace, rollout, {"correct": ["correct"], "one_turn": ["one_turn"]})
+            assert rollout.scores["one_turn"] == 1.0
 
 
 def _sum_reply(messages: list[dict[str, Any]], tools: Any) -> str:
