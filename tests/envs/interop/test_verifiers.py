@@ -218,6 +218,15 @@ def test_eval_vf_spec_end_to_end_with_the_cli_matches_verifiers(tmp_path: Path) 
         assert node in view.stdout
     metadata = json.loads((out / "metadata.json").read_text())
     assert metadata["env"]["load_spec"] == "vf:vf_arith"
+    refused = run("score", str(out), cwd=tmp_path, env=_subprocess_env())  # a results folder is data
+    assert refused.returncode != 0 and "names 'vf:vf_arith', a Verifiers environment" in refused.stderr
+    rescored = run(
+        "score", str(out), "vf:vf_arith", "-a", '{"num_tasks": 3}', cwd=tmp_path, env=_subprocess_env()
+    )
+    assert rescored.returncode == 0, rescored.stderr
+    (rescored_file,) = out.glob("results.rescored-*.jsonl")
+    again = {r["example_id"]: r["reward"] for r in map(json.loads, rescored_file.read_text().splitlines())}
+    assert again == {r["example_id"]: r["reward"] for r in lines}
 
 
 def _calculator_policy(messages: list[dict[str, Any]], tools: Any) -> Any:
