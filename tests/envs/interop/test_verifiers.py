@@ -275,6 +275,26 @@ def test_tool_schema_is_the_toolsets_own_under_verifiers_harness_name() -> None:
     assert schema["function"]["parameters"]["required"] == ["a", "b"]
 
 
+def _notebook_policy(messages: list[dict[str, Any]], tools: Any) -> Any:
+    last = messages[-1]
+    if last["role"] == "user":
+        return {"tool_calls": [{"function": {"name": "write", "arguments": {"text": "hello"}}}]}
+    if last["name"] == "write":
+        return {"tool_calls": [{"function": {"name": "read", "arguments": {}}}]}
+    return last["content"]
+
+
+def test_task_scoped_toolsets_get_a_fresh_server_per_rollout() -> None:
+    env = envs.load_environment("vf:vf_notes")
+    assert [t.name for t in env.tools] == ["read", "write"]  # TOOL_PREFIX = None: bare, as in Verifiers
+    assert [server.per_rollout for server in env.mcp_servers] == [True]
+    env.scripted_policies = {"notes": _notebook_policy}
+    results = env.evaluate("scripted:notes", rollouts_per_example=2, concurrency=1, progress=False)
+    # A server shared by both rollouts would read "hello\nhello" in the second one.
+    assert [r.completion[-1].content for r in results] == ["hello", "hello"]
+    assert [r.reward for r in results] == [1.0, 1.0]
+
+
 def test_from_verifiers_takes_a_taskset_and_an_env() -> None:
     import vf_arith  # type: ignore[import-not-found]
 
