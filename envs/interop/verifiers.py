@@ -30,8 +30,6 @@ from envs.presets import SingleTurnEnv, ToolEnv
 from harness.errors import ConfigError, ConfigTypeError, EnvironmentNotFoundError
 
 INSTALL_HINT = "pip install 'rubric-rl[verifiers]'"
-#: Tasks read from an infinite taskset when no `num_tasks` bounds it.
-_MAX_TASKS = 100_000
 
 
 def _vf() -> Any:
@@ -61,11 +59,7 @@ def _tasks(taskset: Any, num_tasks: int | None) -> list[Any]:
         raise ConfigError(
             f"Verifiers taskset {type(taskset).__name__} is infinite; bound it with num_tasks=N"
         )
-    tasks = []
-    for task in taskset:
-        tasks.append(task)
-        if len(tasks) >= _MAX_TASKS:
-            break
+    tasks = list(taskset)
     if not tasks:
         raise ConfigError(f"Verifiers taskset {type(taskset).__name__} yielded no tasks")
     kinds = sorted({type(t).__name__ for t in tasks})
@@ -87,8 +81,20 @@ def _prompt(data: Any) -> list[dict[str, Any]]:
     if isinstance(data.prompt, str):
         messages.append({"role": "user", "content": data.prompt})
     else:
-        messages.extend(m.model_dump(mode="json", exclude_none=True) for m in data.prompt)
+        messages.extend(_openai_message(m) for m in data.prompt)
     return messages
+
+
+def _openai_message(message: Any) -> dict[str, Any]:
+    """A Verifiers message (a few-shot turn of a task's prompt) in OpenAI's shape: tool calls nested."""
+    dumped = message.model_dump(mode="json", exclude_none=True)
+    shaped = {k: dumped[k] for k in ("role", "content", "tool_call_id", "name") if k in dumped}
+    if dumped.get("tool_calls"):
+        shaped["tool_calls"] = [
+            {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+            for c in dumped["tool_calls"]
+        ]
+    return shaped
 
 
 def _row(task: Any) -> dict[str, Any]:

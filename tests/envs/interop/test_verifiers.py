@@ -20,7 +20,7 @@ from verifiers.v1.trace import AgentInfo, TraceTask
 import envs
 from harness.errors import ConfigError, ConfigTypeError, EnvironmentNotFoundError
 from harness.scripted.endpoint import ScriptedEndpoint
-from harness.types import Rollout
+from harness.types import Message, Rollout
 from tests.helpers import run
 
 PACKAGES = Path(__file__).parent / "vf_packages"
@@ -87,6 +87,14 @@ def assert_same_scores(trace: Any, rollout: Rollout, rewards: dict[str, list[str
         assert rollout.scores[name] == pytest.approx(value, abs=1e-12)
 
 
+def scored(env: envs.Environment, row: dict[str, Any], completion: list[dict[str, Any]]) -> Rollout:
+    """A rollout of `row` as the harness starts it, with `completion` as the model's reply, scored by `env`."""
+    rollout = asyncio.run(env.setup_rollout(row))
+    rollout.completion = [Message.model_validate(m) for m in completion]
+    asyncio.run(env.score(rollout))
+    return rollout
+
+
 ARITH_REWARDS = {"correct": ["correct"], "concise": ["concise"], "shouting": ["upper", "bang"]}
 REPLIES = ["3", "5", "42!", "THREE", "three", "FIVE!", "7.0"]
 
@@ -105,8 +113,7 @@ def test_rubric_matches_verifiers_scoring_on_the_same_completions() -> None:
     for row in rows:
         for reply in REPLIES:
             completion = [{"role": "assistant", "content": reply}]
-            rollout = Rollout.model_validate({**row, "completion": completion})
-            env.rubric(rollout)
+            rollout = scored(env, row, completion)
             trace = verifiers_scores(tasks[row["example_id"]], row["prompt"], completion)
             assert_same_scores(trace, rollout, ARITH_REWARDS)
 
@@ -115,8 +122,7 @@ def test_a_reward_that_raises_is_nan_with_its_reason_where_verifiers_fails_the_s
     env = envs.load_environment("vf:vf_arith", num_tasks=1)
     row = env.get_dataset()[0]
     completion = [{"role": "assistant", "content": ""}]
-    rollout = Rollout.model_validate({**row, "completion": completion})
-    env.rubric(rollout)
+    rollout = scored(env, row, completion)
     assert math.isnan(rollout.reward) and math.isnan(rollout.scores["concise"])
     assert rollout.scores["correct"] == 0.0 and rollout.scores["reply_length"] == 0.0
     assert "an empty reply has no length to judge" in rollout.score_errors["concise"]
@@ -135,6 +141,51 @@ def test_single_turn_env_maps_prompt_system_prompt_answer_and_task() -> None:
     assert row["answer"] == "5" and row["example_id"] == "1"
     assert row["info"]["verifiers_task"]["answer"] == "5"
     assert "(shouting) weight=-0.5" in repr(env.rubric) and "(reply_length) weight=0" in repr(env.rubric)
+
+
+class _ShotData(vf.TaskData):
+    answer: str
+
+
+class _ShotTask(vf.Task[_ShotData]):
+    @vf.reward(weight=2.0)
+    async def correct(self, task: _ShotData, trace: vf.Trace) -> float:
+        return float(trace.last_reply == task.answer)
+
+    @vf.reward(weight=0.5)
+    async def one_turn(self, trace: vf.Trace) -> float:  # the few-shot turns are not the model's
+        return float(len(trace.assistant_messages) == 1 and trace.num_turns == 1)
+
+
+class _FewShot(vf.Taskset[_ShotTask, vf.TasksetConfig]):
+    def load(self) -> Any:
+        shots = [
+            vf.UserMessage(content="What is 1 + 1?"),
+            vf.AssistantMessage(
+                tool_calls=[vf.ToolCall(id="c1", name="calculator_add", arguments='{"a": 1, "b": 1}')]
+            ),
+            vf.ToolMessage(tool_call_id="c1", content="2", name="calculator_add"),
+            vf.AssistantMessage(content="2"),
+        ]
+        yield _ShotTask(_ShotData(prompt=[*shots, vf.UserMessage(content="What is 2 + 2?")], answer="4"))
+        yield _ShotTask(_ShotData(prompt="What is 3 + 3?", system_prompt="Be brief.", answer="6"))
+
+
+def test_few_shot_prompts_keep_their_turns_and_score_as_in_verifiers() -> None:
+    env = envs.from_verifiers(_FewShot(vf.TasksetConfig()))
+    tasks = {str(t.data.idx): t for t in _FewShot(vf.TasksetConfig())}
+    rows = list(env.get_dataset())
+    assert [m["role"] for m in rows[0]["prompt"]] == ["user", "assistant", "tool", "assistant", "user"]
+    assert rows[0]["prompt"][1]["tool_calls"][0]["function"]["name"] == "calculator_add"
+    assert [m["role"] for m in rows[1]["prompt"]] == ["system", "user"]
+    for row in rows:
+        for reply in ("4", "6", "2"):
+            completion = [{"role": "assistant", "content": reply}]
+            rollout = scored(env, row, completion)
+            prompt = [{k: v for k, v in m.items() if v is not None} for m in row["prompt"]]
+            trace = verifiers_scores(tasks[row["example_id"]], prompt, completion)
+            assert_same_scores(trace, rollout, {"correct": ["correct"], "one_turn": ["one_turn"]})
+            assert rollout.scores["one_turn"] == 1.0
 
 
 def _sum_reply(messages: list[dict[str, Any]], tools: Any) -> str:
@@ -167,6 +218,15 @@ def test_eval_vf_spec_end_to_end_with_the_cli_matches_verifiers(tmp_path: Path) 
         assert node in view.stdout
     metadata = json.loads((out / "metadata.json").read_text())
     assert metadata["env"]["load_spec"] == "vf:vf_arith"
+    refused = run("score", str(out), cwd=tmp_path, env=_subprocess_env())  # a results folder is data
+    assert refused.returncode != 0 and "names 'vf:vf_arith', a Verifiers environment" in refused.stderr
+    rescored = run(
+        "score", str(out), "vf:vf_arith", "-a", '{"num_tasks": 3}', cwd=tmp_path, env=_subprocess_env()
+    )
+    assert rescored.returncode == 0, rescored.stderr
+    (rescored_file,) = out.glob("results.rescored-*.jsonl")
+    again = {r["example_id"]: r["reward"] for r in map(json.loads, rescored_file.read_text().splitlines())}
+    assert again == {r["example_id"]: r["reward"] for r in lines}
 
 
 def _calculator_policy(messages: list[dict[str, Any]], tools: Any) -> Any:
@@ -213,6 +273,26 @@ def test_tool_schema_is_the_toolsets_own_under_verifiers_harness_name() -> None:
     assert schema["function"]["name"] == "calculator_add"
     assert schema["function"]["description"] == "Add two integers."
     assert schema["function"]["parameters"]["required"] == ["a", "b"]
+
+
+def _notebook_policy(messages: list[dict[str, Any]], tools: Any) -> Any:
+    last = messages[-1]
+    if last["role"] == "user":
+        return {"tool_calls": [{"function": {"name": "write", "arguments": {"text": "hello"}}}]}
+    if last["name"] == "write":
+        return {"tool_calls": [{"function": {"name": "read", "arguments": {}}}]}
+    return last["content"]
+
+
+def test_task_scoped_toolsets_get_a_fresh_server_per_rollout() -> None:
+    env = envs.load_environment("vf:vf_notes")
+    assert [t.name for t in env.tools] == ["read", "write"]  # TOOL_PREFIX = None: bare, as in Verifiers
+    assert [server.per_rollout for server in env.mcp_servers] == [True]
+    env.scripted_policies = {"notes": _notebook_policy}
+    results = env.evaluate("scripted:notes", rollouts_per_example=2, concurrency=1, progress=False)
+    # A server shared by both rollouts would read "hello\nhello" in the second one.
+    assert [r.completion[-1].content for r in results] == ["hello", "hello"]
+    assert [r.reward for r in results] == [1.0, 1.0]
 
 
 def test_from_verifiers_takes_a_taskset_and_an_env() -> None:
