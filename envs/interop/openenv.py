@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import json
 import math
+import re
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
@@ -292,6 +293,14 @@ def _episodes(dataset: Any, num_examples: int) -> Any:
     ]
 
 
+def _check_options(action: object, timeout: object) -> None:
+    if action not in ("auto", "tool", "text"):
+        raise ConfigError(f"action={action!r}; use 'auto', 'tool' or 'text'")
+    if not (isinstance(timeout, (int, float)) and timeout > 0 and math.isfinite(timeout)):
+        raise ConfigError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    _client_class()
+
+
 def from_openenv(
     target: str,
     *,
@@ -336,13 +345,10 @@ def from_openenv(
     """
     if not isinstance(target, str) or not target.strip():
         raise ConfigError(f"from_openenv takes a URL or module:app, got {target!r}")
-    if action not in ("auto", "tool", "text"):
-        raise ConfigError(f"action={action!r}; use 'auto', 'tool' or 'text'")
-    if not (isinstance(timeout, (int, float)) and timeout > 0 and math.isfinite(timeout)):
-        raise ConfigError(f"timeout must be a positive number of seconds, got {timeout!r}")
-    _client_class()
-    local = None if target.startswith(("http://", "https://", "ws://", "wss://")) else LocalServer(target)
-    base_url = local.url if local is not None else target.rstrip("/")
+    _check_options(action, timeout)
+    url = re.sub(r"^ws(s?)://", r"http\1://", target)  # OpenEnv's client takes either form
+    local = None if url.startswith(("http://", "https://")) else LocalServer(target)
+    base_url = local.url if local is not None else url.rstrip("/")
     try:
         schema = read_schema(base_url)
         return OpenEnvEnvironment(
