@@ -315,6 +315,7 @@ def from_openenv(
     observation_text: Callable[[Mapping[str, Any]], str] = render_observation,
     name: str | None = None,
     sampling: Mapping[str, Any] | None = None,
+    success: str | tuple[str, float] | list[Any] | None = None,
 ) -> OpenEnvEnvironment:
     """An OpenEnv environment, run by our harness through OpenEnv's own client.
 
@@ -338,6 +339,7 @@ def from_openenv(
         observation_text: how an observation (a dict) becomes the text the model reads.
         name: the environment's name in results (default "openenv:" + target).
         sampling: default sampling arguments for the endpoint.
+        success: what counts as a pass for pass@k, as for `Environment` (e.g. ("final_reward", 1.0)).
 
     Raises:
         OpenEnvConnectError: No OpenEnv server answers at the URL, it is something else, or
@@ -364,6 +366,7 @@ def from_openenv(
             max_turns=max_turns,
             name=name or f"openenv:{target}",
             sampling=sampling,
+            success=tuple(success) if isinstance(success, list) else success,  # JSON from -a
         )
     except BaseException:
         if local is not None:
