@@ -2,8 +2,9 @@
 
 Everything on the wire goes through OpenEnv's own library (the `[openenv]` extra): its
 `GenericEnvClient` holds one WebSocket session per rollout (reset, step, close), and a local
-environment is OpenEnv's own server app (`create_app(...)`) run by uvicorn. This module decides
-only what the harness needs around them:
+environment is OpenEnv's own server app (`create_app(...)`) run by uvicorn (`openenv_local`).
+This module decides only what the harness needs around them (the schema's translation lives
+in `openenv_schema`, the reward nodes in `openenv_rewards`):
 - **Acting.** The model acts through one tool built from the environment's action schema
   (`GET /schema`, the server's own description), named after the action class (`GuessAction`
   -> `guess`); or, when the action is one text field (a chat message), its reply is the action.
@@ -24,40 +25,30 @@ import contextlib
 import json
 import math
 import re
-import socket
-import subprocess
-import sys
-import tempfile
-import time
-import urllib.error
-import urllib.request
-import weakref
 from collections.abc import Callable, Mapping
-from typing import IO, Any, Literal
+from typing import Any, Literal
 
 from envs.environment import Environment
+from envs.interop.openenv_local import LocalServer
+from envs.interop.openenv_rewards import OpenEnvFinalReward, OpenEnvStepReward, RewardMode, default_rubric
+from envs.interop.openenv_schema import (
+    CONNECT_TIMEOUT,
+    OpenEnvConnectError,
+    action_tool,
+    read_schema,
+    render_observation,
+    text_field,
+)
 from envs.tools.functions import BadArguments, parse_arguments
-from harness.child import wrap
-from harness.errors import ConfigError, RubricError, ScoringError
+from harness.errors import ConfigError, RubricError
 from harness.types import Message, Rollout, ToolCall
-from rubrics import Rubric, WeightedSum
-from rubrics.turns import Turn
 
 INSTALL_HINT = "pip install 'rubric-rl[openenv]'"
-CONNECT_TIMEOUT = 10.0
-"""Seconds to open a session (and to read the server's schema)."""
 STEP_TIMEOUT = 60.0
 """Seconds one reset or step may take before the rollout fails."""
-START_TIMEOUT = 60.0
-"""Seconds a local server (`openenv:module:app`) may take to answer /health."""
 DEFAULT_EPISODES = 100
 """Episodes (seeds 0, 1, ...) of the default dataset; `-n` / `num_examples=` at evaluation picks fewer."""
 ActionMode = Literal["auto", "tool", "text"]
-RewardMode = Literal["sum", "final"]
-
-
-class OpenEnvConnectError(ConfigError):
-    """No OpenEnv environment server answers at the address, or what answers is something else."""
 
 
 class OpenEnvSessionError(RubricError):
@@ -71,174 +62,6 @@ def _client_class() -> Any:
     except ImportError:
         raise ConfigError(f"OpenEnv environments need the openenv package: {INSTALL_HINT}") from None
     return GenericEnvClient
-
-
-# ----------------------------------------------------------------------------- the server's schema
-
-
-def read_schema(base_url: str, timeout: float = CONNECT_TIMEOUT) -> dict[str, Any]:
-    """The server's `GET /schema` answer (action, observation, state JSON Schemas).
-
-    Raises:
-        OpenEnvConnectError: Nothing answers at `base_url`, or it is not an OpenEnv server.
-    """
-    url = f"{base_url.rstrip('/')}/schema"
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
-            body = response.read()
-    except urllib.error.HTTPError as exc:
-        raise OpenEnvConnectError(
-            f"{base_url} does not speak OpenEnv's HTTP API: GET /schema answered HTTP {exc.code}; "
-            "point at an OpenEnv environment server (openenv>=0.4, built with create_app(...))"
-        ) from None
-    except (urllib.error.URLError, OSError) as exc:
-        why = getattr(exc, "reason", exc)
-        raise OpenEnvConnectError(
-            f"no OpenEnv server answers at {base_url} ({why}); start it (e.g. `uvicorn "
-            "your_env.server.app:app --port 8000`) or fix the URL, or give openenv:module:app to start one here"
-        ) from None
-    try:
-        schema = json.loads(body)
-    except ValueError:
-        schema = None
-    if not isinstance(schema, dict) or not isinstance(schema.get("action"), dict):
-        raise OpenEnvConnectError(
-            f"{base_url} does not speak OpenEnv's HTTP API: GET /schema did not return its action, "
-            f"observation and state schemas (got {body[:120]!r}); point at an OpenEnv environment server "
-            "(openenv>=0.4, built with create_app(...))"
-        )
-    return schema
-
-
-def action_tool(action_schema: Mapping[str, Any]) -> dict[str, Any]:
-    """The OpenAI tool for an OpenEnv action schema: the action's fields (without `metadata`)."""
-    title = str(action_schema.get("title") or "Action")
-    stem = re.sub(r"Action$", "", title) or "step"
-    name = re.sub(r"[^a-zA-Z0-9_-]", "_", re.sub(r"(?<!^)(?=[A-Z])", "_", stem).lower())[:64] or "step"
-    properties = {k: v for k, v in dict(action_schema.get("properties") or {}).items() if k != "metadata"}
-    parameters: dict[str, Any] = {"type": "object", "properties": properties}
-    required = [r for r in action_schema.get("required") or [] if r != "metadata"]
-    if required:
-        parameters["required"] = required
-    if "$defs" in action_schema:
-        parameters["$defs"] = action_schema["$defs"]
-    description = str(action_schema.get("description") or f"Take one step in the environment ({title}).")
-    function = {"name": name, "description": " ".join(description.split()), "parameters": parameters}
-    return {"type": "function", "function": function}
-
-
-def text_field(action_schema: Mapping[str, Any]) -> str | None:
-    """The action's one text field, when the action is just a message; else None."""
-    properties = {k: v for k, v in dict(action_schema.get("properties") or {}).items() if k != "metadata"}
-    if len(properties) == 1:
-        ((field, spec),) = properties.items()
-        if isinstance(spec, Mapping) and spec.get("type") == "string":
-            return str(field)
-    return None
-
-
-def render_observation(observation: Mapping[str, Any]) -> str:
-    """The text the model reads for an observation: its one text field, else its fields as JSON."""
-    fields = {k: v for k, v in observation.items() if k != "metadata" and v not in (None, "", [], {})}
-    if len(fields) == 1 and isinstance(next(iter(fields.values())), str):
-        return str(next(iter(fields.values())))
-    return json.dumps(fields, ensure_ascii=False, default=str)
-
-
-# ----------------------------------------------------------------------------- the reward nodes
-
-
-def _steps(rollout: Rollout) -> list[dict[str, Any]]:
-    return list(rollout.state.get("openenv", {}).get("steps", []))
-
-
-class OpenEnvStepReward(Rubric):
-    """The OpenEnv environment's per-step rewards: a turn scores the sum of its steps' rewards
-    (0.0 for a turn that took no step); the episode scores their sum (the return)."""
-
-    reduce_turns = "sum"
-
-    def forward_turn(self, rollout: Rollout, turn: Turn) -> float:
-        steps = _steps(rollout)
-        if not any(s.get("reward") is not None for s in steps):
-            raise ScoringError(f"the OpenEnv environment gave no reward in {len(steps)} step(s)")
-        return float(sum(s["reward"] for s in steps if s["turn"] == turn.index and s["reward"] is not None))
-
-
-class OpenEnvFinalReward(Rubric):
-    """The last reward the OpenEnv environment gave (its outcome, for environments that score at the end)."""
-
-    def forward(self, rollout: Rollout) -> float:
-        rewards = [s["reward"] for s in _steps(rollout) if s.get("reward") is not None]
-        if not rewards:
-            raise ScoringError(f"the OpenEnv environment gave no reward in {len(_steps(rollout))} step(s)")
-        return float(rewards[-1])
-
-
-def default_rubric(reward: RewardMode = "sum") -> Rubric:
-    """Both reward nodes; the root's reward is the return (`"sum"`) or the final reward (`"final"`)."""
-    if reward not in ("sum", "final"):
-        raise ConfigError(f"reward={reward!r}; use 'sum' (the return) or 'final' (the last reward)")
-    weights = [1.0, 0.0] if reward == "sum" else [0.0, 1.0]
-    return WeightedSum({"step_reward": OpenEnvStepReward(), "final_reward": OpenEnvFinalReward()}, weights)
-
-
-# ----------------------------------------------------------------------------- a local server
-
-
-class LocalServer:
-    """An OpenEnv server app (`module:app`, as OpenEnv's `server/app.py` defines it) run by
-    uvicorn on 127.0.0.1 in a child process that never outlives this one (`harness.child`)."""
-
-    def __init__(self, app: str, *, start_timeout: float = START_TIMEOUT) -> None:
-        self.app = app
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = int(sock.getsockname()[1])
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._errlog: IO[bytes] = tempfile.TemporaryFile()
-        command = [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(self.port)]
-        self._process = subprocess.Popen(
-            wrap([*command, "--log-level", "warning"]), stdout=subprocess.DEVNULL, stderr=self._errlog
-        )
-        self._finalizer = weakref.finalize(self, _stop, self._process, self._errlog)
-        self._wait(start_timeout)
-
-    def _wait(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            with contextlib.suppress(OSError):
-                with urllib.request.urlopen(f"{self.url}/health", timeout=2) as response:
-                    if response.status == 200:
-                        return
-            if self._process.poll() is not None or time.monotonic() > deadline:
-                why = "it exited" if self._process.poll() is not None else f"no answer within {timeout:g}s"
-                tail = self.stderr_tail()
-                self.close()
-                raise OpenEnvConnectError(
-                    f"the OpenEnv server app {self.app!r} did not start: {why}"
-                    + (f"; its stderr ends: {tail}" if tail else "")
-                    + "; check that the module imports and defines an app built with create_app(...)"
-                )
-            time.sleep(0.1)
-
-    def stderr_tail(self) -> str:
-        with contextlib.suppress(ValueError, OSError):
-            self._errlog.seek(0)
-            return " ".join(self._errlog.read().decode(errors="replace").split())[-600:]
-        return ""
-
-    def close(self) -> None:
-        """Stop the server (idempotent)."""
-        self._finalizer()
-
-
-def _stop(process: subprocess.Popen[bytes], errlog: IO[bytes]) -> None:
-    if process.poll() is None:
-        process.terminate()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(10)
-    errlog.close()
 
 
 # ----------------------------------------------------------------------------- the environment
@@ -318,10 +141,17 @@ class OpenEnvEnvironment(Environment):
             raise OpenEnvSessionError(
                 f"could not open an OpenEnv session at {self.base_url} for {what}: {exc}; check that the server is running"
             ) from None
-        except RuntimeError as exc:
-            if "VALIDATION_ERROR" in str(exc):
-                raise
-            raise OpenEnvSessionError(f"the OpenEnv server at {self.base_url} failed {what}: {exc}") from None
+        except RuntimeError as exc:  # the server answered with an error; its session goes on
+            if what == "step":
+                raise ActionRejected(str(exc)) from None
+            full = (
+                "; the server is at its session limit: lower the concurrency (-c)"
+                if "CAPACITY" in str(exc)
+                else ""
+            )
+            raise OpenEnvSessionError(
+                f"the OpenEnv server at {self.base_url} failed {what}: {exc}{full}"
+            ) from None
         except Exception as exc:  # websockets' ConnectionClosed and the like: the server went away
             raise OpenEnvSessionError(
                 f"the OpenEnv session at {self.base_url} broke during {what}: {type(exc).__name__}: {exc}; "
@@ -354,7 +184,15 @@ class OpenEnvEnvironment(Environment):
         """Step with the model's text or tool calls; each observation goes back to the model."""
         last = rollout.completion[-1]
         if self.text_field is not None:
-            result = await self._step(rollout, {self.text_field: last.text})
+            action = {self.text_field: last.text}
+            try:
+                result = await self._step(rollout, action)
+            except ActionRejected as exc:
+                _note_error(rollout, self.text_field, None, f"the environment rejected the action: {exc}")
+                text = (
+                    f"the environment rejected your message ({exc}); its action schema: {self._schema_text()}"
+                )
+                return [Message(role="user", content=f"Error: {text}")]
             return [Message(role="user", content=self.observation_text(result.observation))]
         if not last.tool_calls:
             return None  # the model answered instead of acting: the episode is over
@@ -365,9 +203,7 @@ class OpenEnvEnvironment(Environment):
         name = self._action_tool["function"]["name"]
 
         def error(reason: str, text: str) -> Message:
-            rollout.state.setdefault("tool_errors", []).append(
-                {"turn": rollout.turns, "tool": call.name, "tool_call_id": call.id, "error": reason}
-            )
+            _note_error(rollout, call.name, call.id, reason)
             return Message(role="tool", content=f"Error: {text}", tool_call_id=call.id, name=call.name)
 
         if rollout.state["openenv"]["done"]:
@@ -382,12 +218,11 @@ class OpenEnvEnvironment(Environment):
             return error(exc.reason, f"tool {name!r} was not run: {exc.detail}")
         try:
             result = await self._step(rollout, action)
-        except RuntimeError as exc:  # the server's validation error: the session goes on
-            schema = json.dumps(self._action_tool["function"]["parameters"], separators=(",", ":"))
+        except ActionRejected as exc:
             return error(
                 f"the environment rejected the action: {exc}",
                 f"the environment rejected the action {json.dumps(action)} ({exc}); call {name!r} "
-                f"with arguments matching its schema: {schema}",
+                f"with arguments matching its schema: {self._schema_text()}",
             )
         return Message(
             role="tool",
@@ -395,6 +230,11 @@ class OpenEnvEnvironment(Environment):
             tool_call_id=call.id,
             name=call.name,
         )
+
+    def _schema_text(self) -> str:
+        if self._action_tool is not None:
+            return json.dumps(self._action_tool["function"]["parameters"], separators=(",", ":"))
+        return json.dumps(self.action_schema, separators=(",", ":"))
 
     async def _step(self, rollout: Rollout, action: dict[str, Any]) -> Any:
         entry = self._sessions.get(id(rollout))
@@ -427,6 +267,16 @@ class OpenEnvEnvironment(Environment):
         return {**super().config(), "openenv": {**where, "action": self.action_schema.get("title")}}
 
 
+class ActionRejected(RuntimeError):
+    """The server answered a step with an error (an invalid action, or the environment raised)."""
+
+
+def _note_error(rollout: Rollout, tool: str, call_id: str | None, reason: str) -> None:
+    rollout.state.setdefault("tool_errors", []).append(
+        {"turn": rollout.turns, "tool": tool, "tool_call_id": call_id, "error": reason}
+    )
+
+
 async def _close(client: Any) -> None:
     """Close a session; one that is already gone is fine."""
     with contextlib.suppress(Exception):
@@ -443,6 +293,14 @@ def _episodes(dataset: Any, num_examples: int) -> Any:
     ]
 
 
+def _check_options(action: object, timeout: object) -> None:
+    if action not in ("auto", "tool", "text"):
+        raise ConfigError(f"action={action!r}; use 'auto', 'tool' or 'text'")
+    if not (isinstance(timeout, (int, float)) and timeout > 0 and math.isfinite(timeout)):
+        raise ConfigError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    _client_class()
+
+
 def from_openenv(
     target: str,
     *,
@@ -457,6 +315,7 @@ def from_openenv(
     observation_text: Callable[[Mapping[str, Any]], str] = render_observation,
     name: str | None = None,
     sampling: Mapping[str, Any] | None = None,
+    success: str | tuple[str, float] | list[Any] | None = None,
 ) -> OpenEnvEnvironment:
     """An OpenEnv environment, run by our harness through OpenEnv's own client.
 
@@ -480,6 +339,7 @@ def from_openenv(
         observation_text: how an observation (a dict) becomes the text the model reads.
         name: the environment's name in results (default "openenv:" + target).
         sampling: default sampling arguments for the endpoint.
+        success: what counts as a pass for pass@k, as for `Environment` (e.g. ("final_reward", 1.0)).
 
     Raises:
         OpenEnvConnectError: No OpenEnv server answers at the URL, it is something else, or
@@ -487,13 +347,10 @@ def from_openenv(
     """
     if not isinstance(target, str) or not target.strip():
         raise ConfigError(f"from_openenv takes a URL or module:app, got {target!r}")
-    if action not in ("auto", "tool", "text"):
-        raise ConfigError(f"action={action!r}; use 'auto', 'tool' or 'text'")
-    if not (isinstance(timeout, (int, float)) and timeout > 0 and math.isfinite(timeout)):
-        raise ConfigError(f"timeout must be a positive number of seconds, got {timeout!r}")
-    _client_class()
-    local = None if target.startswith(("http://", "https://", "ws://", "wss://")) else LocalServer(target)
-    base_url = local.url if local is not None else target.rstrip("/")
+    _check_options(action, timeout)
+    url = re.sub(r"^ws(s?)://", r"http\1://", target)  # OpenEnv's client takes either form
+    local = None if url.startswith(("http://", "https://")) else LocalServer(target)
+    base_url = local.url if local is not None else url.rstrip("/")
     try:
         schema = read_schema(base_url)
         return OpenEnvEnvironment(
@@ -509,6 +366,7 @@ def from_openenv(
             max_turns=max_turns,
             name=name or f"openenv:{target}",
             sampling=sampling,
+            success=tuple(success) if isinstance(success, list) else success,  # JSON from -a
         )
     except BaseException:
         if local is not None:
@@ -518,16 +376,11 @@ def from_openenv(
 
 __all__ = [
     "INSTALL_HINT",
-    "LocalServer",
     "OpenEnvConnectError",
     "OpenEnvEnvironment",
     "OpenEnvFinalReward",
     "OpenEnvSessionError",
     "OpenEnvStepReward",
-    "action_tool",
     "default_rubric",
     "from_openenv",
-    "read_schema",
-    "render_observation",
-    "text_field",
 ]

@@ -108,69 +108,92 @@ class ServedEpisodes:
         return self.examples[(seed or 0) % len(self.examples)]
 
 
+class Episode:
+    """One client session's side of the protocol: one rollout at a time, driven as `harness.rollout` drives it."""
+
+    def __init__(self, episodes: ServedEpisodes) -> None:
+        self.episodes = episodes
+        self.env = episodes.env
+        self.rollout: Rollout | None = None
+        self.count = 0
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    async def reset(self, seed: int | None, example_id: Any) -> Any:
+        """Set up a rollout for the example asked for; its prompt and tools are the first observation."""
+        await self.release()
+        self.loop = asyncio.get_running_loop()
+        self.rollout = await self.env.setup_rollout(self.episodes.example(seed, example_id), self.count)
+        self.count += 1
+        return self.episodes.observation_cls(
+            messages=_message_dicts(self.rollout.prompt),
+            tools=self.env.tool_schemas,
+            metadata={"example_id": self.rollout.example_id, "environment": self.env.name},
+        )
+
+    async def step(self, action: Any) -> Any:
+        """Append the assistant message, run the environment's turn, and score when the episode ends."""
+        rollout = self.rollout
+        if rollout is None or rollout.stop_reason is not None:
+            raise ConfigError("no episode is running; reset first (the last one ended)")
+        message = Message(role="assistant", content=action.content, tool_calls=action.tool_calls or None)
+        before = len(rollout.completion) + 1
+        rollout.completion.append(message)
+        rollout.turns += 1
+        if await env_turn(self.env, rollout) and rollout.turns >= self.env.max_turns:
+            rollout.stop_reason = "max_turns"
+        new = _message_dicts(rollout.completion[before:])
+        if rollout.stop_reason is None:
+            return self.episodes.observation_cls(messages=new)
+        await self.env.score(rollout)
+        await self.release()
+        return self.episodes.observation_cls(
+            messages=new,
+            done=True,
+            reward=_finite(rollout.reward),
+            stop_reason=rollout.stop_reason,
+            scores={path: _finite(v) for path, v in rollout.scores.items()},
+            turn_scores={p: [_finite(v) for v in vs] for p, vs in rollout.turn_scores.items()},
+            score_errors=dict(rollout.score_errors),
+            metadata={
+                "example_id": rollout.example_id,
+                **({"error": rollout.error} if rollout.error else {}),
+            },
+        )
+
+    async def release(self) -> None:
+        """Free what the current rollout holds (its own MCP servers)."""
+        if self.rollout is not None:
+            await self.env.release_rollout(self.rollout)
+
+    def close(self) -> None:
+        """The session ended: release a rollout left mid-episode, on the server's loop (OpenEnv
+        calls this from a worker thread)."""
+        rollout, loop, self.rollout = self.rollout, self.loop, None
+        if rollout is None or rollout.stop_reason is not None or loop is None or loop.is_closed():
+            return
+        future = asyncio.run_coroutine_threadsafe(self.env.release_rollout(rollout), loop)
+        with contextlib.suppress(Exception):
+            future.result(timeout=30)
+
+
 def session_class(episodes: ServedEpisodes) -> type:
-    """The OpenEnv `Environment` class whose instances (one per client session) run one rollout each."""
+    """The OpenEnv `Environment` class whose instances (one per client session) each run an `Episode`."""
     server = _openenv()
-    env = episodes.env
 
     class RubricEpisode(server.Environment):  # type: ignore[misc,name-defined]
         SUPPORTS_CONCURRENT_SESSIONS = True
 
         def __init__(self) -> None:
             super().__init__()
-            self.rollout: Rollout | None = None
-            self.episodes = 0
-            self.loop: asyncio.AbstractEventLoop | None = None
+            self.episode = Episode(episodes)
 
         async def reset_async(
             self, seed: int | None = None, episode_id: str | None = None, example_id: Any = None, **_: Any
         ) -> Any:
-            await self._release()
-            self.loop = asyncio.get_running_loop()
-            example = episodes.example(seed, example_id)
-            self.rollout = await env.setup_rollout(example, self.episodes)
-            self.episodes += 1
-            return episodes.observation_cls(
-                messages=_message_dicts(self.rollout.prompt),
-                tools=env.tool_schemas,
-                metadata={"example_id": self.rollout.example_id, "environment": env.name},
-            )
+            return await self.episode.reset(seed, example_id)
 
         async def step_async(self, action: Any, timeout_s: float | None = None, **_: Any) -> Any:
-            rollout = self.rollout
-            if rollout is None or rollout.stop_reason is not None:
-                raise ConfigError("no episode is running; reset first (the last one ended)")
-            message = Message(role="assistant", content=action.content, tool_calls=action.tool_calls or None)
-            before = len(rollout.completion) + 1
-            rollout.completion.append(message)
-            rollout.turns += 1
-            if await env_turn(env, rollout) and rollout.turns >= env.max_turns:
-                rollout.stop_reason = "max_turns"
-            new = _message_dicts(rollout.completion[before:])
-            if rollout.stop_reason is None:
-                return episodes.observation_cls(messages=new)
-            return await self._final(rollout, new)
-
-        async def _final(self, rollout: Rollout, new: list[dict[str, Any]]) -> Any:
-            await env.score(rollout)
-            await self._release()
-            return episodes.observation_cls(
-                messages=new,
-                done=True,
-                reward=_finite(rollout.reward),
-                stop_reason=rollout.stop_reason,
-                scores={path: _finite(v) for path, v in rollout.scores.items()},
-                turn_scores={p: [_finite(v) for v in vs] for p, vs in rollout.turn_scores.items()},
-                score_errors=dict(rollout.score_errors),
-                metadata={
-                    "example_id": rollout.example_id,
-                    **({"error": rollout.error} if rollout.error else {}),
-                },
-            )
-
-        async def _release(self) -> None:
-            if self.rollout is not None:
-                await env.release_rollout(self.rollout)
+            return await self.episode.step(action)
 
         def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> Any:
             return run_sync(self.reset_async(seed, episode_id, **kwargs))
@@ -180,23 +203,16 @@ def session_class(episodes: ServedEpisodes) -> type:
 
         @property
         def state(self) -> Any:
-            rollout = self.rollout
+            rollout = self.episode.rollout
             return server.State(
                 episode_id=None if rollout is None else str(rollout.example_id),
                 step_count=0 if rollout is None else rollout.turns,
             )
 
         def close(self) -> None:
-            rollout, loop, self.rollout = self.rollout, self.loop, None
-            if rollout is None or rollout.stop_reason is not None or loop is None or loop.is_closed():
-                return
-            # The client left mid-episode: free what the rollout held (its MCP servers), on the
-            # server's loop, where they run; OpenEnv calls close() from a worker thread.
-            future = asyncio.run_coroutine_threadsafe(env.release_rollout(rollout), loop)
-            with contextlib.suppress(Exception):
-                future.result(timeout=30)
+            self.episode.close()
 
-    RubricEpisode.__name__ = RubricEpisode.__qualname__ = f"RubricEpisode[{env.name}]"
+    RubricEpisode.__name__ = RubricEpisode.__qualname__ = f"RubricEpisode[{episodes.env.name}]"
     return RubricEpisode
 
 
@@ -243,6 +259,7 @@ __all__ = [
     "DEFAULT_PORT",
     "HOST",
     "MAX_SESSIONS",
+    "Episode",
     "ServedEpisodes",
     "aserve_openenv",
     "openenv_app",

@@ -30,6 +30,7 @@ from tests.envs.interop.openenv_guess import GuessEnvironment, bisect_tool_polic
 from tests.helpers import _free_port, run, serve
 
 pytestmark = pytest.mark.timeout(120)
+REPO = Path(__file__).resolve().parents[3]
 
 
 @contextlib.contextmanager
@@ -239,3 +240,29 @@ async def test_a_cancelled_run_closes_its_sessions(url: str) -> None:
             await task
     assert env._sessions == {}
     assert _wait_closed(15) == 0
+
+
+def _uvicorn_serving(app: str) -> list[str]:
+    """Processes whose command line runs uvicorn on `app`."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):
+            argv = cmdline.read_bytes().split(b"\0")
+            if b"uvicorn" in argv and app.encode() in argv:
+                found.append(cmdline.parent.name)
+    return found
+
+
+def test_rubric_eval_starts_a_local_app_and_leaves_nothing_running(tmp_path: Path) -> None:
+    app = "tests.envs.interop.openenv_guess:app"
+    with ScriptedEndpoint(bisect_tool_policy) as endpoint:
+        done = run(
+            "eval", f"openenv:{app}", "-m", "scripted", "--base-url", endpoint.base_url, "-n", "1",
+            "-a", '{"success": ["final_reward", 1.0]}', "--no-progress", "-o", str(tmp_path / "run"), cwd=REPO,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "final_reward >= 1" in done.stdout and "done 1" in done.stdout
+    deadline = time.monotonic() + 10
+    while _uvicorn_serving(app) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _uvicorn_serving(app) == []
