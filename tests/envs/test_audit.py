@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
 from collections.abc import Callable
@@ -306,3 +308,28 @@ def test_substitute_changes_whole_answers_only() -> None:
         "arguments": '{"word": "truly"}',
     }
     assert changed["tool_calls"][0]["id"] == "guess"
+
+
+# ----------------------------------------------------------------------------- README
+
+
+def test_readme_table_is_what_rubric_audit_gsm8k_prints() -> None:
+    from rich.console import Console
+
+    from envs.auditing.views import audit_table
+    from tests.helpers import code_block
+
+    console = Console(width=100, record=True, file=io.StringIO(), color_system=None)
+    console.print(audit_table(audit(load_environment("gsm8k"))))
+    printed = [line.rstrip() for line in console.export_text().strip().splitlines()]
+    assert printed == [line.rstrip() for line in code_block("text", "audit of gsm8k").strip().splitlines()]
+
+
+def test_readme_python_example_prints_what_readme_says() -> None:
+    from tests.helpers import README, code_block
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code_block("python", 'audit(load_environment("wordle")'), "<README>", "exec"), {})
+    first, second = out.getvalue().splitlines()
+    assert " ".join(f"prints `{first}` and `{second}`".split()) in " ".join(README.split())
