@@ -160,7 +160,7 @@ def _reference(
 ) -> Reply | None:
     if reference is not None:
         return reference(messages, tools)  # type: ignore[no-any-return]  # a policy's reply
-    return context.answer
+    return context.reference_text or None  # a gold fixture's form, or the bare answer
 
 
 def _wrong(
@@ -231,7 +231,7 @@ def _fixed(text: str) -> Callable[[RowContext, Policy | None, list[dict[str, Any
 
 
 PROBES: tuple[Probe, ...] = (
-    Probe("reference", "the row's answer in the form the environment asks for (its oracle policy)", "reference", _reference),
+    Probe("reference", "the row's answer in the form the environment asks for (its oracle policy or gold fixture)", "reference", _reference),
     Probe("empty", "an empty reply", "nothing", _fixed("")),
     Probe("whitespace", "a reply of spaces and newlines only", "nothing", _fixed("  \n\t \n  ")),
     Probe("bare_answer", "the answer alone, without the asked-for form", "partial", lambda c, r, m, t: c.answer, needs="an answer column and a reference that is not the bare answer", applies=lambda c: c.answer is not None and c.reference_text.strip() != c.answer.strip()),

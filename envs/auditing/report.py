@@ -82,7 +82,7 @@ class AuditReport:
 
     env: str
     num_examples: int
-    reference_policy: str | None
+    reference: str
     probes: list[ProbeInfo]
     nodes: list[str]
     judges: list[str]
@@ -110,7 +110,7 @@ class AuditReport:
         return {
             "env": self.env,
             "num_examples": self.num_examples,
-            "reference_policy": self.reference_policy,
+            "reference": self.reference,
             "flagged": self.flagged,
             "seconds": round(self.seconds, 3),
             "probes": [asdict(p) for p in self.probes],
@@ -184,7 +184,7 @@ def build_report(
     judges: Sequence[str],
     probes: Sequence[ProbeInfo],
     rollouts: Mapping[str, Sequence[Rollout]],
-    reference_policy: str | None,
+    reference: str,
     seconds: float,
 ) -> AuditReport:
     """Tabulate the probe rollouts per node and probe, then raise the flags."""
@@ -194,7 +194,7 @@ def build_report(
     report = AuditReport(
         env=env_name,
         num_examples=len(rollouts.get("reference", [])),
-        reference_policy=reference_policy,
+        reference=reference,
         probes=list(probes),
         nodes=nodes,
         judges=judge_nodes,

@@ -86,14 +86,9 @@ def audit_table(report: AuditReport) -> Table:
 def render_audit(report: AuditReport) -> RenderableType:
     """The table, then one line per flag, then what the marks mean."""
     lines: list[RenderableType] = [audit_table(report)]
-    reference = (
-        f"the {report.reference_policy!r} scripted policy"
-        if report.reference_policy
-        else "the bare answer (no oracle policy)"
-    )
     lines.append(
         safe_text(
-            f"{report.num_examples} rows, reference = {reference}, {report.seconds:.1f} s; "
+            f"{report.num_examples} rows, reference = {report.reference}, {report.seconds:.1f} s; "
             f"{len(report.flags)} flag{'s' if len(report.flags) != 1 else ''}",
             style="dim",
         )
@@ -141,7 +136,7 @@ def audit_html(report: AuditReport) -> str:
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{esc(title)}</title>{STYLE}</head>"
         f'<body class="rv"><h2>{esc(title)}</h2>'
-        f'<p class="muted">{report.num_examples} rows, reference: {esc(report.reference_policy or "the bare answer")}, '
+        f'<p class="muted">{report.num_examples} rows, reference: {esc(report.reference)}, '
         f"{fmt(report.seconds, 3)} s</p>"
         f"<table><tr><th>probe</th><th>kind</th><th class='num'>rows</th>{head}</tr>{''.join(rows)}</table>"
         f"<h3>flags</h3>{f'<ul>{flags}</ul>' if flags else '<p class=good>nothing flagged</p>'}"

@@ -13,6 +13,7 @@ import pytest
 
 from envs import SingleTurnEnv, ToolEnv, aaudit, audit, load_environment
 from envs.auditing.probes import INJECTION, MANY_CALLS, substitute, wrong_answer
+from harness.endpoint.client import Client
 from harness.errors import ConfigError
 from harness.scripted.endpoint import ScriptedEndpoint
 from rubrics import LLMJudge, WeightedSum
@@ -136,6 +137,16 @@ def test_a_judge_swayed_by_the_injection_is_flagged(
     assert [f.node for f in report.flags_of("judge_injection")] == (["judge"] if swayed else [])
     judge = env.rubric.get_rubric("judge")
     assert (judge.model, judge.base_url) == ("not-used", "http://127.0.0.1:9/v1")  # restored after
+
+
+def test_a_judge_with_its_own_client_gets_it_back(scripted_endpoint: Callable[..., ScriptedEndpoint]) -> None:
+    own = Client("own-judge", base_url="http://127.0.0.1:9/v1", api_key="mine")
+    judge = LLMJudge(JUDGE_PROMPT, client=own)
+    env = sums_env(WeightedSum({"judge": judge, "format": strict_format}))
+    endpoint = scripted_endpoint(judge_policy(swayed=False))
+    report = audit(env, 2, judge_model="audit-judge", judge_base_url=endpoint.base_url)
+    assert report.mean("judge", "reference") == 1.0 and not report.flags_of("judge_injection")
+    assert judge.client is own and (judge.model, judge.base_url) == ("own-judge", "http://127.0.0.1:9/v1")
 
 
 def test_a_judge_served_offline_from_a_scripted_policy() -> None:
@@ -273,10 +284,23 @@ def test_bad_arguments() -> None:
         audit(sums_env(sound_rubric()), concurrency=0)
 
 
+def test_without_a_policy_the_gold_fixture_gives_the_form() -> None:
+    env = SingleTurnEnv(ROWS, sound_rubric(), system_prompt=SYSTEM)
+    env.reward_fixtures = {"gold": [{"completion": "So: <answer>9</answer>", "answer": "9"}]}  # type: ignore[attr-defined]
+    report = audit(env, 2)
+    assert report.reference == "the form of reward fixture gold[0]"
+    assert [r.response for r in report.rollouts["reference"]] == [
+        "So: <answer>4</answer>",
+        "So: <answer>7</answer>",
+    ]
+    assert report.mean("reward", "reference") == 1.0 and report.flags == []
+    assert report.rollouts["wrong_answer"][0].response == "So: <answer>5</answer>"
+
+
 def test_no_oracle_uses_the_bare_answer_as_the_reference() -> None:
     env = SingleTurnEnv(ROWS, sound_rubric(), system_prompt=SYSTEM)
     report = audit(env, 2)
-    assert report.reference_policy is None
+    assert report.reference == "the bare answer (no oracle policy or gold fixture)"
     assert report.rollouts["reference"][0].response == "4"
     assert {p.name: p.rows for p in report.probes}["bare_answer"] == 0  # the same as the reference
 
