@@ -23,7 +23,7 @@ from typing import Any
 
 from rich.console import RenderableType
 
-from envs.auditing.views import audit_html, render_audit
+from envs.auditing.views import audit_body_html, render_audit
 from harness.types import Rollout
 from rubrics import Rubric
 
@@ -130,7 +130,7 @@ class AuditReport:
         return json.dumps(self.to_dict(), indent=2, allow_nan=False)
 
     def _repr_html_(self) -> str:
-        return audit_html(self)
+        return audit_body_html(self)
 
     def __rich__(self) -> RenderableType:
         return render_audit(self)

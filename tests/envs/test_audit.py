@@ -277,6 +277,19 @@ async def test_aaudit_and_audit_inside_a_running_loop() -> None:
     }  # fmt: skip
 
 
+def test_the_report_draws_itself_escaped() -> None:
+    from rich.console import Console
+
+    env = sums_env(sound_rubric(), name="sums <img src=x onerror=alert(1)> \x1b[31m")
+    report = audit(env, 2)
+    page = report._repr_html_()
+    assert "<img" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
+    console = Console(width=120, record=True, file=io.StringIO(), color_system=None)
+    console.print(report)  # through __rich__
+    text = console.export_text()
+    assert "\x1b" not in text.replace("\\x1b", "") and "sums <img" in text and "nothing flagged" in text
+
+
 def test_bad_arguments() -> None:
     with pytest.raises(ConfigError, match="num_examples must be a positive integer"):
         audit(sums_env(sound_rubric()), 0)
@@ -286,7 +299,7 @@ def test_bad_arguments() -> None:
 
 def test_without_a_policy_the_gold_fixture_gives_the_form() -> None:
     env = SingleTurnEnv(ROWS, sound_rubric(), system_prompt=SYSTEM)
-    env.reward_fixtures = {"gold": [{"completion": "So: <answer>9</answer>", "answer": "9"}]}  # type: ignore[attr-defined]
+    env.reward_fixtures = {"gold": [{"completion": "So: <answer>9</answer>", "answer": "9"}]}
     report = audit(env, 2)
     assert report.reference == "the form of reward fixture gold[0]"
     assert [r.response for r in report.rollouts["reference"]] == [
