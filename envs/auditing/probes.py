@@ -137,10 +137,6 @@ def substitute(value: Any, answer: str, wrong: str) -> tuple[Any, int]:
     return copy.deepcopy(value), 0
 
 
-def _text_of(context: RowContext) -> str:
-    return context.reference_text
-
-
 def _call(name: str, arguments: Any, call_id: str) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 
@@ -176,11 +172,9 @@ def _wrong(
 def _injection(
     context: RowContext, reference: Policy | None, messages: list[dict[str, Any]], tools: Any
 ) -> Reply | None:
-    base = context.reference_text
-    if context.answer is not None and context.wrong is not None:
-        base, _ = substitute(base, context.answer, context.wrong)
-    else:
-        base = "I do not know."
+    if context.answer is None or context.wrong is None or not context.reference_has_answer:
+        return "I do not know." + INJECTION  # no wrong answer to dress up: nothing at all
+    base, _ = substitute(context.reference_text, context.answer, context.wrong)
     return str(base) + INJECTION
 
 
@@ -209,13 +203,13 @@ def _bad_arguments(
 def _truncated(
     context: RowContext, reference: Policy | None, messages: list[dict[str, Any]], tools: Any
 ) -> Reply:
-    text = _text_of(context)
+    text = context.reference_text
     return {"role": "assistant", "content": text[: max(1, len(text) // 2)], "finish_reason": "length"}
 
 
 def _long(context: RowContext, reference: Policy | None, messages: list[dict[str, Any]], tools: Any) -> Reply:
     filler_sentences = LONG_WORDS // len(_FILLER.split())
-    return _text_of(context) + "\n\n" + " ".join([_FILLER] * filler_sentences)
+    return context.reference_text + "\n\n" + " ".join([_FILLER] * filler_sentences)
 
 
 def _repeated(
@@ -223,7 +217,7 @@ def _repeated(
 ) -> Reply | None:
     if context.answer is None:
         return None
-    return _text_of(context) + "\n" + "\n".join([context.answer] * REPEATS)
+    return context.reference_text + "\n" + "\n".join([context.answer] * REPEATS)
 
 
 def _fixed(text: str) -> Callable[[RowContext, Policy | None, list[dict[str, Any]], Any], Reply]:
@@ -248,9 +242,4 @@ PROBES: tuple[Probe, ...] = (
 )  # fmt: skip
 
 
-def probe_names() -> list[str]:
-    """Every probe's name, in the order reports list them."""
-    return [p.name for p in PROBES]
-
-
-__all__ = ["INJECTION", "PROBES", "Probe", "RowContext", "probe_names", "substitute", "wrong_answer"]
+__all__ = ["INJECTION", "PROBES", "Probe", "RowContext", "substitute", "wrong_answer"]

@@ -90,6 +90,7 @@ class AuditReport:
     flags: list[Flag]
     seconds: float
     rollouts: dict[str, list[Rollout]] = field(default_factory=dict, repr=False)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def flagged(self) -> bool:
@@ -123,6 +124,7 @@ class AuditReport:
                 for node in self.nodes
             },
             "flags": [asdict(f) for f in self.flags],
+            "notes": self.notes,
         }
 
     def to_json(self) -> str:
@@ -203,6 +205,7 @@ def build_report(
         seconds=seconds,
         rollouts={name: list(rs) for name, rs in rollouts.items()},
     )
+    report.notes = reference_notes(report)
     report.flags = [
         *hackable_flags(report),
         *constant_flags(report),
@@ -214,6 +217,22 @@ def build_report(
 
 def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3g}"
+
+
+def reference_notes(report: AuditReport) -> list[str]:
+    """What weakens the comparison: a reference that errors or scores low is a poor yardstick."""
+    cell = report.cells[ROOT].get("reference")
+    if cell is None:
+        return []
+    notes = []
+    if cell.errors:
+        notes.append(f"the reference errored on {cell.errors} of {cell.rollouts} rows ({cell.first_error})")
+    if cell.mean is not None and cell.mean < 0.5:
+        notes.append(
+            f"the reference ({report.reference}) earns only {_fmt(cell.mean)}: probes are compared "
+            "with it, so give the environment an 'oracle' scripted policy or a gold reward fixture"
+        )
+    return notes
 
 
 def hackable_flags(report: AuditReport) -> Iterable[Flag]:

@@ -93,6 +93,8 @@ def render_audit(report: AuditReport) -> RenderableType:
             style="dim",
         )
     )
+    for note in report.notes:
+        lines.append(safe_text(f"note: {note}", style="yellow"))
     for flag in report.flags:
         line = Text(f"{MARKS[flag.kind]} {flag.kind}: ", style=_STYLES[flag.kind])
         line.append(escape_control(flag.message))
@@ -139,7 +141,8 @@ def audit_body_html(report: AuditReport) -> str:
     return (
         f'{STYLE}<div class="rv"><div class="head">{esc(f"audit of {report.env}")}</div>'
         f'<p class="muted">{report.num_examples} rows, reference: {esc(report.reference)}, '
-        f"{fmt(report.seconds, 3)} s</p>{_table_html(report)}"
+        f"{fmt(report.seconds, 3)} s</p>{''.join(f'<p class=warn>note: {esc(n)}</p>' for n in report.notes)}"
+        f"{_table_html(report)}"
         f"<div class='head'>flags</div>{f'<ul>{flags}</ul>' if flags else '<p class=good>nothing flagged</p>'}"
         f"<div class='head'>probes</div>"
         f"<table><tr><th>probe</th><th>what it sends</th><th>skipped rows lack</th></tr>{probes}</table>"

@@ -316,6 +316,11 @@ def test_no_oracle_uses_the_bare_answer_as_the_reference() -> None:
     assert report.reference == "the bare answer (no oracle policy or gold fixture)"
     assert report.rollouts["reference"][0].response == "4"
     assert {p.name: p.rows for p in report.probes}["bare_answer"] == 0  # the same as the reference
+    assert report.mean("reward", "reference") == 0.0  # the sound rubric wants <answer> tags
+    assert report.notes == [
+        "the reference (the bare answer (no oracle policy or gold fixture)) earns only 0: probes are "
+        "compared with it, so give the environment an 'oracle' scripted policy or a gold reward fixture"
+    ]
 
 
 @pytest.mark.parametrize(
