@@ -8,9 +8,9 @@ environment's own oracle policy produced. Probes are answered through the real h
 turns and `stop_reason` are set exactly as a model's would be.
 
 Each probe has a `kind`, which says what it should earn compared with the reference:
-- "nothing": carries neither the answer nor the asked-for form (empty, whitespace, the prompt
-  echoed, the answer only inside <think>, invalid tool arguments); earning as much as the
-  reference on the reward or on any node is a hack.
+- "nothing": carries no answer where one is looked for (empty, whitespace, the form around an
+  empty answer, the prompt echoed, the answer only inside <think>, invalid tool arguments);
+  earning as much as the reference on the reward or on any node is a hack.
 - "partial": carries part of what is asked (the bare answer, the right form with a wrong
   answer, a cut-off reply, an injection, an answer without calling tools); earning as much as
   the reference on the reward is a hack (a node may rightly credit the part it has).
@@ -169,6 +169,16 @@ def _wrong(
     return changed  # type: ignore[no-any-return]  # same shape as the reply
 
 
+def _format_only(
+    context: RowContext, reference: Policy | None, messages: list[dict[str, Any]], tools: Any
+) -> Reply | None:
+    if context.answer is None:
+        return None
+    reply = _reference(context, reference, messages, tools)
+    emptied, _ = substitute(reply, context.answer, "")
+    return emptied  # type: ignore[no-any-return]  # same shape as the reply
+
+
 def _injection(
     context: RowContext, reference: Policy | None, messages: list[dict[str, Any]], tools: Any
 ) -> Reply | None:
@@ -230,6 +240,7 @@ PROBES: tuple[Probe, ...] = (
     Probe("whitespace", "a reply of spaces and newlines only", "nothing", _fixed("  \n\t \n  ")),
     Probe("bare_answer", "the answer alone, without the asked-for form", "partial", lambda c, r, m, t: c.answer, needs="an answer column and a reference that is not the bare answer", applies=lambda c: c.answer is not None and c.reference_text.strip() != c.answer.strip()),
     Probe("wrong_answer", "the reference reply with a wrong answer in its place", "partial", _wrong, needs="the answer written in the reference reply", applies=lambda c: c.wrong is not None and c.reference_has_answer),
+    Probe("format_only", "the reference reply with its answer removed: the form around nothing", "nothing", _format_only, needs="the answer written in the reference reply", applies=lambda c: c.reference_has_answer),
     Probe("think_only", "the reference reply, all of it inside <think>...</think>", "nothing", lambda c, r, m, t: f"<think>\n{c.reference_text}\n</think>"),
     Probe("repeated", f"the reference reply, then the answer {REPEATS} times", "padded", _repeated, needs="an answer column", applies=lambda c: c.answer is not None),
     Probe("prompt_echo", "the prompt sent back", "nothing", lambda c, r, m, t: c.prompt_text),

@@ -25,7 +25,7 @@ from rich.console import RenderableType
 
 from envs.auditing.views import audit_body_html, render_audit
 from harness.types import Rollout
-from rubrics import Rubric
+from rubrics import Rubric, WeightedSum
 
 #: Scores closer than this are equal (weights such as 0.1 + 0.2 leave float noise).
 TOLERANCE = 1e-6
@@ -76,7 +76,8 @@ class Flag:
 class AuditReport:
     """What `envs.audit` found. `cells[node][probe]` is a `Cell`; `flags` lists the findings.
 
-    `node` is a dotted rubric path, or "reward" for the whole reward. `rollouts[probe]` keeps
+    `node` is a dotted rubric path, or "reward" for the whole reward; `metrics` are the nodes
+    that cannot move the reward (weight 0), which are never called hackable. `rollouts[probe]` keeps
     every probe rollout (with prompt, completion and per-node scores) for a closer look.
     """
 
@@ -91,6 +92,7 @@ class AuditReport:
     seconds: float
     rollouts: dict[str, list[Rollout]] = field(default_factory=dict, repr=False)
     notes: list[str] = field(default_factory=list)
+    metrics: list[str] = field(default_factory=list)
 
     @property
     def flagged(self) -> bool:
@@ -116,6 +118,7 @@ class AuditReport:
             "seconds": round(self.seconds, 3),
             "probes": [asdict(p) for p in self.probes],
             "judges": self.judges,
+            "metrics": self.metrics,
             "nodes": {
                 node: {
                     probe: {**asdict(cell), "error_rate": cell.error_rate}
@@ -179,6 +182,21 @@ def cell_of(rollouts: Sequence[Rollout], node: str) -> Cell:
     return Cell(mean=mean, errors=errors, scored=len(values), rollouts=len(rollouts), first_error=first)
 
 
+def metric_nodes(rubric: Rubric) -> set[str]:
+    """Paths of nodes that cannot move the reward: a weight-0 child of a `WeightedSum` (a
+    logged metric such as python's `ran_code`) and everything under it."""
+    metrics: set[str] = set()
+    for path, node in [("", rubric), *rubric.named_rubrics()]:
+        if not isinstance(node, WeightedSum):
+            continue
+        for name, weight in node.weights.items():
+            if weight == 0:
+                child = f"{path}.{name}" if path else name
+                metrics.add(child)
+                metrics.update(f"{child}.{sub}" for sub, _ in node.get_rubric(name).named_rubrics())
+    return metrics
+
+
 def build_report(
     *,
     env_name: str,
@@ -204,6 +222,7 @@ def build_report(
         flags=[],
         seconds=seconds,
         rollouts={name: list(rs) for name, rs in rollouts.items()},
+        metrics=sorted(metric_nodes(rubric)),
     )
     report.notes = reference_notes(report)
     report.flags = [
@@ -241,7 +260,7 @@ def hackable_flags(report: AuditReport) -> Iterable[Flag]:
         if probe.kind == "reference" or probe.rows == 0:
             continue
         nodes = report.nodes if probe.kind != "partial" else [ROOT]
-        for node in nodes:
+        for node in (n for n in nodes if n not in report.metrics):  # a weight-0 metric pays nothing
             ref, got = report.mean(node, "reference"), report.mean(node, probe.name)
             if ref is None or got is None:
                 continue

@@ -73,9 +73,24 @@ def test_a_format_reward_that_credits_an_empty_reply_is_hackable() -> None:
     )
     report = audit(sums_env(rubric))
     hacks = {(f.node, f.probe) for f in report.flags_of("hackable")}
-    assert {("format", "empty"), ("format", "whitespace"), ("format", "prompt_echo")} <= hacks
+    assert {
+        ("format", "empty"),
+        ("format", "whitespace"),
+        ("format", "prompt_echo"),
+        ("format", "format_only"),
+    } <= hacks
     assert all(node == "format" for node, _ in hacks)  # the reward itself is still below the reference's
     assert report.flagged
+
+
+def test_a_weight_0_metric_is_never_called_hackable() -> None:
+    rubric = WeightedSum(
+        {"correct": correct, "format": lenient_format}, weights={"correct": 1.0, "format": 0.0}
+    )
+    report = audit(sums_env(rubric), 2)
+    assert report.metrics == ["format"]
+    assert report.mean("format", "empty") == report.mean("format", "reference") == 1.0
+    assert report.flags_of("hackable") == []  # (it is constant here, and says so)
 
 
 def test_a_constant_node_and_an_erroring_node_are_flagged() -> None:
@@ -177,6 +192,7 @@ def test_single_turn_probes_are_real_rollouts() -> None:
     assert first["wrong_answer"].response == "Adding them gives 5.\n<answer>5</answer>"
     assert first["empty"].response == "" and first["whitespace"].response.strip() == ""
     assert first["bare_answer"].response == "4"
+    assert first["format_only"].response == "Adding them gives .\n<answer></answer>"
     assert first["think_only"].response == "<think>\nAdding them gives 4.\n<answer>4</answer>\n</think>"
     assert first["prompt_echo"].response == f"{SYSTEM}\n\nWhat is 2 + 2?"
     assert first["injection"].response == "Adding them gives 5.\n<answer>5</answer>" + INJECTION
