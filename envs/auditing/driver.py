@@ -214,17 +214,7 @@ async def aaudit(
         async with _judges_on(env, stack, judge_model, judge_base_url) as judges:
             await env.preflight()
             endpoint = stack.enter_context(ScriptedEndpoint(dispatcher))
-            client = Client(
-                _PREFIX,
-                base_url=endpoint.base_url,
-                api_key=_PREFIX,
-                max_concurrency=concurrency,
-                max_retries=0,
-            )
-            try:
-                played, infos = await _play_all(env, client, rows, dispatcher, answers, concurrency)
-            finally:
-                await client.aclose()
+            played, infos = await _play_all(env, endpoint.base_url, rows, dispatcher, answers, concurrency)
     return build_report(
         env_name=env.name,
         rubric=env.rubric,
@@ -238,14 +228,29 @@ async def aaudit(
 
 async def _play_all(
     env: Environment,
-    client: Client,
+    base_url: str,
     rows: Sequence[Mapping[str, Any]],
     dispatcher: _Dispatcher,
     answers: Sequence[str | None],
     concurrency: int,
 ) -> tuple[dict[str, list[Rollout]], list[ProbeInfo]]:
+    """Every probe against the endpoint at `base_url`, through one client closed after."""
+    client = Client(_PREFIX, base_url=base_url, api_key=_PREFIX, max_concurrency=concurrency, max_retries=0)
+    try:
+        return await _play_probes(env, client, rows, dispatcher, answers, asyncio.Semaphore(concurrency))
+    finally:
+        await client.aclose()
+
+
+async def _play_probes(
+    env: Environment,
+    client: Client,
+    rows: Sequence[Mapping[str, Any]],
+    dispatcher: _Dispatcher,
+    answers: Sequence[str | None],
+    limit: asyncio.Semaphore,
+) -> tuple[dict[str, list[Rollout]], list[ProbeInfo]]:
     """The reference first (the others are built from it), then every other probe that applies."""
-    limit = asyncio.Semaphore(concurrency)
     first = await _play(env, client, "reference", list(enumerate(rows)), limit)
     tools = list(env.tool_schemas)
     for i, reference_rollout in enumerate(first):
