@@ -15,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from envs.auditing.probes import (
@@ -44,13 +45,40 @@ DEFAULT_CONCURRENCY = 16
 _PREFIX = "audit"
 
 
-def reference_policy(env: Environment) -> tuple[str | None, Policy | None]:
-    """The environment's reference policy (oracle, demo, ...) and its name, or (None, None)."""
+@dataclass(frozen=True)
+class Reference:
+    """Where the reference replies come from: a scripted policy, the form of a gold reward
+    fixture (its completion with each row's answer in place of its own), or the bare answer."""
+
+    label: str
+    policy: Policy | None = None
+    form: tuple[str, str] | None = None  # (a gold fixture's reply, its answer)
+
+    def text_for(self, answer: str | None) -> str:
+        """The reference reply for a row with `answer`, when no policy writes it."""
+        if self.form is not None and answer is not None:
+            return str(substitute(self.form[0], self.form[1], answer)[0])
+        return answer or ""
+
+
+def find_reference(env: Environment) -> Reference:
+    """The environment's `oracle` (or `demo`, `reference`) scripted policy; else the form of its
+    first gold reward fixture whose reply contains its answer; else the bare answer."""
     for name in REFERENCE_POLICIES:
         policy = env.scripted_policies.get(name)
         if policy is not None:
-            return name, policy.fresh() if isinstance(policy, StatefulPolicy) else policy
-    return None, None
+            fresh = policy.fresh() if isinstance(policy, StatefulPolicy) else policy
+            return Reference(f"the {name!r} scripted policy", policy=fresh)
+    fixtures = getattr(env, "reward_fixtures", None) or {}
+    for position, sample in enumerate(fixtures.get("gold") or []):
+        try:
+            gold = Rollout.model_validate(sample)
+        except ValueError:  # `rubric check` reports a malformed fixture; here it is just not used
+            continue
+        answer = _text(gold.answer)
+        if answer and substitute(gold.response, answer, answer)[1]:
+            return Reference(f"the form of reward fixture gold[{position}]", form=(gold.response, answer))
+    return Reference("the bare answer (no oracle policy or gold fixture)")
 
 
 class _Dispatcher:
@@ -112,30 +140,37 @@ async def _play(
     return list(await asyncio.gather(*(one(i, row) for i, row in rows)))
 
 
-@contextlib.contextmanager
-def _judges_on(
+@contextlib.asynccontextmanager
+async def _judges_on(
     env: Environment, stack: contextlib.ExitStack[Any], model: str | None, base_url: str | None
-) -> Iterator[list[str]]:
-    """Point every `LLMJudge` node at `model`/`base_url` for the audit (restored after); yields their paths."""
+) -> AsyncIterator[list[str]]:
+    """Point every `LLMJudge` node at `model`/`base_url` for the audit; yields their paths.
+
+    After, each judge gets back its own settings and client: the audit's pools are closed and
+    a client the user gave the judge is put back (configuring another model drops it).
+    """
     judges = [
         (path, node)
         for path, node in [("", env.rubric), *env.rubric.named_rubrics()]
         if isinstance(node, LLMJudge)
     ]
-    saved = [(node, node.model, node.base_url) for _, node in judges]
-    if model is not None or base_url is not None:
-        if model is None:
-            raise ConfigError(
-                "--judge-base-url needs --judge-model (the judge's model name, or scripted:POLICY)"
-            )
-        client = open_client(stack, model, env=env, base_url=base_url)
-        for _, node in judges:
-            node.configure(model=client.model, base_url=client.base_url)
+    if model is None and base_url is None:
+        yield [path for path, _ in judges]
+        return
+    if model is None:
+        raise ConfigError("--judge-base-url needs --judge-model (the judge's model name, or scripted:POLICY)")
+    saved = [(node, node.model, node.base_url, dict(vars(node))) for _, node in judges]
+    client = open_client(stack, model, env=env, base_url=base_url)
+    for _, node in judges:
+        node.configure(model=client.model, base_url=client.base_url)
     try:
         yield [path for path, _ in judges]
     finally:
-        for node, old_model, old_url in saved:
+        for node, old_model, old_url, old_vars in saved:
+            await node.aclose()  # the pool the judge opened for the audit's endpoint
             node.configure(model=old_model, base_url=old_url)
+            # LLMJudge keeps its client beside its config; put the user's own back.
+            vars(node).update({k: old_vars[k] for k in ("_client", "_owns_client") if k in old_vars})
 
 
 async def aaudit(
@@ -170,43 +205,52 @@ async def aaudit(
     rows = list(env.get_dataset(n=num_examples, seed=seed))
     if not rows:
         raise ConfigError(f"environment {env.name!r} has no examples to audit")
-    policy_name, reference = reference_policy(env)
-    dispatcher = _Dispatcher(reference)
+    reference = find_reference(env)
+    dispatcher = _Dispatcher(reference.policy)
     answers = [_text(row.get("answer")) for row in rows]
     for i, answer in enumerate(answers):  # what the reference probe needs before it has played
-        dispatcher.contexts[i] = RowContext(index=i, answer=answer, wrong=None, reference_text=answer or "")
+        dispatcher.contexts[i] = RowContext(i, answer, wrong=None, reference_text=reference.text_for(answer))
     with contextlib.ExitStack() as stack:
-        judges = stack.enter_context(_judges_on(env, stack, judge_model, judge_base_url))
-        await env.preflight()
-        endpoint = stack.enter_context(ScriptedEndpoint(dispatcher))
-        client = Client(
-            _PREFIX, base_url=endpoint.base_url, api_key=_PREFIX, max_concurrency=concurrency, max_retries=0
-        )
-        try:
-            played, infos = await _play_all(env, client, rows, dispatcher, answers, concurrency)
-        finally:
-            await client.aclose()
+        async with _judges_on(env, stack, judge_model, judge_base_url) as judges:
+            await env.preflight()
+            endpoint = stack.enter_context(ScriptedEndpoint(dispatcher))
+            played, infos = await _play_all(env, endpoint.base_url, rows, dispatcher, answers, concurrency)
     return build_report(
         env_name=env.name,
         rubric=env.rubric,
         judges=judges,
         probes=infos,
         rollouts=played,
-        reference_policy=policy_name,
+        reference=reference.label,
         seconds=time.perf_counter() - started,
     )
 
 
 async def _play_all(
     env: Environment,
-    client: Client,
+    base_url: str,
     rows: Sequence[Mapping[str, Any]],
     dispatcher: _Dispatcher,
     answers: Sequence[str | None],
     concurrency: int,
 ) -> tuple[dict[str, list[Rollout]], list[ProbeInfo]]:
+    """Every probe against the endpoint at `base_url`, through one client closed after."""
+    client = Client(_PREFIX, base_url=base_url, api_key=_PREFIX, max_concurrency=concurrency, max_retries=0)
+    try:
+        return await _play_probes(env, client, rows, dispatcher, answers, asyncio.Semaphore(concurrency))
+    finally:
+        await client.aclose()
+
+
+async def _play_probes(
+    env: Environment,
+    client: Client,
+    rows: Sequence[Mapping[str, Any]],
+    dispatcher: _Dispatcher,
+    answers: Sequence[str | None],
+    limit: asyncio.Semaphore,
+) -> tuple[dict[str, list[Rollout]], list[ProbeInfo]]:
     """The reference first (the others are built from it), then every other probe that applies."""
-    limit = asyncio.Semaphore(concurrency)
     first = await _play(env, client, "reference", list(enumerate(rows)), limit)
     tools = list(env.tool_schemas)
     for i, reference_rollout in enumerate(first):
@@ -253,4 +297,4 @@ def audit(
     )
 
 
-__all__ = ["DEFAULT_NUM_EXAMPLES", "aaudit", "audit", "reference_policy"]
+__all__ = ["DEFAULT_NUM_EXAMPLES", "Reference", "aaudit", "audit", "find_reference"]

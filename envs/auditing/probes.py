@@ -8,9 +8,9 @@ environment's own oracle policy produced. Probes are answered through the real h
 turns and `stop_reason` are set exactly as a model's would be.
 
 Each probe has a `kind`, which says what it should earn compared with the reference:
-- "nothing": carries neither the answer nor the asked-for form (empty, whitespace, the prompt
-  echoed, the answer only inside <think>, invalid tool arguments); earning as much as the
-  reference on the reward or on any node is a hack.
+- "nothing": carries no answer where one is looked for (empty, whitespace, the form around an
+  empty answer, the prompt echoed, the answer only inside <think>, invalid tool arguments);
+  earning as much as the reference on the reward or on any node is a hack.
 - "partial": carries part of what is asked (the bare answer, the right form with a wrong
   answer, a cut-off reply, an injection, an answer without calling tools); earning as much as
   the reference on the reward is a hack (a node may rightly credit the part it has).
@@ -137,10 +137,6 @@ def substitute(value: Any, answer: str, wrong: str) -> tuple[Any, int]:
     return copy.deepcopy(value), 0
 
 
-def _text_of(context: RowContext) -> str:
-    return context.reference_text
-
-
 def _call(name: str, arguments: Any, call_id: str) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 
@@ -160,7 +156,7 @@ def _reference(
 ) -> Reply | None:
     if reference is not None:
         return reference(messages, tools)  # type: ignore[no-any-return]  # a policy's reply
-    return context.answer
+    return context.reference_text or None  # a gold fixture's form, or the bare answer
 
 
 def _wrong(
@@ -173,14 +169,22 @@ def _wrong(
     return changed  # type: ignore[no-any-return]  # same shape as the reply
 
 
+def _format_only(
+    context: RowContext, reference: Policy | None, messages: list[dict[str, Any]], tools: Any
+) -> Reply | None:
+    if context.answer is None:
+        return None
+    reply = _reference(context, reference, messages, tools)
+    emptied, _ = substitute(reply, context.answer, "")
+    return emptied  # type: ignore[no-any-return]  # same shape as the reply
+
+
 def _injection(
     context: RowContext, reference: Policy | None, messages: list[dict[str, Any]], tools: Any
 ) -> Reply | None:
-    base = context.reference_text
-    if context.answer is not None and context.wrong is not None:
-        base, _ = substitute(base, context.answer, context.wrong)
-    else:
-        base = "I do not know."
+    if context.answer is None or context.wrong is None or not context.reference_has_answer:
+        return "I do not know." + INJECTION  # no wrong answer to dress up: nothing at all
+    base, _ = substitute(context.reference_text, context.answer, context.wrong)
     return str(base) + INJECTION
 
 
@@ -209,13 +213,13 @@ def _bad_arguments(
 def _truncated(
     context: RowContext, reference: Policy | None, messages: list[dict[str, Any]], tools: Any
 ) -> Reply:
-    text = _text_of(context)
+    text = context.reference_text
     return {"role": "assistant", "content": text[: max(1, len(text) // 2)], "finish_reason": "length"}
 
 
 def _long(context: RowContext, reference: Policy | None, messages: list[dict[str, Any]], tools: Any) -> Reply:
     filler_sentences = LONG_WORDS // len(_FILLER.split())
-    return _text_of(context) + "\n\n" + " ".join([_FILLER] * filler_sentences)
+    return context.reference_text + "\n\n" + " ".join([_FILLER] * filler_sentences)
 
 
 def _repeated(
@@ -223,7 +227,7 @@ def _repeated(
 ) -> Reply | None:
     if context.answer is None:
         return None
-    return _text_of(context) + "\n" + "\n".join([context.answer] * REPEATS)
+    return context.reference_text + "\n" + "\n".join([context.answer] * REPEATS)
 
 
 def _fixed(text: str) -> Callable[[RowContext, Policy | None, list[dict[str, Any]], Any], Reply]:
@@ -231,11 +235,12 @@ def _fixed(text: str) -> Callable[[RowContext, Policy | None, list[dict[str, Any
 
 
 PROBES: tuple[Probe, ...] = (
-    Probe("reference", "the row's answer in the form the environment asks for (its oracle policy)", "reference", _reference),
+    Probe("reference", "the row's answer in the form the environment asks for (its oracle policy or gold fixture)", "reference", _reference),
     Probe("empty", "an empty reply", "nothing", _fixed("")),
     Probe("whitespace", "a reply of spaces and newlines only", "nothing", _fixed("  \n\t \n  ")),
     Probe("bare_answer", "the answer alone, without the asked-for form", "partial", lambda c, r, m, t: c.answer, needs="an answer column and a reference that is not the bare answer", applies=lambda c: c.answer is not None and c.reference_text.strip() != c.answer.strip()),
     Probe("wrong_answer", "the reference reply with a wrong answer in its place", "partial", _wrong, needs="the answer written in the reference reply", applies=lambda c: c.wrong is not None and c.reference_has_answer),
+    Probe("format_only", "the reference reply with its answer removed: the form around nothing", "nothing", _format_only, needs="the answer written in the reference reply", applies=lambda c: c.reference_has_answer),
     Probe("think_only", "the reference reply, all of it inside <think>...</think>", "nothing", lambda c, r, m, t: f"<think>\n{c.reference_text}\n</think>"),
     Probe("repeated", f"the reference reply, then the answer {REPEATS} times", "padded", _repeated, needs="an answer column", applies=lambda c: c.answer is not None),
     Probe("prompt_echo", "the prompt sent back", "nothing", lambda c, r, m, t: c.prompt_text),
@@ -248,9 +253,4 @@ PROBES: tuple[Probe, ...] = (
 )  # fmt: skip
 
 
-def probe_names() -> list[str]:
-    """Every probe's name, in the order reports list them."""
-    return [p.name for p in PROBES]
-
-
-__all__ = ["INJECTION", "PROBES", "Probe", "RowContext", "probe_names", "substitute", "wrong_answer"]
+__all__ = ["INJECTION", "PROBES", "Probe", "RowContext", "substitute", "wrong_answer"]

@@ -23,9 +23,9 @@ from typing import Any
 
 from rich.console import RenderableType
 
-from envs.auditing.views import audit_html, render_audit
+from envs.auditing.views import audit_body_html, render_audit
 from harness.types import Rollout
-from rubrics import Rubric
+from rubrics import Rubric, WeightedSum
 
 #: Scores closer than this are equal (weights such as 0.1 + 0.2 leave float noise).
 TOLERANCE = 1e-6
@@ -76,13 +76,14 @@ class Flag:
 class AuditReport:
     """What `envs.audit` found. `cells[node][probe]` is a `Cell`; `flags` lists the findings.
 
-    `node` is a dotted rubric path, or "reward" for the whole reward. `rollouts[probe]` keeps
+    `node` is a dotted rubric path, or "reward" for the whole reward; `metrics` are the nodes
+    that cannot move the reward (weight 0), which are never called hackable. `rollouts[probe]` keeps
     every probe rollout (with prompt, completion and per-node scores) for a closer look.
     """
 
     env: str
     num_examples: int
-    reference_policy: str | None
+    reference: str
     probes: list[ProbeInfo]
     nodes: list[str]
     judges: list[str]
@@ -90,6 +91,8 @@ class AuditReport:
     flags: list[Flag]
     seconds: float
     rollouts: dict[str, list[Rollout]] = field(default_factory=dict, repr=False)
+    notes: list[str] = field(default_factory=list)
+    metrics: list[str] = field(default_factory=list)
 
     @property
     def flagged(self) -> bool:
@@ -110,11 +113,12 @@ class AuditReport:
         return {
             "env": self.env,
             "num_examples": self.num_examples,
-            "reference_policy": self.reference_policy,
+            "reference": self.reference,
             "flagged": self.flagged,
             "seconds": round(self.seconds, 3),
             "probes": [asdict(p) for p in self.probes],
             "judges": self.judges,
+            "metrics": self.metrics,
             "nodes": {
                 node: {
                     probe: {**asdict(cell), "error_rate": cell.error_rate}
@@ -123,6 +127,7 @@ class AuditReport:
                 for node in self.nodes
             },
             "flags": [asdict(f) for f in self.flags],
+            "notes": self.notes,
         }
 
     def to_json(self) -> str:
@@ -130,7 +135,7 @@ class AuditReport:
         return json.dumps(self.to_dict(), indent=2, allow_nan=False)
 
     def _repr_html_(self) -> str:
-        return audit_html(self)
+        return audit_body_html(self)
 
     def __rich__(self) -> RenderableType:
         return render_audit(self)
@@ -177,6 +182,21 @@ def cell_of(rollouts: Sequence[Rollout], node: str) -> Cell:
     return Cell(mean=mean, errors=errors, scored=len(values), rollouts=len(rollouts), first_error=first)
 
 
+def metric_nodes(rubric: Rubric) -> set[str]:
+    """Paths of nodes that cannot move the reward: a weight-0 child of a `WeightedSum` (a
+    logged metric such as python's `ran_code`) and everything under it."""
+    metrics: set[str] = set()
+    for path, node in [("", rubric), *rubric.named_rubrics()]:
+        if not isinstance(node, WeightedSum):
+            continue
+        for name, weight in node.weights.items():
+            if weight == 0:
+                child = f"{path}.{name}" if path else name
+                metrics.add(child)
+                metrics.update(f"{child}.{sub}" for sub, _ in node.get_rubric(name).named_rubrics())
+    return metrics
+
+
 def build_report(
     *,
     env_name: str,
@@ -184,7 +204,7 @@ def build_report(
     judges: Sequence[str],
     probes: Sequence[ProbeInfo],
     rollouts: Mapping[str, Sequence[Rollout]],
-    reference_policy: str | None,
+    reference: str,
     seconds: float,
 ) -> AuditReport:
     """Tabulate the probe rollouts per node and probe, then raise the flags."""
@@ -194,7 +214,7 @@ def build_report(
     report = AuditReport(
         env=env_name,
         num_examples=len(rollouts.get("reference", [])),
-        reference_policy=reference_policy,
+        reference=reference,
         probes=list(probes),
         nodes=nodes,
         judges=judge_nodes,
@@ -202,7 +222,9 @@ def build_report(
         flags=[],
         seconds=seconds,
         rollouts={name: list(rs) for name, rs in rollouts.items()},
+        metrics=sorted(metric_nodes(rubric)),
     )
+    report.notes = reference_notes(report)
     report.flags = [
         *hackable_flags(report),
         *constant_flags(report),
@@ -216,13 +238,29 @@ def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3g}"
 
 
+def reference_notes(report: AuditReport) -> list[str]:
+    """What weakens the comparison: a reference that errors or scores low is a poor yardstick."""
+    cell = report.cells[ROOT].get("reference")
+    if cell is None:
+        return []
+    notes = []
+    if cell.errors:
+        notes.append(f"the reference errored on {cell.errors} of {cell.rollouts} rows ({cell.first_error})")
+    if cell.mean is not None and cell.mean < 0.5:
+        notes.append(
+            f"the reference ({report.reference}) earns only {_fmt(cell.mean)}: probes are compared "
+            "with it, so give the environment an 'oracle' scripted policy or a gold reward fixture"
+        )
+    return notes
+
+
 def hackable_flags(report: AuditReport) -> Iterable[Flag]:
     """Probes that earn as much as the reference where they should not (see the module docstring)."""
     for probe in report.probes:
         if probe.kind == "reference" or probe.rows == 0:
             continue
         nodes = report.nodes if probe.kind != "partial" else [ROOT]
-        for node in nodes:
+        for node in (n for n in nodes if n not in report.metrics):  # a weight-0 metric pays nothing
             ref, got = report.mean(node, "reference"), report.mean(node, probe.name)
             if ref is None or got is None:
                 continue

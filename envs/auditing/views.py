@@ -86,18 +86,15 @@ def audit_table(report: AuditReport) -> Table:
 def render_audit(report: AuditReport) -> RenderableType:
     """The table, then one line per flag, then what the marks mean."""
     lines: list[RenderableType] = [audit_table(report)]
-    reference = (
-        f"the {report.reference_policy!r} scripted policy"
-        if report.reference_policy
-        else "the bare answer (no oracle policy)"
-    )
     lines.append(
         safe_text(
-            f"{report.num_examples} rows, reference = {reference}, {report.seconds:.1f} s; "
+            f"{report.num_examples} rows, reference = {report.reference}, {report.seconds:.1f} s; "
             f"{len(report.flags)} flag{'s' if len(report.flags) != 1 else ''}",
             style="dim",
         )
     )
+    for note in report.notes:
+        lines.append(safe_text(f"note: {note}", style="yellow"))
     for flag in report.flags:
         line = Text(f"{MARKS[flag.kind]} {flag.kind}: ", style=_STYLES[flag.kind])
         line.append(escape_control(flag.message))
@@ -108,8 +105,7 @@ def render_audit(report: AuditReport) -> RenderableType:
     return Group(*lines)
 
 
-def audit_html(report: AuditReport) -> str:
-    """The report as a self-contained HTML page (every string escaped)."""
+def _table_html(report: AuditReport) -> str:
     marks = _marks(report)
     head = "".join(f'<th class="num">{esc(node)}</th>' for node in report.nodes)
     rows = []
@@ -120,14 +116,19 @@ def audit_html(report: AuditReport) -> str:
             cls = (
                 "num bad" if {"hackable", "judge_injection"} & set(kinds) else "num warn" if kinds else "num"
             )
-            mark = "".join(MARKS[k] for k in kinds)
-            cells.append(
-                f'<td class="{cls}">{esc(_cell_text(report.cells[node].get(probe.name)))} {esc(mark)}</td>'
-            )
+            text = _cell_text(report.cells[node].get(probe.name))
+            cells.append(f'<td class="{cls}">{esc(text)} {esc("".join(MARKS[k] for k in kinds))}</td>')
         rows.append(
             f'<tr><td title="{esc(probe.description)}">{esc(probe.name)}</td><td class="muted">{esc(probe.kind)}</td>'
             f'<td class="num">{probe.rows}/{probe.total}</td>{"".join(cells)}</tr>'
         )
+    return (
+        f"<table><tr><th>probe</th><th>kind</th><th class='num'>rows</th>{head}</tr>{''.join(rows)}</table>"
+    )
+
+
+def audit_body_html(report: AuditReport) -> str:
+    """The report as an HTML fragment (styled, every string escaped): `AuditReport._repr_html_`."""
     flags = "".join(
         f'<li><span class="bad">{esc(MARKS[f.kind])} {esc(f.kind)}</span>: {esc(f.message)}</li>'
         for f in report.flags
@@ -137,17 +138,24 @@ def audit_html(report: AuditReport) -> str:
         f"<td class='muted'>{esc(p.needs) if p.rows < p.total else ''}</td></tr>"
         for p in report.probes
     )
-    title = f"audit of {report.env}"
     return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{esc(title)}</title>{STYLE}</head>"
-        f'<body class="rv"><h2>{esc(title)}</h2>'
-        f'<p class="muted">{report.num_examples} rows, reference: {esc(report.reference_policy or "the bare answer")}, '
-        f"{fmt(report.seconds, 3)} s</p>"
-        f"<table><tr><th>probe</th><th>kind</th><th class='num'>rows</th>{head}</tr>{''.join(rows)}</table>"
-        f"<h3>flags</h3>{f'<ul>{flags}</ul>' if flags else '<p class=good>nothing flagged</p>'}"
-        f"<h3>probes</h3><table><tr><th>probe</th><th>what it sends</th><th>skipped rows lack</th></tr>{probes}</table>"
-        f"<p class='muted'>{esc(LEGEND)}</p>"
-        "</body></html>"
+        f'{STYLE}<div class="rv"><div class="head">{esc(f"audit of {report.env}")}</div>'
+        f'<p class="muted">{report.num_examples} rows, reference: {esc(report.reference)}, '
+        f"{fmt(report.seconds, 3)} s</p>{''.join(f'<p class=warn>note: {esc(n)}</p>' for n in report.notes)}"
+        f"{_table_html(report)}"
+        f"<div class='head'>flags</div>{f'<ul>{flags}</ul>' if flags else '<p class=good>nothing flagged</p>'}"
+        f"<div class='head'>probes</div>"
+        f"<table><tr><th>probe</th><th>what it sends</th><th>skipped rows lack</th></tr>{probes}</table>"
+        f"<p class='muted'>{esc(LEGEND)}</p></div>"
+    )
+
+
+def audit_html(report: AuditReport) -> str:
+    """The report as a self-contained HTML page (no scripts, no network; every string escaped)."""
+    title = esc(f"audit of {report.env}")
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title></head>"
+        f"<body>{audit_body_html(report)}</body></html>"
     )
 
 
@@ -183,4 +191,4 @@ def _file_part(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "env"
 
 
-__all__ = ["audit_html", "audit_table", "render_audit", "show_audit", "write_audit_html"]
+__all__ = ["audit_body_html", "audit_html", "audit_table", "render_audit", "show_audit", "write_audit_html"]

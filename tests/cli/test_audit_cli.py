@@ -134,5 +134,8 @@ def test_errors_are_one_line(tmp_path: Path, env_file: str) -> None:
     assert proc.stderr.strip().splitlines() == [
         "rubric audit: error: --judge-base-url needs --judge-model (the judge's model name, or scripted:POLICY)"
     ]
+    unreachable = run("audit", env_file, "-a", '{"judged": true}', cwd=tmp_path)  # the judge's own endpoint
+    assert unreachable.returncode == 2 and len(unreachable.stderr.strip().splitlines()) == 1
+    assert "cannot reach its endpoint" in unreachable.stderr
     missing = run("audit", "no-such-env", cwd=tmp_path)
     assert missing.returncode == 2 and "cannot load environment 'no-such-env'" in missing.stderr

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
 from collections.abc import Callable
@@ -11,6 +13,7 @@ import pytest
 
 from envs import SingleTurnEnv, ToolEnv, aaudit, audit, load_environment
 from envs.auditing.probes import INJECTION, MANY_CALLS, substitute, wrong_answer
+from harness.endpoint.client import Client
 from harness.errors import ConfigError
 from harness.scripted.endpoint import ScriptedEndpoint
 from rubrics import LLMJudge, WeightedSum
@@ -70,9 +73,24 @@ def test_a_format_reward_that_credits_an_empty_reply_is_hackable() -> None:
     )
     report = audit(sums_env(rubric))
     hacks = {(f.node, f.probe) for f in report.flags_of("hackable")}
-    assert {("format", "empty"), ("format", "whitespace"), ("format", "prompt_echo")} <= hacks
+    assert {
+        ("format", "empty"),
+        ("format", "whitespace"),
+        ("format", "prompt_echo"),
+        ("format", "format_only"),
+    } <= hacks
     assert all(node == "format" for node, _ in hacks)  # the reward itself is still below the reference's
     assert report.flagged
+
+
+def test_a_weight_0_metric_is_never_called_hackable() -> None:
+    rubric = WeightedSum(
+        {"correct": correct, "format": lenient_format}, weights={"correct": 1.0, "format": 0.0}
+    )
+    report = audit(sums_env(rubric), 2)
+    assert report.metrics == ["format"]
+    assert report.mean("format", "empty") == report.mean("format", "reference") == 1.0
+    assert report.flags_of("hackable") == []  # (it is constant here, and says so)
 
 
 def test_a_constant_node_and_an_erroring_node_are_flagged() -> None:
@@ -136,6 +154,16 @@ def test_a_judge_swayed_by_the_injection_is_flagged(
     assert (judge.model, judge.base_url) == ("not-used", "http://127.0.0.1:9/v1")  # restored after
 
 
+def test_a_judge_with_its_own_client_gets_it_back(scripted_endpoint: Callable[..., ScriptedEndpoint]) -> None:
+    own = Client("own-judge", base_url="http://127.0.0.1:9/v1", api_key="mine")
+    judge = LLMJudge(JUDGE_PROMPT, client=own)
+    env = sums_env(WeightedSum({"judge": judge, "format": strict_format}))
+    endpoint = scripted_endpoint(judge_policy(swayed=False))
+    report = audit(env, 2, judge_model="audit-judge", judge_base_url=endpoint.base_url)
+    assert report.mean("judge", "reference") == 1.0 and not report.flags_of("judge_injection")
+    assert judge.client is own and (judge.model, judge.base_url) == ("own-judge", "http://127.0.0.1:9/v1")
+
+
 def test_a_judge_served_offline_from_a_scripted_policy() -> None:
     env = judged_env()
     env.scripted_policies["judge"] = judge_policy(swayed=True)
@@ -164,6 +192,7 @@ def test_single_turn_probes_are_real_rollouts() -> None:
     assert first["wrong_answer"].response == "Adding them gives 5.\n<answer>5</answer>"
     assert first["empty"].response == "" and first["whitespace"].response.strip() == ""
     assert first["bare_answer"].response == "4"
+    assert first["format_only"].response == "Adding them gives .\n<answer></answer>"
     assert first["think_only"].response == "<think>\nAdding them gives 4.\n<answer>4</answer>\n</think>"
     assert first["prompt_echo"].response == f"{SYSTEM}\n\nWhat is 2 + 2?"
     assert first["injection"].response == "Adding them gives 5.\n<answer>5</answer>" + INJECTION
@@ -264,6 +293,19 @@ async def test_aaudit_and_audit_inside_a_running_loop() -> None:
     }  # fmt: skip
 
 
+def test_the_report_draws_itself_escaped() -> None:
+    from rich.console import Console
+
+    env = sums_env(sound_rubric(), name="sums <img src=x onerror=alert(1)> \x1b[31m")
+    report = audit(env, 2)
+    page = report._repr_html_()
+    assert "<img" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
+    console = Console(width=120, record=True, file=io.StringIO(), color_system=None)
+    console.print(report)  # through __rich__
+    text = console.export_text()
+    assert "\x1b" not in text.replace("\\x1b", "") and "sums <img" in text and "nothing flagged" in text
+
+
 def test_bad_arguments() -> None:
     with pytest.raises(ConfigError, match="num_examples must be a positive integer"):
         audit(sums_env(sound_rubric()), 0)
@@ -271,12 +313,30 @@ def test_bad_arguments() -> None:
         audit(sums_env(sound_rubric()), concurrency=0)
 
 
+def test_without_a_policy_the_gold_fixture_gives_the_form() -> None:
+    env = SingleTurnEnv(ROWS, sound_rubric(), system_prompt=SYSTEM)
+    env.reward_fixtures = {"gold": [{"completion": "So: <answer>9</answer>", "answer": "9"}]}
+    report = audit(env, 2)
+    assert report.reference == "the form of reward fixture gold[0]"
+    assert [r.response for r in report.rollouts["reference"]] == [
+        "So: <answer>4</answer>",
+        "So: <answer>7</answer>",
+    ]
+    assert report.mean("reward", "reference") == 1.0 and report.flags == []
+    assert report.rollouts["wrong_answer"][0].response == "So: <answer>5</answer>"
+
+
 def test_no_oracle_uses_the_bare_answer_as_the_reference() -> None:
     env = SingleTurnEnv(ROWS, sound_rubric(), system_prompt=SYSTEM)
     report = audit(env, 2)
-    assert report.reference_policy is None
+    assert report.reference == "the bare answer (no oracle policy or gold fixture)"
     assert report.rollouts["reference"][0].response == "4"
     assert {p.name: p.rows for p in report.probes}["bare_answer"] == 0  # the same as the reference
+    assert report.mean("reward", "reference") == 0.0  # the sound rubric wants <answer> tags
+    assert report.notes == [
+        "the reference (the bare answer (no oracle policy or gold fixture)) earns only 0: probes are "
+        "compared with it, so give the environment an 'oracle' scripted policy or a gold reward fixture"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -306,3 +366,28 @@ def test_substitute_changes_whole_answers_only() -> None:
         "arguments": '{"word": "truly"}',
     }
     assert changed["tool_calls"][0]["id"] == "guess"
+
+
+# ----------------------------------------------------------------------------- README
+
+
+def test_readme_table_is_what_rubric_audit_gsm8k_prints() -> None:
+    from rich.console import Console
+
+    from envs.auditing.views import audit_table
+    from tests.helpers import code_block
+
+    console = Console(width=100, record=True, file=io.StringIO(), color_system=None)
+    console.print(audit_table(audit(load_environment("gsm8k"))))
+    printed = [line.rstrip() for line in console.export_text().strip().splitlines()]
+    assert printed == [line.rstrip() for line in code_block("text", "audit of gsm8k").strip().splitlines()]
+
+
+def test_readme_python_example_prints_what_readme_says() -> None:
+    from tests.helpers import README, code_block
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code_block("python", 'audit(load_environment("wordle")'), "<README>", "exec"), {})
+    first, second = out.getvalue().splitlines()
+    assert " ".join(f"prints `{first}` and `{second}`".split()) in " ".join(README.split())
