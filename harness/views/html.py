@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.content import block_text, tool_content
 from harness.results.storage import run_title, section
-from harness.results.summary import skip_reason
+from harness.results.summary import node_note, skip_reason
 from harness.types import Message, Rollout, TreeNode, register_html_view
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -135,7 +135,9 @@ def _node_rows(summary: Summary, nodes: Sequence[TreeNode] | None) -> list[str]:
     for path in paths:
         depth = path.count(".") + 1
         err = stderrs.get(path)
+        note = node_note(summary, path)
         value = esc(fmt(summary.node_means[path]) + (f" ± {fmt(err, 2)}" if err is not None else ""))
+        value += f" <span class='muted'>{esc(note)}</span>" if note else ""
         name = esc(path.rsplit(".", 1)[-1])
         rows.append(
             f'<tr><td style="padding-left:{depth * 14}px" title="{esc(path)}">{name}</td>'
@@ -159,6 +161,13 @@ def summary_html(summary: Summary, nodes: Sequence[TreeNode] | None = None, stat
         _row("rollouts", f"{count} ({s.num_examples:,} examples)"),
         _row("mean reward", f"{reward} <span class='muted'>over {s.num_scored:,} scored</span>"),
     ]
+    if s.num_groups.get(""):
+        rows.append(
+            _row(
+                "flat groups",
+                esc(node_note(s, "")) + " <span class='muted'>every rollout scored alike</span>",
+            )
+        )
     nodes_rows = _node_rows(s, nodes)
     if nodes_rows:
         rows.append('<tr><th colspan="2">rubric nodes (mean ± stderr)</th></tr>')
