@@ -80,6 +80,7 @@ def test_groups_side_by_side_in_the_notebook_repr_and_the_report() -> None:
     assert 'title="ValueError: cannot measure &lt;b&gt;' in page
     report = report_html(results)
     assert report.count('<caption class="head">example') == 3
+    assert "boom" not in report  # the report's model text lives only in its compressed panels
 
 
 def test_groups_html_is_empty_without_groups_and_bounded() -> None:
