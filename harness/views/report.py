@@ -30,6 +30,7 @@ from harness.views.html import (
     STYLE,
     TreeNode,
     esc,
+    groups_html,
     histogram_svg,
     json_script,
     rollout_body_html,
@@ -112,6 +113,7 @@ def report_html(results: EvalResults) -> str:
     body = (
         f'<header>{_header_html(results)}</header><section class="grid"><div>{summary}</div>'
         f"<div>{histogram_svg(r.reward for r in results.rollouts)}</div></section>"
+        f"<section>{groups_html(results.rollouts, nodes, limit=20, answers=False)}</section>"
         '<section id="app"></section><section id="panel"></section>'
     )
     data = {
