@@ -317,6 +317,31 @@ def test_a_package_that_is_not_installed_is_one_clear_error(tmp_path: Path) -> N
     assert "no Verifiers environment package named 'vf-nowhere'" in proc.stderr
 
 
+def test_a_package_that_imports_a_missing_module_says_which(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "vf_broken").mkdir()
+    (tmp_path / "vf_broken" / "__init__.py").write_text("import vf_not_a_real_dependency\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(
+        ConfigError, match="'vf_broken' imports 'vf_not_a_real_dependency', which is not installed"
+    ):
+        envs.load_environment("vf:vf_broken")
+
+
+def test_arguments_go_to_the_taskset_config_first_and_a_wrong_one_lists_what_it_takes() -> None:
+    # vf_arith's config declares num_tasks (default 4): 6 reaches the taskset, not a take(6) of 4 tasks.
+    assert len(envs.load_environment("vf:vf_arith", num_tasks=6).dataset) == 6
+    assert len(envs.load_environment("vf:vf_calc", num_tasks=2).dataset) == 2  # ours: the first 2 of 3
+    with pytest.raises(
+        ConfigTypeError,
+        match=r"argument bogus: Extra inputs are not permitted; it takes its taskset config's num_tasks, system_prompt, task and max_turns, sampling",
+    ):
+        envs.load_environment("vf:vf_arith", bogus=1)
+    with pytest.raises(ConfigTypeError, match="num_tasks must be a positive integer or None, got 'many'"):
+        envs.load_environment("vf:vf_calc", num_tasks="many")
+
+
 def test_without_verifiers_installed_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "verifiers", None)
     monkeypatch.setitem(sys.modules, "verifiers.v1", None)
