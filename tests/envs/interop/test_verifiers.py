@@ -229,6 +229,15 @@ def test_eval_vf_spec_end_to_end_with_the_cli_matches_verifiers(tmp_path: Path) 
     assert again == {r["example_id"]: r["reward"] for r in lines}
 
 
+def test_worker_processes_build_the_environment_from_its_vf_spec(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTHONPATH", _subprocess_env()["PYTHONPATH"])  # the workers find vf_arith too
+    env = envs.load_environment("vf:vf_arith", num_tasks=4)
+    env.scripted_policies = {"sums": _sum_reply}
+    results = env.evaluate("scripted:sums", workers=2, progress=False)
+    assert sorted(r.reward for r in results) == pytest.approx([-0.25, -0.25, 1.0, 1.0])
+    assert all(set(r.scores) == {"correct", "concise", "shouting", "reply_length"} for r in results)
+
+
 def _calculator_policy(messages: list[dict[str, Any]], tools: Any) -> Any:
     last = messages[-1]
     if last["role"] == "tool":
