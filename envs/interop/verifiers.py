@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NoReturn
+
+import pydantic
 
 from envs.environment import Environment
 from envs.interop.verifiers_scoring import TASK_KEY, verifiers_rubric
@@ -30,6 +32,8 @@ from envs.presets import SingleTurnEnv, ToolEnv
 from harness.errors import ConfigError, ConfigTypeError, EnvironmentNotFoundError
 
 INSTALL_HINT = "pip install 'rubric-rl[verifiers]'"
+#: `vf:NAME` arguments for `from_verifiers` rather than the taskset (unless its config has the field).
+_OPTIONS = ("num_tasks", "max_turns", "sampling")
 
 
 def _vf() -> Any:
@@ -53,6 +57,10 @@ def _taskset_of(vf_env: Any, vf: Any) -> Any:
 
 
 def _tasks(taskset: Any, num_tasks: int | None) -> list[Any]:
+    if num_tasks is not None and (
+        isinstance(num_tasks, bool) or not isinstance(num_tasks, int) or num_tasks < 1
+    ):
+        raise ConfigTypeError(f"num_tasks must be a positive integer or None, got {num_tasks!r}")
     if num_tasks is not None:
         taskset = taskset.take(num_tasks)
     elif not taskset.bounded:
@@ -154,29 +162,45 @@ def load_verifiers(name: str, **kwargs: Any) -> Environment:
 
     This is what the spec `vf:NAME` runs (`envs.load_environment("vf:NAME", **kwargs)`,
     `rubric eval vf:NAME -a '{...}'`). `kwargs` are the taskset's config fields (Verifiers'
-    `--env.taskset.*`), and `num_tasks`, `max_turns` and `sampling` of `from_verifiers`.
+    `--env.taskset.*`), and `num_tasks`, `max_turns` and `sampling` of `from_verifiers`
+    unless the taskset's config declares a field of that name (then it is the taskset's).
 
     Raises:
         EnvironmentNotFoundError: No Verifiers environment package named `name` is importable.
+        ConfigTypeError: An argument the taskset's config does not take, or of the wrong type.
+        ConfigError: The package imports a module that is not installed.
     """
     vf = _vf()
-    options = {key: kwargs.pop(key) for key in ("num_tasks", "max_turns", "sampling") if key in kwargs}
     try:
+        fields = set(vf.taskset_config_type(name).model_fields) - {"id"}
+        # Ours are the options the taskset's own config does not declare: its fields come first.
+        options = {key: kwargs.pop(key) for key in _OPTIONS if key in kwargs and key not in fields}
         config = vf.resolve_env_config({"taskset": {"id": name, **kwargs}})
-        vf_env = vf.load_environment(config)
     except ModuleNotFoundError as exc:
-        module = name.rsplit("/", 1)[-1].split("@", 1)[0].replace("-", "_").lower()  # as Verifiers names it
-        missing = getattr(exc.__cause__, "name", None) or exc.name
-        if missing and missing != module and not module.startswith(missing + "."):
-            raise ConfigError(
-                f"Verifiers environment {name!r} imports {missing!r}, which is not installed; install it"
-            ) from None
-        raise EnvironmentNotFoundError(
-            f"no Verifiers environment package named {name!r} is installed (Verifiers imports it as "
-            f"module {module!r}); install it (pip install {name}, or `prime env install OWNER/{name}`) "
-            "or put it on PYTHONPATH"
+        _raise_not_found(name, exc)
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"][1:]) or "(config)"
+        raise ConfigTypeError(
+            f"Verifiers environment {name!r}: argument {where}: {first['msg']}; it takes its taskset "
+            f"config's {', '.join(sorted(fields))} and {', '.join(k for k in _OPTIONS if k not in fields)}"
         ) from None
-    return from_verifiers(vf_env, name=name, **options)
+    return from_verifiers(vf.load_environment(config), name=name, **options)
+
+
+def _raise_not_found(name: str, exc: ModuleNotFoundError) -> NoReturn:
+    """The package is not installed, or it imports one that is not: say which."""
+    module = name.rsplit("/", 1)[-1].split("@", 1)[0].replace("-", "_").lower()  # as Verifiers names it
+    missing = getattr(exc.__cause__, "name", None) or exc.name
+    if missing and missing != module and not module.startswith(missing + "."):
+        raise ConfigError(
+            f"Verifiers environment {name!r} imports {missing!r}, which is not installed; install it"
+        ) from None
+    raise EnvironmentNotFoundError(
+        f"no Verifiers environment package named {name!r} is installed (Verifiers imports it as "
+        f"module {module!r}); install it (pip install {name}, or `prime env install OWNER/{name}`) "
+        "or put it on PYTHONPATH"
+    ) from None
 
 
 __all__ = ["INSTALL_HINT", "from_verifiers", "load_verifiers"]

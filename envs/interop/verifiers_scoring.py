@@ -17,8 +17,7 @@ from typing import Any
 
 from harness.errors import ConfigError
 from harness.types import Message, Rollout
-from rubrics import WeightedSum
-from rubrics.leaf import FunctionRubric
+from rubrics import WeightedSum, reward
 
 #: Where a rollout's `info` keeps the Verifiers task data it was made from.
 TASK_KEY = "verifiers_task"
@@ -161,15 +160,13 @@ def verifiers_rubric(template: Any) -> WeightedSum:
     clash = {f.__name__ for f in rewards} & {f.__name__ for f in metrics}
     if clash:
         raise ConfigError(
-            f"Verifiers task {type(template).__name__} has a reward and a metric named {sorted(clash)}"
+            f"Verifiers task {type(template).__name__} has a reward and a metric named {sorted(clash)}; rename one"
         )
     leaves: dict[str, Any] = {}
     weights: dict[str, float] = {}
     for kind, fns in (("reward", rewards), ("metric", metrics)):
         for fn in fns:
-            leaves[fn.__name__] = FunctionRubric(
-                VerifiersSignal(template, kind, fn.__name__), name=fn.__name__
-            )
+            leaves[fn.__name__] = reward(VerifiersSignal(template, kind, fn.__name__), name=fn.__name__)
             weights[fn.__name__] = float(getattr(fn, "_vf_weight", 1.0)) if kind == "reward" else 0.0
     return WeightedSum(leaves, weights)
 

@@ -229,6 +229,15 @@ def test_eval_vf_spec_end_to_end_with_the_cli_matches_verifiers(tmp_path: Path) 
     assert again == {r["example_id"]: r["reward"] for r in lines}
 
 
+def test_worker_processes_build_the_environment_from_its_vf_spec(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTHONPATH", _subprocess_env()["PYTHONPATH"])  # the workers find vf_arith too
+    env = envs.load_environment("vf:vf_arith", num_tasks=4)
+    env.scripted_policies = {"sums": _sum_reply}
+    results = env.evaluate("scripted:sums", workers=2, progress=False)
+    assert sorted(r.reward for r in results) == pytest.approx([-0.25, -0.25, 1.0, 1.0])
+    assert all(set(r.scores) == {"correct", "concise", "shouting", "reply_length"} for r in results)
+
+
 def _calculator_policy(messages: list[dict[str, Any]], tools: Any) -> Any:
     last = messages[-1]
     if last["role"] == "tool":
@@ -315,6 +324,31 @@ def test_a_package_that_is_not_installed_is_one_clear_error(tmp_path: Path) -> N
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert "no Verifiers environment package named 'vf-nowhere'" in proc.stderr
+
+
+def test_a_package_that_imports_a_missing_module_says_which(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "vf_broken").mkdir()
+    (tmp_path / "vf_broken" / "__init__.py").write_text("import vf_not_a_real_dependency\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(
+        ConfigError, match="'vf_broken' imports 'vf_not_a_real_dependency', which is not installed"
+    ):
+        envs.load_environment("vf:vf_broken")
+
+
+def test_arguments_go_to_the_taskset_config_first_and_a_wrong_one_lists_what_it_takes() -> None:
+    # vf_arith's config declares num_tasks (default 4): 6 reaches the taskset, not a take(6) of 4 tasks.
+    assert len(envs.load_environment("vf:vf_arith", num_tasks=6).dataset) == 6
+    assert len(envs.load_environment("vf:vf_calc", num_tasks=2).dataset) == 2  # ours: the first 2 of 3
+    with pytest.raises(
+        ConfigTypeError,
+        match=r"argument bogus: Extra inputs are not permitted; it takes its taskset config's num_tasks, system_prompt, task and max_turns, sampling",
+    ):
+        envs.load_environment("vf:vf_arith", bogus=1)
+    with pytest.raises(ConfigTypeError, match="num_tasks must be a positive integer or None, got 'many'"):
+        envs.load_environment("vf:vf_calc", num_tasks="many")
 
 
 def test_without_verifiers_installed_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
