@@ -25,7 +25,7 @@ import contextlib
 import json
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from envs.environment import Environment
@@ -316,6 +316,7 @@ def from_openenv(
     name: str | None = None,
     sampling: Mapping[str, Any] | None = None,
     success: str | tuple[str, float] | list[Any] | None = None,
+    credit: Callable[[Rollout], Sequence[float]] | None = None,
 ) -> OpenEnvEnvironment:
     """An OpenEnv environment, run by our harness through OpenEnv's own client.
 
@@ -340,6 +341,7 @@ def from_openenv(
         name: the environment's name in results (default "openenv:" + target).
         sampling: default sampling arguments for the endpoint.
         success: what counts as a pass for pass@k, as for `Environment` (e.g. ("final_reward", 1.0)).
+        credit: credit assignment into `rollout.turn_rewards`, as for `Environment`.
 
     Raises:
         OpenEnvConnectError: No OpenEnv server answers at the URL, it is something else, or
@@ -367,6 +369,7 @@ def from_openenv(
             name=name or f"openenv:{target}",
             sampling=sampling,
             success=tuple(success) if isinstance(success, list) else success,  # JSON from -a
+            credit=credit,
         )
     except BaseException:
         if local is not None:

@@ -25,6 +25,7 @@ from harness.errors import ConfigError
 from harness.evaluation import aevaluate
 from harness.scripted.endpoint import ScriptedEndpoint
 from rubrics import WeightedSum
+from rubrics.credit import returns_to_go
 from tests.envs.interop import openenv_guess
 from tests.envs.interop.openenv_guess import GuessEnvironment, bisect_tool_policy
 from tests.helpers import _free_port, run, serve
@@ -90,13 +91,14 @@ async def test_environment_rewards_combine_with_our_nodes(url: str) -> None:
         return 1.0 if len(state["openenv"]["steps"]) <= 3 else 0.0
 
     rubric = WeightedSum({"env": OpenEnvStepReward(), "outcome": OpenEnvFinalReward(), "short": short})
-    env = from_openenv(url, rubric=rubric, num_examples=2, reward="final")
+    env = from_openenv(url, rubric=rubric, num_examples=2, reward="final", credit=returns_to_go())
     async with serve(bisect_tool_policy) as (_, client):
         results = await aevaluate(env, client)
     first = next(r for r in results.rollouts if r.example_id == "episode-0")
     assert first.scores == {"env": pytest.approx(0.8), "outcome": 1.0, "short": 1.0}
     assert first.reward == pytest.approx((0.8 + 1.0 + 1.0) / 3)
-    assert first.turn_scores[""][-1] == pytest.approx((1.0 + 1.0 + 1.0) / 3)
+    assert first.turn_scores[""] == pytest.approx([-0.1 / 3, -0.1 / 3, (1.0 + 1.0 + 1.0) / 3])
+    assert first.turn_rewards == pytest.approx([0.8 / 3 + 2 / 3, 0.9 / 3 + 2 / 3, 1.0])
 
 
 def test_rubric_eval_runs_an_openenv_server_end_to_end(url: str, tmp_path: Path) -> None:
