@@ -268,3 +268,25 @@ def test_rubric_eval_starts_a_local_app_and_leaves_nothing_running(tmp_path: Pat
     while _uvicorn_serving(app) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _uvicorn_serving(app) == []
+
+
+async def test_a_server_at_its_session_limit_fails_the_extra_rollout_naming_the_fix() -> None:
+    def slow_guess(messages: list[dict[str, Any]], tools: Any) -> dict[str, Any]:
+        return {
+            "tool_calls": [{"function": {"name": "guess", "arguments": {"guess": openenv_guess.SLOW_GUESS}}}]
+        }
+
+    one_session = openenv_guess.create_app(
+        GuessEnvironment, openenv_guess.GuessAction, openenv_guess.GuessObservation, max_concurrent_envs=1
+    )
+    with openenv_server(one_session) as address:
+        env = from_openenv(address, num_examples=2, max_turns=1)
+        async with serve(slow_guess) as (_, client):
+            results = await aevaluate(env, client, concurrency=2)
+    errors = sorted(str(r.error) for r in results.rollouts)
+    assert errors[0] == "None"
+    assert (
+        "session limit" in errors[1]
+        and "lower the concurrency (-c) or raise the server's max_concurrent_envs" in errors[1]
+    )
+    assert _wait_closed(15) == 0
