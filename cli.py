@@ -431,6 +431,64 @@ def info(name: str, hub_url: str | None) -> int:
 
 
 @command(
+    help="measure an environment's LLM judge against human labels (kappa/rho, confusion, bias probes, cost)"
+)
+@click.argument("env", metavar="ENV")
+@click.argument("labels", metavar="LABELS.jsonl")
+@env_args
+@click.option("--node", metavar="PATH", help="the judge's dotted path in the rubric, e.g. grade.judge (default: its only judge)")  # fmt: skip
+@click.option("--judge-model", metavar="MODEL", help="ask this model instead of the judge's own")
+@click.option("--judge-base-url", metavar="URL", help="ask the judge at this OpenAI-compatible endpoint")
+@click.option("--kind", type=click.Choice(["auto", "binary", "categorical", "continuous"]), default="auto", show_default=True, help="how to read the labels")  # fmt: skip
+@click.option("--threshold", type=float, default=0.5, show_default=True, help="binary labels: the judge passes a rollout when its score reaches this")  # fmt: skip
+@click.option("--categories", callback=json_object, help='categorical labels: JSON {"label": score in [0, 1]} (default: the judge\'s choices)')  # fmt: skip
+@click.option("--no-probes", is_flag=True, help="skip the verbosity and position probes (they cost one request per row each)")  # fmt: skip
+@click.option("--price-prompt", type=float, metavar="USD", help="price per prompt token, to report the cost per request")  # fmt: skip
+@click.option("--price-completion", type=float, metavar="USD", help="price per completion token")
+@click.option("--html", metavar="OUT", help="also write the report as a self-contained HTML page")
+@click.option("-c", "--concurrency", type=int, default=DEFAULT_CONCURRENCY, show_default=True, callback=limited, help="labelled rows scored at once")  # fmt: skip
+def calibrate(env: str, labels: str, env_args: dict[str, Any] | None, **o: Any) -> int:
+    from rubrics.judge.calibration import calibrate as measure
+    from rubrics.judge.calibration import find_judge
+
+    if (o["price_prompt"] is None) != (o["price_completion"] is None):
+        raise CliError("give both --price-prompt and --price-completion (USD per token), or neither")
+    prices = None if o["price_prompt"] is None else (o["price_prompt"], o["price_completion"])
+    with usage_errors():
+        judge = find_judge(load(env, env_args).rubric, o["node"])
+        judge.configure(**{k: o[f"judge_{k}"] for k in ("model", "base_url") if o[f"judge_{k}"]})
+        report = measure(
+            judge, labels, kind=o["kind"], threshold=o["threshold"], categories=o["categories"],
+            probes=not o["no_probes"], prices=prices, concurrency=o["concurrency"],
+        )  # fmt: skip
+    console().print(report)
+    if o["html"]:
+        path = report.write_html(o["html"])
+        print(f"wrote {path} ({path.stat().st_size:,} bytes); open it in a browser")
+    return 0
+
+
+@command(help="score probe replies (empty, bare answer, wrong answer, injection, ...) with ENV's rubric, offline, and flag hackable, constant and erroring nodes")  # fmt: skip
+@click.argument("env", metavar="ENV")
+@env_args
+@click.option("-n", "--num-examples", type=int, default=20, show_default=True, callback=limited, help="dataset rows to probe")  # fmt: skip
+@click.option("--seed", type=int, callback=limited, help="shuffle the rows with this seed first")
+@click.option("--judge-model", help="model for the rubric's LLMJudge nodes (scripted:POLICY: one of ENV's scripted policies, offline)")  # fmt: skip
+@click.option("--judge-base-url", help="OpenAI-compatible base URL of --judge-model")
+@click.option("--json", "json_out", is_flag=False, flag_value="-", metavar="OUT", help="the report as JSON: to OUT, or to stdout instead of the table")  # fmt: skip
+@click.option("--html", "html_out", is_flag=False, flag_value="", metavar="OUT", help="write an HTML report (default ./audit--ENV.html)")  # fmt: skip
+@click.option("--strict", is_flag=True, help="exit 1 when anything is flagged (for CI)")
+def audit(env: str, env_args: dict[str, Any] | None, strict: bool, json_out: str | None, html_out: str | None, **o: Any) -> int:  # fmt: skip
+    from envs.auditing import audit as run_audit
+    from envs.auditing.views import show_audit
+
+    with usage_errors():
+        report = run_audit(load(env, env_args), **o)
+    show_audit(console(), report, json_out=json_out, html_out=html_out)
+    return 1 if strict and report.flagged else 0
+
+
+@command(
     help="serve an environment to OpenEnv clients through OpenEnv's server (sessions at ws://HOST:PORT/ws)"
 )
 @click.argument("env", metavar="ENV")

@@ -24,23 +24,28 @@ from envs.tools.functions import Tool, ToolResult, call_tool, tool
 from envs.tools.mcp import mcp_server
 from envs.trl_bridge import TRLSpec
 
-# Other frameworks' environments and ours served to them (envs.interop), loaded on first use:
-# they sit above the registry and the reference environments, which import this package.
-_LAZY = {
+if TYPE_CHECKING:  # pragma: no cover
+    from envs.auditing import aaudit, audit
+    from envs.interop.openenv import from_openenv
+    from envs.interop.openenv_serve import serve_openenv
+    from envs.interop.verifiers import from_verifiers
+
+# The audit (the HTTP stack and the scripted endpoint) and other frameworks' environments and
+# ours served to them (envs.interop: above the registry and the reference environments, which
+# import this package) load only when first used.
+_LAZY_ATTRS = {
+    "audit": "envs.auditing",
+    "aaudit": "envs.auditing",
     "from_openenv": "envs.interop.openenv",
+    "from_verifiers": "envs.interop.verifiers",
     "serve_openenv": "envs.interop.openenv_serve",
 }
 
-if TYPE_CHECKING:  # pragma: no cover
-    from envs.interop.openenv import from_openenv
-    from envs.interop.openenv_serve import serve_openenv
-
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
+    if name not in _LAZY_ATTRS:
         raise AttributeError(f"module 'envs' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    value = getattr(importlib.import_module(_LAZY_ATTRS[name]), name)
     globals()[name] = value
     return value
 
@@ -56,8 +61,11 @@ __all__ = [
     "Tool",
     "ToolEnv",
     "ToolResult",
+    "aaudit",
+    "audit",
     "call_tool",
     "from_openenv",
+    "from_verifiers",
     "list_environments",
     "load_environment",
     "mcp_server",

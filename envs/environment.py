@@ -42,6 +42,7 @@ from harness.aio import maybe_await, run_sync
 from harness.errors import ConfigError, ConfigTypeError
 from harness.types import INJECTED, Message, Rollout, ToolCall, as_messages, jsonable
 from rubrics.credit import assign_credit
+from rubrics.grouping import has_group_nodes
 from rubrics.render import tree_nodes
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -456,6 +457,44 @@ class Environment:
                 assign_credit(rollout, self.credit)
             except Exception as exc:
                 _add_error(rollout, f"credit assignment failed: {type(exc).__name__}: {exc}")
+
+    @property
+    def needs_groups(self) -> bool:
+        """Whether the rubric compares the rollouts of one example (it holds a group node):
+        `evaluate` then scores each example's rollouts together, with `score_group`."""
+        return has_group_nodes(self.rubric)
+
+    async def score_group(self, rollouts: list[Rollout]) -> None:
+        """Score the rollouts of one example together (group nodes see them all).
+
+        A member whose episode errored is left out of the comparison, with the reason recorded
+        on it; a rubric that raises leaves every member's reward NaN with the reason in
+        `rollout.error`, as `score` does for one rollout.
+        """
+        # Only an episode's error leaves a member out: a parser's failure is noted after scoring.
+        noted: dict[int, str] = {}
+        for rollout in rollouts:
+            if rollout.error is None:
+                self.prepare_for_scoring(rollout)
+                if rollout.error is not None:
+                    noted[id(rollout)], rollout.error = rollout.error, None
+        try:
+            await self.rubric.ascore_group(rollouts)
+        except Exception as exc:
+            for rollout in rollouts:
+                rollout.reward = math.nan
+                if rollout.error is None:
+                    _add_error(rollout, f"scoring failed: {type(exc).__name__}: {exc}")
+        if self.credit is not None:
+            for rollout in rollouts:
+                if rollout.error is None:
+                    try:
+                        assign_credit(rollout, self.credit)
+                    except Exception as exc:
+                        _add_error(rollout, f"credit assignment failed: {type(exc).__name__}: {exc}")
+        for rollout in rollouts:
+            if id(rollout) in noted:
+                _add_error(rollout, noted[id(rollout)])
 
     @property
     def load_spec(self) -> str | None:

@@ -29,6 +29,10 @@ from envs.tools.mcp import server_from_text
 from harness.errors import ConfigTypeError, EnvironmentNotFoundError, RubricError, UserCodeError, raised_at
 from harness.text import escape_control
 
+#: `vf:NAME` names an installed Verifiers environment package (`envs.from_verifiers`). Its loader
+#: sits above this module (envs.interop), so it is found by import path like `module:function`.
+VERIFIERS_PREFIX = "vf:"
+_VERIFIERS_LOADER = "envs.interop.verifiers:load_verifiers"
 #: Spec prefixes naming another framework's environments, and the loader (module:function,
 #: resolved like a user's) that builds ours from the rest of the spec. By name, not import:
 #: the interop loaders sit above the registry and import the peers' optional libraries.
@@ -190,8 +194,9 @@ def load_environment(spec: str, *, mcp_servers: Sequence[str] | None = None, **k
 
     `spec` is an installed name (entry-point group `rubric.environments`), a path to a `.py`
     file defining `load_environment`, a package folder whose pyproject.toml declares the
-    entry point (imported from the folder, uninstalled), or `module:function`; or another
-    framework's environment: `openenv:URL` or `openenv:module:app` (`envs.from_openenv`).
+    entry point (imported from the folder, uninstalled), `module:function`, or another
+    framework's environment: `vf:NAME` (an installed Verifiers environment, through
+    `envs.from_verifiers`), `openenv:URL` or `openenv:module:app` (`envs.from_openenv`).
 
     `kwargs` are that environment's own arguments, so no static type can list them; they are
     checked against its `load_environment` signature before it runs (an unknown name is a
@@ -219,6 +224,10 @@ def load_environment(spec: str, *, mcp_servers: Sequence[str] | None = None, **k
         loader = _from_file(Path(spec))
         recorded_spec = str(Path(spec).resolve())  # so `rubric score` finds it from any directory
         origin = provenance.of_file(Path(spec))
+    elif spec.startswith(VERIFIERS_PREFIX):  # an installed Verifiers environment, found by Verifiers
+        loader = functools.partial(_from_import_path(_VERIFIERS_LOADER), spec.removeprefix(VERIFIERS_PREFIX))
+        registered_name = spec.removeprefix(VERIFIERS_PREFIX)
+        origin = provenance.of_module(registered_name.replace("-", "_"))
     elif ":" in spec:
         loader = _from_import_path(spec)
         origin = provenance.of_module(spec.partition(":")[0])
@@ -304,6 +313,8 @@ def recorded_environment(recorded: Mapping[str, Any], source: str, command: str 
     if not is_code and _normalise(spec) in _entry_points():
         return spec
     kind = "code by path or module:function" if is_code else "an environment that is not installed"
+    if spec.startswith(VERIFIERS_PREFIX):
+        kind = "a Verifiers environment (imported by module name)"
     shown = escape_control(spec)  # from a file: its control characters never reach a terminal
     raise EnvironmentNotFoundError(
         f"{source} names {shown!r}, {kind}; a results folder never runs code it names. If you trust "

@@ -28,6 +28,7 @@ from harness.errors import (
     WorkerError,
 )
 from harness.types import FunctionCall, Message, Rollout, ToolCall, TreeNode, TurnTokens, Usage
+from harness.views import compare_html as _compare_html
 from harness.views import html as _html
 
 _LAZY = {

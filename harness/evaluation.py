@@ -25,13 +25,22 @@ from harness.aio import run_sync
 from harness.defaults import DEFAULT_CONCURRENCY
 from harness.endpoint.client import Client, check_sampling
 from harness.errors import ConfigError, ConfigTypeError, EndpointError, ResultsError
+from harness.executors.groups import GroupScorer, run_scoring_groups
 from harness.executors.jobs import Plan
 from harness.executors.plan import plan_executor
 from harness.executors.scheduler import Job, PoolReport
 from harness.executors.workers import peak_rss_mib
 from harness.limits import check_limits, check_planned
-from harness.protocol import EnvironmentProtocol, HoldsResources, Preflight, Reloadable, protocol_members
+from harness.protocol import (
+    EnvironmentProtocol,
+    HoldsResources,
+    Preflight,
+    Reloadable,
+    protocol_members,
+    scores_groups,
+)
 from harness.results.eval_results import EvalResults, node_paths, success_of
+from harness.results.run_dirs import drop_partial_groups
 from harness.results.sharding import Shard, shard_metadata
 from harness.results.storage import (
     METADATA_FILE,
@@ -360,11 +369,12 @@ async def run_in_process(
     """
     params = dict(sampling or {})
     pending: Iterator[Job] = iter(jobs)
+    score = not scores_groups(env)  # else the driver's GroupScorer scores whole groups
 
     async def worker() -> None:
         # All workers share one iterator: taking a job is a plain next(), no queue needed.
         for example, index in pending:
-            on_finished(await run_rollout(env, client, example, index, sampling=params))
+            on_finished(await run_rollout(env, client, example, index, sampling=params, score=score))
             if client.refused is not None:
                 return  # the endpoint refuses this key or model: every request would fail alike
 
@@ -505,6 +515,8 @@ async def aevaluate(
     current = {"env": jsonable(env.config()), "model": jsonable(client.config()), "arguments": arguments}
     directory = Path(output_dir) if output_dir is not None else None
     run = _open_run(env, directory, current, plan, sharding, resume=resume, overwrite=overwrite)
+    groups = GroupScorer.of(env, rollouts_per_example, run.finished)  # None: rollouts score alone
+    on_finished = groups.add if groups is not None else run.finished
     if run_elsewhere is None:
         work = run_in_process(
             env,
@@ -512,10 +524,12 @@ async def aevaluate(
             plan.jobs,
             concurrency=min(concurrency, len(plan.jobs)),
             sampling=sampling,
-            on_finished=run.finished,
+            on_finished=on_finished,
         )
     else:
-        work = _record_workers(run, executor, run_elsewhere(plan.jobs, run.finished))
+        work = _record_workers(run, executor, run_elsewhere(plan.jobs, on_finished))
+    if groups is not None:  # scored when its last member finishes, saved whole
+        work = run_scoring_groups(work, groups)
     return await _finish(run, work, client, directory, progress=progress, max_k=rollouts_per_example)
 
 
@@ -537,6 +551,8 @@ def _open_run(
 ) -> _Run:
     """Take the directory's lock, load what a resumed run already has, and start metadata."""
     previous, saved, lock = _load_previous(directory, resume, overwrite, current)
+    if scores_groups(env):  # an example whose group was saved only in part runs again, whole
+        previous = drop_partial_groups(directory, previous, plan.rollouts_per_example)
     origin = jsonable(env.provenance) if isinstance(env, Reloadable) else None
     try:
         plan.skip_finished(previous, directory)

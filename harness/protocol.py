@@ -103,6 +103,29 @@ class Preflight(Protocol):
     async def preflight(self) -> None: ...
 
 
+@runtime_checkable
+class ScoresGroups(Protocol):
+    """Optional: an environment whose rubric compares the rollouts of one example (group nodes).
+
+    When `needs_groups` is true, `evaluate` runs the episodes unscored and, when the last
+    rollout of an example finishes, awaits `score_group(rollouts)` with all of them (in any
+    order; a member whose episode errored is among them, and the environment leaves it out
+    of the comparison). It scores every member in place and must not raise for a rubric
+    failure. Groups are never split: a shard holds whole examples, and a resumed run re-runs
+    an example whose group was only partly saved.
+    """
+
+    @property
+    def needs_groups(self) -> bool: ...
+
+    async def score_group(self, rollouts: list[Rollout]) -> None: ...
+
+
+def scores_groups(env: object) -> bool:
+    """Whether `env` scores the rollouts of an example together (see `ScoresGroups`)."""
+    return isinstance(env, ScoresGroups) and bool(env.needs_groups)
+
+
 def protocol_members(protocol: type) -> list[str]:
     """The members a Protocol class declares (attributes and methods), in declaration order."""
     names = [*getattr(protocol, "__annotations__", {}), *vars(protocol)]
@@ -150,5 +173,7 @@ __all__ = [
     "HoldsResources",
     "Preflight",
     "Reloadable",
+    "ScoresGroups",
     "protocol_members",
+    "scores_groups",
 ]

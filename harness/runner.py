@@ -42,8 +42,10 @@ async def rollout(
     rollout_index: int = 0,
     *,
     sampling: Mapping[str, Any] | None = None,
+    score: bool = True,
 ) -> Rollout:
-    """Run one episode of `env` against `client` and score it.
+    """Run one episode of `env` against `client` and score it (unless `score=False`: the
+    caller scores it later, with the other rollouts of its example, `harness.protocol.ScoresGroups`).
 
     `sampling` is merged over `env.sampling` and passed to `client.complete` (whose own
     `client.sampling` is the lowest layer). Rollouts that end in an error are not scored:
@@ -63,7 +65,7 @@ async def rollout(
         await _turns(env, client, r, params, timing)
     except Exception as exc:  # env code (respond / env_response / stop conditions) raised
         r.stop_reason, r.error = "error", describe_error(exc)
-    if r.error is None:
+    if r.error is None and score:
         t0 = time.perf_counter()
         try:
             await env.score(r)

@@ -157,12 +157,14 @@ def as_messages(value: Any, default_role: Role = "user") -> list[Message]:
 class TreeNode(TypedDict, total=False):
     """One rubric node as a run's metadata and the views describe it: dotted `path` ("" = the
     root), `head` (e.g. "Gate(threshold=1)"), `note` (what the parent says about it, e.g.
-    "weight=0.8") and a Gate's `threshold`."""
+    "weight=0.8"), a Gate's `threshold`, and `group` (True, only on a node that scores the
+    rollouts of one example together)."""
 
     path: str
     head: str
     note: str
     threshold: float | None
+    group: bool
 
 
 # Jupyter's `_repr_html_` hook, filled by the view layer (`harness.views.html` registers a

@@ -27,11 +27,15 @@ from rubrics.module import IncompatibleKeys, RemovableHandle, Rubric, ScoringErr
 
 if TYPE_CHECKING:  # pragma: no cover
     from rubrics import parsers
+    from rubrics.group import GroupRubric, Relative, relative
     from rubrics.judge import presets as judges
     from rubrics.judge.config import JudgeConfig
     from rubrics.judge.llm import LLMJudge
+    from rubrics.judge.rank import PairwiseJudge, RankJudge
 
 _LAZY_ATTRS = {"LLMJudge": "rubrics.judge.llm", "JudgeConfig": "rubrics.judge.config"}
+_LAZY_ATTRS.update({"GroupRubric": "rubrics.group", "Relative": "rubrics.group", "relative": "rubrics.group"})
+_LAZY_ATTRS.update({"RankJudge": "rubrics.judge.rank", "PairwiseJudge": "rubrics.judge.rank"})
 _LAZY_MODULES = {"judges": "rubrics.judge.presets", "parsers": "rubrics.parsers"}
 
 

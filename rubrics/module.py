@@ -28,6 +28,7 @@ from harness.defaults import DEFAULT_CONCURRENCY
 from harness.errors import ConfigError, ConfigTypeError, NotScoreableError
 from harness.types import Rollout
 from rubrics.batch import ScoredBatch
+from rubrics.grouping import ascore_group, ascore_groups, has_group_nodes
 from rubrics.render import render_html, render_text, tree_nodes
 from rubrics.scoring import (
     GENERATION,
@@ -87,6 +88,7 @@ class Rubric:
 
     config_fields: ClassVar[tuple[str, ...]] = ("on_error",)
     _scoreable: ClassVar[bool] = True
+    _group_node: ClassVar[bool] = False  # True for `rubrics.group.GroupRubric`
 
     name: str | None = None
     on_error: float | None = None
@@ -352,6 +354,8 @@ class Rubric:
             path = path_under(scope, self)
         else:
             self._check_scoreable()
+            if has_group_nodes(self):  # scored alone, a rollout is a group of one
+                return self.score_group([r])[0]
             path = ""
             clear_scores(r)
         if self._is_sync_tree():
@@ -365,8 +369,30 @@ class Rubric:
         if scope is not None and scope.rollout is r:
             return await self._score_async(r, path_under(scope, self))
         self._check_scoreable()
+        if has_group_nodes(self):  # scored alone, a rollout is a group of one
+            return (await self.ascore_group([r]))[0]
         clear_scores(r)
         return await self._ready_then_score(r, "")
+
+    def score_group(self, rollouts: Iterable[Rollout | Mapping[str, Any]]) -> list[float]:
+        """Score the rollouts of one example together (group nodes see them all).
+
+        Args:
+            rollouts: the group: rollouts (or dicts) of the same example, e.g. the `-r K`
+                rollouts of `rubric eval` or the completions of one prompt in TRL.
+
+        Returns:
+            One score per rollout; NaN for a member whose episode errored (it is left out of
+            every group node's comparison, with that reason recorded on it) or that is unscored.
+        """
+        return run_sync(self.ascore_group(rollouts))
+
+    async def ascore_group(self, rollouts: Iterable[Rollout | Mapping[str, Any]]) -> list[float]:
+        """The async form of `score_group`."""
+        self._check_scoreable()
+        items = [as_rollout(r) for r in rollouts]
+        await self.acheck_ready()
+        return await ascore_group(self, items)
 
     async def _ready_then_score(self, r: Rollout, path: str) -> float:
         if not path:  # a root call: the tree's judges must be able to answer at all
@@ -396,6 +422,8 @@ class Rubric:
         """
         self._check_scoreable()
         items = validate_batch(rollouts, concurrency)
+        if has_group_nodes(self):
+            return run_sync(self.ascore_batch(items, concurrency=concurrency))
         if self._is_sync_tree():
             for r in items:
                 clear_scores(r)
@@ -410,6 +438,10 @@ class Rubric:
         (a `ScoredBatch`, as `score_batch` returns)."""
         self._check_scoreable()
         items = validate_batch(rollouts, concurrency)
+        if has_group_nodes(self):  # rollouts sharing an example_id are one group
+            await self.acheck_ready()
+            await ascore_groups(self, items, concurrency)
+            return self._scored(items)
         if self._is_sync_tree():
             for i, r in enumerate(items):
                 clear_scores(r)

@@ -64,6 +64,9 @@ def tree_nodes(node: Rubric) -> list[TreeNode]:
                 "threshold": _threshold(child),
             }
         )
+    for entry, each in zip(out, [node, *node.rubrics()]):
+        if each._group_node:  # only then: the trees of runs without group nodes stay as they were
+            entry["group"] = True
     return out
 
 

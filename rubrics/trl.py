@@ -7,6 +7,20 @@ becomes NaN, and a row every reward function left as `None` stays out of the gro
 That is this project's "unscored is NaN, never a silent 0" rule, so an unscorable rollout
 reaches the trainer as `None`, not as a zero that would teach the policy something false.
 
+What TRL (1.16, `GRPOTrainer._generate_and_score_completions`) does with `None`: it becomes NaN
+in `rewards_per_func`; a row where *every* reward function gave NaN is "unscorable": its reward
+stays NaN, so the group's mean and std (`nanmean`/`nanstd`) leave it out, its advantage is set
+to 0 (it contributes no policy-gradient signal; a KL term with beta > 0 still applies), and the
+logged reward means skip it. With one reward function (`as_trl_reward`) an unscored completion
+is therefore out of its group's baseline. With several (`as_trl_reward_funcs`), a row that
+another function scored is not unscorable: TRL `nansum`s the weighted rewards, so that
+function's None counts as 0 in the sum (in "normalize_then_sum" it is still left out of that
+function's own per-group mean and std).
+
+Group nodes: when the tree holds one (`rubrics.group`), the completions of one prompt (TRL's
+`num_generations` copies) get one `example_id` (`group_by_prompt`) unless the dataset has an
+`example_id` column, and are scored together as a group.
+
 Nothing here imports TRL or torch: the objects are plain callables, so they can be built,
 pickled and tested without the `[trl]` extra. The async form is a separate class because
 TRL decides whether to await a callable object by inspecting its `__call__`.
@@ -83,6 +97,18 @@ def _as_info(value: Any) -> dict[str, Any]:
     return {"info": value}
 
 
+def group_by_prompt(rollouts: Sequence[Rollout]) -> None:
+    """Give the completions of one prompt one `example_id` (its first position in the batch).
+
+    TRL repeats each prompt `num_generations` times in a batch; the tree's group nodes then
+    compare those completions with each other (`Rubric.ascore_batch` groups by example_id).
+    """
+    first: dict[str, int] = {}
+    for i, rollout in enumerate(rollouts):
+        key = json.dumps([m.model_dump(mode="json") for m in rollout.prompt], sort_keys=True)
+        rollout.example_id = first.setdefault(key, i)
+
+
 def as_trl_value(score: float) -> float | None:
     """A score as TRL reads it: a finite float, or None for unscored (NaN) and non-finite."""
     return score if math.isfinite(score) else None
@@ -155,6 +181,8 @@ class TRLReward:
         if self.prepare is not None:
             for rollout in rollouts:
                 self.prepare(rollout)
+        if "example_id" not in kwargs and any(n._group_node for n in (self.rubric, *self.rubric.rubrics())):
+            group_by_prompt(rollouts)
         return rollouts
 
     def _report(
@@ -247,5 +275,6 @@ __all__ = [
     "as_trl_reward",
     "as_trl_value",
     "child_rewards",
+    "group_by_prompt",
     "rollouts_from_batch",
 ]

@@ -8,18 +8,21 @@ Their own sanity tests live in tests/harness/test_helpers.py.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -170,6 +173,109 @@ class MultiTurnFakeEnv(FakeEnv):
     async def score(self, rollout: Rollout) -> None:
         rollout.reward = 1.0 if rollout.stop_reason == "solved" else 0.0
         rollout.scores = {"solved": rollout.reward}
+
+
+@dataclass(frozen=True)
+class FakeSource:
+    """How a worker builds a SpecFakeEnv again (`harness.protocol.EnvironmentSource`)."""
+
+    spec: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def load(self, *, worker: bool = False) -> SpecFakeEnv:
+        return load_fake(self.spec, **self.kwargs)
+
+    def __str__(self) -> str:
+        return self.spec
+
+
+class SpecFakeEnv(FakeEnv):
+    """FakeEnv that a worker can rebuild from its source; it can kill its own worker once."""
+
+    def __init__(
+        self, n: int = 6, *, die_on: int | None = None, marker: str | None = None, lock_on: int | None = None
+    ) -> None:
+        super().__init__(n)
+        self.die_on, self.marker, self.lock_on = die_on, marker, lock_on
+        self.source: FakeSource | None = None
+        self.provenance: dict[str, Any] | None = None
+
+    async def setup_rollout(self, example: Any, rollout_index: int = 0) -> Rollout:
+        if example["example_id"] == self.die_on and (self.marker is None or not os.path.exists(self.marker)):
+            if self.marker is not None:
+                Path(self.marker).write_text(str(os.getpid()))
+            await asyncio.sleep(0.2)  # let the worker's other rollouts be in flight when it dies
+            os.kill(os.getpid(), signal.SIGKILL)
+        rollout = await super().setup_rollout(example, rollout_index)
+        if example["example_id"] == self.lock_on:
+            rollout.state["lock"] = threading.Lock()  # state that cannot leave the worker
+        return rollout
+
+
+def load_fake(spec: str, **kwargs: Any) -> SpecFakeEnv:
+    env = SpecFakeEnv(**kwargs)
+    env.source = FakeSource(spec, dict(kwargs))
+    return env
+
+
+async def _read_request(reader: asyncio.StreamReader) -> None:
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = next(
+        (
+            int(line.split(b":")[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length")
+        ),
+        0,
+    )
+    await reader.readexactly(length)
+
+
+def _head(length: int) -> bytes:
+    return (
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+        + f"content-length: {length}\r\n\r\n".encode()
+    )
+
+
+@contextlib.asynccontextmanager
+async def raw_server(
+    body: bytes | None = None, *, drip: float | None = None
+) -> AsyncIterator[tuple[str, list[int]]]:
+    """A deliberately broken HTTP/1.1 endpoint on 127.0.0.1 (the real scripted endpoint never
+    sends bytes this wrong): answers every request with `body`, or drips a valid body."""
+    hits: list[int] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                await _read_request(reader)
+                hits.append(1)
+                if drip is None:
+                    writer.write(_head(len(body or b"")) + (body or b""))
+                    await writer.drain()
+                    continue
+                payload = (
+                    b'{"choices": [{"message": {"role": "assistant", "content": "' + b"x" * 200 + b'"}}]}'
+                )
+                writer.write(_head(len(payload)))
+                for byte in payload:
+                    writer.write(bytes([byte]))
+                    await writer.drain()
+                    await asyncio.sleep(drip)
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+            pass  # the client hung up, or the server is shutting down
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}/v1", hits
+    finally:
+        server.close()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(server.wait_closed(), 2)
 
 
 def sum_policy(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> dict[str, Any] | str:

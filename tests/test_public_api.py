@@ -21,16 +21,19 @@ DOCUMENTED = {
     "rubrics": [
         "Rubric", "WeightedSum", "Sequential", "Gate", "RubricList", "RubricDict", "FunctionRubric",
         "reward", "LLMJudge", "JudgeConfig", "ScoringError", "ScoredBatch", "RemovableHandle",
-        "IncompatibleKeys", "Rollout", "judges", "parsers",
+        "IncompatibleKeys", "Rollout", "judges", "parsers", "GroupRubric", "Relative", "relative",
+        "RankJudge", "PairwiseJudge",
     ],
     "rubrics.parsers": ["ThinkFormat", "XMLFormat", "extract_after", "extract_boxed", "extract_xml", "strip_think"],
+    "rubrics.judge.calibration": ["Calibration", "acalibrate", "calibrate", "find_judge"],
     "rubrics.credit": ["assign_credit", "discounted"],
     "envs": [
         "Environment", "SingleTurnEnv", "ToolEnv", "MultiTurnEnv", "tool", "Tool", "ToolResult",
         "call_tool", "stop", "mcp_server", "load_environment", "list_environments",
         "RegisteredEnvironment", "EnvironmentNotFoundError", "EnvironmentSpec", "TRLSpec",
-        "from_openenv", "serve_openenv",
+        "audit", "aaudit", "from_verifiers", "from_openenv", "serve_openenv",
     ],
+    "envs.auditing": ["audit", "aaudit", "AuditReport", "Flag", "Cell", "ProbeInfo", "Probe", "PROBES"],
     "envs.interop.openenv": ["OpenEnvStepReward", "OpenEnvFinalReward", "OpenEnvConnectError", "from_openenv"],
     "harness": [
         "Client", "Completion", "rollout", "evaluate", "aevaluate", "EvaluateOptions", "EvalResults",

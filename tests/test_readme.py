@@ -153,6 +153,43 @@ def test_mcp_example_runs_a_server_written_with_the_sdk(
     assert "print([t.name for t in env.tools], results[0].reward)  # ['add'] 1.0" in README
 
 
+def test_calibration_example_runs_offline_and_prints_what_readme_says(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from rubrics.judge.llm import clear_cache
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # the judge's local endpoint needs no key
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    clear_cache()
+    out = io.StringIO()
+    namespace: dict[str, Any] = {}
+    with contextlib.redirect_stdout(out):
+        exec(compile(code_block("python", "calibrate(judge, labels"), "<README>", "exec"), namespace)
+    first, second = out.getvalue().splitlines()[:2]
+    assert first == "0.75 0.5 ((1, 1), (0, 2))"
+    assert f"The first line printed is `{first}`" in README
+    assert second.startswith(
+        "Calibration(judge='correctness', kind='binary', rows=4, scored=4, accuracy=0.75"
+    )
+    report = namespace["report"]
+    assert [p.name for p in report.probes] == ["verbosity", "position"]
+    assert report.num_calls == 4 and report.cost_per_call is not None and report.cost_per_call > 0
+
+
+def test_verifiers_example_runs_as_written() -> None:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code_block("python", "from envs import from_verifiers"), "<README>", "exec"), {})
+    lines = out.getvalue().splitlines()
+    assert lines[1:4] == [
+        "  (correct) weight=0.8: reward(correct, async)",
+        "  (short) weight=0.2: reward(short, async)",
+        "  (length) weight=0: reward(length, async)",
+    ]
+    assert lines[-1] == "[1.0, 1.0, 0.8] {'correct': 1.0, 'short': 0.0, 'length': 3.0}"
+    assert f"# {lines[-1]}" in README
+
+
 def test_openenv_client_example_runs_a_server_written_with_openenv(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

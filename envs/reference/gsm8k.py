@@ -8,7 +8,7 @@ The simplest useful environment, and a template for your own: a dataset with `qu
 
 Reward = 0.8 * correct + 0.2 * format. `correct` compares the number after the last "####"
 (or, without one, the last number in the reply) with the reference; `format` checks that the
-reply ends its reasoning with "#### <number>".
+reply's last line is "#### <number>".
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from envs.reference.scripting import RowLookup, seeded_rng
 from harness.errors import ConfigError
 from harness.hf_import import hf_import
 from rubrics import WeightedSum
-from rubrics.parsers import extract_after, extract_last_number
+from rubrics.parsers import extract_after, extract_last_number, strip_think
 
 SYSTEM_PROMPT = (
     "Solve the math word problem. Think step by step, showing your reasoning, then give the "
@@ -82,8 +82,14 @@ def correct(response: str, answer: str) -> float:
 
 
 def format_ok(response: str) -> float:
-    """1.0 when the reply states its answer as "#### <number>" (what the prompt asks for)."""
-    return 1.0 if parse_number(extract_after(response, "####")) is not None else 0.0
+    """1.0 when the reply's last line is "#### <number>" (what the prompt asks for).
+
+    Only the last line counts: a "####" earlier in the reply, such as the prompt's own
+    example echoed back, is not the format (`rubric audit gsm8k` found that hack).
+    """
+    lines = strip_think(response or "").strip().splitlines()
+    last = lines[-1].strip() if lines else ""
+    return 1.0 if last.startswith("####") and parse_number(last[4:]) is not None else 0.0
 
 
 def make_rubric() -> WeightedSum:

@@ -38,7 +38,7 @@ from typing import Any
 from harness.endpoint.client import Client, set_concurrency_share
 from harness.errors import ConfigError, WorkerError
 from harness.executors.scheduler import Job, PoolReport, WorkerLost, prefetch, run_jobs
-from harness.protocol import EnvironmentProtocol, EnvironmentSource, HoldsResources, Reloadable
+from harness.protocol import EnvironmentProtocol, EnvironmentSource, HoldsResources, Reloadable, scores_groups
 from harness.runner import describe_error, rollout
 from harness.types import Rollout, jsonable
 
@@ -196,7 +196,14 @@ class WorkerRuntime:
         if self._limit is None:
             self._limit = asyncio.Semaphore(self.spec.concurrency)
         async with self._limit:
-            result = await rollout(self.env, self.client, example, rollout_index, sampling=self.spec.sampling)
+            result = await rollout(
+                self.env,
+                self.client,
+                example,
+                rollout_index,
+                sampling=self.spec.sampling,
+                score=not scores_groups(self.env),  # the driver scores whole groups
+            )
         self.rollouts += 1
         return result
 

@@ -2,7 +2,9 @@
 
 The numbers are computed once here and drawn by both views (`harness.views.terminal` in the terminal,
 `harness.views.report` in the browser), so the two can never disagree: each node's mean in each run
-with the difference, and per example the reward change and the nodes that flipped.
+with the difference, per example the reward change and the nodes that flipped, and for runs that
+share examples the paired bootstrap interval of each difference with the examples a paired test
+would need to detect it (`harness.results.stats`).
 """
 
 from __future__ import annotations
@@ -10,9 +12,18 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 from harness.results.eval_results import EvalResults
+from harness.results.stats import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    PairedDifference,
+    paired_difference,
+)
 from harness.results.summary import mean_and_stderr
+from harness.types import HtmlRepr
 
 # A node "flips" between runs when its mean for an example crosses this line (or turns NaN).
 FLIP_THRESHOLD = 0.5
@@ -68,14 +79,28 @@ class ExampleDelta:
 
 
 @dataclass(frozen=True)
-class Comparison:
-    """Run A against run B, node by node and example by example."""
+class Comparison(HtmlRepr):
+    """Run A against run B, node by node and example by example.
+
+    `differences` holds, in the order of `nodes` (the reward first), each paired difference
+    over the examples both runs scored; in a notebook the comparison draws itself as a table.
+    """
+
+    html_kind: ClassVar[str] = "comparison"
 
     a: EvalResults
     b: EvalResults
     paths: tuple[str, ...]
     nodes: tuple[NodeDelta, ...]
     examples: tuple[ExampleDelta, ...]
+    differences: tuple[PairedDifference, ...] = ()
+
+    @property
+    def num_shared(self) -> int:
+        """Examples present in both runs."""
+        return len(
+            {str(r.example_id) for r in self.a.rollouts} & {str(r.example_id) for r in self.b.rollouts}
+        )
 
     @property
     def flipped(self) -> list[ExampleDelta]:
@@ -131,14 +156,53 @@ def _example_delta(
     return ExampleDelta(example, reward_a, reward_b, tuple(changes), tuple(ia), tuple(ib))
 
 
-def compare(a: EvalResults, b: EvalResults) -> Comparison:
-    """Compare run A with run B (B − A); examples are matched by `example_id`."""
+def _example_means(results: EvalResults, groups: dict[str, list[int]], path: str) -> dict[str, float]:
+    """Each example's mean score of node `path` ("" the reward) over its scored rollouts."""
+    rollouts = results.rollouts
+    return {
+        e: _mean([rollouts[i].reward if not path else rollouts[i].scores.get(path, math.nan) for i in ids])
+        for e, ids in groups.items()
+    }
+
+
+def compare(
+    a: EvalResults,
+    b: EvalResults,
+    *,
+    confidence: float = DEFAULT_CONFIDENCE,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> Comparison:
+    """Compare run A with run B (B − A); examples are matched by `example_id`.
+
+    Args:
+        a: The baseline run.
+        b: The run compared with it.
+        confidence: Coverage of each paired bootstrap interval.
+        resamples: Bootstrap resamples of the shared examples.
+        seed: Seed of the resampling, so a comparison is reproducible.
+
+    Returns:
+        The comparison; `differences` are paired over the examples both runs scored, each
+        example's rollouts averaged first.
+    """
     paths = tuple(dict.fromkeys([*node_paths(a), *node_paths(b)]))
     nodes = tuple(_node_delta(a, b, path) for path in ("", *paths))
     groups_a, groups_b = _by_example(a), _by_example(b)
     order = [*groups_a, *(e for e in groups_b if e not in groups_a)]
     examples = tuple(_example_delta(a, b, e, groups_a.get(e, []), groups_b.get(e, []), paths) for e in order)
-    return Comparison(a, b, paths, nodes, examples)
+    differences = tuple(
+        paired_difference(
+            path,
+            _example_means(a, groups_a, path),
+            _example_means(b, groups_b, path),
+            confidence=confidence,
+            resamples=resamples,
+            seed=seed,
+        )
+        for path in ("", *paths)
+    )
+    return Comparison(a, b, paths, nodes, examples, differences)
 
 
 __all__ = [

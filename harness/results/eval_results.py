@@ -25,7 +25,7 @@ from harness.results.storage import (
     section,
     write_atomic,
 )
-from harness.results.summary import Summary, summarize
+from harness.results.summary import Summary, node_note, summarize
 from harness.text import safe_text
 from harness.types import HtmlRepr, Rollout
 
@@ -319,9 +319,15 @@ class EvalResults(HtmlRepr):
         if s.reward_stderr is not None:
             reward += f" ± {s.reward_stderr:.4f}"
         table.add_row("mean reward", reward + f"  (over {s.num_scored} scored)")
+        if s.num_groups.get(""):  # rollouts_per_example > 1: say how many groups teach nothing
+            table.add_row("flat groups", node_note(s, "") + " (every rollout of the example scored alike)")
         for path, mean in s.node_means.items():
             depth = path.count(".") + 1
-            table.add_row(safe_text("  " * depth + path.rsplit(".", 1)[-1], style="not bold"), _fmt(mean))
+            note = node_note(s, path)
+            table.add_row(
+                safe_text("  " * depth + path.rsplit(".", 1)[-1], style="not bold"),
+                _fmt(mean) + (f"  ({note})" if note else ""),
+            )
         partial = (
             f"  (over the {s.num_scored} scored of {s.num_rollouts})"
             if s.num_scored != s.num_rollouts

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import re
 import time
+from collections import Counter
 from pathlib import Path
 
 from harness.errors import ResultsError
 from harness.results.storage import METADATA_FILE, RESULTS_FILE, RunLock, iter_rollouts, write_atomic
+from harness.types import Rollout
 
 RUNS_DIR = Path("runs")
 RESCORED_GLOB = "results.rescored-*.jsonl"
@@ -67,6 +69,25 @@ def drop_errored(folder: str | Path) -> int:
         return len(rollouts) - len(kept)
     finally:
         lock.release()
+
+
+def drop_partial_groups(directory: Path | None, rollouts: list[Rollout], group_size: int) -> list[Rollout]:
+    """`rollouts` without the examples that have fewer than `group_size` of them saved; with
+    `directory`, its results.jsonl is rewritten without them too (the caller holds the run's lock).
+
+    For a run whose rubric compares the rollouts of one example: the group was cut short (a
+    kill while it was written, `--retry-errors` taking an errored member out), so the whole
+    example runs again and its group is scored whole.
+    """
+    counts = Counter(str(r.example_id) for r in rollouts)
+    partial = {key for key, n in counts.items() if n < group_size}
+    if not partial:
+        return rollouts
+    kept = [r for r in rollouts if str(r.example_id) not in partial]
+    if directory is not None:
+        results = directory / RESULTS_FILE
+        write_atomic(results, b"".join(r.model_dump_json().encode() + b"\n" for r in kept))
+    return kept
 
 
 def rescored_path(folder: str | Path) -> Path:

@@ -8,6 +8,10 @@ Definitions:
   an unscored rollout (reward NaN: a rubric leaf failed, or the rollout errored) is counted
   and explained instead, never averaged in as 0.
 - a node's mean is over the rollouts where that node has a non-NaN score.
+- a node's failed count is how many rollouts it scored NaN (unscored) on; a node skipped by a
+  chain is neither scored nor failed.
+- a *zero-variance group* of a node (or of the reward, key "") is an example with at least
+  two scored rollouts that all scored the same: GRPO learns nothing from it.
 - pass@k uses the unbiased estimator 1 - C(n-c, k) / C(n, k) per example (n scored rollouts,
   c of them passing), averaged over the examples with n >= k. A rollout *passes* when its
   reward >= 1.0 - 1e-9 (it earned the full reward), or, when the environment declares
@@ -61,6 +65,11 @@ class Summary(HtmlRepr, BaseModel):
     planned: int | None = None
     # What counts as a pass for pass@k, e.g. "reward >= 1" (the default) or "grade.win >= 1".
     pass_criterion: str = "reward >= 1"
+    # Per node: rollouts it failed on (NaN); examples with >= 2 scored rollouts ("groups"), and
+    # how many of them scored all alike (zero variance). The reward's are under "".
+    node_failed: dict[str, int] = Field(default_factory=dict)
+    num_groups: dict[str, int] = Field(default_factory=dict)
+    zero_variance_groups: dict[str, int] = Field(default_factory=dict)
 
     def __repr__(self) -> str:
         # Readable at a glance, no float noise: the numbers a run is judged by.
@@ -84,6 +93,19 @@ class Summary(HtmlRepr, BaseModel):
         return f"Summary({'; '.join(parts)})"
 
     __str__ = __repr__
+
+
+def node_note(summary: Summary, path: str) -> str:
+    """What a node's mean leaves out, for views: "3 failed · 2 of 6 groups flat" ("" when none).
+    `path` "" is the reward."""
+    parts = []
+    failed = summary.node_failed.get(path, 0) if path else 0
+    if failed:
+        parts.append(f"{failed:,} failed")
+    groups = summary.num_groups.get(path, 0)
+    if groups:
+        parts.append(f"{summary.zero_variance_groups.get(path, 0):,} of {groups:,} groups flat")
+    return " · ".join(parts)
 
 
 def skip_reason(scores: Mapping[str, float], path: str, paths: Sequence[str]) -> str:
@@ -129,7 +151,7 @@ def _unscored_reasons(rollout: Rollout) -> set[str]:
     return {rollout.score_errors[p] for p in leaves} or {"no reason recorded"}
 
 
-def _tree_order(node_values: Mapping[str, Sequence[float]], node_order: Iterable[str] | None) -> list[str]:
+def _tree_order(node_values: Mapping[str, object], node_order: Iterable[str] | None) -> list[str]:
     """Known tree order first; otherwise parents before children, siblings as first scored."""
     known = [p for p in node_order or () if p in node_values]
     rest = [p for p in node_values if p not in set(known)]
@@ -161,6 +183,12 @@ class RunningSummary:
         self.success_path, self.success_threshold = success or ("", 1.0)
         self.num_rollouts = 0
         self.rewards = array("d")
+        self.node_failed: Counter[str] = Counter()
+        # Per node path ("" for the reward), per example index: the first scored value, and the
+        # group's state: 0 no score yet, 1 one score, 2 all alike so far, 3 differing.
+        self.example_index: dict[str, int] = {}
+        self.group_first: dict[str, array[float]] = {}
+        self.group_state: dict[str, array[int]] = {}
         self.node_values: dict[str, array[float]] = {}
         self.per_example: dict[str, list[int]] = {}  # example -> [n scored, c passing]
         self.counts: dict[str, int] = {}  # example -> rollouts
@@ -180,13 +208,19 @@ class RunningSummary:
         self.judge_completion_tokens += r.judge_usage.completion_tokens
         if r.error:
             self.num_errors += 1
+        index = self.example_index.setdefault(example, len(self.example_index))
         for path, value in r.scores.items():
             if value is not None and not math.isnan(value):
                 values = self.node_values.get(path)
                 if values is None:
                     values = self.node_values[path] = array("d")
                 values.append(value)
+                self._group(path, index, value)
+            else:
+                self.node_failed[path] += 1
         reward = r.reward
+        if reward is not None and not math.isnan(reward):
+            self._group("", index, reward)
         if reward is None or math.isnan(reward):
             self.num_unscored += 1
             self.reasons.update(_unscored_reasons(r))
@@ -196,6 +230,30 @@ class RunningSummary:
         tally[0] += 1
         value = reward if not self.success_path else r.scores.get(self.success_path, math.nan)
         tally[1] += value >= self.success_threshold - 1e-9  # NaN never passes
+
+    def _group(self, path: str, index: int, value: float) -> None:
+        """Note `value` in the group of example `index` for node `path` (flat arrays: 9 bytes
+        per example and node)."""
+        first, state = self.group_first.get(path), self.group_state.get(path)
+        if first is None or state is None:
+            first = self.group_first[path] = array("d")
+            state = self.group_state[path] = array("b")
+        if index >= len(state):
+            missing = index + 1 - len(state)
+            first.extend([0.0] * missing)
+            state.extend([0] * missing)
+        now = state[index]
+        if now == 0:
+            first[index], state[index] = value, 1
+        elif now in (1, 2):
+            state[index] = 2 if value == first[index] else 3
+
+    def groups(self) -> tuple[dict[str, int], dict[str, int]]:
+        """Per node ("" the reward): how many examples have >= 2 scored rollouts, and how many
+        of those scored all alike."""
+        counted = {p: sum(1 for v in s if v >= 2) for p, s in self.group_state.items()}
+        flat = {p: sum(1 for v in s if v == 2) for p, s in self.group_state.items()}
+        return {p: n for p, n in counted.items() if n}, {p: flat[p] for p, n in counted.items() if n}
 
     def node_means(self, paths: list[str]) -> dict[str, float]:
         return {p: math.fsum(self.node_values[p]) / len(self.node_values[p]) for p in paths}
@@ -231,6 +289,7 @@ class RunningSummary:
         timed = self.num_rollouts if timed_rollouts is None else timed_rollouts
         passes, over = self.pass_at(max_k)
         rate = timed / wall_seconds if wall_seconds and wall_seconds > 0 else None
+        num_groups, flat = self.groups()
         return Summary(
             num_rollouts=self.num_rollouts,
             num_examples=len(self.counts),
@@ -253,6 +312,9 @@ class RunningSummary:
             rollouts_per_second=rate,
             planned=planned,
             pass_criterion=f"{self.success_path or 'reward'} >= {self.success_threshold:g}",
+            node_failed={p: self.node_failed[p] for p in _tree_order(self.node_failed, node_order)},
+            num_groups=num_groups,
+            zero_variance_groups=flat,
         )
 
 
@@ -292,6 +354,7 @@ __all__ = [
     "RunningSummary",
     "Summary",
     "mean_and_stderr",
+    "node_note",
     "pass_at_k",
     "skip_reason",
     "summarize",

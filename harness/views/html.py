@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.content import block_text, tool_content
 from harness.results.storage import run_title, section
-from harness.results.summary import skip_reason
+from harness.results.summary import node_note, skip_reason
 from harness.types import Message, Rollout, TreeNode, register_html_view
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -135,7 +135,9 @@ def _node_rows(summary: Summary, nodes: Sequence[TreeNode] | None) -> list[str]:
     for path in paths:
         depth = path.count(".") + 1
         err = stderrs.get(path)
+        note = node_note(summary, path)
         value = esc(fmt(summary.node_means[path]) + (f" ± {fmt(err, 2)}" if err is not None else ""))
+        value += f" <span class='muted'>{esc(note)}</span>" if note else ""
         name = esc(path.rsplit(".", 1)[-1])
         rows.append(
             f'<tr><td style="padding-left:{depth * 14}px" title="{esc(path)}">{name}</td>'
@@ -159,6 +161,13 @@ def summary_html(summary: Summary, nodes: Sequence[TreeNode] | None = None, stat
         _row("rollouts", f"{count} ({s.num_examples:,} examples)"),
         _row("mean reward", f"{reward} <span class='muted'>over {s.num_scored:,} scored</span>"),
     ]
+    if s.num_groups.get(""):
+        rows.append(
+            _row(
+                "flat groups",
+                esc(node_note(s, "")) + " <span class='muted'>every rollout scored alike</span>",
+            )
+        )
     nodes_rows = _node_rows(s, nodes)
     if nodes_rows:
         rows.append('<tr><th colspan="2">rubric nodes (mean ± stderr)</th></tr>')
@@ -211,6 +220,7 @@ def results_html(results: EvalResults) -> str:
     body = (
         f'<div class="grid"><div>{summary_html(results.summary, nodes, meta.get("status"))}</div>'
         f"<div>{histogram_svg(r.reward for r in results.rollouts)}</div></div>"
+        + groups_html(results.rollouts, nodes)
     )
     return f'{STYLE}<div class="rv"><div class="head">{esc(title)}</div>{body}</div>'
 
@@ -241,6 +251,49 @@ def scores_table_html(rollouts: Sequence[Rollout], paths: Sequence[str], *, limi
     )
 
 
+def groups_html(
+    rollouts: Sequence[Rollout], nodes: Sequence[TreeNode] | None, *, limit: int = 5, answers: bool = True
+) -> str:
+    """Each example's rollouts side by side (the first `limit` examples with more than one):
+    the final answer (unless `answers=False`: the static report keeps model text in its
+    compressed panels), the reward and every node's score, group nodes marked; "" when no
+    example has two rollouts."""
+    groups: dict[str, list[Rollout]] = {}
+    for r in rollouts:
+        groups.setdefault(str(r.example_id), []).append(r)
+    shown = [g for g in groups.values() if len(g) > 1][:limit]
+    if not shown:
+        return ""
+    marks = {n.get("path", ""): bool(n.get("group")) for n in nodes or []}
+    paths = [n["path"] for n in nodes or [] if n.get("path")] or sorted(
+        {p for g in shown for r in g for p in r.scores}
+    )
+    tables = []
+    for group in shown:
+        group = sorted(group, key=lambda r: r.rollout_index)
+        head = "".join(f'<th class="num">#{r.rollout_index}</th>' for r in group)
+        answer = "".join(f"<td><pre>{esc((r.response or r.error or '')[:300])}</pre></td>" for r in group)
+        rows = [f"<tr><th>answer</th>{answer}</tr>"] if answers else []
+        label = "reward (group)" if marks.get("") else "reward"
+        rows.append(
+            f"<tr><th>{label}</th>{''.join(_score_cell(r.reward, r.score_errors.get('', r.error or '')) for r in group)}</tr>"
+        )
+        for p in paths:
+            cells = "".join(
+                _score_cell(r.scores.get(p, math.nan), r.score_errors.get(p, "not run")) for r in group
+            )
+            rows.append(
+                f'<tr><th title="{esc(p)}">{esc(p)}{" (group)" if marks.get(p) else ""}</th>{cells}</tr>'
+            )
+        tables.append(
+            f'<table class="items"><caption class="head">example {esc(group[0].example_id)}</caption>'
+            f"<tr><th></th>{head}</tr>{''.join(rows)}</table>"
+        )
+    more = sum(1 for g in groups.values() if len(g) > 1) - len(shown)
+    tail = f'<p class="muted">{more:,} more groups</p>' if more > 0 else ""
+    return f'<div class="head">groups: each example\'s rollouts side by side</div>{"".join(tables)}{tail}'
+
+
 def _score_cell(value: float, reason: str) -> str:
     if math.isnan(value):
         return f'<td class="num nan" title="{esc(reason)}">NaN</td>'
@@ -265,6 +318,8 @@ def tree_from_metadata(metadata: Mapping[str, Any]) -> list[TreeNode] | None:
         threshold = _number(node.get("threshold"))
         if threshold is not None:
             clean["threshold"] = threshold
+        if node.get("group") is True:
+            clean["group"] = True
         kept.append(clean)
     return kept
 
@@ -501,6 +556,7 @@ __all__ = [
     "conversation_html",
     "esc",
     "fmt",
+    "groups_html",
     "histogram_svg",
     "json_script",
     "message_html",

@@ -25,11 +25,12 @@ from harness.results.eval_results import EvalResults
 from harness.results.run_dirs import slug
 from harness.results.storage import run_title, section, write_atomic
 from harness.types import Rollout
+from harness.views.compare_html import node_table_html
 from harness.views.html import (
     STYLE,
     TreeNode,
     esc,
-    fmt,
+    groups_html,
     histogram_svg,
     json_script,
     rollout_body_html,
@@ -112,6 +113,7 @@ def report_html(results: EvalResults) -> str:
     body = (
         f'<header>{_header_html(results)}</header><section class="grid"><div>{summary}</div>'
         f"<div>{histogram_svg(r.reward for r in results.rollouts)}</div></section>"
+        f"<section>{groups_html(results.rollouts, nodes, limit=20, answers=False)}</section>"
         '<section id="app"></section><section id="panel"></section>'
     )
     data = {
@@ -124,26 +126,6 @@ def report_html(results: EvalResults) -> str:
 
 
 # ------------------------------------------------------------------------------- comparison
-
-
-def _node_table(comparison: Comparison) -> str:
-    rows = []
-    for node in comparison.nodes:
-        label = node.path or "reward"
-        delta = node.delta
-        cls = "" if not delta else "good" if delta > 0 else "bad"
-        depth = node.path.count(".") + 1 if node.path else 0
-        cells = [
-            f"{fmt(m)}" + (f" ± {fmt(e, 2)}" if e is not None else "") if m is not None else "NaN"
-            for m, e in ((node.mean_a, node.stderr_a), (node.mean_b, node.stderr_b))
-        ]
-        shown = "-" if delta is None else f"{delta:+.4g}"
-        rows.append(
-            f'<tr><td style="padding-left:{4 + depth * 14}px">{esc(label)}</td>'
-            f'<td class="num">{cells[0]}</td><td class="num">{cells[1]}</td><td class="num {cls}">{shown}</td></tr>'
-        )
-    head = "<tr><th>node</th><th class='num'>A</th><th class='num'>B</th><th class='num'>B − A</th></tr>"
-    return f'<table class="compare-nodes">{head}{"".join(rows)}</table>'
 
 
 def _example_rows(comparison: Comparison) -> list[list[Any]]:
@@ -173,7 +155,7 @@ def comparison_html(a: EvalResults, b: EvalResults) -> str:
     comparison = compare(a, b)
     body = (
         f'<header class="grid"><div>{_header_html(a, "A")}</div><div>{_header_html(b, "B")}</div></header>'
-        f'<section class="grid"><div><div class="head">node means</div>{_node_table(comparison)}</div>'
+        f'<section class="grid"><div><div class="head">node means</div>{node_table_html(comparison)}</div>'
         f'<div><div class="head">A</div>{histogram_svg(r.reward for r in a.rollouts)}'
         f'<div class="head">B</div>{histogram_svg(r.reward for r in b.rollouts)}</div></section>'
         '<section id="app"></section><section id="panel"></section>'

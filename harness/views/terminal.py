@@ -23,6 +23,7 @@ from harness.results.eval_results import EvalResults
 from harness.results.summary import skip_reason
 from harness.text import safe_text
 from harness.types import Message, Rollout
+from harness.views.compare_html import interval_text, needed_text, paired_note
 
 _ROLE_STYLE = {"system": "dim", "user": "cyan", "assistant": "green", "tool": "magenta"}
 
@@ -182,6 +183,36 @@ def comparison_table(comparison: Comparison) -> Table:
     return table
 
 
+def paired_table(comparison: Comparison) -> RenderableType:
+    """Can I trust this difference? Each node's paired B − A over the shared examples, its
+    bootstrap interval and the examples a paired test needs to detect it (see `paired_note`)."""
+    note = Text(paired_note(comparison), style="dim")
+    if not comparison.differences or comparison.num_shared < 2:
+        return note
+    first = comparison.differences[0]
+    table = Table(
+        title=f"paired B − A ({first.num_pairs} examples in both runs)",
+        title_justify="left",
+        header_style="bold",
+    )
+    headers = ("node", "pairs", "B − A", f"{first.confidence:.0%} CI", "SD", f"n ({first.power:.0%} power)")
+    for name in headers:
+        table.add_column(name, justify="left" if name == "node" else "right", no_wrap=True)
+    for diff in comparison.differences:
+        label = (
+            "reward" if not diff.path else "  " * (diff.path.count(".") + 1) + diff.path.rsplit(".", 1)[-1]
+        )
+        table.add_row(
+            safe_text(label, style="bold" if not diff.path else ""),
+            str(diff.num_pairs),
+            _delta_text(diff.mean),
+            interval_text(diff) + (" ✓" if diff.excludes_zero else "  "),
+            "-" if diff.sd is None else f"{diff.sd:.3g}",
+            needed_text(diff),
+        )
+    return Group(table, note)
+
+
 def flipped_table(comparison: Comparison, *, limit: int = 20) -> Table:
     """The examples where a node crossed `FLIP_THRESHOLD`, largest reward change first."""
     flips = comparison.flipped
@@ -216,7 +247,9 @@ def render_comparison(comparison: Comparison, *, limit: int = 20) -> RenderableT
         ("   B ", "bold"),
         safe_text(f"{b.title} ({len(b)} rollouts)"),
     )
-    return Group(header, comparison_table(comparison), flipped_table(comparison, limit=limit))
+    return Group(
+        header, comparison_table(comparison), paired_table(comparison), flipped_table(comparison, limit=limit)
+    )
 
 
 def show_run(
@@ -258,6 +291,7 @@ def show_run(
 __all__ = [
     "comparison_table",
     "flipped_table",
+    "paired_table",
     "render_comparison",
     "render_message",
     "render_rollout",

@@ -6,6 +6,8 @@
 - `verdicts`: reading a verdict from a reply (number, choice map, JSON) and rescaling it.
 - `cache`: one answer per identical question, shared by every judge of the process.
 - `presets`: ready-made judges (`rubrics.judges`: correctness, weighted criteria).
+- `calibration`: a judge measured against human labels (`calibrate`), read by `labels`,
+  figured by `agreement` (kappa, rho, confusion), probed by `probes`, drawn by `calibration_view`.
 
 May import `rubrics.module` / `scoring` / `parsers` and the harness core and client; nothing
 else in `rubrics` imports it (it is loaded on first use of `LLMJudge` or `judges`).

@@ -4,15 +4,15 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 import pytest
 
 import harness.endpoint.client as client_module
 from harness.endpoint.client import TRANSPORTS, Client
 from harness.errors import EndpointError
+from tests.helpers import raw_server
 
 
 @pytest.fixture(autouse=True, params=TRANSPORTS)
@@ -23,66 +23,6 @@ def transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
 
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], "asyncio.Future[None] | object"]
-
-
-async def _read_request(reader: asyncio.StreamReader) -> None:
-    head = await reader.readuntil(b"\r\n\r\n")
-    length = next(
-        (
-            int(line.split(b":")[1])
-            for line in head.split(b"\r\n")
-            if line.lower().startswith(b"content-length")
-        ),
-        0,
-    )
-    await reader.readexactly(length)
-
-
-def _head(length: int) -> bytes:
-    return (
-        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-        + f"content-length: {length}\r\n\r\n".encode()
-    )
-
-
-@contextlib.asynccontextmanager
-async def raw_server(
-    body: bytes | None = None, *, drip: float | None = None
-) -> AsyncIterator[tuple[str, list[int]]]:
-    """A deliberately broken HTTP/1.1 endpoint on 127.0.0.1 (the real scripted endpoint never
-    sends bytes this wrong): answers every request with `body`, or drips a valid body."""
-    hits: list[int] = []
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                await _read_request(reader)
-                hits.append(1)
-                if drip is None:
-                    writer.write(_head(len(body or b"")) + (body or b""))
-                    await writer.drain()
-                    continue
-                payload = (
-                    b'{"choices": [{"message": {"role": "assistant", "content": "' + b"x" * 200 + b'"}}]}'
-                )
-                writer.write(_head(len(payload)))
-                for byte in payload:
-                    writer.write(bytes([byte]))
-                    await writer.drain()
-                    await asyncio.sleep(drip)
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
-            pass  # the client hung up, or the server is shutting down
-        finally:
-            writer.close()
-
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}/v1", hits
-    finally:
-        server.close()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(server.wait_closed(), 2)
 
 
 def _client(url: str, **kwargs: object) -> Client:

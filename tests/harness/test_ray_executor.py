@@ -13,8 +13,7 @@ import pytest
 from harness.errors import ConfigError
 from harness.evaluation import aevaluate
 from harness.types import Rollout
-from tests.harness.test_workers import load_fake
-from tests.helpers import serve, sum_policy
+from tests.helpers import load_fake, serve, sum_policy
 
 if os.environ.get("CI") != "true":  # CI installs the [ray] extra and always runs these
     pytest.importorskip("ray", reason="Ray tests need pip install 'rubric-rl[ray]'")

@@ -169,6 +169,7 @@ def test_comparison_shows_flipped_nodes_side_by_side(browser: Any, tmp_path: Pat
     page, problems = _open(browser, out)
     text = page.inner_text("table.compare-nodes")
     assert "correct" in text and "B − A" in text
+    assert "95% CI (paired)" in text and "n for 80% power" in text  # 30 shared examples, paired
     assert page.locator("#rows tbody tr").count() == 30
     # Sorted by the size of the change: the first examples are the ones that got fixed.
     assert float(_column(page, 5)[0]) > 0

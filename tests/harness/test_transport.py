@@ -18,7 +18,7 @@ import harness.endpoint.transport as transport_module
 from harness.endpoint.client import TRANSPORTS, Client, Completion
 from harness.errors import ConfigError, ConfigTypeError, EndpointError
 from harness.scripted.endpoint import ScriptedEndpoint
-from tests.harness.test_client_faults import raw_server
+from tests.helpers import raw_server
 
 pytestmark = pytest.mark.timeout(60)
 Endpoints = Callable[..., ScriptedEndpoint]

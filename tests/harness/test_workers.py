@@ -5,9 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
-import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,52 +15,9 @@ from harness.errors import ConfigError, WorkerError
 from harness.evaluation import aevaluate
 from harness.executors.workers import check_workers, split_evenly
 from harness.types import Rollout
-from tests.helpers import FakeEnv, serve, sum_policy
+from tests.helpers import FakeEnv, FakeSource, load_fake, serve, sum_policy
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@dataclass(frozen=True)
-class FakeSource:
-    """How a worker builds a SpecFakeEnv again (`harness.protocol.EnvironmentSource`)."""
-
-    spec: str
-    kwargs: dict[str, Any] = field(default_factory=dict)
-
-    def load(self, *, worker: bool = False) -> SpecFakeEnv:
-        return load_fake(self.spec, **self.kwargs)
-
-    def __str__(self) -> str:
-        return self.spec
-
-
-class SpecFakeEnv(FakeEnv):
-    """FakeEnv that a worker can rebuild from its source; it can kill its own worker once."""
-
-    def __init__(
-        self, n: int = 6, *, die_on: int | None = None, marker: str | None = None, lock_on: int | None = None
-    ) -> None:
-        super().__init__(n)
-        self.die_on, self.marker, self.lock_on = die_on, marker, lock_on
-        self.source: FakeSource | None = None
-        self.provenance: dict[str, Any] | None = None
-
-    async def setup_rollout(self, example: Any, rollout_index: int = 0) -> Rollout:
-        if example["example_id"] == self.die_on and (self.marker is None or not os.path.exists(self.marker)):
-            if self.marker is not None:
-                Path(self.marker).write_text(str(os.getpid()))
-            await asyncio.sleep(0.2)  # let the worker's other rollouts be in flight when it dies
-            os.kill(os.getpid(), signal.SIGKILL)
-        rollout = await super().setup_rollout(example, rollout_index)
-        if example["example_id"] == self.lock_on:
-            rollout.state["lock"] = threading.Lock()  # state that cannot leave the worker
-        return rollout
-
-
-def load_fake(spec: str, **kwargs: Any) -> SpecFakeEnv:
-    env = SpecFakeEnv(**kwargs)
-    env.source = FakeSource(spec, dict(kwargs))
-    return env
 
 
 def _keys(directory: Path) -> list[tuple[str, int]]:

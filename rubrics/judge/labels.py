@@ -1,0 +1,189 @@
+"""Human labels for a judge: read from JSONL or dicts, and read on the judge's scale.
+
+A row is a rollout (a dict that validates into `harness.types.Rollout`) with its human `label`.
+Labels are binary (True/False, 1/0), categorical (text, or a few numbers that are the judge's own
+choice values) or continuous (numbers on `label_range`); `LabelScale` turns a label into a
+target on [0, 1] and a judge score into a verdict in the label's terms. Bad labels fail here,
+before any judge call, naming the row.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from harness.errors import ConfigError
+from harness.types import Rollout
+from rubrics.judge.llm import LLMJudge
+
+Kind = Literal["auto", "binary", "categorical", "continuous"]
+KINDS: tuple[str, ...] = ("auto", "binary", "categorical", "continuous")
+DEFAULT_THRESHOLD = 0.5
+CONTINUOUS_BINS = 5
+
+
+def read_labels(labels: str | Path | Iterable[Mapping[str, Any]]) -> list[tuple[Rollout, Any]]:
+    """Labelled rollouts from a JSONL file (one rollout dict with a `label` per line) or dicts."""
+    where = str(labels) if isinstance(labels, (str, Path)) else "labels"
+    rows: list[tuple[int, Any]] = []
+    if isinstance(labels, (str, Path)):
+        path = Path(labels)
+        if not path.is_file():
+            raise ConfigError(
+                f"labels file {path} does not exist; give a JSONL file of rollouts with a 'label'"
+            )
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if line.strip():
+                try:
+                    rows.append((number, json.loads(line)))
+                except json.JSONDecodeError as exc:
+                    raise ConfigError(
+                        f"{where} line {number} is not JSON ({exc.msg}); one object per line"
+                    ) from None
+    else:
+        rows = list(enumerate(labels, 1))
+    out = []
+    for number, row in rows:
+        if not isinstance(row, Mapping) or "label" not in row:
+            raise ConfigError(
+                f"{where} row {number} has no 'label'; each row is a rollout "
+                f'({{"prompt": ..., "completion": ..., "answer": ...}}) with the human "label"'
+            )
+        fields = {k: v for k, v in row.items() if k != "label"}
+        fields.setdefault("example_id", number - 1)
+        out.append((Rollout.model_validate(fields), row["label"]))
+    if not out:
+        raise ConfigError(f"{where} holds no labelled rows")
+    return out
+
+
+def _is_binary(label: Any) -> bool:
+    return isinstance(label, bool) or (isinstance(label, (int, float)) and label in (0, 1))
+
+
+def _number(label: Any, number: int) -> float:
+    if isinstance(label, bool) or not isinstance(label, (int, float)) or math.isnan(label):
+        raise ConfigError(f"label of row {number} is {label!r}; continuous labels are numbers")
+    return float(label)
+
+
+def _judge_categories(judge: LLMJudge) -> dict[str, float]:
+    low, high = judge.score_range
+    return {k: (v - low) / (high - low) for k, v in (judge.choices or {}).items()}
+
+
+def detect_kind(judge: LLMJudge, labels: Sequence[Any]) -> str:
+    """binary for True/False or 0/1 labels, categorical for text labels or the judge's own
+    choice values, else continuous."""
+    if all(_is_binary(v) for v in labels):
+        return "binary"
+    if any(isinstance(v, str) for v in labels):
+        return "categorical"
+    values = set((judge.choices or {}).values())
+    return "categorical" if values and all(v in values for v in labels) else "continuous"
+
+
+def _categories(
+    judge: LLMJudge, labels: Sequence[Any], given: Mapping[str, float] | None
+) -> dict[str, float]:
+    if given is not None:
+        categories = {str(k): float(v) for k, v in given.items()}
+    elif all(isinstance(v, str) for v in labels):
+        categories = _judge_categories(judge)
+    else:  # numbers: each distinct label is a category, on the judge's scale
+        low, high = judge.score_range
+        categories = {label_text(v): (_number(v, i) - low) / (high - low) for i, v in enumerate(labels, 1)}
+    missing = sorted({label_text(v) for v in labels} - set(categories))
+    if missing:
+        raise ConfigError(
+            f"labels {', '.join(map(repr, missing))} have no score; the categories are "
+            f"{sorted(categories) or 'none'}: give categories={{label: score in [0, 1], ...}} (--categories)"
+        )
+    return dict(sorted(categories.items(), key=lambda kv: -kv[1]))
+
+
+def label_text(label: Any) -> str:
+    if isinstance(label, bool):
+        return str(int(label))
+    if isinstance(label, float) and label.is_integer():
+        return str(int(label))
+    return str(label)
+
+
+# ----------------------------------------------------------------------------- verdicts
+class LabelScale:
+    """How a kind of label reads a judge score: the label's target value and the verdict."""
+
+    def __init__(
+        self, kind: str, threshold: float, categories: Mapping[str, float], label_range: tuple[float, float]
+    ):
+        self.kind, self.threshold, self.categories, self.label_range = (
+            kind,
+            threshold,
+            categories,
+            label_range,
+        )
+
+    def target(self, label: Any, number: int) -> float:
+        if self.kind == "binary":
+            if not _is_binary(label):
+                raise ConfigError(f"label of row {number} is {label!r}; binary labels are true/false or 1/0")
+            return float(label)
+        if self.kind == "categorical":
+            return self.categories[label_text(label)]
+        low, high = self.label_range
+        value = _number(label, number)
+        if not low <= value <= high:
+            raise ConfigError(f"label of row {number} is {value:g}, outside label_range ({low:g}, {high:g})")
+        return (value - low) / (high - low)
+
+    def verdict(self, score: float) -> str | None:
+        if math.isnan(score):
+            return None
+        if self.kind == "binary":
+            return "1" if score >= self.threshold else "0"
+        if self.kind == "categorical":
+            return min(self.categories, key=lambda k: abs(self.categories[k] - score))
+        return fifth(score)
+
+
+def fifth(value: float) -> str:
+    i = min(CONTINUOUS_BINS - 1, int(value * CONTINUOUS_BINS))
+    return f"{i / CONTINUOUS_BINS:.1f}–{(i + 1) / CONTINUOUS_BINS:.1f}"
+
+
+def label_scale(
+    judge: LLMJudge,
+    labels: Sequence[Any],
+    kind: str,
+    threshold: float,
+    categories: Mapping[str, float] | None,
+    label_range: tuple[float, float] | None,
+) -> LabelScale:
+    if kind not in KINDS:
+        raise ConfigError(f"kind={kind!r}; use one of {', '.join(KINDS)}")
+    if not 0 <= threshold <= 1:
+        raise ConfigError(f"threshold={threshold} must be in [0, 1], the scale of the judge's scores")
+    chosen = detect_kind(judge, labels) if kind == "auto" else kind
+    low, high = label_range if label_range is not None else judge.score_range
+    if not high > low:
+        raise ConfigError(f"label_range=({low:g}, {high:g}) must rise, e.g. (0, 10)")
+    cats = _categories(judge, labels, categories) if chosen == "categorical" else {}
+    return LabelScale(chosen, threshold, cats, (low, high))
+
+
+__all__ = [
+    "CONTINUOUS_BINS",
+    "DEFAULT_THRESHOLD",
+    "KINDS",
+    "Kind",
+    "LabelScale",
+    "detect_kind",
+    "fifth",
+    "label_scale",
+    "label_text",
+    "read_labels",
+]
