@@ -115,6 +115,16 @@ def test_rubric_eval_runs_an_openenv_server_end_to_end(url: str, tmp_path: Path)
     shown = run("view", str(tmp_path / "run"), cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     assert "step_reward" in shown.stdout and "final_reward" in shown.stdout
+    # re-scoring: a results folder never connects on its own; named, the nodes score from the record
+    refused = run("score", str(tmp_path / "run"), cwd=tmp_path)
+    assert refused.returncode != 0 and "an OpenEnv environment (a server to connect to" in refused.stderr
+    rescored = run("score", str(tmp_path / "run"), f"openenv:{url}", cwd=tmp_path)
+    assert rescored.returncode == 0, rescored.stderr
+    again = [
+        json.loads(line)
+        for line in next((tmp_path / "run").glob("results.rescored-*.jsonl")).read_text().splitlines()
+    ]
+    assert [r["scores"] for r in again] == [r["scores"] for r in saved]
 
 
 async def test_a_local_server_app_is_started_and_stopped() -> None:
