@@ -315,6 +315,8 @@ def recorded_environment(recorded: Mapping[str, Any], source: str, command: str 
     kind = "code by path or module:function" if is_code else "an environment that is not installed"
     if spec.startswith(VERIFIERS_PREFIX):
         kind = "a Verifiers environment (imported by module name)"
+    if spec.partition(":")[0] in FOREIGN_SPECS:
+        kind = "an OpenEnv environment (a server to connect to, or an app to start)"
     shown = escape_control(spec)  # from a file: its control characters never reach a terminal
     raise EnvironmentNotFoundError(
         f"{source} names {shown!r}, {kind}; a results folder never runs code it names. If you trust "

@@ -140,7 +140,11 @@ async def _model_turn(
 
 
 async def env_turn(env: EnvironmentProtocol, r: Rollout) -> bool:
-    """Stop checks, then tool results or feedback from the environment; False when the episode ends."""
+    """Stop checks, then tool results or feedback from the environment; False when the episode ends.
+
+    The environment's half of a turn, after the assistant message is appended: also what
+    `rubric serve` runs for each step an OpenEnv client takes (`envs.interop.openenv_serve`).
+    """
     reason = await env.stop_reason(r)
     if reason:
         r.stop_reason = reason

@@ -25,7 +25,7 @@ import contextlib
 import json
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from envs.environment import Environment
@@ -46,6 +46,7 @@ from harness.types import Message, Rollout, ToolCall
 INSTALL_HINT = "pip install 'rubric-rl[openenv]'"
 STEP_TIMEOUT = 60.0
 """Seconds one reset or step may take before the rollout fails."""
+AT_LIMIT = "lower the concurrency (-c) or raise the server's max_concurrent_envs"
 DEFAULT_EPISODES = 100
 """Episodes (seeds 0, 1, ...) of the default dataset; `-n` / `num_examples=` at evaluation picks fewer."""
 ActionMode = Literal["auto", "tool", "text"]
@@ -144,15 +145,17 @@ class OpenEnvEnvironment(Environment):
         except RuntimeError as exc:  # the server answered with an error; its session goes on
             if what == "step":
                 raise ActionRejected(str(exc)) from None
-            full = (
-                "; the server is at its session limit: lower the concurrency (-c)"
-                if "CAPACITY" in str(exc)
-                else ""
-            )
+            full = f"; the server is at its session limit: {AT_LIMIT}" if "CAPACITY" in str(exc) else ""
             raise OpenEnvSessionError(
                 f"the OpenEnv server at {self.base_url} failed {what}: {exc}{full}"
             ) from None
         except Exception as exc:  # websockets' ConnectionClosed and the like: the server went away
+            if what == "reset":  # closed at once: OpenEnv refuses a session it has no room for this way
+                raise OpenEnvSessionError(
+                    f"the OpenEnv server at {self.base_url} closed the session before its reset "
+                    f"({type(exc).__name__}); it may be at its session limit ({AT_LIMIT}), or its environment "
+                    "failed to start (see the server's log)"
+                ) from None
             raise OpenEnvSessionError(
                 f"the OpenEnv session at {self.base_url} broke during {what}: {type(exc).__name__}: {exc}; "
                 "check the server (its log)"
@@ -316,6 +319,7 @@ def from_openenv(
     name: str | None = None,
     sampling: Mapping[str, Any] | None = None,
     success: str | tuple[str, float] | list[Any] | None = None,
+    credit: Callable[[Rollout], Sequence[float]] | None = None,
 ) -> OpenEnvEnvironment:
     """An OpenEnv environment, run by our harness through OpenEnv's own client.
 
@@ -340,6 +344,7 @@ def from_openenv(
         name: the environment's name in results (default "openenv:" + target).
         sampling: default sampling arguments for the endpoint.
         success: what counts as a pass for pass@k, as for `Environment` (e.g. ("final_reward", 1.0)).
+        credit: credit assignment into `rollout.turn_rewards`, as for `Environment`.
 
     Raises:
         OpenEnvConnectError: No OpenEnv server answers at the URL, it is something else, or
@@ -367,6 +372,7 @@ def from_openenv(
             name=name or f"openenv:{target}",
             sampling=sampling,
             success=tuple(success) if isinstance(success, list) else success,  # JSON from -a
+            credit=credit,
         )
     except BaseException:
         if local is not None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -238,7 +239,22 @@ async def aserve_openenv(
 
     app = openenv_app(env, max_sessions=max_sessions)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-    await uvicorn.Server(config).serve()
+    quiet = _ClientLeft()
+    logging.getLogger("uvicorn.error").addFilter(quiet)
+    try:
+        await uvicorn.Server(config).serve()
+    finally:
+        logging.getLogger("uvicorn.error").removeFilter(quiet)
+
+
+class _ClientLeft(logging.Filter):
+    """Drops the traceback OpenEnv 0.4's server logs whenever a client ends its session: it
+    closes a WebSocket the client already closed, which starlette raises as WebSocketDisconnect
+    ("Exception in ASGI application", some 60 lines per session). A client leaving is no error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return type(error).__name__ != "WebSocketDisconnect"
 
 
 def serve_openenv(

@@ -25,6 +25,7 @@ from harness.errors import ConfigError
 from harness.evaluation import aevaluate
 from harness.scripted.endpoint import ScriptedEndpoint
 from rubrics import WeightedSum
+from rubrics.credit import returns_to_go
 from tests.envs.interop import openenv_guess
 from tests.envs.interop.openenv_guess import GuessEnvironment, bisect_tool_policy
 from tests.helpers import _free_port, run, serve
@@ -90,13 +91,14 @@ async def test_environment_rewards_combine_with_our_nodes(url: str) -> None:
         return 1.0 if len(state["openenv"]["steps"]) <= 3 else 0.0
 
     rubric = WeightedSum({"env": OpenEnvStepReward(), "outcome": OpenEnvFinalReward(), "short": short})
-    env = from_openenv(url, rubric=rubric, num_examples=2, reward="final")
+    env = from_openenv(url, rubric=rubric, num_examples=2, reward="final", credit=returns_to_go())
     async with serve(bisect_tool_policy) as (_, client):
         results = await aevaluate(env, client)
     first = next(r for r in results.rollouts if r.example_id == "episode-0")
     assert first.scores == {"env": pytest.approx(0.8), "outcome": 1.0, "short": 1.0}
     assert first.reward == pytest.approx((0.8 + 1.0 + 1.0) / 3)
-    assert first.turn_scores[""][-1] == pytest.approx((1.0 + 1.0 + 1.0) / 3)
+    assert first.turn_scores[""] == pytest.approx([-0.1 / 3, -0.1 / 3, (1.0 + 1.0 + 1.0) / 3])
+    assert first.turn_rewards == pytest.approx([0.8 / 3 + 2 / 3, 0.9 / 3 + 2 / 3, 1.0])
 
 
 def test_rubric_eval_runs_an_openenv_server_end_to_end(url: str, tmp_path: Path) -> None:
@@ -113,6 +115,16 @@ def test_rubric_eval_runs_an_openenv_server_end_to_end(url: str, tmp_path: Path)
     shown = run("view", str(tmp_path / "run"), cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     assert "step_reward" in shown.stdout and "final_reward" in shown.stdout
+    # re-scoring: a results folder never connects on its own; named, the nodes score from the record
+    refused = run("score", str(tmp_path / "run"), cwd=tmp_path)
+    assert refused.returncode != 0 and "an OpenEnv environment (a server to connect to" in refused.stderr
+    rescored = run("score", str(tmp_path / "run"), f"openenv:{url}", cwd=tmp_path)
+    assert rescored.returncode == 0, rescored.stderr
+    again = [
+        json.loads(line)
+        for line in next((tmp_path / "run").glob("results.rescored-*.jsonl")).read_text().splitlines()
+    ]
+    assert [r["scores"] for r in again] == [r["scores"] for r in saved]
 
 
 async def test_a_local_server_app_is_started_and_stopped() -> None:
@@ -266,3 +278,25 @@ def test_rubric_eval_starts_a_local_app_and_leaves_nothing_running(tmp_path: Pat
     while _uvicorn_serving(app) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _uvicorn_serving(app) == []
+
+
+async def test_a_server_at_its_session_limit_fails_the_extra_rollout_naming_the_fix() -> None:
+    def slow_guess(messages: list[dict[str, Any]], tools: Any) -> dict[str, Any]:
+        return {
+            "tool_calls": [{"function": {"name": "guess", "arguments": {"guess": openenv_guess.SLOW_GUESS}}}]
+        }
+
+    one_session = openenv_guess.create_app(
+        GuessEnvironment, openenv_guess.GuessAction, openenv_guess.GuessObservation, max_concurrent_envs=1
+    )
+    with openenv_server(one_session) as address:
+        env = from_openenv(address, num_examples=2, max_turns=1)
+        async with serve(slow_guess) as (_, client):
+            results = await aevaluate(env, client, concurrency=2)
+    errors = sorted(str(r.error) for r in results.rollouts)
+    assert errors[0] == "None"
+    assert (
+        "session limit" in errors[1]
+        and "lower the concurrency (-c) or raise the server's max_concurrent_envs" in errors[1]
+    )
+    assert _wait_closed(15) == 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import socket
 import subprocess
 import time
@@ -21,6 +22,7 @@ from tests.helpers import RUBRIC, _free_port
 
 pytestmark = pytest.mark.timeout(120)
 REPO = Path(__file__).resolve().parents[3]
+PROBE = f"import os; print(2 + 3, os.path.exists({str(REPO / 'README.md')!r}))"
 
 
 def _assistant(reply: dict[str, Any] | str, turn: int) -> dict[str, Any]:
@@ -70,8 +72,9 @@ def rubric_serve(*args: str) -> Iterator[str]:
         yield f"http://127.0.0.1:{port}"
     finally:
         proc.terminate()
-        out, _ = proc.communicate(timeout=20)
+        out, err = proc.communicate(timeout=20)
     assert f"to OpenEnv clients at http://127.0.0.1:{port}" in out
+    assert "Traceback" not in err  # a client ending its session is no error (see _ClientLeft)
 
 
 def test_openenv_client_plays_wordle_through_rubric_serve() -> None:
@@ -134,6 +137,14 @@ async def test_a_whole_episode_reports_unscored_nodes_and_bad_requests(python_se
             }
         )
         assert not called.done and called.observation["messages"][0]["content"].startswith("Error")
+        probe = {"code": PROBE}  # the model's code runs in the sandbox: the project's files are not there
+        call = {
+            "id": "c2",
+            "type": "function",
+            "function": {"name": "run_python", "arguments": json.dumps(probe)},
+        }
+        ran = await client.step({"tool_calls": [call]})
+        assert ran.observation["messages"][0]["content"].split() == ["5", "False"]
         final = await client.step({"content": "no idea"})
     assert final.done and final.observation["stop_reason"] == "completed"
     assert final.reward == 0.0 and final.observation["scores"]
