@@ -29,15 +29,31 @@ from envs.tools.mcp import server_from_text
 from harness.errors import ConfigTypeError, EnvironmentNotFoundError, RubricError, UserCodeError, raised_at
 from harness.text import escape_control
 
-#: `vf:NAME` names an installed Verifiers environment package (`envs.from_verifiers`). Its loader
-#: sits above this module (envs.interop), so it is found by import path like `module:function`.
-VERIFIERS_PREFIX = "vf:"
-_VERIFIERS_LOADER = "envs.interop.verifiers:load_verifiers"
-#: Spec prefixes naming another framework's environments, and the loader (module:function,
-#: resolved like a user's) that builds ours from the rest of the spec. By name, not import:
-#: the interop loaders sit above the registry and import the peers' optional libraries.
-FOREIGN_SPECS: dict[str, str] = {
-    "openenv": "envs.interop.openenv:from_openenv",
+
+@dataclass(frozen=True)
+class ForeignSpec:
+    """How a spec prefix names another framework's environment (`vf:NAME`, `openenv:URL`)."""
+
+    #: The `module:function` that builds ours from the rest of the spec. By name, not import:
+    #: the interop loaders sit above the registry and import the peers' optional libraries.
+    loader: str
+    #: What it is, in the message of a results folder that names one.
+    kind: str
+    #: The rest of the spec is a module name (an installed package), whose provenance is recorded.
+    names_module: bool = False
+
+
+#: Spec prefixes naming another framework's environments.
+FOREIGN_SPECS: dict[str, ForeignSpec] = {
+    "vf": ForeignSpec(
+        "envs.interop.verifiers:load_verifiers",
+        "a Verifiers environment (imported by module name)",
+        names_module=True,
+    ),
+    "openenv": ForeignSpec(
+        "envs.interop.openenv:from_openenv",
+        "an OpenEnv environment (a server to connect to, or an app to start)",
+    ),
 }
 
 
@@ -213,9 +229,13 @@ def load_environment(spec: str, *, mcp_servers: Sequence[str] | None = None, **k
     registered_name: str | None = None
     recorded_spec = spec
     prefix, _, target = spec.partition(":")
-    if prefix in FOREIGN_SPECS and target:  # openenv:URL, openenv:module:app
-        loader = functools.partial(_from_import_path(FOREIGN_SPECS[prefix]), target)
-        origin = provenance.of_module(FOREIGN_SPECS[prefix].partition(":")[0])
+    foreign = FOREIGN_SPECS.get(prefix) if target else None
+    if foreign is not None:  # vf:NAME (found by Verifiers), openenv:URL, openenv:module:app
+        loader = functools.partial(_from_import_path(foreign.loader), target)
+        registered_name = target if foreign.names_module else None
+        origin = provenance.of_module(
+            target.replace("-", "_") if foreign.names_module else foreign.loader.partition(":")[0]
+        )
     elif ("/" in spec or "\\" in spec) and Path(spec).is_dir():
         loader = _from_directory(Path(spec))
         recorded_spec = str(Path(spec).resolve())
@@ -224,10 +244,6 @@ def load_environment(spec: str, *, mcp_servers: Sequence[str] | None = None, **k
         loader = _from_file(Path(spec))
         recorded_spec = str(Path(spec).resolve())  # so `rubric score` finds it from any directory
         origin = provenance.of_file(Path(spec))
-    elif spec.startswith(VERIFIERS_PREFIX):  # an installed Verifiers environment, found by Verifiers
-        loader = functools.partial(_from_import_path(_VERIFIERS_LOADER), spec.removeprefix(VERIFIERS_PREFIX))
-        registered_name = spec.removeprefix(VERIFIERS_PREFIX)
-        origin = provenance.of_module(registered_name.replace("-", "_"))
     elif ":" in spec:
         loader = _from_import_path(spec)
         origin = provenance.of_module(spec.partition(":")[0])
@@ -313,10 +329,8 @@ def recorded_environment(recorded: Mapping[str, Any], source: str, command: str 
     if not is_code and _normalise(spec) in _entry_points():
         return spec
     kind = "code by path or module:function" if is_code else "an environment that is not installed"
-    if spec.startswith(VERIFIERS_PREFIX):
-        kind = "a Verifiers environment (imported by module name)"
     if spec.partition(":")[0] in FOREIGN_SPECS:
-        kind = "an OpenEnv environment (a server to connect to, or an app to start)"
+        kind = FOREIGN_SPECS[spec.partition(":")[0]].kind
     shown = escape_control(spec)  # from a file: its control characters never reach a terminal
     raise EnvironmentNotFoundError(
         f"{source} names {shown!r}, {kind}; a results folder never runs code it names. If you trust "
