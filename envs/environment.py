@@ -496,6 +496,16 @@ class Environment:
             if id(rollout) in noted:
                 _add_error(rollout, noted[id(rollout)])
 
+    async def rescore_failed(self, rollouts: list[Rollout], *, concurrency: int = 32) -> None:
+        """Score again, in place, only the rubric nodes that failed on saved rollouts (see
+        `Rubric.arescore_failed`); a rubric that raises is recorded on each rollout it was scoring."""
+        try:
+            await self.rubric.arescore_failed(rollouts, concurrency=concurrency)
+        except Exception as exc:
+            for rollout in rollouts:
+                if rollout.reward != rollout.reward:
+                    rollout.score_errors[""] = f"scoring failed: {type(exc).__name__}: {exc}"
+
     @property
     def load_spec(self) -> str | None:
         """What `envs.load_environment` was given (`source.spec`); None when built directly."""

@@ -27,7 +27,7 @@ from harness.types import Rollout
 from rubrics.grouping import GROUP_TABLE, GroupTable
 from rubrics.leaf import as_rubric
 from rubrics.module import NAN, Rubric, snake_name
-from rubrics.scoring import SCOPE, Scope, hook_score, path_under
+from rubrics.scoring import REUSING, SCOPE, Scope, hook_score, path_under, saved_score
 
 #: While a group node's forward runs: id(member) -> that member's scope (for record_error etc.).
 MEMBER_SCOPES: contextvars.ContextVar[dict[int, Scope] | None] = contextvars.ContextVar(
@@ -126,6 +126,8 @@ class GroupRubric(Rubric):
 
     def _score_sync(self, rollout: Rollout, path: str) -> float:
         entry = self._entry(rollout, path)
+        if entry is None and REUSING[0] and (kept := saved_score(rollout, path)) is not None:
+            return kept  # a failed-only re-scoring that did not need this node again
         if entry is None:  # called outside a group (from a custom forward): a group of one
             table: GroupTable = {}
             run_sync(self._score_members(path, [rollout], table))
@@ -134,6 +136,8 @@ class GroupRubric(Rubric):
 
     async def _score_async(self, rollout: Rollout, path: str) -> float:
         entry = self._entry(rollout, path)
+        if entry is None and REUSING[0] and (kept := saved_score(rollout, path)) is not None:
+            return kept
         if entry is None:
             table: GroupTable = {}
             await self._score_members(path, [rollout], table)

@@ -34,6 +34,8 @@ from rubrics.scoring import (
     GENERATION,
     HOOK_IDS,
     NAN,
+    REUSING,
+    SAVED,
     SCOPE,
     ForwardHook,
     PreHook,
@@ -51,8 +53,10 @@ from rubrics.scoring import (
     failure_reason,
     hook_score,
     join_path,
+    keep_scored,
     nonfinite_error,
     path_under,
+    saved_score,
     snake_name,
     to_score,
     validate_batch,
@@ -394,6 +398,44 @@ class Rubric:
         await self.acheck_ready()
         return await ascore_group(self, items)
 
+    async def arescore_failed(
+        self, rollouts: Iterable[Rollout], *, concurrency: int = DEFAULT_CONCURRENCY
+    ) -> None:
+        """Score again only the nodes that failed (NaN) on scored rollouts, in place.
+
+        A node that scored keeps its score, reason and detail and does not run; a failed one
+        runs again, and so do the nodes above it (their score came from it). A group node that
+        failed on any member runs again for the whole group (rollouts sharing an example_id),
+        and every member takes the new comparison. Rollouts with nothing failed, or whose
+        episode errored (`rollout.error`: they need a new episode, not a new score), are left
+        as they are.
+        """
+        self._check_scoreable()
+        items = [r for r in rollouts if r.error is None]
+        failed = [r for r in items if not (r.reward == r.reward and all(v == v for v in r.scores.values()))]
+        if has_group_nodes(self):  # the whole group of a failed member, whose comparison may change
+            touched = {r.example_id for r in failed}
+            failed = [r for r in items if r.example_id in touched]
+        items = failed
+        saved = {id(r): keep_scored(r) for r in items}
+        await self.acheck_ready()
+        token = SAVED.set(saved)
+        REUSING[0] += 1
+        try:
+            if has_group_nodes(self):
+                await ascore_groups(self, items, concurrency, keep=True)
+            else:
+                semaphore = asyncio.Semaphore(concurrency)
+
+                async def one(r: Rollout) -> None:
+                    async with semaphore:
+                        await self._score_async(r, "")
+
+                await asyncio.gather(*(one(r) for r in items))
+        finally:
+            REUSING[0] -= 1
+            SAVED.reset(token)
+
     async def _ready_then_score(self, r: Rollout, path: str) -> float:
         if not path:  # a root call: the tree's judges must be able to answer at all
             await self.acheck_ready()
@@ -519,6 +561,8 @@ class Rubric:
 
     def _score_sync(self, rollout: Rollout, path: str) -> float:
         # The hot path of large evaluations: keep it flat (no helper calls on success).
+        if REUSING[0] and (kept := saved_score(rollout, path)) is not None:
+            return kept  # a failed-only re-scoring: this node scored before, keep it
         scope = Scope(self, path, rollout)
         token = SCOPE.set(scope)
         try:
@@ -565,6 +609,8 @@ class Rubric:
     async def _score_async(self, rollout: Rollout, path: str) -> float:
         if self._is_sync_tree():
             return self._score_sync(rollout, path)
+        if REUSING[0] and (kept := saved_score(rollout, path)) is not None:
+            return kept
         scope = Scope(self, path, rollout)
         token = SCOPE.set(scope)
         try:
