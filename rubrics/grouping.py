@@ -96,6 +96,10 @@ async def ascore_group(root: Rubric, rollouts: Sequence[Rollout], *, keep: bool 
         await asyncio.gather(*(root._score_async(r, "") for r in members))
     finally:
         GROUP_TABLE.reset(token)
+    # Group nodes' children were scored first (phase 1): put each rollout's scores in tree order.
+    order = {path: i for i, (path, _) in enumerate(root.named_rubrics())}
+    for r in members:
+        r.scores = dict(sorted(r.scores.items(), key=lambda item: order.get(item[0], len(order))))
     return [r.reward for r in rollouts]
 
 

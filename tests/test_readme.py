@@ -151,3 +151,31 @@ def test_mcp_example_runs_a_server_written_with_the_sdk(
         exec(compile(code_block("python", "mcp_server([sys.executable"), "<README>", "exec"), namespace)
     assert out.getvalue().splitlines()[-1] == "['add'] 1.0"
     assert "print([t.name for t in env.tools], results[0].reward)  # ['add'] 1.0" in README
+
+
+def test_comparing_within_a_group_example_prints_what_readme_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    import re
+
+    from harness.scripted.endpoint import ScriptedEndpoint
+
+    def rank_judge(messages: list[dict[str, Any]], tools: Any) -> str:
+        """Exactly the answer first, then answers holding it, then the rest."""
+        text = messages[-1]["content"]
+        candidates = dict(re.findall(r"Candidate ([A-Z]):\n<candidate>\n(.*?)\n</candidate>", text, re.S))
+        quality = {k: 2 if v.strip() == "42" else 1 if "42" in v else 0 for k, v in candidates.items()}
+        return "RANKING: " + " > ".join(sorted(quality, key=lambda k: -quality[k]))
+
+    with ScriptedEndpoint(rank_judge) as endpoint:
+        monkeypatch.setenv("OPENAI_BASE_URL", endpoint.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "local")
+        out = io.StringIO()
+        namespace: dict[str, object] = {}
+        with contextlib.redirect_stdout(out):
+            exec(compile(code_block("python", "RankJudge(model="), "<README>", "exec"), namespace)
+        calls = endpoint.stats.requests
+    lines = out.getvalue().splitlines()
+    assert f"The first line prints `{lines[0]}`" in README
+    assert lines[1].startswith("'The answer is 42.'  0.15") and lines[2].startswith(
+        "'41'                 0.15"
+    )
+    assert calls == 2  # one group, two orders
