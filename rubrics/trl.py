@@ -28,6 +28,7 @@ TRL decides whether to await a callable object by inspecting its `__call__`.
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -245,7 +246,11 @@ def as_trl_reward(
         A `TRLReward` (sync) or `AsyncTRLReward`: `f(prompts, completions, completion_ids, **kwargs)`
         returning one float per completion, None where the rubric could not score it.
     """
-    cls = TRLReward if rubric._is_sync_tree() else AsyncTRLReward
+    # A group node reads as sync per rollout; one that waits on a judge makes the reward async.
+    judges = any(
+        n._group_node and inspect.iscoroutinefunction(n.forward) for n in (rubric, *rubric.rubrics())
+    )
+    cls = TRLReward if rubric._is_sync_tree() and not judges else AsyncTRLReward
     return cls(
         rubric,
         name=name,
