@@ -67,6 +67,10 @@ class GroupRubric(Rubric):
         """Score every member of `group`; subclasses implement this."""
         raise NotImplementedError
 
+    def _group_is_async(self) -> bool:
+        """Whether scoring a group waits on I/O (a judge): TRL then gets an async reward."""
+        return inspect.iscoroutinefunction(self.forward)
+
     # ------------------------------------------------------------------ phase 1: the group
     async def _score_members(self, path: str, members: list[Rollout], table: GroupTable) -> None:
         """Run `forward(members)` once and put each member's score and scope in `table`."""
@@ -245,6 +249,9 @@ class Relative(GroupRubric):
         if value not in RELATIVE_METHODS:
             raise ConfigError(f"relative method must be one of {RELATIVE_METHODS}, got {value!r}")
         self.__dict__["_method"] = value
+
+    def _group_is_async(self) -> bool:
+        return not all(child._is_sync_tree() for child in self.children())
 
     async def forward(self, group: list[Rollout]) -> list[float]:  # type: ignore[override]
         ((_, child),) = self.named_children()

@@ -28,7 +28,6 @@ TRL decides whether to await a callable object by inspecting its `__call__`.
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -247,9 +246,7 @@ def as_trl_reward(
         returning one float per completion, None where the rubric could not score it.
     """
     # A group node reads as sync per rollout; one that waits on a judge makes the reward async.
-    judges = any(
-        n._group_node and inspect.iscoroutinefunction(n.forward) for n in (rubric, *rubric.rubrics())
-    )
+    judges = any(n._group_node and n._group_is_async() for n in (rubric, *rubric.rubrics()))
     cls = TRLReward if rubric._is_sync_tree() and not judges else AsyncTRLReward
     return cls(
         rubric,
