@@ -30,12 +30,12 @@ from harness.types import Rollout
 from rubrics.batch import ScoredBatch
 from rubrics.grouping import ascore_group, ascore_groups, has_group_nodes
 from rubrics.render import render_html, render_text, tree_nodes
+from rubrics.rescore import rescore_failed
 from rubrics.scoring import (
     GENERATION,
     HOOK_IDS,
     NAN,
     REUSING,
-    SAVED,
     SCOPE,
     ForwardHook,
     PreHook,
@@ -53,7 +53,6 @@ from rubrics.scoring import (
     failure_reason,
     hook_score,
     join_path,
-    keep_scored,
     nonfinite_error,
     path_under,
     saved_score,
@@ -411,30 +410,8 @@ class Rubric:
         as they are.
         """
         self._check_scoreable()
-        items = [r for r in rollouts if r.error is None]
-        failed = [r for r in items if not (r.reward == r.reward and all(v == v for v in r.scores.values()))]
-        if has_group_nodes(self):  # the whole group of a failed member, whose comparison may change
-            touched = {r.example_id for r in failed}
-            failed = [r for r in items if r.example_id in touched]
-        items = failed
-        saved = {id(r): keep_scored(r) for r in items}
         await self.acheck_ready()
-        token = SAVED.set(saved)
-        REUSING[0] += 1
-        try:
-            if has_group_nodes(self):
-                await ascore_groups(self, items, concurrency, keep=True)
-            else:
-                semaphore = asyncio.Semaphore(concurrency)
-
-                async def one(r: Rollout) -> None:
-                    async with semaphore:
-                        await self._score_async(r, "")
-
-                await asyncio.gather(*(one(r) for r in items))
-        finally:
-            REUSING[0] -= 1
-            SAVED.reset(token)
+        await rescore_failed(self, rollouts, concurrency)
 
     async def _ready_then_score(self, r: Rollout, path: str) -> float:
         if not path:  # a root call: the tree's judges must be able to answer at all
