@@ -126,7 +126,11 @@ class GroupJudge(GroupRubric):
     async def _check_ready(self, path: str) -> None:
         """A judge that cannot answer at all fails once, before any group, naming the fix."""
         client = self.client
-        where = f"judge {path or self.label!r} (model {client.model!r} at {client.base_url})"
+        key = (id(client), client.model, client.base_url)
+        if self.__dict__.get("_ready_for") == key:  # checked once per client, not per group
+            return
+        name = repr(path) if path else self.label
+        where = f"judge {name} (model {client.model!r} at {client.base_url})"
         try:
             client.check_credentials()
         except ConfigError:
@@ -138,6 +142,7 @@ class GroupJudge(GroupRubric):
             problem = await unreachable(client.base_url)
             if problem:
                 raise ConfigError(f"{where} cannot reach its endpoint ({problem}): start it or fix base_url=")
+        self.__dict__["_ready_for"] = key
 
     def _fields(self, group: Sequence[Rollout]) -> dict[str, Any]:
         first = rollout_fields(group[0])
