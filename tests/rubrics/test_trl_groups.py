@@ -33,6 +33,7 @@ def test_the_completions_of_one_prompt_are_one_group() -> None:
     assert rewards == [0.0, 1.0, 1.0, 0.0]
     assert [r.example_id for r in fn.last_rollouts] == [0, 0, 2, 2]
     assert log.metrics["rubric/length"] == pytest.approx(7 / 4)
+    assert log.metrics["rubric/flat_group_frac"] == 0.0  # the root is the group node here
 
 
 def test_an_example_id_column_names_the_groups() -> None:
@@ -103,6 +104,9 @@ def test_grpo_trainer_with_a_group_node_and_a_failing_judge(tmp_path: Path) -> N
     assert logged["rubric/unscored_frac"] == [0.5, 0.0]
     assert logged["rewards/grouped/mean"] == [0.5, 0.5]
     assert logged["rubric/rank"] == [0.5, 0.5]
+    # Both completions are the same: the RankJudge ties them, a flat group on every step.
+    assert logged["rubric/rank/flat_group_frac"] == [1.0, 1.0]
+    assert logged["rubric/rel/flat_group_frac"] == [1.0]  # step 1 had one scored member: no group
     assert logged["rubric/rel.judge"] == [pytest.approx(0.8), pytest.approx(0.8)]
     assert all(math.isfinite(v) for v in logged["loss"])
     last = reward.last_rollouts
