@@ -46,8 +46,9 @@ class GroupRubric(Rubric):
     - `self.record_error(member, reason)` marks one member unscored (NaN with the reason);
       raising marks the whole group unscored with the exception as the reason;
     - `self.record_detail(member, {...})` keeps what explains a member's score;
-    - `await self.ascore_child(child, member)` scores a registered child on one member (its
-      score is recorded under the child's path, as in a per-rollout forward).
+    - `await self.ascore_child(child, member)` (or `self.score_child(child, member)` in a sync
+      forward) scores a registered child on one member, its score recorded under the child's
+      path; call children this way, not as `child(member)`, which would score the member anew.
 
     Scored alone (`node(rollout)`, `score_batch` of rollouts with distinct `example_id`s), a
     rollout is a group of one. Hooks of a group node run per member and must be sync.
@@ -103,6 +104,15 @@ class GroupRubric(Rubric):
                 raise ScoringError(f"{self.label} returned {value!r} for a member; scores must be numbers")
             scores.append(float(value))
         return scores
+
+    def score_child(self, child: Rubric, member: Rollout) -> float:
+        """From inside a sync `forward`: score registered (sync) `child` on one member."""
+        scope = self._own_scope(member, "score_child")
+        token = SCOPE.set(scope)
+        try:
+            return child._score_sync(member, path_under(scope, child))
+        finally:
+            SCOPE.reset(token)
 
     async def ascore_child(self, child: Rubric, member: Rollout) -> float:
         """From inside `forward`: score registered `child` on one member of the group."""
