@@ -15,7 +15,6 @@ were compared (`score_details[path]["scored_members"]`).
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import inspect
 import math
 from collections.abc import Awaitable, Callable, Sequence
@@ -27,12 +26,8 @@ from harness.types import Rollout
 from rubrics.grouping import GROUP_TABLE, GroupTable
 from rubrics.leaf import as_rubric
 from rubrics.module import NAN, Rubric, snake_name
-from rubrics.scoring import REUSING, SCOPE, Scope, hook_score, path_under, saved_score
+from rubrics.scoring import MEMBER_SCOPES, REUSING, SCOPE, Scope, hook_score, path_under, saved_score
 
-#: While a group node's forward runs: id(member) -> that member's scope (for record_error etc.).
-MEMBER_SCOPES: contextvars.ContextVar[dict[int, Scope] | None] = contextvars.ContextVar(
-    "rubric_member_scopes", default=None
-)
 RELATIVE_METHODS = ("rank", "zscore")
 
 
@@ -48,7 +43,7 @@ class GroupRubric(Rubric):
     - `self.record_detail(member, {...})` keeps what explains a member's score;
     - `await self.ascore_child(child, member)` (or `self.score_child(child, member)` in a sync
       forward) scores a registered child on one member, its score recorded under the child's
-      path; call children this way, not as `child(member)`, which would score the member anew.
+      path (`child(member)` and `await child.ascore(member)` do the same).
 
     Scored alone (`node(rollout)`, `score_batch` of rollouts with distinct `example_id`s), a
     rollout is a group of one. Hooks of a group node run per member and must be sync.

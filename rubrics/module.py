@@ -53,6 +53,7 @@ from rubrics.scoring import (
     failure_reason,
     hook_score,
     join_path,
+    member_scope,
     nonfinite_error,
     path_under,
     saved_score,
@@ -352,7 +353,7 @@ class Rubric:
     def __call__(self, rollout: Rollout | Mapping[str, Any]) -> float:
         """Score synchronously; works in scripts and inside a running loop (Jupyter)."""
         r = rollout if type(rollout) is Rollout else as_rollout(rollout)
-        scope = SCOPE.get()
+        scope = SCOPE.get() or member_scope(r)
         if scope is not None and scope.rollout is r:
             path = path_under(scope, self)
         else:
@@ -368,7 +369,7 @@ class Rubric:
     async def ascore(self, rollout: Rollout | Mapping[str, Any]) -> float:
         """Score and fill the rollout (`reward`, `scores`, `score_errors`, `score_details`)."""
         r = as_rollout(rollout)
-        scope = SCOPE.get()
+        scope = SCOPE.get() or member_scope(r)
         if scope is not None and scope.rollout is r:
             return await self._score_async(r, path_under(scope, self))
         self._check_scoreable()

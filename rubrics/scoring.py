@@ -72,6 +72,19 @@ SCOPE: contextvars.ContextVar[Scope | None] = contextvars.ContextVar("rubric_sco
 GENERATION = [0]
 
 
+#: While a group node's forward runs (`rubrics.group`): id(member) -> that member's scope, so
+#: `child(member)` called there scores the child under the group node, as in a per-rollout forward.
+MEMBER_SCOPES: contextvars.ContextVar[dict[int, Scope] | None] = contextvars.ContextVar(
+    "rubric_member_scopes", default=None
+)
+
+
+def member_scope(rollout: Rollout) -> Scope | None:
+    """The scope of `rollout` as a member of the group a group node is scoring now, if any."""
+    scopes = MEMBER_SCOPES.get()
+    return scopes.get(id(rollout)) if scopes is not None else None
+
+
 #: How many failed-only re-scorings run now (`Rubric.arescore_failed`): while 0, the hot path
 #: skips looking for saved scores with one list read.
 REUSING = [0]

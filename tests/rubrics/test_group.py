@@ -191,3 +191,20 @@ def test_a_sync_group_node_scores_its_children_per_member() -> None:
     rollouts = group("aa", "b")
     assert tree.score_group(rollouts) == [1.0, 0.0]
     assert rollouts[0].scores == {"correct": 1.0, "best": 1.0, "best.size": 2.0}
+
+
+def test_calling_a_child_on_a_member_scores_it_under_the_group_node() -> None:
+    class Longer(GroupRubric):
+        def __init__(self) -> None:
+            super().__init__()
+            self.size = reward(length)
+
+        async def forward(self, group: list[Rollout]) -> list[float]:  # type: ignore[override]
+            values = [self.size(group[0]), await self.size.ascore(group[1])]
+            return [float(values[0] > values[1]), float(values[1] > values[0])]
+
+    tree = WeightedSum({"correct": correct, "longer": Longer()})
+    rollouts = group("aa", "b")
+    assert tree.score_group(rollouts) == [1.0, 0.0]
+    assert rollouts[0].scores == {"correct": 1.0, "longer": 1.0, "longer.size": 2.0}
+    assert rollouts[1].scores == {"correct": 0.0, "longer": 0.0, "longer.size": 1.0}
