@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Awaitable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from harness.aio import unreachable
 from harness.defaults import DEFAULT_BASE_URL
@@ -38,6 +38,7 @@ from rubrics.module import NAN
 if TYPE_CHECKING:  # pragma: no cover
     from harness.endpoint.client import Client
 
+T = TypeVar("T")
 LABELS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 DEFAULT_INSTRUCTIONS = (
     "Several candidates answered the same task. Judge which answers it best: correctness first, "
@@ -176,6 +177,34 @@ class GroupJudge(GroupRubric):
                 r, {**detail, "calls": calls, "group_size": n, "group_usage": usage.model_dump()}
             )
 
+    def _alone(self, member: Rollout) -> list[float]:
+        """A group of one has nothing to compare: the neutral 0.5, no judge call."""
+        self.record_detail(
+            member, {"calls": 0, "group_size": 1, "note": "a group of one: nothing to compare"}
+        )
+        return [0.5]
+
+    async def _ask_each(
+        self, calls: Sequence[Awaitable[tuple[T, Usage]]]
+    ) -> tuple[list[T | None], Usage, list[str]]:
+        """Judge calls run concurrently: each one's value (None where it failed), their tokens
+        (a failed call's too), and the failures' reasons."""
+        results = await asyncio.gather(*calls, return_exceptions=True)
+        values: list[T | None] = []
+        usage, dropped = Usage(), []
+        for result in results:
+            if isinstance(result, BaseException):
+                if not isinstance(result, Exception):
+                    raise result
+                dropped.append(str(result))
+                usage = usage + getattr(result, "usage", Usage())
+                values.append(None)
+            else:
+                value, used = result
+                usage = usage + used
+                values.append(value)
+        return values, usage, dropped
+
     def _rng(self, group: Sequence[Rollout]) -> random.Random:
         return random.Random(f"{self.seed}:{group[0].example_id}:{len(group)}")
 
@@ -255,26 +284,16 @@ class RankJudge(GroupJudge):
 
     async def forward(self, group: list[Rollout]) -> list[float]:  # type: ignore[override]
         if len(group) == 1:
-            self.record_detail(
-                group[0], {"calls": 0, "group_size": 1, "note": "a group of one: nothing to compare"}
-            )
-            return [0.5]
+            return self._alone(group[0])
         if len(group) > len(LABELS):
             raise ScoringError(f"RankJudge labels at most {len(LABELS)} members; this group has {len(group)}")
         orders = self.orderings(group)
-        results = await asyncio.gather(
-            *(self._one_order(group, order) for order in orders), return_exceptions=True
-        )
-        usage, totals, counts, replies, dropped = Usage(), [0.0] * len(group), 0, [], []
+        results, usage, dropped = await self._ask_each([self._one_order(group, order) for order in orders])
+        totals, counts, replies = [0.0] * len(group), 0, []
         for order, result in zip(orders, results):
-            if isinstance(result, BaseException):
-                if not isinstance(result, Exception):
-                    raise result
-                dropped.append(str(result))
-                usage = usage + getattr(result, "usage", Usage())
+            if result is None:
                 continue
-            scores, reply, used = result
-            usage = usage + used
+            scores, reply = result
             replies.append(
                 {"order": "".join(LABELS[order.index(i)] for i in range(len(group))), "reply": reply}
             )
@@ -284,10 +303,12 @@ class RankJudge(GroupJudge):
         detail: dict[str, Any] = {"replies": replies, **({"dropped": dropped} if dropped else {})}
         self._account(group, usage, len(orders), detail)
         if not counts:
-            raise ScoringError(dropped[0] if len(set(dropped)) == 1 else "; ".join(dict.fromkeys(dropped)))
+            raise ScoringError("; ".join(dict.fromkeys(dropped)))
         return [total / counts for total in totals]
 
-    async def _one_order(self, group: list[Rollout], order: list[int]) -> tuple[list[float], str, Usage]:
+    async def _one_order(
+        self, group: list[Rollout], order: list[int]
+    ) -> tuple[tuple[list[float], str], Usage]:
         """Ask about the members in `order` (position p gets label LABELS[p]); scores by member."""
         labels = LABELS[: len(group)]
         fields = self._fields(group)
@@ -303,7 +324,7 @@ class RankJudge(GroupJudge):
         except ScoringError as exc:
             exc.usage = usage  # type: ignore[attr-defined]  # the failed call still cost tokens
             raise
-        return [by_label[labels[order.index(i)]] for i in range(len(group))], reply, usage
+        return ([by_label[labels[order.index(i)]] for i in range(len(group))], reply), usage
 
     def _format(self, labels: str) -> str:
         if self.parse == "ranking":
@@ -397,10 +418,7 @@ class PairwiseJudge(GroupJudge):
     async def forward(self, group: list[Rollout]) -> list[float]:  # type: ignore[override]
         n = len(group)
         if n == 1:
-            self.record_detail(
-                group[0], {"calls": 0, "group_size": 1, "note": "a group of one: nothing to compare"}
-            )
-            return [0.5]
+            return self._alone(group[0])
         rng = self._rng(group)
         games: list[tuple[int, int]] = []
         for i, j in self.pairs(n):
@@ -408,19 +426,12 @@ class PairwiseJudge(GroupJudge):
                 games += [(i, j), (j, i)]
             else:
                 games.append((i, j) if rng.random() < 0.5 else (j, i))
-        results = await asyncio.gather(*(self._game(group, a, b) for a, b in games), return_exceptions=True)
+        verdicts, usage, dropped = await self._ask_each([self._game(group, a, b) for a, b in games])
         points, played = [0.0] * n, [0.0] * n
-        usage, dropped = Usage(), []
         weight = 0.5 if self.both_orders else 1.0
-        for (a, b), result in zip(games, results):
-            if isinstance(result, BaseException):
-                if not isinstance(result, Exception):
-                    raise result
-                dropped.append(str(result))
-                usage = usage + getattr(result, "usage", Usage())
+        for (a, b), verdict in zip(games, verdicts):
+            if verdict is None:
                 continue
-            verdict, used = result
-            usage = usage + used
             played[a] += weight
             played[b] += weight
             points[a] += weight * (1.0 if verdict == "A" else 0.5 if verdict == "TIE" else 0.0)
@@ -428,7 +439,7 @@ class PairwiseJudge(GroupJudge):
         detail: dict[str, Any] = {"games": len(games), **({"dropped": dropped} if dropped else {})}
         self._account(group, usage, len(games), detail)
         if not any(played):
-            raise ScoringError(dropped[0] if len(set(dropped)) == 1 else "; ".join(dict.fromkeys(dropped)))
+            raise ScoringError("; ".join(dict.fromkeys(dropped)))
         scores = []
         for r, won, total in zip(group, points, played):
             if total == 0:

@@ -16,7 +16,7 @@ from rubrics import LLMJudge, WeightedSum
 from rubrics.group import relative
 from rubrics.judge.rank import RankJudge
 from tests.helpers import grpo_config, tiny_chat_model
-from tests.rubrics.test_trl import Recorder
+from tests.rubrics.test_trl import Recorder, _logged
 
 PROMPTS = [[{"role": "user", "content": "What is 2 + 2?"}], [{"role": "user", "content": "What is 3 + 3?"}]]
 
@@ -54,14 +54,6 @@ def test_an_unscored_member_is_none_never_zero() -> None:
     assert rewards == [0.0, None, 1.0]
     assert log.metrics["rubric/unscored_frac"] == pytest.approx(1 / 3)
     assert log.extra["rubric/picky"] == [1.0, None, 3.0]
-
-
-def _logged(trainer: Any) -> dict[str, list[float]]:
-    out: dict[str, list[float]] = {}
-    for entry in trainer.state.log_history:
-        for key, value in entry.items():
-            out.setdefault(key, []).append(value)
-    return out
 
 
 @pytest.mark.timeout(300)
