@@ -241,8 +241,16 @@ def confirm(question: str) -> bool | None:
 @click.option(
     "-c", "--concurrency", type=int, default=DEFAULT_CONCURRENCY, show_default=True, callback=limited
 )
+@click.option(
+    "--failed-only", is_flag=True, help="re-score only the rubric nodes that failed (NaN); keep the rest"
+)
 def score(
-    run_dir: str, env: str | None, env_args: dict[str, Any] | None, output: str | None, concurrency: int
+    run_dir: str,
+    env: str | None,
+    env_args: dict[str, Any] | None,
+    output: str | None,
+    concurrency: int,
+    failed_only: bool,
 ) -> int:
     from envs.runs import rescoring_environment
     from harness.results.rescoring import rescore_to
@@ -255,7 +263,13 @@ def score(
             results.metadata, run_dir, env, env_args, tell=tell, confirm=confirm
         )
         new, out = rescore_to(
-            results, load(spec, env_args), output, concurrency=concurrency, source=run_dir, spec=spec
+            results,
+            load(spec, env_args),
+            output,
+            concurrency=concurrency,
+            source=run_dir,
+            spec=spec,
+            failed_only=failed_only,
         )
     print_rescored(console(), results, new, out)
     return 0

@@ -39,6 +39,7 @@ from envs.tools.functions import ToolLike, ToolResult, call_tool
 from envs.tools.mcp import MCPServer, MCPTool
 from envs.trl_bridge import TRLSpec
 from harness.aio import maybe_await, run_sync
+from harness.defaults import DEFAULT_CONCURRENCY
 from harness.errors import ConfigError, ConfigTypeError
 from harness.types import INJECTED, Message, Rollout, ToolCall, as_messages, jsonable
 from rubrics.credit import assign_credit
@@ -495,6 +496,18 @@ class Environment:
         for rollout in rollouts:
             if id(rollout) in noted:
                 _add_error(rollout, noted[id(rollout)])
+
+    async def rescore_failed(
+        self, rollouts: list[Rollout], *, concurrency: int = DEFAULT_CONCURRENCY
+    ) -> None:
+        """Score again, in place, only the rubric nodes that failed on saved rollouts (see
+        `Rubric.arescore_failed`); a rubric that raises is recorded on each rollout it was scoring."""
+        try:
+            await self.rubric.arescore_failed(rollouts, concurrency=concurrency)
+        except Exception as exc:
+            for rollout in rollouts:
+                if rollout.reward != rollout.reward:
+                    rollout.score_errors[""] = f"scoring failed: {type(exc).__name__}: {exc}"
 
     @property
     def load_spec(self) -> str | None:

@@ -31,14 +31,7 @@ from harness.executors.plan import plan_executor
 from harness.executors.scheduler import Job, PoolReport
 from harness.executors.workers import peak_rss_mib
 from harness.limits import check_limits, check_planned
-from harness.protocol import (
-    EnvironmentProtocol,
-    HoldsResources,
-    Preflight,
-    Reloadable,
-    protocol_members,
-    scores_groups,
-)
+from harness.protocol import EnvironmentProtocol, HoldsResources, Preflight, Reloadable, protocol_members
 from harness.results.eval_results import EvalResults, node_paths, success_of
 from harness.results.run_dirs import drop_partial_groups
 from harness.results.sharding import Shard, shard_metadata
@@ -369,7 +362,7 @@ async def run_in_process(
     """
     params = dict(sampling or {})
     pending: Iterator[Job] = iter(jobs)
-    score = not scores_groups(env)  # else the driver's GroupScorer scores whole groups
+    score = not GroupScorer.needed(env)  # else the driver's GroupScorer scores whole groups
 
     async def worker() -> None:
         # All workers share one iterator: taking a job is a plain next(), no queue needed.
@@ -551,7 +544,7 @@ def _open_run(
 ) -> _Run:
     """Take the directory's lock, load what a resumed run already has, and start metadata."""
     previous, saved, lock = _load_previous(directory, resume, overwrite, current)
-    if scores_groups(env):  # an example whose group was saved only in part runs again, whole
+    if GroupScorer.needed(env):  # an example whose group was saved only in part runs again, whole
         previous = drop_partial_groups(directory, previous, plan.rollouts_per_example)
     origin = jsonable(env.provenance) if isinstance(env, Reloadable) else None
     try:

@@ -121,6 +121,15 @@ class ScoresGroups(Protocol):
     async def score_group(self, rollouts: list[Rollout]) -> None: ...
 
 
+@runtime_checkable
+class RescoresFailed(Protocol):
+    """Optional: an environment that can score again only what failed on saved rollouts
+    (`rubric score --failed-only`): in place, keeping every node that scored, and never
+    raising for a rubric failure (it is recorded on the rollout)."""
+
+    async def rescore_failed(self, rollouts: list[Rollout], *, concurrency: int) -> None: ...
+
+
 def scores_groups(env: object) -> bool:
     """Whether `env` scores the rollouts of an example together (see `ScoresGroups`)."""
     return isinstance(env, ScoresGroups) and bool(env.needs_groups)
@@ -173,6 +182,7 @@ __all__ = [
     "HoldsResources",
     "Preflight",
     "Reloadable",
+    "RescoresFailed",
     "ScoresGroups",
     "protocol_members",
     "scores_groups",

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, SupportsIndex, overload
 from harness.results.eval_results import CONVERSATION_COLUMNS, conversation_columns
 from harness.results.summary import Summary, summarize
 from harness.types import Rollout, TreeNode
-from harness.views.html import STYLE, esc, histogram_svg, scores_table_html, summary_html
+from harness.views.html import STYLE, esc, groups_html, histogram_svg, scores_table_html, summary_html
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -87,6 +87,7 @@ class ScoredBatch(list[float]):
             f'<div class="grid"><div>{summary_html(self.summary, self.nodes)}</div>'
             f"<div>{histogram_svg(self)}</div></div>"
             f'<div class="head">items</div>{scores_table_html(self.rollouts, self.paths)}'
+            + (groups_html(self.rollouts, self.nodes) if any(n.get("group") for n in self.nodes) else "")
         )
         return f'{STYLE}<div class="rv"><div class="head">{esc(title)}</div>{body}</div>'
 

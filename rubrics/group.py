@@ -15,7 +15,6 @@ were compared (`score_details[path]["scored_members"]`).
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import inspect
 import math
 from collections.abc import Awaitable, Callable, Sequence
@@ -27,12 +26,8 @@ from harness.types import Rollout
 from rubrics.grouping import GROUP_TABLE, GroupTable
 from rubrics.leaf import as_rubric
 from rubrics.module import NAN, Rubric, snake_name
-from rubrics.scoring import SCOPE, Scope, hook_score, path_under
+from rubrics.scoring import MEMBER_SCOPES, REUSING, SCOPE, Scope, hook_score, path_under, saved_score
 
-#: While a group node's forward runs: id(member) -> that member's scope (for record_error etc.).
-MEMBER_SCOPES: contextvars.ContextVar[dict[int, Scope] | None] = contextvars.ContextVar(
-    "rubric_member_scopes", default=None
-)
 RELATIVE_METHODS = ("rank", "zscore")
 
 
@@ -46,8 +41,9 @@ class GroupRubric(Rubric):
     - `self.record_error(member, reason)` marks one member unscored (NaN with the reason);
       raising marks the whole group unscored with the exception as the reason;
     - `self.record_detail(member, {...})` keeps what explains a member's score;
-    - `await self.ascore_child(child, member)` scores a registered child on one member (its
-      score is recorded under the child's path, as in a per-rollout forward).
+    - `await self.ascore_child(child, member)` (or `self.score_child(child, member)` in a sync
+      forward) scores a registered child on one member, its score recorded under the child's
+      path (`child(member)` and `await child.ascore(member)` do the same).
 
     Scored alone (`node(rollout)`, `score_batch` of rollouts with distinct `example_id`s), a
     rollout is a group of one. Hooks of a group node run per member and must be sync.
@@ -66,6 +62,10 @@ class GroupRubric(Rubric):
     def forward(self, group: list[Rollout]) -> Sequence[float] | Awaitable[Sequence[float]]:  # type: ignore[override]
         """Score every member of `group`; subclasses implement this."""
         raise NotImplementedError
+
+    def _group_is_async(self) -> bool:
+        """Whether scoring a group waits on I/O (a judge): TRL then gets an async reward."""
+        return inspect.iscoroutinefunction(self.forward)
 
     # ------------------------------------------------------------------ phase 1: the group
     async def _score_members(self, path: str, members: list[Rollout], table: GroupTable) -> None:
@@ -100,6 +100,15 @@ class GroupRubric(Rubric):
             scores.append(float(value))
         return scores
 
+    def score_child(self, child: Rubric, member: Rollout) -> float:
+        """From inside a sync `forward`: score registered (sync) `child` on one member."""
+        scope = self._own_scope(member, "score_child")
+        token = SCOPE.set(scope)
+        try:
+            return child._score_sync(member, path_under(scope, child))
+        finally:
+            SCOPE.reset(token)
+
     async def ascore_child(self, child: Rubric, member: Rollout) -> float:
         """From inside `forward`: score registered `child` on one member of the group."""
         scope = self._own_scope(member, "ascore_child")
@@ -126,6 +135,8 @@ class GroupRubric(Rubric):
 
     def _score_sync(self, rollout: Rollout, path: str) -> float:
         entry = self._entry(rollout, path)
+        if entry is None and REUSING[0] and (kept := saved_score(rollout, path)) is not None:
+            return kept  # a failed-only re-scoring that did not need this node again
         if entry is None:  # called outside a group (from a custom forward): a group of one
             table: GroupTable = {}
             run_sync(self._score_members(path, [rollout], table))
@@ -134,6 +145,8 @@ class GroupRubric(Rubric):
 
     async def _score_async(self, rollout: Rollout, path: str) -> float:
         entry = self._entry(rollout, path)
+        if entry is None and REUSING[0] and (kept := saved_score(rollout, path)) is not None:
+            return kept
         if entry is None:
             table: GroupTable = {}
             await self._score_members(path, [rollout], table)
@@ -241,6 +254,9 @@ class Relative(GroupRubric):
         if value not in RELATIVE_METHODS:
             raise ConfigError(f"relative method must be one of {RELATIVE_METHODS}, got {value!r}")
         self.__dict__["_method"] = value
+
+    def _group_is_async(self) -> bool:
+        return not all(child._is_sync_tree() for child in self.children())
 
     async def forward(self, group: list[Rollout]) -> list[float]:  # type: ignore[override]
         ((_, child),) = self.named_children()

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.errors import ConfigError
 from harness.types import Rollout
-from rubrics.scoring import GENERATION, NAN, Scope, clear_scores
+from rubrics.scoring import GENERATION, NAN, SAVED, Scope, clear_scores
 
 if TYPE_CHECKING:  # pragma: no cover
     from rubrics.module import Rubric
@@ -66,21 +66,28 @@ def has_group_nodes(root: Rubric) -> bool:
     return bool(group_nodes(root))
 
 
-async def ascore_group(root: Rubric, rollouts: Sequence[Rollout]) -> list[float]:
+async def ascore_group(root: Rubric, rollouts: Sequence[Rollout], *, keep: bool = False) -> list[float]:
     """Score the rollouts of one example together; see the module docstring.
+
+    With `keep` (a failed-only re-scoring, `Rubric.arescore_failed`), scores are not cleared
+    and only the group nodes that failed on some member run again (`stale_group_nodes`).
 
     Returns:
         One score per rollout, in order; NaN for an errored or unscored member.
     """
     members: list[Rollout] = []
     for r in rollouts:
-        clear_scores(r)
+        if not keep:
+            clear_scores(r)
         if r.error is None:
             members.append(r)
-        else:
+        elif not keep:
             r.reward = NAN
     nodes = group_nodes(root)
-    _mark_errored(rollouts, nodes)
+    if keep:
+        nodes = stale_group_nodes(nodes, members)
+    else:
+        _mark_errored(rollouts, nodes)
     table: GroupTable = {}
     if members:
         await asyncio.gather(*(node._score_members(path, members, table) for path, node in nodes))
@@ -89,7 +96,32 @@ async def ascore_group(root: Rubric, rollouts: Sequence[Rollout]) -> list[float]
         await asyncio.gather(*(root._score_async(r, "") for r in members))
     finally:
         GROUP_TABLE.reset(token)
+    # Group nodes' children were scored first (phase 1): put each rollout's scores in tree order.
+    order = {path: i for i, (path, _) in enumerate(root.named_rubrics())}
+    for r in members:
+        r.scores = dict(sorted(r.scores.items(), key=lambda item: order.get(item[0], len(order))))
     return [r.reward for r in rollouts]
+
+
+def stale_group_nodes(nodes: list[tuple[str, Rubric]], members: list[Rollout]) -> list[tuple[str, Rubric]]:
+    """The group nodes a failed-only re-scoring runs again: those that failed on any member.
+
+    Their comparison changes for every member, so their saved scores, and those of the nodes
+    above them, are dropped on all members (the rest of the saved scores stay)."""
+    saved = SAVED.get() or {}
+    stale = [(p, n) for p, n in nodes if any(p not in saved.get(id(r), {}) for r in members)]
+    for path, _ in stale:
+        parts = path.split(".") if path else []
+        above = ["", *(".".join(parts[: i + 1]) for i in range(len(parts)))]
+        for r in members:
+            kept = saved.get(id(r), {})
+            for q in above:
+                kept.pop(q, None)
+                r.score_errors.pop(q, None)
+                r.score_details.pop(q, None)
+                if q:
+                    r.scores.pop(q, None)
+    return stale
 
 
 def _mark_errored(rollouts: Iterable[Rollout], nodes: list[tuple[str, Rubric]]) -> None:
@@ -109,15 +141,25 @@ def split_groups(rollouts: Sequence[Rollout]) -> list[list[Rollout]]:
     return list(groups.values())
 
 
-async def ascore_groups(root: Rubric, rollouts: Sequence[Rollout], concurrency: int) -> None:
+async def ascore_groups(
+    root: Rubric, rollouts: Sequence[Rollout], concurrency: int, *, keep: bool = False
+) -> None:
     """Score a batch by groups of `example_id`, at most `concurrency` groups at once."""
     semaphore = asyncio.Semaphore(concurrency)
 
     async def one(group: list[Rollout]) -> None:
         async with semaphore:
-            await ascore_group(root, group)
+            await ascore_group(root, group, keep=keep)
 
     await asyncio.gather(*(one(g) for g in split_groups(rollouts)))
 
 
-__all__ = ["GROUP_TABLE", "ascore_group", "ascore_groups", "group_nodes", "has_group_nodes", "split_groups"]
+__all__ = [
+    "GROUP_TABLE",
+    "ascore_group",
+    "ascore_groups",
+    "group_nodes",
+    "has_group_nodes",
+    "split_groups",
+    "stale_group_nodes",
+]

@@ -25,7 +25,7 @@ from rubrics.injection import (
     turn_plan,
 )
 from rubrics.module import NAN, Rubric, coerce_sync, failure_reason
-from rubrics.scoring import nonfinite_error
+from rubrics.scoring import REUSING, nonfinite_error
 from rubrics.turns import TURN_INJECTED, Turn, check_reduce_turns
 
 
@@ -93,7 +93,7 @@ class FunctionRubric(Rubric):
     def _score_sync(self, rollout: Rollout, path: str) -> float:
         # Lean version of Rubric._score_sync for the common hook-free leaf: a reward
         # function cannot reach the scoring scope (it has no `self`), so none is set up.
-        if self._pre_hooks or self._hooks:
+        if self._pre_hooks or self._hooks or REUSING[0]:
             return Rubric._score_sync(self, rollout, path)
         exc: Exception | None = None
         try:

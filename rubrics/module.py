@@ -30,10 +30,12 @@ from harness.types import Rollout
 from rubrics.batch import ScoredBatch
 from rubrics.grouping import ascore_group, ascore_groups, has_group_nodes
 from rubrics.render import render_html, render_text, tree_nodes
+from rubrics.rescore import rescore_failed
 from rubrics.scoring import (
     GENERATION,
     HOOK_IDS,
     NAN,
+    REUSING,
     SCOPE,
     ForwardHook,
     PreHook,
@@ -51,8 +53,10 @@ from rubrics.scoring import (
     failure_reason,
     hook_score,
     join_path,
+    member_scope,
     nonfinite_error,
     path_under,
+    saved_score,
     snake_name,
     to_score,
     validate_batch,
@@ -349,7 +353,7 @@ class Rubric:
     def __call__(self, rollout: Rollout | Mapping[str, Any]) -> float:
         """Score synchronously; works in scripts and inside a running loop (Jupyter)."""
         r = rollout if type(rollout) is Rollout else as_rollout(rollout)
-        scope = SCOPE.get()
+        scope = SCOPE.get() or member_scope(r)
         if scope is not None and scope.rollout is r:
             path = path_under(scope, self)
         else:
@@ -365,7 +369,7 @@ class Rubric:
     async def ascore(self, rollout: Rollout | Mapping[str, Any]) -> float:
         """Score and fill the rollout (`reward`, `scores`, `score_errors`, `score_details`)."""
         r = as_rollout(rollout)
-        scope = SCOPE.get()
+        scope = SCOPE.get() or member_scope(r)
         if scope is not None and scope.rollout is r:
             return await self._score_async(r, path_under(scope, self))
         self._check_scoreable()
@@ -393,6 +397,22 @@ class Rubric:
         items = [as_rollout(r) for r in rollouts]
         await self.acheck_ready()
         return await ascore_group(self, items)
+
+    async def arescore_failed(
+        self, rollouts: Iterable[Rollout], *, concurrency: int = DEFAULT_CONCURRENCY
+    ) -> None:
+        """Score again only the nodes that failed (NaN) on scored rollouts, in place.
+
+        A node that scored keeps its score, reason and detail and does not run; a failed one
+        runs again, and so do the nodes above it (their score came from it). A group node that
+        failed on any member runs again for the whole group (rollouts sharing an example_id),
+        and every member takes the new comparison. Rollouts with nothing failed, or whose
+        episode errored (`rollout.error`: they need a new episode, not a new score), are left
+        as they are.
+        """
+        self._check_scoreable()
+        await self.acheck_ready()
+        await rescore_failed(self, rollouts, concurrency)
 
     async def _ready_then_score(self, r: Rollout, path: str) -> float:
         if not path:  # a root call: the tree's judges must be able to answer at all
@@ -519,6 +539,8 @@ class Rubric:
 
     def _score_sync(self, rollout: Rollout, path: str) -> float:
         # The hot path of large evaluations: keep it flat (no helper calls on success).
+        if REUSING[0] and (kept := saved_score(rollout, path)) is not None:
+            return kept  # a failed-only re-scoring: this node scored before, keep it
         scope = Scope(self, path, rollout)
         token = SCOPE.set(scope)
         try:
@@ -565,6 +587,8 @@ class Rubric:
     async def _score_async(self, rollout: Rollout, path: str) -> float:
         if self._is_sync_tree():
             return self._score_sync(rollout, path)
+        if REUSING[0] and (kept := saved_score(rollout, path)) is not None:
+            return kept
         scope = Scope(self, path, rollout)
         token = SCOPE.set(scope)
         try:

@@ -72,6 +72,51 @@ SCOPE: contextvars.ContextVar[Scope | None] = contextvars.ContextVar("rubric_sco
 GENERATION = [0]
 
 
+#: While a group node's forward runs (`rubrics.group`): id(member) -> that member's scope, so
+#: `child(member)` called there scores the child under the group node, as in a per-rollout forward.
+MEMBER_SCOPES: contextvars.ContextVar[dict[int, Scope] | None] = contextvars.ContextVar(
+    "rubric_member_scopes", default=None
+)
+
+
+def member_scope(rollout: Rollout) -> Scope | None:
+    """The scope of `rollout` as a member of the group a group node is scoring now, if any."""
+    scopes = MEMBER_SCOPES.get()
+    return scopes.get(id(rollout)) if scopes is not None else None
+
+
+#: How many failed-only re-scorings run now (`Rubric.arescore_failed`): while 0, the hot path
+#: skips looking for saved scores with one list read.
+REUSING = [0]
+#: During a failed-only re-scoring: id(rollout) -> node path ("" the reward) -> saved score.
+SAVED: contextvars.ContextVar[dict[int, dict[str, float]] | None] = contextvars.ContextVar(
+    "rubric_saved_scores", default=None
+)
+
+
+def saved_score(rollout: Rollout, path: str) -> float | None:
+    """The finite score node `path` kept from before on `rollout` in a failed-only re-scoring
+    (still in `rollout.scores` / `reward`), or None: the node runs."""
+    saved = SAVED.get()
+    if saved is None:
+        return None
+    return saved.get(id(rollout), {}).get(path)
+
+
+def keep_scored(rollout: Rollout) -> dict[str, float]:
+    """Prepare `rollout` for a failed-only re-scoring: its finite scores (returned, "" the
+    reward) stay; its failed nodes' scores, reasons and details are dropped so they run again."""
+    kept = {p: v for p, v in rollout.scores.items() if v == v}
+    if rollout.reward == rollout.reward:
+        kept[""] = rollout.reward
+    for path in [p for p in rollout.scores if p not in kept]:
+        del rollout.scores[path]
+    for table in (rollout.score_errors, rollout.score_details):
+        for path in [p for p in table if p not in kept]:
+            del table[path]
+    return kept
+
+
 def bump_generation() -> None:
     GENERATION[0] += 1
 

@@ -109,6 +109,20 @@ def group_by_prompt(rollouts: Sequence[Rollout]) -> None:
         rollout.example_id = first.setdefault(key, i)
 
 
+def flat_group_frac(rollouts: Sequence[Rollout], path: str | None) -> float | None:
+    """Of the groups (same example_id) with two or more members scored by node `path` (None:
+    the reward), the fraction whose members all scored the same; None when there is none."""
+    groups: dict[Any, list[float]] = {}
+    for r in rollouts:
+        value = r.reward if path is None else r.scores.get(path, math.nan)
+        if math.isfinite(value):
+            groups.setdefault(r.example_id, []).append(value)
+    compared = [values for values in groups.values() if len(values) > 1]
+    if not compared:
+        return None
+    return sum(1 for values in compared if len(set(values)) == 1) / len(compared)
+
+
 def as_trl_value(score: float) -> float | None:
     """A score as TRL reads it: a finite float, or None for unscored (NaN) and non-finite."""
     return score if math.isfinite(score) else None
@@ -207,6 +221,12 @@ class TRLReward:
             unscored = sum(1 for s in scores if not math.isfinite(s))
             where = f"{prefix}/" if self.path_prefix else prefix
             log_metric(f"{where}unscored_frac", unscored / len(rollouts))
+            for path, node in [("", self.rubric), *self.rubric.named_rubrics()]:
+                if node._group_node:  # a group whose members all tie teaches GRPO nothing
+                    flat = flat_group_frac(rollouts, path) if path else flat_group_frac(rollouts, None)
+                    if flat is not None:
+                        name = f"{prefix}.{path}" if self.path_prefix else f"{prefix}{path}"
+                        log_metric(f"{name}/flat_group_frac" if path else f"{where}flat_group_frac", flat)
         return [as_trl_value(s) for s in scores]
 
 
@@ -245,7 +265,9 @@ def as_trl_reward(
         A `TRLReward` (sync) or `AsyncTRLReward`: `f(prompts, completions, completion_ids, **kwargs)`
         returning one float per completion, None where the rubric could not score it.
     """
-    cls = TRLReward if rubric._is_sync_tree() else AsyncTRLReward
+    # A group node reads as sync per rollout; one that waits on a judge makes the reward async.
+    judges = any(n._group_node and n._group_is_async() for n in (rubric, *rubric.rubrics()))
+    cls = TRLReward if rubric._is_sync_tree() and not judges else AsyncTRLReward
     return cls(
         rubric,
         name=name,
@@ -275,6 +297,7 @@ __all__ = [
     "as_trl_reward",
     "as_trl_value",
     "child_rewards",
+    "flat_group_frac",
     "group_by_prompt",
     "rollouts_from_batch",
 ]

@@ -246,3 +246,31 @@ def test_openenv_serve_example_plays_python_with_openenv_client(tmp_path: Path) 
     assert lines[:2] == ["['run_python']", "False 42"]
     assert lines[2:] == ["True completed ['correct', 'ran_code']"]
     assert f"# {lines[2]}  (and final.reward" in README
+
+
+def test_comparing_within_a_group_example_prints_what_readme_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    import re
+
+    from harness.scripted.endpoint import ScriptedEndpoint
+
+    def rank_judge(messages: list[dict[str, Any]], tools: Any) -> str:
+        """Exactly the answer first, then answers holding it, then the rest."""
+        text = messages[-1]["content"]
+        candidates = dict(re.findall(r"Candidate ([A-Z]):\n<candidate>\n(.*?)\n</candidate>", text, re.S))
+        quality = {k: 2 if v.strip() == "42" else 1 if "42" in v else 0 for k, v in candidates.items()}
+        return "RANKING: " + " > ".join(sorted(quality, key=lambda k: -quality[k]))
+
+    with ScriptedEndpoint(rank_judge) as endpoint:
+        monkeypatch.setenv("OPENAI_BASE_URL", endpoint.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "local")
+        out = io.StringIO()
+        namespace: dict[str, object] = {}
+        with contextlib.redirect_stdout(out):
+            exec(compile(code_block("python", "RankJudge(model="), "<README>", "exec"), namespace)
+        calls = endpoint.stats.requests
+    lines = out.getvalue().splitlines()
+    assert f"The first line prints `{lines[0]}`" in README
+    assert lines[1].startswith("'The answer is 42.'  0.15") and lines[2].startswith(
+        "'41'                 0.15"
+    )
+    assert calls == 2  # one group, two orders

@@ -39,6 +39,11 @@ class GroupScorer:
         self.tasks: set[asyncio.Task[None]] = set()
         self.groups_scored = 0
 
+    @staticmethod
+    def needed(env: object) -> bool:
+        """Whether `env` scores the rollouts of an example together (`scores_groups`)."""
+        return scores_groups(env)
+
     @classmethod
     def of(cls, env: object, group_size: int, on_finished: Callable[[Rollout], None]) -> GroupScorer | None:
         """A GroupScorer when `env` scores groups (`scores_groups`), else None."""

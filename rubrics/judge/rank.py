@@ -20,11 +20,9 @@ each member's `score_details[path]["group_usage"]`.
 from __future__ import annotations
 
 import asyncio
-import json
 import random
-import re
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Awaitable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from harness.aio import unreachable
 from harness.defaults import DEFAULT_BASE_URL
@@ -34,11 +32,13 @@ from rubrics.group import GroupRubric
 from rubrics.judge.cache import ask
 from rubrics.judge.llm import DEFAULT_SYSTEM_PROMPT
 from rubrics.judge.prompt import JudgeTemplate, rollout_fields
+from rubrics.judge.verdicts import parse_label_scores, parse_ranking, parse_winner
 from rubrics.module import NAN
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.endpoint.client import Client
 
+T = TypeVar("T")
 LABELS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 DEFAULT_INSTRUCTIONS = (
     "Several candidates answered the same task. Judge which answers it best: correctness first, "
@@ -127,7 +127,11 @@ class GroupJudge(GroupRubric):
     async def _check_ready(self, path: str) -> None:
         """A judge that cannot answer at all fails once, before any group, naming the fix."""
         client = self.client
-        where = f"judge {path or self.label!r} (model {client.model!r} at {client.base_url})"
+        key = (id(client), client.model, client.base_url)
+        if self.__dict__.get("_ready_for") == key:  # checked once per client, not per group
+            return
+        name = repr(path) if path else self.label
+        where = f"judge {name} (model {client.model!r} at {client.base_url})"
         try:
             client.check_credentials()
         except ConfigError:
@@ -139,6 +143,7 @@ class GroupJudge(GroupRubric):
             problem = await unreachable(client.base_url)
             if problem:
                 raise ConfigError(f"{where} cannot reach its endpoint ({problem}): start it or fix base_url=")
+        self.__dict__["_ready_for"] = key
 
     def _fields(self, group: Sequence[Rollout]) -> dict[str, Any]:
         first = rollout_fields(group[0])
@@ -171,6 +176,34 @@ class GroupJudge(GroupRubric):
             self.record_detail(
                 r, {**detail, "calls": calls, "group_size": n, "group_usage": usage.model_dump()}
             )
+
+    def _alone(self, member: Rollout) -> list[float]:
+        """A group of one has nothing to compare: the neutral 0.5, no judge call."""
+        self.record_detail(
+            member, {"calls": 0, "group_size": 1, "note": "a group of one: nothing to compare"}
+        )
+        return [0.5]
+
+    async def _ask_each(
+        self, calls: Sequence[Awaitable[tuple[T, Usage]]]
+    ) -> tuple[list[T | None], Usage, list[str]]:
+        """Judge calls run concurrently: each one's value (None where it failed), their tokens
+        (a failed call's too), and the failures' reasons."""
+        results = await asyncio.gather(*calls, return_exceptions=True)
+        values: list[T | None] = []
+        usage, dropped = Usage(), []
+        for result in results:
+            if isinstance(result, BaseException):
+                if not isinstance(result, Exception):
+                    raise result
+                dropped.append(str(result))
+                usage = usage + getattr(result, "usage", Usage())
+                values.append(None)
+            else:
+                value, used = result
+                usage = usage + used
+                values.append(value)
+        return values, usage, dropped
 
     def _rng(self, group: Sequence[Rollout]) -> random.Random:
         return random.Random(f"{self.seed}:{group[0].example_id}:{len(group)}")
@@ -251,26 +284,16 @@ class RankJudge(GroupJudge):
 
     async def forward(self, group: list[Rollout]) -> list[float]:  # type: ignore[override]
         if len(group) == 1:
-            self.record_detail(
-                group[0], {"calls": 0, "group_size": 1, "note": "a group of one: nothing to compare"}
-            )
-            return [0.5]
+            return self._alone(group[0])
         if len(group) > len(LABELS):
             raise ScoringError(f"RankJudge labels at most {len(LABELS)} members; this group has {len(group)}")
         orders = self.orderings(group)
-        results = await asyncio.gather(
-            *(self._one_order(group, order) for order in orders), return_exceptions=True
-        )
-        usage, totals, counts, replies, dropped = Usage(), [0.0] * len(group), 0, [], []
+        results, usage, dropped = await self._ask_each([self._one_order(group, order) for order in orders])
+        totals, counts, replies = [0.0] * len(group), 0, []
         for order, result in zip(orders, results):
-            if isinstance(result, BaseException):
-                if not isinstance(result, Exception):
-                    raise result
-                dropped.append(str(result))
-                usage = usage + getattr(result, "usage", Usage())
+            if result is None:
                 continue
-            scores, reply, used = result
-            usage = usage + used
+            scores, reply = result
             replies.append(
                 {"order": "".join(LABELS[order.index(i)] for i in range(len(group))), "reply": reply}
             )
@@ -280,10 +303,12 @@ class RankJudge(GroupJudge):
         detail: dict[str, Any] = {"replies": replies, **({"dropped": dropped} if dropped else {})}
         self._account(group, usage, len(orders), detail)
         if not counts:
-            raise ScoringError(dropped[0] if len(set(dropped)) == 1 else "; ".join(dict.fromkeys(dropped)))
+            raise ScoringError("; ".join(dict.fromkeys(dropped)))
         return [total / counts for total in totals]
 
-    async def _one_order(self, group: list[Rollout], order: list[int]) -> tuple[list[float], str, Usage]:
+    async def _one_order(
+        self, group: list[Rollout], order: list[int]
+    ) -> tuple[tuple[list[float], str], Usage]:
         """Ask about the members in `order` (position p gets label LABELS[p]); scores by member."""
         labels = LABELS[: len(group)]
         fields = self._fields(group)
@@ -299,7 +324,7 @@ class RankJudge(GroupJudge):
         except ScoringError as exc:
             exc.usage = usage  # type: ignore[attr-defined]  # the failed call still cost tokens
             raise
-        return [by_label[labels[order.index(i)]] for i in range(len(group))], reply, usage
+        return ([by_label[labels[order.index(i)]] for i in range(len(group))], reply), usage
 
     def _format(self, labels: str) -> str:
         if self.parse == "ranking":
@@ -318,92 +343,6 @@ class RankJudge(GroupJudge):
 
     def extra_repr(self) -> str:
         return f"model={self.model!r}, parse={self.parse!r}, orders={self.orders}"
-
-
-_RANKING_LINE = re.compile(r"RANKING\s*[:=]\s*(.+)", re.IGNORECASE)
-_SCORES_LINE = re.compile(r"SCORES\s*[:=]\s*(.+)", re.IGNORECASE)
-_LABEL_SCORE = re.compile(r"\b([A-Z])\b\s*[:=]\s*(-?\d+(?:\.\d+)?)")
-
-
-def _token(text: str) -> str:
-    text = re.sub(r"(?i)\bcandidate\b", "", text)
-    return re.sub(r"[\s*_`\"'()\[\].]", "", text).upper()
-
-
-def parse_ranking(reply: str, labels: str) -> dict[str, float]:
-    """Scores by label from a ranking line ("RANKING: B > A = C"): the fraction of the other
-    members ranked below, ties counting half. Raises ScoringError saying what is wrong."""
-    found = _RANKING_LINE.findall(reply or "")
-    if not found:
-        raise ScoringError(
-            f"judge reply has no ranking (expected a line like 'RANKING: {' > '.join(labels)}'): {(reply or '')[-120:]!r}"
-        )
-    tiers = [[_token(t) for t in tier.split("=")] for tier in re.split(r">|,|≻", found[-1])]
-    tiers = [[t for t in tier if t] for tier in tiers]
-    tiers = [tier for tier in tiers if tier]
-    named = [t for tier in tiers for t in tier]
-    unknown = sorted(set(named) - set(labels))
-    repeated = sorted({t for t in named if named.count(t) > 1})
-    missing = [label for label in labels if label not in named]
-    if unknown or repeated or missing:
-        problems = [
-            f"unknown label(s) {', '.join(unknown)}" if unknown else "",
-            f"{', '.join(repeated)} named twice" if repeated else "",
-            f"{', '.join(missing)} left out" if missing else "",
-        ]
-        raise ScoringError(
-            f"judge ranking {found[-1].strip()!r} is unusable: {'; '.join(p for p in problems if p)}"
-        )
-    n = len(labels)
-    scores: dict[str, float] = {}
-    below = n
-    for tier in tiers:
-        below -= len(tier)
-        for label in tier:
-            scores[label] = (below + 0.5 * (len(tier) - 1)) / (n - 1)
-    return scores
-
-
-def parse_label_scores(reply: str, labels: str) -> dict[str, float]:
-    """Raw scores by label from "SCORES: A=7, B=3" or a JSON object {"A": 7, ...}."""
-    text = reply or ""
-    line = _SCORES_LINE.findall(text)
-    pairs = _LABEL_SCORE.findall(line[-1]) if line else []
-    scores = {label: float(value) for label, value in pairs}
-    if not line:
-        match = re.search(r"\{[^{}]*\}", text)
-        if match:
-            try:
-                obj = json.loads(match.group(0))
-            except json.JSONDecodeError:
-                obj = {}
-            if isinstance(obj, dict):
-                for key, value in obj.items():
-                    if isinstance(value, (int, float)) and not isinstance(value, bool):
-                        scores[_token(str(key))] = float(value)
-    missing = [label for label in labels if label not in scores]
-    if missing:
-        raise ScoringError(
-            f"judge reply gives no score for {', '.join(missing)} (expected a line like "
-            f"'SCORES: {', '.join(f'{label}=7' for label in labels)}'): {text[-120:]!r}"
-        )
-    return {label: scores[label] for label in labels}
-
-
-_WINNER = re.compile(r"WINNER\s*[:=]\s*\**\s*(A|B|TIE)\b", re.IGNORECASE)
-
-
-def parse_winner(reply: str) -> str:
-    """ "A", "B" or "TIE" from a pairwise reply ("WINNER: B", or just "B"); ScoringError otherwise."""
-    found = _WINNER.findall(reply or "")
-    if found:
-        return str(found[-1]).upper()
-    bare = _token(reply or "")
-    if bare in ("A", "B", "TIE"):
-        return bare
-    raise ScoringError(
-        f"judge reply names no winner (expected 'WINNER: A', 'WINNER: B' or 'WINNER: TIE'): {(reply or '')[-120:]!r}"
-    )
 
 
 class PairwiseJudge(GroupJudge):
@@ -479,10 +418,7 @@ class PairwiseJudge(GroupJudge):
     async def forward(self, group: list[Rollout]) -> list[float]:  # type: ignore[override]
         n = len(group)
         if n == 1:
-            self.record_detail(
-                group[0], {"calls": 0, "group_size": 1, "note": "a group of one: nothing to compare"}
-            )
-            return [0.5]
+            return self._alone(group[0])
         rng = self._rng(group)
         games: list[tuple[int, int]] = []
         for i, j in self.pairs(n):
@@ -490,19 +426,12 @@ class PairwiseJudge(GroupJudge):
                 games += [(i, j), (j, i)]
             else:
                 games.append((i, j) if rng.random() < 0.5 else (j, i))
-        results = await asyncio.gather(*(self._game(group, a, b) for a, b in games), return_exceptions=True)
+        verdicts, usage, dropped = await self._ask_each([self._game(group, a, b) for a, b in games])
         points, played = [0.0] * n, [0.0] * n
-        usage, dropped = Usage(), []
         weight = 0.5 if self.both_orders else 1.0
-        for (a, b), result in zip(games, results):
-            if isinstance(result, BaseException):
-                if not isinstance(result, Exception):
-                    raise result
-                dropped.append(str(result))
-                usage = usage + getattr(result, "usage", Usage())
+        for (a, b), verdict in zip(games, verdicts):
+            if verdict is None:
                 continue
-            verdict, used = result
-            usage = usage + used
             played[a] += weight
             played[b] += weight
             points[a] += weight * (1.0 if verdict == "A" else 0.5 if verdict == "TIE" else 0.0)
@@ -510,7 +439,7 @@ class PairwiseJudge(GroupJudge):
         detail: dict[str, Any] = {"games": len(games), **({"dropped": dropped} if dropped else {})}
         self._account(group, usage, len(games), detail)
         if not any(played):
-            raise ScoringError(dropped[0] if len(set(dropped)) == 1 else "; ".join(dict.fromkeys(dropped)))
+            raise ScoringError("; ".join(dict.fromkeys(dropped)))
         scores = []
         for r, won, total in zip(group, points, played):
             if total == 0:
@@ -539,4 +468,4 @@ class PairwiseJudge(GroupJudge):
         return f"model={self.model!r}, {bound}, both_orders={self.both_orders}"
 
 
-__all__ = ["GroupJudge", "PairwiseJudge", "RankJudge", "parse_label_scores", "parse_ranking", "parse_winner"]
+__all__ = ["GroupJudge", "PairwiseJudge", "RankJudge", "parse_label_scores", "parse_ranking", "parse_winner"]  # fmt: skip

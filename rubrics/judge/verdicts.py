@@ -269,13 +269,106 @@ def reduce_scores(values: Sequence[float], how: Reduce) -> float:
     raise ValueError(f"unknown reduce {how!r}; use one of {REDUCTIONS}")
 
 
+# ---------------------------------------------------------------------------- group judges
+# RankJudge and PairwiseJudge (rubrics.judge.rank) label a group's members A, B, C, ...
+
+
+_RANKING_LINE = re.compile(r"RANKING\s*[:=]\s*(.+)", re.IGNORECASE)
+_SCORES_LINE = re.compile(r"SCORES\s*[:=]\s*(.+)", re.IGNORECASE)
+_LABEL_SCORE = re.compile(r"\b([A-Z])\b\s*[:=]\s*(-?\d+(?:\.\d+)?)")
+
+
+def _token(text: str) -> str:
+    text = re.sub(r"(?i)\bcandidate\b", "", text)
+    return re.sub(r"[\s*_`\"'()\[\].]", "", text).upper()
+
+
+def parse_ranking(reply: str, labels: str) -> dict[str, float]:
+    """Scores by label from a ranking line ("RANKING: B > A = C"): the fraction of the other
+    members ranked below, ties counting half. Raises ScoringError saying what is wrong."""
+    found = _RANKING_LINE.findall(reply or "")
+    if not found:
+        raise VerdictError(
+            f"judge reply has no ranking (expected a line like 'RANKING: {' > '.join(labels)}'): {(reply or '')[-120:]!r}"
+        )
+    tiers = [[_token(t) for t in tier.split("=")] for tier in re.split(r">|,|≻", found[-1])]
+    tiers = [[t for t in tier if t] for tier in tiers]
+    tiers = [tier for tier in tiers if tier]
+    named = [t for tier in tiers for t in tier]
+    unknown = sorted(set(named) - set(labels))
+    repeated = sorted({t for t in named if named.count(t) > 1})
+    missing = [label for label in labels if label not in named]
+    if unknown or repeated or missing:
+        problems = [
+            f"unknown label(s) {', '.join(unknown)}" if unknown else "",
+            f"{', '.join(repeated)} named twice" if repeated else "",
+            f"{', '.join(missing)} left out" if missing else "",
+        ]
+        raise VerdictError(
+            f"judge ranking {found[-1].strip()!r} is unusable: {'; '.join(p for p in problems if p)}"
+        )
+    n = len(labels)
+    scores: dict[str, float] = {}
+    below = n
+    for tier in tiers:
+        below -= len(tier)
+        for label in tier:
+            scores[label] = (below + 0.5 * (len(tier) - 1)) / (n - 1)
+    return scores
+
+
+def parse_label_scores(reply: str, labels: str) -> dict[str, float]:
+    """Raw scores by label from "SCORES: A=7, B=3" or a JSON object {"A": 7, ...}."""
+    text = reply or ""
+    line = _SCORES_LINE.findall(text)
+    pairs = _LABEL_SCORE.findall(line[-1]) if line else []
+    scores = {label: float(value) for label, value in pairs}
+    if not line:
+        match = re.search(r"\{[^{}]*\}", text)
+        if match:
+            try:
+                obj = json.loads(match.group(0))
+            except json.JSONDecodeError:
+                obj = {}
+            if isinstance(obj, dict):
+                for key, value in obj.items():
+                    if isinstance(value, (int, float)) and not isinstance(value, bool):
+                        scores[_token(str(key))] = float(value)
+    missing = [label for label in labels if label not in scores]
+    if missing:
+        raise VerdictError(
+            f"judge reply gives no score for {', '.join(missing)} (expected a line like "
+            f"'SCORES: {', '.join(f'{label}=7' for label in labels)}'): {text[-120:]!r}"
+        )
+    return {label: scores[label] for label in labels}
+
+
+_WINNER = re.compile(r"WINNER\s*[:=]\s*\**\s*(A|B|TIE)\b", re.IGNORECASE)
+
+
+def parse_winner(reply: str) -> str:
+    """ "A", "B" or "TIE" from a pairwise reply ("WINNER: B", or just "B"); ScoringError otherwise."""
+    found = _WINNER.findall(reply or "")
+    if found:
+        return str(found[-1]).upper()
+    bare = _token(reply or "")
+    if bare in ("A", "B", "TIE"):
+        return bare
+    raise VerdictError(
+        f"judge reply names no winner (expected 'WINNER: A', 'WINNER: B' or 'WINNER: TIE'): {(reply or '')[-120:]!r}"
+    )
+
+
 __all__ = [
     "PARSE_MODES",
     "REDUCTIONS",
     "VerdictError",
     "parse_choice",
     "parse_json",
+    "parse_label_scores",
     "parse_number",
+    "parse_ranking",
+    "parse_winner",
     "reduce_scores",
     "rescale",
 ]

@@ -97,3 +97,66 @@ def test_eval_r4_ranks_members_by_answer_quality(tmp_path: Path) -> None:
         ranks = [r["scores"]["rank"] for r in by_distance]
         assert ranks == pytest.approx([1.0, 2 / 3, 1 / 3, 0.0])
         assert all(r["score_details"]["rank"]["calls"] == 2 for r in rows)
+
+
+class FlakyJudge:
+    """Ranks fairly, but while `broken` its replies about question 0 have no ranking."""
+
+    def __init__(self) -> None:
+        self.broken = True
+        self.calls = 0
+
+    def __call__(self, messages: list[dict[str, Any]], tools: Any) -> str:
+        self.calls += 1
+        if self.broken and "(0)" in messages[-1]["content"]:
+            return "They all look fine to me."
+        return closeness_ranking(messages, tools)
+
+
+def rows_of(path: Path) -> dict[tuple[int, int], dict[str, Any]]:
+    rows = (json.loads(line) for line in path.read_text().splitlines())
+    return {(r["example_id"], r["rollout_index"]): r for r in rows}
+
+
+def test_score_reruns_group_nodes_and_failed_only_reruns_just_what_failed(tmp_path: Path) -> None:
+    (tmp_path / "ranked_env.py").write_text(ENV_FILE)
+    judge = FlakyJudge()
+    with ScriptedEndpoint(judge) as server:
+        env = {**os.environ, "COLUMNS": "200", "JUDGE_URL": server.base_url}
+
+        def rubric(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [RUBRIC, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180
+            )
+
+        ran = rubric(
+            "eval", "ranked_env.py", "-m", "scripted:drifting", "-r", "4", "-o", "out", "--no-progress"
+        )
+        assert ran.returncode == 0, ran.stderr
+        saved = rows_of(tmp_path / "out" / "results.jsonl")
+        assert all(r["scores"]["rank"] is None for k, r in saved.items() if k[0] == 0)
+        assert "judge reply has no ranking" in saved[(0, 0)]["score_errors"]["rank"]
+        assert "1 failed" not in ran.stdout and "4 failed" in ran.stdout
+
+        judge.broken, judge.calls = False, 0
+        fixed = rubric("score", "out", "ranked_env.py", "--failed-only", "-o", "fixed.jsonl")
+        assert fixed.returncode == 0, fixed.stderr
+        assert judge.calls == 2  # only example 0's group, in two orders
+        after = rows_of(tmp_path / "fixed.jsonl")
+        for key, row in after.items():
+            if key[0] == 0:
+                assert row["score_errors"] == {} and row["score_details"]["rank"]["calls"] == 2
+            else:  # untouched: the saved scores, details and judge tokens
+                assert {k: row[k] for k in ("scores", "score_details", "judge_usage", "reward")} == {
+                    k: saved[key][k] for k in ("scores", "score_details", "judge_usage", "reward")
+                }
+        ranks = sorted(after[(0, i)]["scores"]["rank"] for i in range(4))
+        assert ranks == pytest.approx([0.0, 1 / 3, 2 / 3, 1.0])
+        assert json.loads((tmp_path / "fixed.jsonl").read_text().splitlines()[0])["example_id"] == 0
+
+        judge.calls = 0
+        full = rubric("score", "out", "ranked_env.py", "-o", "full.jsonl")
+        assert full.returncode == 0, full.stderr
+        assert judge.calls == 6  # every saved group re-ranked, two orders each
+        again = rows_of(tmp_path / "full.jsonl")
+        assert all(again[k]["scores"]["rank"] == after[k]["scores"]["rank"] for k in again)

@@ -93,3 +93,11 @@ def test_groups_html_is_empty_without_groups_and_bounded() -> None:
     ]
     html = groups_html(many, None, limit=5)
     assert html.count("<caption") == 5 and "3 more groups" in html
+
+
+def test_a_scored_batch_with_group_nodes_shows_its_groups() -> None:
+    batch = TREE.score_batch(scored_run().rollouts)
+    page = batch._repr_html_()
+    assert "rollouts side by side" in page and "rel (group)" in page
+    plain = WeightedSum({"correct": correct}).score_batch(scored_run().rollouts)
+    assert "side by side" not in plain._repr_html_()

@@ -177,3 +177,24 @@ def test_one_rollout_alone_is_a_group_of_one(env_file: Path) -> None:
     r = Rollout.model_validate({"completion": "xx", "answer": "x"})
     env.rubric(r)
     assert r.scores["rel"] == 0.5 and r.reward == 0.75
+
+
+@pytest.mark.timeout(240)
+def test_ray_actors_keep_groups_together(env_file: Path, tmp_path: Path) -> None:
+    import ray  # the [ray] extra, which the test environment installs
+
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="warning")
+    try:
+        env = envs.load_environment(str(env_file))
+        env.evaluate(
+            "scripted:counting",
+            rollouts_per_example=4,
+            concurrency=4,
+            workers=2,
+            executor="ray",
+            output_dir=tmp_path / "out",
+            progress=False,
+        )
+    finally:
+        ray.shutdown()
+    assert_ranked_whole(by_example(tmp_path / "out" / "results.jsonl"))

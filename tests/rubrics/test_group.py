@@ -8,7 +8,7 @@ import pytest
 
 from harness.errors import ConfigError, ConfigTypeError
 from harness.types import Rollout
-from rubrics import Rubric, Sequential, WeightedSum
+from rubrics import Rubric, Sequential, WeightedSum, reward
 from rubrics.group import GroupRubric, relative, relative_scores
 
 
@@ -175,3 +175,36 @@ def test_custom_forward_can_call_a_group_node_child() -> None:
 
     rollouts = group("a", "bb")
     assert Parent().score_group(rollouts) == [0.0, 2.0]
+
+
+def test_a_sync_group_node_scores_its_children_per_member() -> None:
+    class Best(GroupRubric):
+        def __init__(self) -> None:
+            super().__init__()
+            self.size = reward(length)
+
+        def forward(self, group: list[Rollout]) -> list[float]:  # type: ignore[override]
+            values = [self.score_child(self.size, r) for r in group]
+            return [float(v == max(values)) for v in values]
+
+    tree = WeightedSum({"correct": correct, "best": Best()})
+    rollouts = group("aa", "b")
+    assert tree.score_group(rollouts) == [1.0, 0.0]
+    assert rollouts[0].scores == {"correct": 1.0, "best": 1.0, "best.size": 2.0}
+
+
+def test_calling_a_child_on_a_member_scores_it_under_the_group_node() -> None:
+    class Longer(GroupRubric):
+        def __init__(self) -> None:
+            super().__init__()
+            self.size = reward(length)
+
+        async def forward(self, group: list[Rollout]) -> list[float]:  # type: ignore[override]
+            values = [self.size(group[0]), await self.size.ascore(group[1])]
+            return [float(values[0] > values[1]), float(values[1] > values[0])]
+
+    tree = WeightedSum({"correct": correct, "longer": Longer()})
+    rollouts = group("aa", "b")
+    assert tree.score_group(rollouts) == [1.0, 0.0]
+    assert rollouts[0].scores == {"correct": 1.0, "longer": 1.0, "longer.size": 2.0}
+    assert rollouts[1].scores == {"correct": 0.0, "longer": 0.0, "longer.size": 1.0}

@@ -258,3 +258,9 @@ def test_concurrency_limits_are_honoured(
     batch = judge.score_batch([r for e in range(4) for r in members("10", "7", "9", "1", example_id=e)])
     assert list(batch)[:4] == pytest.approx([1.0, 1 / 3, 2 / 3, 0.0])
     assert judge.calls == 24 and in_flight[1] == 2
+
+
+def test_a_judge_that_cannot_answer_fails_once_before_any_group(fast_retry: dict[str, float]) -> None:
+    judge = RankJudge(model="m", base_url="http://127.0.0.1:1/v1", api_key="local")
+    with pytest.raises(ConfigError, match=r"judge 'rank_judge' .* cannot reach its endpoint"):
+        judge.score_group(members("10", "7"))

@@ -16,7 +16,7 @@ from rubrics import LLMJudge, WeightedSum
 from rubrics.group import relative
 from rubrics.judge.rank import RankJudge
 from tests.helpers import grpo_config, tiny_chat_model
-from tests.rubrics.test_trl import Recorder
+from tests.rubrics.test_trl import Recorder, _logged
 
 PROMPTS = [[{"role": "user", "content": "What is 2 + 2?"}], [{"role": "user", "content": "What is 3 + 3?"}]]
 
@@ -33,6 +33,7 @@ def test_the_completions_of_one_prompt_are_one_group() -> None:
     assert rewards == [0.0, 1.0, 1.0, 0.0]
     assert [r.example_id for r in fn.last_rollouts] == [0, 0, 2, 2]
     assert log.metrics["rubric/length"] == pytest.approx(7 / 4)
+    assert log.metrics["rubric/flat_group_frac"] == 0.0  # the root is the group node here
 
 
 def test_an_example_id_column_names_the_groups() -> None:
@@ -53,14 +54,6 @@ def test_an_unscored_member_is_none_never_zero() -> None:
     assert rewards == [0.0, None, 1.0]
     assert log.metrics["rubric/unscored_frac"] == pytest.approx(1 / 3)
     assert log.extra["rubric/picky"] == [1.0, None, 3.0]
-
-
-def _logged(trainer: Any) -> dict[str, list[float]]:
-    out: dict[str, list[float]] = {}
-    for entry in trainer.state.log_history:
-        for key, value in entry.items():
-            out.setdefault(key, []).append(value)
-    return out
 
 
 @pytest.mark.timeout(300)
@@ -103,6 +96,9 @@ def test_grpo_trainer_with_a_group_node_and_a_failing_judge(tmp_path: Path) -> N
     assert logged["rubric/unscored_frac"] == [0.5, 0.0]
     assert logged["rewards/grouped/mean"] == [0.5, 0.5]
     assert logged["rubric/rank"] == [0.5, 0.5]
+    # Both completions are the same: the RankJudge ties them, a flat group on every step.
+    assert logged["rubric/rank/flat_group_frac"] == [1.0, 1.0]
+    assert logged["rubric/rel/flat_group_frac"] == [1.0]  # step 1 had one scored member: no group
     assert logged["rubric/rel.judge"] == [pytest.approx(0.8), pytest.approx(0.8)]
     assert all(math.isfinite(v) for v in logged["loss"])
     last = reward.last_rollouts
