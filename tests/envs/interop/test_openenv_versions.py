@@ -25,8 +25,8 @@ pytestmark = pytest.mark.timeout(180)
 HERE = Path(__file__).resolve().parent
 SIDE_VERSION = "0.10.0"
 MAKE_SIDE_VENV = (
-    "python3 -m venv /work/venv-openenv10 && /work/venv-openenv10/bin/pip install 'openenv==0.10.0' "
-    "&& export RUBRIC_OPENENV_PYTHON=/work/venv-openenv10/bin/python"
+    "python3 -m venv ~/venv-openenv10 && ~/venv-openenv10/bin/pip install 'openenv==0.10.0' "
+    "&& export RUBRIC_OPENENV_PYTHON=~/venv-openenv10/bin/python"
 )
 
 
