@@ -531,12 +531,14 @@ class ServerProcess:
 
 
 @contextlib.contextmanager
-def serving(command: list[str], port: int, *, timeout: float = 60) -> Iterator[ServerProcess]:
-    """`command` run as a server in a subprocess, yielded once it accepts connections on
-    127.0.0.1:`port` (within `timeout` seconds); stopped after the block."""
-    server = ServerProcess(
-        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    )
+def serving(
+    command: list[str], port: int, *, env: Mapping[str, str] | None = None, timeout: float = 60
+) -> Iterator[ServerProcess]:
+    """`command` run as a server in a subprocess (`env` added to its environment), yielded once
+    it accepts connections on 127.0.0.1:`port` (within `timeout` seconds); stopped after the block."""
+    full_env = {**os.environ, **(env or {})}
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env)
+    server = ServerProcess(proc)
     deadline = time.monotonic() + timeout
     try:
         while True:

@@ -1,22 +1,23 @@
-"""The guessing environment served by OpenEnv 0.10's server, run in its own venv: `PYTHON openenv10_server.py PORT [MODE [SESSIONS]]`.
+"""The guessing environment as an OpenEnv 0.10 server app, for a venv of its own: `tests.envs.interop.openenv10_server:app`.
 
-It is the game of `openenv_guess` (imported from beside this file; its environment class
-uses only API that OpenEnv 0.4 and 0.10 share) served with what only OpenEnv 0.10's
-`create_app` takes: a `State` subclass (`state_cls`, published in `/schema`), a distinct reset
-observation (`reset_observation_cls`, published as `reset_observation`) and the server `mode`
-("simulation", or "production": no HTTP /reset, /step, /state; the WebSocket only). Run with
-OpenEnv 0.4's python it fails with a TypeError, so a test that gets an answer talks to 0.10.
+It is the game of `openenv_guess` (whose environment class uses only API that OpenEnv 0.4
+and 0.10 share) served with what only OpenEnv 0.10's `create_app` takes: a `State` subclass
+(`state_cls`, published in `/schema`) and a distinct reset observation
+(`reset_observation_cls`, published as `reset_observation`); 0.10 also reads the server mode
+from OPENENV_MODE ("production": no HTTP /reset, /step, /state; the WebSocket only).
+GUESS_SESSIONS sets the most concurrent sessions (default 8). Imported with OpenEnv 0.4 it
+fails with a TypeError, so a test that gets an answer from it talks to 0.10.
 """
 
 from __future__ import annotations
 
-import sys
+import os
 from typing import Any
 
-import uvicorn
 from openenv.core.env_server import Observation, State, create_app
-from openenv_guess import GuessAction, GuessEnvironment, GuessObservation
 from pydantic import Field
+
+from tests.envs.interop.openenv_guess import GuessAction, GuessEnvironment, GuessObservation
 
 
 class GuessState(State):
@@ -43,19 +44,11 @@ class TrackedGuessEnvironment(GuessEnvironment):
         return super().step(action, timeout_s, **kwargs)
 
 
-def main(port: int, mode: str = "simulation", max_sessions: int = 8) -> None:
-    app = create_app(
-        TrackedGuessEnvironment,
-        GuessAction,
-        GuessObservation,
-        max_concurrent_envs=max_sessions,
-        state_cls=GuessState,
-        mode=mode,
-        reset_observation_cls=GuessStart,
-    )
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
-
-
-if __name__ == "__main__":
-    port, mode, sessions = [*sys.argv[1:], "simulation", "8"][:3]
-    main(int(port), mode, int(sessions))
+app = create_app(
+    TrackedGuessEnvironment,
+    GuessAction,
+    GuessObservation,
+    max_concurrent_envs=int(os.environ.get("GUESS_SESSIONS", "8")),
+    state_cls=GuessState,
+    reset_observation_cls=GuessStart,
+)

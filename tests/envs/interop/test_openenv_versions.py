@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 
 from envs import from_openenv, load_environment
+from envs.interop.openenv import OpenEnvConnectError
+from harness.errors import ConfigError
 from harness.evaluation import aevaluate
 from harness.scripted.endpoint import ScriptedEndpoint
 from tests.envs.interop import openenv_guess
@@ -23,6 +25,7 @@ from tests.helpers import _free_port, rubric_serve, run, serve, serving
 
 pytestmark = pytest.mark.timeout(180)
 HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[2]
 SIDE_VERSION = "0.10.0"
 MAKE_SIDE_VENV = (
     "python3 -m venv ~/venv-openenv10 && ~/venv-openenv10/bin/pip install 'openenv==0.10.0' "
@@ -50,15 +53,19 @@ def side_python() -> str:
     return python
 
 
+SIDE_APP = "tests.envs.interop.openenv10_server:app"
+
+
 @contextlib.contextmanager
 def openenv10_server(
     mode: str = "simulation", max_sessions: int = 8, *, clean_log: bool = True
 ) -> Iterator[str]:
-    """The guessing game on OpenEnv 0.10's server (openenv10_server.py) in the side venv; its URL.
-    With `clean_log` the server must log no traceback."""
+    """The guessing game on OpenEnv 0.10's server (`openenv10_server:app`) run by the side venv's
+    uvicorn; its URL. With `clean_log` the server must log no traceback."""
     port = _free_port()
-    command = [side_python(), str(HERE / "openenv10_server.py"), str(port), mode, str(max_sessions)]
-    with serving(command, port) as server:
+    command = [side_python(), "-m", "uvicorn", SIDE_APP, "--port", str(port), "--log-level", "warning"]
+    settings = {"OPENENV_MODE": mode, "GUESS_SESSIONS": str(max_sessions), "PYTHONPATH": str(REPO)}
+    with serving(command, port, env=settings) as server:
         yield f"http://127.0.0.1:{port}"
     assert not clean_log or "Traceback" not in server.stop()[1], server.stop()[1]
 
@@ -155,6 +162,28 @@ async def test_a_hung_openenv_0_10_step_fails_that_rollout_and_the_server_takes_
         and "did not answer step within 0.5s" in hung.error
     )
     assert played.error is None and played.scores["final_reward"] == 1.0
+
+
+async def test_an_openenv_0_10_app_is_started_with_the_python_of_its_venv(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    python = side_python()
+    monkeypatch.setenv("PYTHONPATH", str(REPO))  # the child imports tests.envs.interop.openenv10_server
+    env = from_openenv(SIDE_APP, python=python, num_examples=1)
+    try:
+        async with serve(bisect_tool_policy) as (_, client):
+            played = (await aevaluate(env, client)).rollouts[0]
+        assert env.config()["openenv"] == {"app": SIDE_APP, "python": python, "action": "GuessAction"}
+    finally:
+        env.close()
+    assert played.scores["final_reward"] == 1.0 and played.reward == pytest.approx(0.8)
+    # our python has OpenEnv 0.4, whose create_app does not take 0.10's arguments
+    with pytest.raises(OpenEnvConnectError, match=r"did not start: it exited.*state_cls"):
+        from_openenv(SIDE_APP)
+    with pytest.raises(OpenEnvConnectError, match=r"no python executable at '/no/such/python'"):
+        from_openenv(SIDE_APP, python="/no/such/python")
+    with pytest.raises(ConfigError, match=r"starts a module:app target; 'http://127.0.0.1:9' is a URL"):
+        from_openenv("http://127.0.0.1:9", python=python)
 
 
 # ----------------------------------------------------------- OpenEnv 0.10's client, our server
