@@ -26,7 +26,7 @@ def assistant_turn(
     model: OpenAI, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """The model's next assistant message, as a plain dict."""
-    reply = model.chat.completions.create(model="scripted", messages=messages, tools=tools or None)  # type: ignore[arg-type]
+    reply = model.chat.completions.create(model="scripted", messages=messages, tools=tools or None)
     return reply.choices[0].message.model_dump(exclude_none=True)
 
 

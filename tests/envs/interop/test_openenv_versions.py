@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import subprocess
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +28,7 @@ pytestmark = pytest.mark.timeout(180)
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
 SIDE_VERSION = "0.10.0"
+SIDE_APP = "tests.envs.interop.openenv10_server:app"
 MAKE_SIDE_VENV = (
     "python3 -m venv ~/venv-openenv10 && ~/venv-openenv10/bin/pip install 'openenv==0.10.0' "
     "&& export RUBRIC_OPENENV_PYTHON=~/venv-openenv10/bin/python"
@@ -51,9 +53,6 @@ def side_python() -> str:
             pytrace=False,
         )
     return python
-
-
-SIDE_APP = "tests.envs.interop.openenv10_server:app"
 
 
 @contextlib.contextmanager
