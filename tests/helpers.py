@@ -1,7 +1,8 @@
 """Shared fakes for tests: small environments implementing harness.protocol.EnvironmentProtocol,
 with matching scripted-endpoint policies, so the rollout loop and evaluate are tested without `envs`;
 `serve_pypiserver`, a real package index on 127.0.0.1 for the hub tests; `run`, the real
-`rubric` executable in a subprocess; and `code_block`, a README code block by its content.
+`rubric` executable in a subprocess; `serving` / `rubric_serve`, a server in a subprocess; and
+`code_block`, a README code block by its content.
 
 Their own sanity tests live in tests/harness/test_helpers.py.
 """
@@ -508,6 +509,62 @@ def run(
     return subprocess.run(
         [RUBRIC or "rubric", *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout
     )
+
+
+@dataclass
+class ServerProcess:
+    """A server running in a subprocess (see `serving`); `stop()` ends it and returns its stdout
+    and stderr (again on later calls)."""
+
+    proc: subprocess.Popen[str]
+    output: tuple[str, str] | None = None
+
+    def stop(self) -> tuple[str, str]:
+        if self.output is None:
+            self.proc.terminate()
+            try:
+                self.output = self.proc.communicate(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.output = self.proc.communicate(timeout=10)
+        return self.output
+
+
+@contextlib.contextmanager
+def serving(
+    command: list[str], port: int, *, env: Mapping[str, str] | None = None, timeout: float = 60
+) -> Iterator[ServerProcess]:
+    """`command` run as a server in a subprocess (`env` added to its environment), yielded once
+    it accepts connections on 127.0.0.1:`port` (within `timeout` seconds); stopped after the block."""
+    full_env = {**os.environ, **(env or {})}
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env)
+    server = ServerProcess(proc)
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            with contextlib.suppress(OSError):
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            if server.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{command} did not start listening on {port}: {server.stop()}")
+            time.sleep(0.1)
+        yield server
+    finally:
+        server.stop()
+
+
+@contextlib.contextmanager
+def rubric_serve(*args: str) -> Iterator[str]:
+    """`rubric serve ARGS --port P` in a subprocess; its URL once it accepts connections.
+
+    After the block it checks that the server said where it served and logged no traceback
+    (a client ending its session is no error)."""
+    port = _free_port()
+    with serving([str(RUBRIC), "serve", *args, "--port", str(port)], port) as server:
+        yield f"http://127.0.0.1:{port}"
+    out, err = server.stop()
+    assert f"to OpenEnv clients at http://127.0.0.1:{port}" in out
+    assert "Traceback" not in err
 
 
 def code_block(language: str, containing: str) -> str:

@@ -25,6 +25,7 @@ import contextlib
 import json
 import math
 import re
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -266,7 +267,11 @@ class OpenEnvEnvironment(Environment):
 
     def config(self) -> dict[str, Any]:
         """What identifies the environment in metadata.json: ours plus the server and action schema."""
-        where = {"app": self.local.app} if self.local is not None else {"url": self.base_url}
+        where: dict[str, str] = {"url": self.base_url}
+        if self.local is not None:
+            where = {"app": self.local.app}
+            if self.local.python != sys.executable:
+                where["python"] = self.local.python
         return {**super().config(), "openenv": {**where, "action": self.action_schema.get("title")}}
 
 
@@ -320,6 +325,7 @@ def from_openenv(
     sampling: Mapping[str, Any] | None = None,
     success: str | tuple[str, float] | list[Any] | None = None,
     credit: Callable[[Rollout], Sequence[float]] | None = None,
+    python: str | None = None,
 ) -> OpenEnvEnvironment:
     """An OpenEnv environment, run by our harness through OpenEnv's own client.
 
@@ -345,6 +351,9 @@ def from_openenv(
         sampling: default sampling arguments for the endpoint.
         success: what counts as a pass for pass@k, as for `Environment` (e.g. ("final_reward", 1.0)).
         credit: credit assignment into `rollout.turn_rewards`, as for `Environment`.
+        python: the python that starts a "module:app" target (default: this one); another
+            venv's runs an app built with the OpenEnv version installed there (e.g. 0.10,
+            which cannot be installed beside our extras).
 
     Raises:
         OpenEnvConnectError: No OpenEnv server answers at the URL, it is something else, or
@@ -354,7 +363,15 @@ def from_openenv(
         raise ConfigError(f"from_openenv takes a URL or module:app, got {target!r}")
     _check_options(action, timeout)
     url = re.sub(r"^ws(s?)://", r"http\1://", target)  # OpenEnv's client takes either form
-    local = None if url.startswith(("http://", "https://")) else LocalServer(target)
+    remote = url.startswith(("http://", "https://"))
+    if python is not None and (not isinstance(python, str) or not python.strip()):
+        raise ConfigError(f"python must be the path of a python executable, got {python!r}")
+    if python is not None and remote:
+        raise ConfigError(
+            f"python={python!r} starts a module:app target; {target!r} is a URL (its server runs elsewhere): "
+            "drop python=, or give module:app"
+        )
+    local = None if remote else LocalServer(target, python=python)
     base_url = local.url if local is not None else url.rstrip("/")
     try:
         schema = read_schema(base_url)

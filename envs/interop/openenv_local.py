@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import shutil
 import socket
 import subprocess
 import sys
@@ -21,16 +22,23 @@ START_TIMEOUT = 60.0
 
 class LocalServer:
     """An OpenEnv server app (`module:app`, as OpenEnv's `server/app.py` defines it) run by
-    uvicorn on 127.0.0.1 in a child process that never outlives this one (`harness.child`)."""
+    uvicorn on 127.0.0.1 in a child process that never outlives this one (`harness.child`);
+    `python` (default: this one) runs it, e.g. another venv's with another OpenEnv version."""
 
-    def __init__(self, app: str, *, start_timeout: float = START_TIMEOUT) -> None:
+    def __init__(self, app: str, *, python: str | None = None, start_timeout: float = START_TIMEOUT) -> None:
         self.app = app
+        self.python = python or sys.executable
+        if shutil.which(self.python) is None:
+            raise OpenEnvConnectError(
+                f"cannot start the OpenEnv server app {app!r}: no python executable at {self.python!r}; "
+                "give the path of a venv's bin/python"
+            )
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             self.port = int(sock.getsockname()[1])
         self.url = f"http://127.0.0.1:{self.port}"
         self._errlog: IO[bytes] = tempfile.TemporaryFile()
-        command = [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(self.port)]
+        command = [self.python, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(self.port)]
         self._process = subprocess.Popen(
             wrap([*command, "--log-level", "warning"]), stdout=subprocess.DEVNULL, stderr=self._errlog
         )
@@ -48,8 +56,9 @@ class LocalServer:
                 why = "it exited" if self._process.poll() is not None else f"no answer within {timeout:g}s"
                 tail = self.stderr_tail()
                 self.close()
+                by = "" if self.python == sys.executable else f" (run by {self.python})"
                 raise OpenEnvConnectError(
-                    f"the OpenEnv server app {self.app!r} did not start: {why}"
+                    f"the OpenEnv server app {self.app!r}{by} did not start: {why}"
                     + (f"; its stderr ends: {tail}" if tail else "")
                     + "; check that the module imports and defines an app built with create_app(...)"
                 )

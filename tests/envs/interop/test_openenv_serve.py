@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import socket
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +14,7 @@ from openenv.core.generic_client import GenericEnvClient
 from envs import load_environment
 from envs.interop.openenv_serve import openenv_app
 from tests.envs.interop.test_openenv import openenv_server
-from tests.helpers import RUBRIC, _free_port
+from tests.helpers import rubric_serve
 
 pytestmark = pytest.mark.timeout(120)
 REPO = Path(__file__).resolve().parents[3]
@@ -48,33 +44,6 @@ async def play(client: Any, policy: Any, **reset: Any) -> tuple[Any, list[dict[s
         if result.done:
             return result, messages
     raise AssertionError("the episode did not end")
-
-
-@contextlib.contextmanager
-def rubric_serve(*args: str) -> Iterator[str]:
-    """`rubric serve ARGS --port P` in a subprocess; its URL once it accepts connections."""
-    port = _free_port()
-    proc = subprocess.Popen(
-        [str(RUBRIC), "serve", *args, "--port", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 60
-    try:
-        while True:
-            with contextlib.suppress(OSError):
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"rubric serve did not start: {proc.communicate(timeout=5)}")
-            time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        out, err = proc.communicate(timeout=20)
-    assert f"to OpenEnv clients at http://127.0.0.1:{port}" in out
-    assert "Traceback" not in err  # a client ending its session is no error (see _ClientLeft)
 
 
 def test_openenv_client_plays_wordle_through_rubric_serve() -> None:
