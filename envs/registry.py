@@ -201,6 +201,37 @@ def _provenance_of_name(name: str) -> dict[str, Any]:
     return provenance.of_module(_normalise(name))
 
 
+def _resolve(spec: str) -> tuple[Any, str, str | None, dict[str, Any]]:
+    """What builds the environment `spec` names: its loader, the spec to record (a path made
+    absolute), its registered name (an installed one's, or a Verifiers package's) and where it
+    came from (provenance)."""
+    registered_name: str | None = None
+    recorded_spec = spec
+    prefix, _, target = spec.partition(":")
+    foreign = FOREIGN_SPECS.get(prefix) if target else None
+    if foreign is not None:  # vf:NAME (found by Verifiers), openenv:URL, openenv:module:app
+        loader = functools.partial(_from_import_path(foreign.loader), target)
+        registered_name = target if foreign.names_module else None
+        origin = provenance.of_module(
+            target.replace("-", "_") if foreign.names_module else foreign.loader.partition(":")[0]
+        )
+    elif ("/" in spec or "\\" in spec) and Path(spec).is_dir():
+        loader = _from_directory(Path(spec))
+        recorded_spec = str(Path(spec).resolve())
+        origin = provenance.of_directory(Path(spec))
+    elif spec.endswith(".py") or "/" in spec or "\\" in spec:
+        loader = _from_file(Path(spec))
+        recorded_spec = str(Path(spec).resolve())  # so `rubric score` finds it from any directory
+        origin = provenance.of_file(Path(spec))
+    elif ":" in spec:
+        loader = _from_import_path(spec)
+        origin = provenance.of_module(spec.partition(":")[0])
+    else:
+        loader, registered_name = _from_name(spec)
+        origin = _provenance_of_name(spec)
+    return loader, recorded_spec, registered_name, origin
+
+
 def load_environment(spec: str, *, mcp_servers: Sequence[str] | None = None, **kwargs: Any) -> Environment:
     """Build the environment `spec` names, passing `kwargs` to its `load_environment`.
 
@@ -226,30 +257,7 @@ def load_environment(spec: str, *, mcp_servers: Sequence[str] | None = None, **k
     """
     if not isinstance(spec, str) or not spec.strip():
         raise ConfigTypeError(f"environment spec must be a non-empty string, got {spec!r}")
-    registered_name: str | None = None
-    recorded_spec = spec
-    prefix, _, target = spec.partition(":")
-    foreign = FOREIGN_SPECS.get(prefix) if target else None
-    if foreign is not None:  # vf:NAME (found by Verifiers), openenv:URL, openenv:module:app
-        loader = functools.partial(_from_import_path(foreign.loader), target)
-        registered_name = target if foreign.names_module else None
-        origin = provenance.of_module(
-            target.replace("-", "_") if foreign.names_module else foreign.loader.partition(":")[0]
-        )
-    elif ("/" in spec or "\\" in spec) and Path(spec).is_dir():
-        loader = _from_directory(Path(spec))
-        recorded_spec = str(Path(spec).resolve())
-        origin = provenance.of_directory(Path(spec))
-    elif spec.endswith(".py") or "/" in spec or "\\" in spec:
-        loader = _from_file(Path(spec))
-        recorded_spec = str(Path(spec).resolve())  # so `rubric score` finds it from any directory
-        origin = provenance.of_file(Path(spec))
-    elif ":" in spec:
-        loader = _from_import_path(spec)
-        origin = provenance.of_module(spec.partition(":")[0])
-    else:
-        loader, registered_name = _from_name(spec)
-        origin = _provenance_of_name(spec)
+    loader, recorded_spec, registered_name, origin = _resolve(spec)
     _check_kwargs(loader, kwargs, spec)
     env = _call_loader(loader, kwargs, spec)
     if not isinstance(env, Environment):

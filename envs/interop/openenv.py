@@ -309,6 +309,25 @@ def _check_options(action: object, timeout: object) -> None:
     _client_class()
 
 
+def _server(target: object, python: object) -> tuple[str, LocalServer | None]:
+    """The server's base URL, and the local server started for a "module:app" target."""
+    if not isinstance(target, str) or not target.strip():
+        raise ConfigError(f"from_openenv takes a URL or module:app, got {target!r}")
+    url = re.sub(r"^ws(s?)://", r"http\1://", target)  # OpenEnv's client takes either form
+    remote = url.startswith(("http://", "https://"))
+    if python is not None and (not isinstance(python, str) or not python.strip()):
+        raise ConfigError(f"python must be the path of a python executable, got {python!r}")
+    if python is not None and remote:
+        raise ConfigError(
+            f"python={python!r} starts a module:app target; {target!r} is a URL (its server runs elsewhere): "
+            "drop python=, or give module:app"
+        )
+    if remote:
+        return url.rstrip("/"), None
+    local = LocalServer(target, python=python)
+    return local.url, local
+
+
 def from_openenv(
     target: str,
     *,
@@ -359,20 +378,8 @@ def from_openenv(
         OpenEnvConnectError: No OpenEnv server answers at the URL, it is something else, or
             the app did not start.
     """
-    if not isinstance(target, str) or not target.strip():
-        raise ConfigError(f"from_openenv takes a URL or module:app, got {target!r}")
     _check_options(action, timeout)
-    url = re.sub(r"^ws(s?)://", r"http\1://", target)  # OpenEnv's client takes either form
-    remote = url.startswith(("http://", "https://"))
-    if python is not None and (not isinstance(python, str) or not python.strip()):
-        raise ConfigError(f"python must be the path of a python executable, got {python!r}")
-    if python is not None and remote:
-        raise ConfigError(
-            f"python={python!r} starts a module:app target; {target!r} is a URL (its server runs elsewhere): "
-            "drop python=, or give module:app"
-        )
-    local = None if remote else LocalServer(target, python=python)
-    base_url = local.url if local is not None else url.rstrip("/")
+    base_url, local = _server(target, python)
     try:
         schema = read_schema(base_url)
         return OpenEnvEnvironment(

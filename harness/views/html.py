@@ -146,6 +146,28 @@ def _node_rows(summary: Summary, nodes: Sequence[TreeNode] | None) -> list[str]:
     return rows
 
 
+def _pass_rows(s: Summary) -> list[str]:
+    """pass@k rows, each saying what it is over when not every rollout or example counts, and
+    what a pass means when it is not the default."""
+    rows = []
+    partial = (
+        f" <span class='muted'>over the {s.num_scored:,} scored of {s.num_rollouts:,}</span>"
+        if s.num_scored != s.num_rollouts
+        else ""
+    )
+    for k, v in s.pass_at_k.items():
+        over = s.pass_at_k_examples.get(k, s.num_examples)
+        fewer = (
+            f" <span class='muted'>over {over:,} of {s.num_examples:,} examples (the rest have &lt; {k} rollouts)</span>"
+            if over < s.num_examples and not partial
+            else partial
+        )
+        rows.append(_row(f"pass@{k}", esc(fmt(v)) + fewer))
+    if s.pass_at_k and s.pass_criterion != "reward >= 1":
+        rows.append(_row("pass means", esc(s.pass_criterion)))
+    return rows
+
+
 def summary_html(summary: Summary, nodes: Sequence[TreeNode] | None = None, status: str | None = None) -> str:
     """The summary as a table: reward ± stderr, node means in tree order, pass@k, stop
     reasons, errors, unscored reasons, policy and judge tokens, wall time."""
@@ -172,22 +194,7 @@ def summary_html(summary: Summary, nodes: Sequence[TreeNode] | None = None, stat
     if nodes_rows:
         rows.append('<tr><th colspan="2">rubric nodes (mean ± stderr)</th></tr>')
         rows += nodes_rows
-    partial = (
-        f" <span class='muted'>over the {s.num_scored:,} scored of {total:,}</span>"
-        if s.num_scored != total
-        else ""
-    )
-    for k, v in s.pass_at_k.items():
-        over = s.pass_at_k_examples.get(k, s.num_examples)
-        fewer = (
-            f" <span class='muted'>over {over:,} of {s.num_examples:,} examples (the rest have &lt; {k} rollouts)</span>"
-            if over < s.num_examples and not partial
-            else partial
-        )
-        rows.append(_row(f"pass@{k}", esc(fmt(v)) + fewer))
-    criterion = s.pass_criterion
-    if s.pass_at_k and criterion != "reward >= 1":
-        rows.append(_row("pass means", esc(criterion)))
+    rows += _pass_rows(s)
     stops = ", ".join(f"{esc(name)} {n:,}" for name, n in s.stop_reasons.items()) or "-"
     rows.append(_row("stop reasons", stops))
     rows.append(_row("errors", f"{s.num_errors:,}", "bad" if s.num_errors else ""))
