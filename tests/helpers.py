@@ -2,7 +2,7 @@
 with matching scripted-endpoint policies, so the rollout loop and evaluate are tested without `envs`;
 `serve_pypiserver`, a real package index on 127.0.0.1 for the hub tests; `run`, the real
 `rubric` executable in a subprocess; `serving` / `rubric_serve`, a server in a subprocess; and
-`code_block`, a README code block by its content.
+`code_block`, a README code block by its content; `build_rubric_wheel`, this project's wheel.
 
 Their own sanity tests live in tests/harness/test_helpers.py.
 """
@@ -573,3 +573,23 @@ def code_block(language: str, containing: str) -> str:
     matches = [b for b in blocks if containing in b]
     assert len(matches) == 1, f"expected one {language} block containing {containing!r}, found {len(matches)}"
     return matches[0]
+
+
+# ---------------------------------------------------------------- this project as a user installs it
+TREE = Path(__file__).resolve().parents[1]
+
+
+def build_rubric_wheel(folder: Path) -> Path:
+    """rubric-rl's wheel built offline from a copy of the working tree (so the build leaves
+    nothing in it) with the build backend installed here; the wheel's path, in `folder`."""
+    source = folder / "source"
+    shutil.copytree(
+        TREE, source, ignore=shutil.ignore_patterns(".git", "runs", "build", "dist", "*.egg-info", ".*cache")
+    )
+    command = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "--no-index"]
+    done = subprocess.run(
+        [*command, "-w", str(folder / "wheels"), str(source)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    (wheel,) = (folder / "wheels").glob("rubric_rl-*.whl")
+    return wheel

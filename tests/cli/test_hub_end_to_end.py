@@ -23,10 +23,9 @@ from pathlib import Path
 import pytest
 
 from cli import main
-from tests.helpers import HubServer, serve_pypiserver
+from tests.helpers import HubServer, build_rubric_wheel, serve_pypiserver
 
 pytestmark = pytest.mark.timeout(300)  # many pip installs into a fresh venv
-ROOT = Path(__file__).resolve().parents[2]
 NAME = "e2e-adder"
 
 
@@ -53,17 +52,7 @@ def _link_dependencies(site: Path) -> None:
 
 @pytest.fixture(scope="module")
 def rubric_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """This project's wheel, built from a copy of the tree (so the build leaves nothing in it)
-    with the build backend installed here."""
-    base = tmp_path_factory.mktemp("rubric-rl")
-    source = base / "source"
-    shutil.copytree(
-        ROOT, source, ignore=shutil.ignore_patterns(".git", "runs", "build", "dist", "*.egg-info")
-    )
-    build = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "--no-index"]
-    _run([*build, "-w", str(base / "wheels"), str(source)])
-    (wheel,) = (base / "wheels").glob("rubric_rl-*.whl")
-    return wheel
+    return build_rubric_wheel(tmp_path_factory.mktemp("rubric-rl"))
 
 
 @pytest.fixture(scope="module")
