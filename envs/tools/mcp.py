@@ -41,7 +41,7 @@ from harness.types import Rollout
 
 INSTALL_HINT = "pip install 'rubric-rl[mcp]'"
 START_TIMEOUT = 30.0
-"""Seconds a server may take to start and answer its tool listing."""
+"""Seconds a server may take to start and answer its whole tool listing."""
 _STDERR_TAIL = 600
 
 
@@ -233,9 +233,15 @@ class MCPServer:
         return self._listing
 
     async def _list(self) -> list[MCPTool]:
+        # One deadline for the whole start: opening the session and every page of the listing.
+        deadline = asyncio.get_running_loop().time() + self.start_timeout
         connection = await _Connection(self).open()
         try:
-            listing = await _all_tools(connection.client)
+            async with asyncio.timeout_at(deadline):
+                listing = await _all_tools(connection.client)
+        except TimeoutError:
+            why = f"its tool listing did not finish within start_timeout={self.start_timeout:g}s"
+            raise self.start_error(why, connection) from None
         except Exception as exc:
             raise self.start_error(f"its tool listing failed: {_describe(exc)}", connection) from None
         finally:

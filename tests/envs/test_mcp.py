@@ -28,6 +28,7 @@ from tests.helpers import _free_port, run, serve
 pytestmark = pytest.mark.timeout(120)
 SERVER = Path(__file__).with_name("mcp_tools_server.py")
 COMMAND = [sys.executable, str(SERVER)]
+BAD_SERVER = Path(__file__).with_name("mcp_bad_server.py")
 
 
 def _tools(**options: Any) -> dict[str, MCPTool]:
@@ -118,6 +119,13 @@ def test_a_server_that_cannot_start_fails_at_once_naming_command_and_stderr() ->
     assert "-c" in str(caught.value) and isinstance(caught.value, ConfigError)
     with pytest.raises(MCPStartError, match=r"'/no/such/server' did not start"):
         mcp_server(["/no/such/server"], start_timeout=20).tools()
+
+
+def test_a_server_that_never_answers_its_listing_fails_within_start_timeout() -> None:
+    started = time.monotonic()
+    with pytest.raises(MCPStartError, match=r"tool listing did not finish within start_timeout=8s"):
+        mcp_server([sys.executable, str(BAD_SERVER), "silent-listing"], start_timeout=8).tools()
+    assert time.monotonic() - started < 25  # the deadline, and closing the server
 
 
 @pytest.mark.parametrize("bad", [{}, {"command": ["x"], "url": "http://127.0.0.1:1/mcp"}, {"url": "ftp://x"}])
