@@ -42,6 +42,10 @@ from harness.types import Rollout
 INSTALL_HINT = "pip install 'rubric-rl[mcp]'"
 START_TIMEOUT = 30.0
 """Seconds a server may take to start and answer its whole tool listing."""
+MAX_LISTING_PAGES = 100
+"""Pages of a server's tool listing read at most: a listing that never ends is an error."""
+MAX_TOOLS = 1000
+"""Tools one server may list (far more than a model can choose among)."""
 _STDERR_TAIL = 600
 
 
@@ -242,6 +246,8 @@ class MCPServer:
         except TimeoutError:
             why = f"its tool listing did not finish within start_timeout={self.start_timeout:g}s"
             raise self.start_error(why, connection) from None
+        except _ListingError as exc:
+            raise MCPStartError(f"MCP server {self.label!r} {exc}; fix the server's tool listing") from None
         except Exception as exc:
             raise self.start_error(f"its tool listing failed: {_describe(exc)}", connection) from None
         finally:
@@ -287,16 +293,27 @@ class MCPServer:
             await connection.close()
 
 
+class _ListingError(Exception):
+    """A tool listing that breaks the bounds: too many pages or tools, or a cursor loop."""
+
+
 async def _all_tools(client: Any) -> list[Any]:
-    """Every page of the server's tool listing."""
+    """Every page of the server's tool listing, within `MAX_LISTING_PAGES` and `MAX_TOOLS`."""
     tools: list[Any] = []
+    seen: set[str] = set()
     cursor = None
-    while True:
+    for _ in range(MAX_LISTING_PAGES):
         page = await client.list_tools(cursor=cursor) if cursor else await client.list_tools()
         tools.extend(page.tools)
+        if len(tools) > MAX_TOOLS:
+            raise _ListingError(f"lists more than {MAX_TOOLS} tools")
         cursor = getattr(page, "next_cursor", None)
         if not cursor:
             return tools
+        if cursor in seen:
+            raise _ListingError(f"repeats the tool listing cursor {cursor[:80]!r} (the listing never ends)")
+        seen.add(cursor)
+    raise _ListingError(f"lists tools on more than {MAX_LISTING_PAGES} pages")
 
 
 class MCPTool:

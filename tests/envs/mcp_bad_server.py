@@ -5,7 +5,8 @@
 MODE is one of:
 - `silent-listing`: answers `initialize`, then never answers `tools/list`;
 - `endless-listing`: every `tools/list` page holds one new tool and a new `next_cursor`;
-- `same-cursor`: every `tools/list` page names the same `next_cursor`.
+- `same-cursor`: every `tools/list` page names the same `next_cursor`;
+- `crowded-listing`: one `tools/list` page of 5000 tools.
 """
 
 from __future__ import annotations
@@ -36,7 +37,16 @@ async def _same(ctx: object, params: types.PaginatedRequestParams | None) -> typ
     return types.ListToolsResult(tools=[_tool("again")], next_cursor="the-same-cursor")
 
 
-LISTINGS = {"silent-listing": _silent, "endless-listing": _endless, "same-cursor": _same}
+async def _crowded(ctx: object, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    return types.ListToolsResult(tools=[_tool(f"tool_{i}") for i in range(5000)])
+
+
+LISTINGS = {
+    "silent-listing": _silent,
+    "endless-listing": _endless,
+    "same-cursor": _same,
+    "crowded-listing": _crowded,
+}
 
 
 async def main(mode: str) -> None:

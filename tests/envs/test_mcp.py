@@ -128,6 +128,19 @@ def test_a_server_that_never_answers_its_listing_fails_within_start_timeout() ->
     assert time.monotonic() - started < 25  # the deadline, and closing the server
 
 
+@pytest.mark.parametrize(
+    ("mode", "error"),
+    [
+        ("endless-listing", r"lists tools on more than 100 pages; fix the server's tool listing"),
+        ("same-cursor", r"repeats the tool listing cursor 'the-same-cursor'"),
+        ("crowded-listing", r"lists more than 1000 tools"),
+    ],
+)
+def test_a_tool_listing_that_never_ends_is_an_error(mode: str, error: str) -> None:
+    with pytest.raises(MCPStartError, match=error):
+        mcp_server([sys.executable, str(BAD_SERVER), mode], start_timeout=60).tools()
+
+
 @pytest.mark.parametrize("bad", [{}, {"command": ["x"], "url": "http://127.0.0.1:1/mcp"}, {"url": "ftp://x"}])
 def test_bad_server_settings_are_named(bad: dict[str, Any]) -> None:
     with pytest.raises(ConfigError, match="mcp_server"):
