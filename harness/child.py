@@ -3,6 +3,7 @@
 `python harness/child.py PARENT_PID -- COMMAND [ARGS...]` (see `wrap`) starts COMMAND in a session (and
 process group) of its own, sharing this process's stdin, stdout and stderr, and waits for it.
 It ends COMMAND's whole process group (SIGTERM, then SIGKILL after `GRACE` seconds) when:
+- COMMAND exits or crashes (its children do not stay behind it);
 - PARENT_PID is gone, even after a SIGKILL, which no cleanup code of the parent can see (a
   poll of the parent pid, as `harness.scripted.endpoint` does: PR_SET_PDEATHSIG fires when the forking
   *thread* ends, and exists only on Linux);
@@ -17,10 +18,13 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from types import FrameType
 
-GRACE = 3.0
+GRACE = 1.0
+"""Seconds between SIGTERM and SIGKILL. Under the MCP SDK's own stop (SIGTERM, then SIGKILL of
+this supervisor 2 s later) the whole group must be ended well before that SIGKILL."""
 POLL = 0.2
 
 
@@ -34,21 +38,36 @@ def wrap(command: Sequence[str]) -> list[str]:
 
 
 def _end_group(child: subprocess.Popen[bytes]) -> int:
-    """SIGTERM the child's process group, SIGKILL it after GRACE; the child's exit code."""
-    for sig, wait in ((signal.SIGTERM, GRACE), (signal.SIGKILL, GRACE)):
+    """SIGTERM the child's process group, SIGKILL it after GRACE; the child's exit code.
+
+    Waits for the whole group, not only the child: a member that outlives it (the child
+    crashed, its own child ignores SIGTERM) is still ours to end.
+    """
+    for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(child.pid, sig)
-        except ProcessLookupError:
-            break
-        try:
-            return child.wait(wait)
-        except subprocess.TimeoutExpired:
-            continue
+        except (ProcessLookupError, PermissionError):
+            pass
+        deadline = time.monotonic() + GRACE
+        while time.monotonic() < deadline:
+            if child.poll() is not None and not _group_alive(child.pid):
+                return child.returncode
+            time.sleep(0.02)
     return child.wait()
 
 
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
 def supervise(parent: int, command: Sequence[str]) -> int:
-    """Run `command` until it exits, `parent` goes away, or we are told to stop."""
+    """Run `command` until it exits, `parent` goes away, or we are told to stop; then end its group."""
     try:
         child = subprocess.Popen(list(command), start_new_session=True)
     except OSError as exc:
@@ -61,9 +80,9 @@ def supervise(parent: int, command: Sequence[str]) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    while not stopping and os.getppid() == parent:
+    while not stopping and os.getppid() == parent and child.poll() is None:
         try:
-            return child.wait(POLL)
+            child.wait(POLL)
         except subprocess.TimeoutExpired:
             continue
     return _end_group(child)

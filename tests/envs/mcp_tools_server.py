@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -49,6 +50,26 @@ def count() -> int:
 def crash() -> str:
     """End the server process at once, mid-call."""
     os._exit(3)
+
+
+@server.tool()
+def spawn(marker: str, detach: bool = False) -> int:
+    """Start a child that sleeps for 5 minutes with `marker` on its command line; its pid.
+
+    Args:
+        marker: A word to find the child by.
+        detach: Put the child in a session of its own (`setsid`), out of this server's group.
+    """
+    code = "import sys, time; time.sleep(300)"
+    quiet = subprocess.DEVNULL
+    child = subprocess.Popen(
+        [sys.executable, "-c", code, marker],
+        stdin=quiet,
+        stdout=quiet,
+        stderr=quiet,
+        start_new_session=detach,
+    )
+    return child.pid
 
 
 @server.tool()
