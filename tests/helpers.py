@@ -2,7 +2,7 @@
 with matching scripted-endpoint policies, so the rollout loop and evaluate are tested without `envs`;
 `serve_pypiserver`, a real package index on 127.0.0.1 for the hub tests; `run`, the real
 `rubric` executable in a subprocess; `serving` / `rubric_serve`, a server in a subprocess; and
-`code_block`, a README code block by its content.
+`code_block`, a README code block by its content; `processes_with`, what a test left running.
 
 Their own sanity tests live in tests/harness/test_helpers.py.
 """
@@ -345,6 +345,22 @@ class HubServer:
     user: str
     password: str
     packages: Path
+
+
+def processes_with(marker: str) -> list[int]:
+    """Live (not zombie) processes with `marker` as one word of their command line, from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            words = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if marker.encode() in words and state != "Z":
+            found.append(int(entry.name))
+    return found
 
 
 def _free_port() -> int:

@@ -23,7 +23,7 @@ from envs import ToolEnv, mcp_server
 from envs.tools.mcp import MCPStartError, MCPTool
 from harness.aio import run_sync
 from harness.errors import ConfigError
-from tests.helpers import _free_port, run, serve
+from tests.helpers import _free_port, processes_with, run, serve
 
 pytestmark = pytest.mark.timeout(120)
 SERVER = Path(__file__).with_name("mcp_tools_server.py")
@@ -110,34 +110,22 @@ async def test_a_crash_a_hang_and_a_malformed_result_stay_inside_the_call() -> N
         await server.release()
 
 
-def _marked(marker: str) -> list[int]:
-    """Live processes with `marker` on their command line."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and marker.encode() in (entry / "cmdline").read_bytes().split(b"\0"):
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return [pid for pid in found if _alive(pid)]
-
-
-@pytest.mark.parametrize("detach", [False])
+@pytest.mark.parametrize("detach", [False, True])  # True: the grandchild left the group (setsid)
 async def test_a_crashed_server_leaves_no_process_behind(detach: bool, tmp_path: Path) -> None:
     tools = _tools()
     server = tools["add"].server
     marker = f"rubric-test-grandchild-{tmp_path.name}"
     try:
         grandchild = int((await tools["spawn"].call({"marker": marker, "detach": detach})).content)
-        assert _marked(marker) == [grandchild]
+        assert processes_with(marker) == [grandchild]
         assert (await tools["crash"].call({})).error
         deadline = time.monotonic() + 10
-        while _marked(marker) and time.monotonic() < deadline:
+        while processes_with(marker) and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
-        assert _marked(marker) == []
+        assert processes_with(marker) == []
     finally:
         await server.release()
-        for pid in _marked(marker):  # old code: do not leave it behind after the failure
+        for pid in processes_with(marker):  # old code: do not leave it behind after the failure
             os.kill(pid, signal.SIGKILL)
 
 
