@@ -17,6 +17,9 @@ needs around them:
   under `harness.child`, so even a SIGKILL of `rubric eval` leaves no server behind.
 - **Content.** Text content is what the model sees; images, audio and resources are
   summarised in that text, and every block is kept as MCP returned it on the tool result.
+  Like the python sandbox's output, the text is cut at `output_limit` bytes with a note
+  saying how much was cut (texts kept on the result too), and a binary block over
+  `MAX_BLOCK_BYTES` is kept as its summary: a huge result cannot swell the run's results.
 """
 
 from __future__ import annotations
@@ -33,7 +36,15 @@ from typing import IO, Any
 
 import pydantic
 
-from envs.tools.functions import DEFAULT_TIMEOUT, BadArguments, ToolResult, check_tool_name, parse_arguments
+from envs.tools.functions import (
+    DEFAULT_TIMEOUT,
+    OUTPUT_LIMIT,
+    BadArguments,
+    ToolResult,
+    cap_output,
+    check_tool_name,
+    parse_arguments,
+)
 from harness.child import wrap
 from harness.content import block_text
 from harness.errors import ConfigError, ConfigTypeError
@@ -46,6 +57,9 @@ MAX_LISTING_PAGES = 100
 """Pages of a server's tool listing read at most: a listing that never ends is an error."""
 MAX_TOOLS = 1000
 """Tools one server may list (far more than a model can choose among)."""
+MAX_BLOCK_BYTES = 8 << 20
+"""Bytes of one binary content block (image, audio, blob) kept on a tool result; a larger one
+is kept as its one-line summary."""
 _STDERR_TAIL = 600
 
 
@@ -184,6 +198,7 @@ class MCPServer:
         cwd: str | None,
         timeout: float | None,
         start_timeout: float,
+        output_limit: int = OUTPUT_LIMIT,
     ) -> None:
         self.command = list(command) if command is not None else None
         self.url = url
@@ -192,6 +207,7 @@ class MCPServer:
         self.cwd = cwd
         self.timeout = timeout
         self.start_timeout = start_timeout
+        self.output_limit = output_limit
         self.label = url if url is not None else shlex.join(self.command or [])
         self._listing: list[MCPTool] | None = None
         self._shared: dict[asyncio.AbstractEventLoop, _Connection] = {}
@@ -405,22 +421,40 @@ class MCPTool:
             return self._failure(
                 f"MCP server failed: {why}", f"tool {self.name!r} failed: its MCP server failed ({why})"
             )
-        return _tool_result(self.name, result)
+        return _tool_result(self.name, result, self.server.output_limit)
 
 
-def _tool_result(name: str, result: Any) -> ToolResult:
-    """The model's text for an MCP CallToolResult, with every content block kept as JSON."""
+def _tool_result(name: str, result: Any, limit: int) -> ToolResult:
+    """The model's text for an MCP CallToolResult (cut at `limit` bytes, saying so), with every
+    content block kept as JSON (texts cut alike, binary blocks over `MAX_BLOCK_BYTES` summarised)."""
     blocks = [b.model_dump(mode="json", by_alias=True, exclude_none=True) for b in result.content or []]
     text = "\n".join(block_text(block) for block in blocks)
     if not blocks and result.structured_content is not None:
         text = json.dumps(result.structured_content, ensure_ascii=False)
-    # Text-only results are their text; other blocks are kept whole beside the summary.
-    parts = blocks if any(block.get("type") != "text" for block in blocks) else None
+    text = cap_output(text, limit)
+    # Text-only results are their text; other blocks are kept beside the summary.
+    parts = (
+        [_capped(block, limit) for block in blocks] if any(b.get("type") != "text" for b in blocks) else None
+    )
     if result.is_error:
         return ToolResult(
             content=f"Error: {text}", name=name, error=f"MCP tool error: {text[:300]}", parts=parts
         )
     return ToolResult(content=text, name=name, parts=parts)
+
+
+def _capped(block: dict[str, Any], limit: int) -> dict[str, Any]:
+    """A content block as kept on the rollout: its text cut at `limit` bytes, a binary payload over
+    `MAX_BLOCK_BYTES` replaced by a text block with its summary."""
+    if isinstance(block.get("text"), str):
+        return {**block, "text": cap_output(block["text"], limit)}
+    resource = block.get("resource")
+    if isinstance(resource, dict) and isinstance(resource.get("text"), str):
+        return {**block, "resource": {**resource, "text": cap_output(resource["text"], limit)}}
+    payload = block.get("data") or (resource.get("blob") if isinstance(resource, dict) else None)
+    if isinstance(payload, str) and len(payload) * 3 // 4 > MAX_BLOCK_BYTES:
+        return {"type": "text", "text": f"{block_text(block)} (not kept: over {MAX_BLOCK_BYTES:,} bytes)"}
+    return block
 
 
 def mcp_server(
@@ -432,6 +466,7 @@ def mcp_server(
     cwd: str | None = None,
     timeout: float | None = DEFAULT_TIMEOUT,
     start_timeout: float = START_TIMEOUT,
+    output_limit: int = OUTPUT_LIMIT,
 ) -> MCPServer:
     """The tools of an MCP server, for `Environment(tools=[...])` beside Python tools.
 
@@ -445,6 +480,8 @@ def mcp_server(
         cwd: the server process's working directory.
         timeout: seconds a tool call may take (None: no limit), as for Python tools.
         start_timeout: seconds the server may take to start and list its tools.
+        output_limit: bytes of a tool result the model is shown (as the python sandbox's
+            output); the rest is cut, with a note saying how much.
     """
     if (command is None) == (url is None):
         raise ConfigError(
@@ -463,6 +500,8 @@ def mcp_server(
         raise ConfigError(
             f"mcp_server start_timeout must be a positive number of seconds, got {start_timeout!r}"
         )
+    if isinstance(output_limit, bool) or not isinstance(output_limit, int) or output_limit < 1:
+        raise ConfigError(f"mcp_server output_limit must be a positive number of bytes, got {output_limit!r}")
     _sdk()
     return MCPServer(
         command=command,
@@ -472,6 +511,7 @@ def mcp_server(
         cwd=cwd,
         timeout=None if timeout is None else float(timeout),
         start_timeout=float(start_timeout),
+        output_limit=output_limit,
     )
 
 

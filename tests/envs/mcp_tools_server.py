@@ -86,6 +86,13 @@ def fail(reason: str) -> str:
 
 
 @server.tool()
+def big(size: int) -> str:
+    """`size` bytes of text, in lines of 99 characters."""
+    line = "x" * 98 + "\n"
+    return (line * (size // len(line) + 1))[:size]
+
+
+@server.tool()
 def garble(ctx: Context) -> str:
     """Answer this call with a result that breaks the protocol's schema (content not a list)."""
     from mcp.server import stdio  # the SDK moves the wire off fd 1; write where it put it

@@ -20,6 +20,8 @@ from mcp.client import Client as SDKClient
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from envs import ToolEnv, mcp_server
+from envs.tools import mcp as mcp_module
+from envs.tools.functions import OUTPUT_LIMIT
 from envs.tools.mcp import MCPStartError, MCPTool
 from harness.aio import run_sync
 from harness.errors import ConfigError
@@ -127,6 +129,36 @@ async def test_a_crashed_server_leaves_no_process_behind(detach: bool, tmp_path:
         await server.release()
         for pid in processes_with(marker):  # old code: do not leave it behind after the failure
             os.kill(pid, signal.SIGKILL)
+
+
+async def test_a_huge_result_is_cut_like_the_python_sandboxs_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    tools = _tools()
+    server = tools["add"].server
+    try:
+        result = await tools["big"].call({"size": 5_000_000})
+        assert result.error is None and result.parts is None
+        body, note = result.content.rsplit("\n", 1)
+        assert note == f"[output truncated: showing the first {OUTPUT_LIMIT} of 5000000 bytes]"
+        assert set(body) <= {"x", "\n"} and OUTPUT_LIMIT - 99 <= len(body) <= OUTPUT_LIMIT
+        whole = (await tools["big"].call({"size": OUTPUT_LIMIT})).content
+        assert len(whole) == OUTPUT_LIMIT and "truncated" not in whole  # at the limit: kept whole
+        # A binary block over the cap is kept on the result as its summary alone.
+        monkeypatch.setattr(mcp_module, "MAX_BLOCK_BYTES", 50)
+        picture = await tools["picture"].call({})
+        assert [part["type"] for part in picture.parts or []] == ["text", "text", "resource"]
+        assert (
+            picture.parts
+            and picture.parts[1]["text"] == "[image: image/png, 69 bytes] (not kept: over 50 bytes)"
+        )
+    finally:
+        await server.release()
+    small = {t.name: t for t in mcp_server(COMMAND, output_limit=100).tools()}
+    try:
+        assert (await small["big"].call({"size": 1000})).content.endswith(
+            "showing the first 100 of 1000 bytes]"
+        )
+    finally:
+        await small["big"].server.release()
 
 
 def test_a_server_that_cannot_start_fails_at_once_naming_command_and_stderr() -> None:
