@@ -107,7 +107,11 @@ class _Connection:
             why = (
                 f"no answer within {self.server.start_timeout:g}s" if isinstance(exc, TimeoutError) else None
             )
+            if self._task is not None:
+                self._task.cancel()  # never ready, nothing to close gracefully: no 10 s wait
             await self.close(keep_stderr=True)
+            if not self._ready.cancelled() and self._ready.done():
+                self._ready.exception()  # set as the holding task stopped: retrieved, so asyncio logs nothing
             error = self.server.start_error(why or _describe(exc), self)
             self._close_stderr()
             raise error from None
@@ -158,9 +162,8 @@ class _Connection:
         """Stop the server (its process exits with the SDK client) and wait for that."""
         self._stop.set()
         if self._task is not None and not self._task.done():
-            try:
-                await asyncio.wait_for(asyncio.shield(self._task), 10)
-            except (TimeoutError, Exception):
+            await asyncio.wait({self._task}, timeout=10)  # never raises the task's own end
+            if not self._task.done():
                 self._task.cancel()
                 with contextlib.suppress(BaseException):
                     await self._task

@@ -302,6 +302,27 @@ def _env_file(tmp_path: Path) -> Path:
     return path
 
 
+HANGING_ENV = """
+from envs import ToolEnv, mcp_server
+
+
+def load_environment() -> ToolEnv:
+    server = mcp_server(url="http://127.0.0.1:{port}/mcp", start_timeout=2)
+    return ToolEnv([{{"question": "q", "answer": "a"}}], lambda response: 1.0, tools=[server])
+"""
+
+
+def test_a_hanging_mcp_url_fails_with_one_clear_error_and_nothing_after(tmp_path: Path) -> None:
+    with socket.socket() as hanging:  # accepts connections, never answers
+        hanging.bind(("127.0.0.1", 0))
+        hanging.listen(16)
+        (tmp_path / "hanging_env.py").write_text(HANGING_ENV.format(port=hanging.getsockname()[1]))
+        proc = run("eval", "hanging_env.py", "-m", "scripted:x", "--no-progress", cwd=tmp_path, timeout=60)
+    assert proc.returncode != 0
+    assert "did not start: no answer within 2s; check the URL" in proc.stderr
+    assert "never retrieved" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
 def test_rubric_eval_of_an_mcp_environment_end_to_end(tmp_path: Path) -> None:
     _env_file(tmp_path)
     proc = run(
