@@ -151,7 +151,7 @@ hub_option = click.option("--hub", "hub_url", help=HUB_HELP)
 @click.option("--split", type=click.Choice(["eval", "train"]), default="eval", show_default=True)
 @click.option("--seed", type=int, callback=limited, help="shuffle examples with this seed")
 @click.option("--max-turns", type=int, callback=limited, help="override the environment's max_turns")
-@click.option("--mcp", multiple=True, metavar="CMD|URL", help="add an MCP server's tools to the environment: a stdio command line ('npx -y @x/server') or a streamable-HTTP URL; repeatable")  # fmt: skip
+@click.option("--mcp", multiple=True, metavar="[PREFIX=]CMD|URL", help="add an MCP server's tools to the environment: a stdio command line ('npx -y @x/server') or a streamable-HTTP URL, PREFIX= naming its tools PREFIX_NAME; repeatable")  # fmt: skip
 @click.option("-t", "--max-tokens", type=int, callback=limited)
 @click.option("-T", "--temperature", type=float, callback=limited)
 @click.option("-S", "--sampling", callback=json_object, help="JSON object of extra sampling arguments")

@@ -29,6 +29,7 @@ import concurrent.futures
 import contextlib
 import json
 import os
+import re
 import shlex
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -61,6 +62,7 @@ MAX_BLOCK_BYTES = 8 << 20
 """Bytes of one binary content block (image, audio, blob) kept on a tool result; a larger one
 is kept as its one-line summary."""
 _STDERR_TAIL = 600
+_PREFIX = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")
 
 
 def _sdk() -> Any:
@@ -202,6 +204,7 @@ class MCPServer:
         timeout: float | None,
         start_timeout: float,
         output_limit: int = OUTPUT_LIMIT,
+        prefix: str | None = None,
     ) -> None:
         self.command = list(command) if command is not None else None
         self.url = url
@@ -211,6 +214,7 @@ class MCPServer:
         self.timeout = timeout
         self.start_timeout = start_timeout
         self.output_limit = output_limit
+        self.prefix = prefix
         self.label = url if url is not None else shlex.join(self.command or [])
         self._listing: list[MCPTool] | None = None
         self._shared: dict[asyncio.AbstractEventLoop, _Connection] = {}
@@ -218,7 +222,9 @@ class MCPServer:
         self._own: dict[int, _Connection] = {}
 
     def __repr__(self) -> str:
-        extra = ", per_rollout=True" if self.per_rollout else ""
+        extra = (f", prefix={self.prefix!r}" if self.prefix else "") + (
+            ", per_rollout=True" if self.per_rollout else ""
+        )
         return f"mcp_server({'url' if self.url else 'command'}={self.label!r}{extra})"
 
     def __getstate__(self) -> dict[str, Any]:
@@ -230,7 +236,8 @@ class MCPServer:
     def config(self) -> dict[str, Any]:
         """What identifies the server in metadata.json (never its environment variables)."""
         where = {"url": self.url} if self.url is not None else {"command": self.command}
-        return {**where, "per_rollout": self.per_rollout, "tools": [t.name for t in self.tools()]}
+        named = {"prefix": self.prefix} if self.prefix else {}
+        return {**where, **named, "per_rollout": self.per_rollout, "tools": [t.name for t in self.tools()]}
 
     def start_error(self, why: str, connection: _Connection | None = None) -> MCPStartError:
         stderr = connection.stderr_tail() if connection is not None else ""
@@ -341,6 +348,8 @@ class MCPTool:
     def __init__(
         self, server: MCPServer, name: str, description: str | None, parameters: dict[str, Any]
     ) -> None:
+        self.remote_name = name  # what the server calls it
+        name = f"{server.prefix}_{name}" if server.prefix else name
         check_tool_name(name, f"MCP server {server.label!r}")
         self.server = server
         self.name = name
@@ -411,7 +420,7 @@ class MCPTool:
             return self._failure(f"server did not start: {exc}", f"tool {self.name!r} is unavailable: {exc}")
         try:
             async with asyncio.timeout(self.timeout):
-                result = await connection.client.call_tool(self.name, data)
+                result = await connection.client.call_tool(self.remote_name, data)
         except TimeoutError:
             return self._failure(
                 f"timed out after {self.timeout:g} s",
@@ -470,6 +479,7 @@ def mcp_server(
     timeout: float | None = DEFAULT_TIMEOUT,
     start_timeout: float = START_TIMEOUT,
     output_limit: int = OUTPUT_LIMIT,
+    prefix: str | None = None,
 ) -> MCPServer:
     """The tools of an MCP server, for `Environment(tools=[...])` beside Python tools.
 
@@ -485,6 +495,8 @@ def mcp_server(
         start_timeout: seconds the server may take to start and list its tools.
         output_limit: bytes of a tool result the model is shown (as the python sandbox's
             output); the rest is cut, with a note saying how much.
+        prefix: offer the server's tools as `PREFIX_NAME` (its `add` as `calc_add` with
+            prefix="calc"), when their names clash with other tools'.
     """
     if (command is None) == (url is None):
         raise ConfigError(
@@ -505,6 +517,10 @@ def mcp_server(
         )
     if isinstance(output_limit, bool) or not isinstance(output_limit, int) or output_limit < 1:
         raise ConfigError(f"mcp_server output_limit must be a positive number of bytes, got {output_limit!r}")
+    if prefix is not None and (not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix)):
+        raise ConfigError(
+            f"mcp_server prefix must be letters, digits, '_' or '-' (at most 32, a letter first), got {prefix!r}"
+        )
     _sdk()
     return MCPServer(
         command=command,
@@ -515,16 +531,23 @@ def mcp_server(
         timeout=None if timeout is None else float(timeout),
         start_timeout=float(start_timeout),
         output_limit=output_limit,
+        prefix=prefix,
     )
 
 
 def server_from_text(text: str) -> MCPServer:
-    """`mcp_server` from one string: an http(s) URL, else a stdio command line (`rubric eval --mcp`)."""
+    """`mcp_server` from one string (`rubric eval --mcp`): an http(s) URL, else a stdio command
+    line; `PREFIX=` before either gives its tools that prefix (`calc=npx -y @x/calculator`)."""
     if not isinstance(text, str) or not text.strip():
         raise ConfigError(f"an MCP server is a command line or an http(s) URL, got {text!r}")
+    prefix, named, rest = text.partition("=")
+    if named and _PREFIX.fullmatch(prefix) and rest.strip():
+        text = rest.strip()
+    else:
+        prefix = ""
     if text.startswith(("http://", "https://")):
-        return mcp_server(url=text)
-    return mcp_server(text)
+        return mcp_server(url=text, prefix=prefix or None)
+    return mcp_server(text, prefix=prefix or None)
 
 
 __all__ = ["INSTALL_HINT", "MCPServer", "MCPStartError", "MCPTool", "mcp_server", "server_from_text"]

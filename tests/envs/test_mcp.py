@@ -425,6 +425,51 @@ def test_rubric_eval_adds_a_server_from_the_command_line_in_every_worker(tmp_pat
     assert "add" in metadata["env"]["tools"] and metadata["arguments"]["workers"] == 2
 
 
+ADD_ENV = """
+from envs import ToolEnv
+
+
+def add(a: int, b: int) -> int:
+    \"\"\"Add two integers (a Python tool).\"\"\"
+    return a + b
+
+
+def load_environment() -> ToolEnv:
+    return ToolEnv([{"question": "What is 1+2?", "answer": "3"}], lambda response: 1.0, tools=[add])
+"""
+
+
+async def test_clashing_tool_names_say_how_to_prefix_from_python_and_the_command_line(tmp_path: Path) -> None:
+    from envs import load_environment
+
+    with pytest.raises(ConfigError, match=r"duplicate tool name.*envs\.mcp_server\(\.\.\., prefix=\.\.\.\)"):
+        ToolEnv([{"question": "q"}], lambda response: 1.0, tools=[mcp_server(COMMAND), mcp_server(COMMAND)])
+    env = ToolEnv(
+        [{"question": "q"}],
+        lambda response: 1.0,
+        tools=[mcp_server(COMMAND), mcp_server(COMMAND, prefix="calc")],
+    )
+    assert {"add", "calc_add", "calc_count"} <= {t.name for t in env.tools}
+    try:
+        calc_add = next(t for t in env.tools if t.name == "calc_add")
+        assert (await calc_add.call({"a": 2, "b": 40})).content == "42"  # the server's add
+    finally:
+        await env.release()
+    # From the command line: the --mcp form of the fix, not envs.tool(name=...).
+    (tmp_path / "add_env.py").write_text(ADD_ENV)
+    server = f"{sys.executable} {SERVER}"
+    proc = run(
+        "eval", "add_env.py", "-m", "scripted:x", "--mcp", server, "--no-progress", cwd=tmp_path, timeout=60
+    )
+    assert proc.returncode != 0 and "envs.tool(name" not in proc.stderr
+    fix = f"give them a prefix with --mcp 'mcp1={server}' (then add is mcp1_add"
+    assert "duplicate tool name(s) 'add'" in proc.stderr and fix in " ".join(proc.stderr.split()), proc.stderr
+    # ... which works, as mcp_servers= in Python too.
+    prefixed = load_environment(str(tmp_path / "add_env.py"), mcp_servers=[f"mcp1={server}"])
+    assert {"add", "mcp1_add"} <= {t.name for t in prefixed.tools}
+    assert prefixed.config()["mcp_servers"][0]["prefix"] == "mcp1"
+
+
 def _picture_then_answer(messages: list[dict[str, Any]], tools: Any) -> Any:
     if messages[-1]["role"] == "tool":
         return "a red dot"
