@@ -1,11 +1,19 @@
-"""Can I trust this difference? Paired bootstrap intervals and sample sizes for two runs.
+"""Can I trust this number? Paired intervals for two runs, and judge means corrected by labels.
 
 Two runs of one environment usually share their examples, so the difference between them is
 best read example by example: each example's rollouts are averaged first (one number per
 example and run), the example's difference is B − A, and the uncertainty of the mean
-difference comes from resampling *examples* with replacement (a paired bootstrap; rollouts of
-one example are not independent draws, examples are). The interval is the percentile
-interval of the resampled means, seeded, so the same runs always give the same interval.
+difference comes from the spread of those per-example differences (rollouts of one example
+are not independent draws, examples are).
+
+The interval is Student's t interval of the mean of the per-example differences, chosen by
+measured coverage: in a seeded simulation (examples of Beta(2, 2) difficulty, pass/fail
+rollouts, B's pass rate 1.2x A's; `tests/harness/test_interval_coverage.py`) its nominal 95%
+covered the true difference 0.94-0.96 of the time from 10 examples up, where the percentile
+bootstrap of the same means covered 0.86-0.92 at 10-20 examples. The bootstrap stays available
+(`interval="bootstrap"`, seeded). Below `MIN_EXAMPLES` examples no interval means much, and
+the views say so; when every difference is equal there is no spread to estimate from, and the
+interval is that one value, flagged (`PairedDifference.no_spread`).
 
 How many examples would a difference this size need? For a paired comparison with standard
 deviation `sd` of the per-example differences, a two-sided test at level `alpha` detects a true
@@ -23,12 +31,17 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Literal
 
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_RESAMPLES = 4000
 DEFAULT_SEED = 0
 DEFAULT_ALPHA = 0.05
 DEFAULT_POWER = 0.8
+# Fewer examples than this in a comparison: the views warn that no interval means much.
+MIN_EXAMPLES = 10
+Interval = Literal["t", "bootstrap"]
+INTERVALS: tuple[str, ...] = ("t", "bootstrap")
 # Resampled indices are drawn in blocks of about this many, so memory stays flat for big runs.
 _BLOCK = 2_000_000
 
@@ -38,9 +51,10 @@ class PairedDifference:
     """B − A for one node (`path` "" is the reward) over the examples scored in both runs.
 
     `mean` is the mean of the per-example differences, `sd` their sample standard deviation,
-    `low`..`high` the paired bootstrap interval at `confidence`, and `examples_needed` the
-    number of examples a paired test needs to detect a difference of `mean` with `power` at
-    `alpha` (None where undefined: no difference, or fewer than two pairs).
+    `low`..`high` the paired interval at `confidence` (`interval`: Student's "t", or the
+    percentile "bootstrap" of `resamples` resamples), and `examples_needed` the number of
+    examples a paired test needs to detect a difference of `mean` with `power` at `alpha`
+    (None where undefined: no difference, or fewer than two pairs).
     """
 
     path: str
@@ -54,11 +68,30 @@ class PairedDifference:
     resamples: int = DEFAULT_RESAMPLES
     alpha: float = DEFAULT_ALPHA
     power: float = DEFAULT_POWER
+    interval: Interval = "t"
+
+    @property
+    def small_sample(self) -> bool:
+        """Fewer than `MIN_EXAMPLES` pairs: no interval means much (the views say so)."""
+        return self.num_pairs < MIN_EXAMPLES
+
+    @property
+    def no_spread(self) -> bool:
+        """Every per-example difference is the same: the interval is that value, not a
+        measure of uncertainty (there is no spread to estimate it from)."""
+        return self.num_pairs >= 2 and self.sd == 0
+
+    @property
+    def method(self) -> str:
+        """The interval's name, as the views print it."""
+        if self.interval == "t":
+            return f"Student's t interval ({self.num_pairs - 1} degrees of freedom)"
+        return f"percentile bootstrap ({self.resamples:,} resamples of examples, seeded)"
 
     @property
     def excludes_zero(self) -> bool:
         """The interval lies wholly above or below 0: the runs differ beyond resampling noise."""
-        if self.low is None or self.high is None or self.num_pairs < 2:
+        if self.low is None or self.high is None or self.num_pairs < 2 or self.no_spread:
             return False
         return self.low > 0 or self.high < 0
 
@@ -108,6 +141,43 @@ def bootstrap_interval(
     return float(low), float(high)
 
 
+def t_interval(
+    values: Sequence[float], *, confidence: float = DEFAULT_CONFIDENCE
+) -> tuple[float, float] | None:
+    """Student's t interval of the mean of `values` (None for fewer than two values).
+
+    Args:
+        values: One number per example (here: per-example differences B − A).
+        confidence: The interval's nominal coverage, e.g. 0.95.
+
+    Returns:
+        (low, high) = mean ∓ t(n − 1) · sd / √n; when every value is equal (sd = 0) both ends
+        are that value.
+
+    Raises:
+        ValueError: `confidence` is not between 0 and 1.
+    """
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be between 0 and 1 (e.g. 0.95), got {confidence}")
+    n = len(values)
+    if n < 2:
+        return None
+    mean, sd = _mean_sd(values)
+    if sd == 0:  # the guard: no spread, and scipy's t would give NaN for a scale of 0
+        return mean, mean
+    from scipy.stats import t  # imported where used: `import harness` stays fast
+
+    half = float(t.ppf((1 + confidence) / 2, n - 1)) * sd / math.sqrt(n)
+    return mean - half, mean + half
+
+
+def _mean_sd(values: Sequence[float]) -> tuple[float, float]:
+    """The mean and sample standard deviation (n − 1) of at least two values."""
+    n = len(values)
+    mean = math.fsum(values) / n
+    return mean, math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
+
+
 def examples_needed(
     difference: float, sd: float, *, alpha: float = DEFAULT_ALPHA, power: float = DEFAULT_POWER
 ) -> int | None:
@@ -137,22 +207,43 @@ def paired_difference(
     b: Mapping[str, float],
     *,
     confidence: float = DEFAULT_CONFIDENCE,
+    interval: Interval = "t",
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
 ) -> PairedDifference:
-    """`PairedDifference` of per-example means `a` and `b` (example id -> mean score)."""
+    """`PairedDifference` of per-example means `a` and `b` (example id -> mean score).
+
+    Args:
+        path: The node's dotted path ("" for the reward).
+        a: Run A's mean score per example id.
+        b: Run B's mean score per example id.
+        confidence: The interval's nominal coverage.
+        interval: "t" (Student's t, the default: it keeps its coverage from 10 examples up)
+            or "bootstrap" (percentile, seeded).
+        resamples: Bootstrap resamples (`interval="bootstrap"` only).
+        seed: Bootstrap seed (`interval="bootstrap"` only).
+
+    Returns:
+        The difference B − A over the examples scored in both, with its interval.
+
+    Raises:
+        ValueError: an unknown `interval`, or `confidence` not between 0 and 1.
+    """
+    if interval not in INTERVALS:
+        raise ValueError(f"interval must be one of {', '.join(map(repr, INTERVALS))}, got {interval!r}")
     values = paired_values(a, b)
     n = len(values)
-    mean = math.fsum(values) / n if n else None
-    sd = (
-        math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
-        if mean is not None and n > 1
-        else None
-    )
-    interval = bootstrap_interval(values, confidence=confidence, resamples=resamples, seed=seed)
-    low, high = interval if interval is not None else (None, None)
+    mean: float | None = math.fsum(values) / n if n else None
+    sd: float | None = _mean_sd(values)[1] if n > 1 else None
+    if interval == "t":
+        bounds = t_interval(values, confidence=confidence)
+        if n == 1:  # one pair: a point, as the bootstrap gives, and flagged small by the views
+            bounds = (values[0], values[0])
+    else:
+        bounds = bootstrap_interval(values, confidence=confidence, resamples=resamples, seed=seed)
+    low, high = bounds if bounds is not None else (None, None)
     needed = examples_needed(mean, sd) if mean is not None and sd is not None else None
-    return PairedDifference(path, n, mean, sd, low, high, confidence, needed, resamples)
+    return PairedDifference(path, n, mean, sd, low, high, confidence, needed, resamples, interval=interval)
 
 
 __all__ = [
@@ -161,9 +252,13 @@ __all__ = [
     "DEFAULT_POWER",
     "DEFAULT_RESAMPLES",
     "DEFAULT_SEED",
+    "INTERVALS",
+    "MIN_EXAMPLES",
+    "Interval",
     "PairedDifference",
     "bootstrap_interval",
     "examples_needed",
     "paired_difference",
     "paired_values",
+    "t_interval",
 ]
