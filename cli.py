@@ -460,20 +460,28 @@ def info(name: str, hub_url: str | None) -> int:
 @click.option("--price-prompt", type=float, metavar="USD", help="price per prompt token, to report the cost per request")  # fmt: skip
 @click.option("--price-completion", type=float, metavar="USD", help="price per completion token")
 @click.option("--html", metavar="OUT", help="also write the report as a self-contained HTML page")
+@click.option("--run", "run_dir", metavar="DIR", help="the run the labels were drawn from (a random sample of its rollouts): correct the judge's mean over it by the labels; rows name example_id and rollout_index")  # fmt: skip
 @click.option("-c", "--concurrency", type=int, default=DEFAULT_CONCURRENCY, show_default=True, callback=limited, help="labelled rows scored at once")  # fmt: skip
-def calibrate(env: str, labels: str, env_args: dict[str, Any] | None, **o: Any) -> int:
+def calibrate(env: str, labels: str, env_args: dict[str, Any] | None, run_dir: str | None, **o: Any) -> int:
+    from harness.results.eval_results import load_results
     from rubrics.judge.calibration import calibrate as measure
     from rubrics.judge.calibration import find_judge
+    from rubrics.judge.llm import LLMJudge
 
     if (o["price_prompt"] is None) != (o["price_completion"] is None):
         raise CliError("give both --price-prompt and --price-completion (USD per token), or neither")
     prices = None if o["price_prompt"] is None else (o["price_prompt"], o["price_completion"])
     with usage_errors():
-        judge = find_judge(load(env, env_args).rubric, o["node"])
+        tree = load(env, env_args).rubric
+        judge = find_judge(tree, o["node"])
         judge.configure(**{k: o[f"judge_{k}"] for k in ("model", "base_url") if o[f"judge_{k}"]})
+        judges = [p for p, n in [("", tree), *tree.named_rubrics()] if isinstance(n, LLMJudge)]
+        node_path = next(p for p, n in [("", tree), *tree.named_rubrics()] if n is judge)
+        run = load_results(run_dir).rollouts if run_dir else None
         report = measure(
             judge, labels, kind=o["kind"], threshold=o["threshold"], categories=o["categories"],
-            probes=not o["no_probes"], prices=prices, concurrency=o["concurrency"],
+            probes=not o["no_probes"], prices=prices, concurrency=o["concurrency"], run=run, path=node_path,
+            panel=judges,
         )  # fmt: skip
     console().print(report)
     if o["html"]:

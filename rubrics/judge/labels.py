@@ -23,10 +23,26 @@ Kind = Literal["auto", "binary", "categorical", "continuous"]
 KINDS: tuple[str, ...] = ("auto", "binary", "categorical", "continuous")
 DEFAULT_THRESHOLD = 0.5
 CONTINUOUS_BINS = 5
+# A run's rollout copied into a label row loses how the run scored it: the judge scores afresh.
+_SCORING = {"reward", "scores", "score_errors", "score_details", "turn_scores", "judge_usage"}
 
 
-def read_labels(labels: str | Path | Iterable[Mapping[str, Any]]) -> list[tuple[Rollout, Any]]:
-    """Labelled rollouts from a JSONL file (one rollout dict with a `label` per line) or dicts."""
+def read_labels(
+    labels: str | Path | Iterable[Mapping[str, Any]],
+    *,
+    run: Mapping[tuple[str, int], Rollout] | None = None,
+) -> list[tuple[Rollout, Any]]:
+    """Labelled rollouts from a JSONL file (one rollout dict with a `label` per line) or dicts.
+
+    Args:
+        labels: The file, or the rows as dicts.
+        run: A run's rollouts by (example id, rollout index): a row that names one of them
+            (`example_id`, and `rollout_index`, default 0) starts from that rollout's fields,
+            so `{"example_id": "7", "label": 1}` is a whole labelled rollout.
+
+    Returns:
+        (rollout, label) per row, in file order.
+    """
     where = str(labels) if isinstance(labels, (str, Path)) else "labels"
     rows: list[tuple[int, Any]] = []
     if isinstance(labels, (str, Path)):
@@ -53,11 +69,28 @@ def read_labels(labels: str | Path | Iterable[Mapping[str, Any]]) -> list[tuple[
                 f'({{"prompt": ..., "completion": ..., "answer": ...}}) with the human "label"'
             )
         fields = {k: v for k, v in row.items() if k != "label"}
+        if run is not None:
+            if "example_id" not in fields:
+                raise ConfigError(
+                    f"{where} row {number} has no 'example_id': labels for a run name the rollout "
+                    'they label ({"example_id": ..., "rollout_index": 0, "label": ...})'
+                )
+            key = (str(fields["example_id"]), int(fields.get("rollout_index", 0)))
+            if key not in run:
+                raise ConfigError(
+                    f"{where} row {number} labels example {key[0]!r} rollout {key[1]}, which the run "
+                    f"does not have (it has {len(run)} rollouts, e.g. {_some(run)})"
+                )
+            fields = {**run[key].model_dump(exclude=_SCORING), **fields}
         fields.setdefault("example_id", number - 1)
         out.append((Rollout.model_validate(fields), row["label"]))
     if not out:
         raise ConfigError(f"{where} holds no labelled rows")
     return out
+
+
+def _some(run: Mapping[tuple[str, int], Rollout]) -> str:
+    return ", ".join(f"{e!r} rollout {i}" for e, i in list(run)[:3])
 
 
 def _is_binary(label: Any) -> bool:
