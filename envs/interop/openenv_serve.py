@@ -94,6 +94,7 @@ class ServedEpisodes:
             raise ConfigError(f"environment {env.name!r} has no examples to serve; give it a dataset")
         self.by_id = {str(row["example_id"]): row for row in self.examples}
         self.action_cls, self.observation_cls = openenv_types(env.name)
+        self.releasing: set[asyncio.Task[None]] = set()
 
     def example(self, seed: int | None, example_id: Any) -> dict[str, Any]:
         """The example a reset asks for: by `example_id`, else the `seed`-th (wrapping), else the first."""
@@ -167,14 +168,34 @@ class Episode:
             await self.env.release_rollout(self.rollout)
 
     def close(self) -> None:
-        """The session ended: release a rollout left mid-episode, on the server's loop (OpenEnv
-        calls this from a worker thread)."""
+        """The session ended: release a rollout left mid-episode, on the server's loop, without
+        ever blocking that loop. OpenEnv calls this from a session's worker thread (which waits
+        for the release) or, for its stateless HTTP routes, on the loop itself (which must not
+        wait: the release is scheduled there and every other request goes on)."""
         rollout, loop, self.rollout = self.rollout, self.loop, None
         if rollout is None or rollout.stop_reason is not None or loop is None or loop.is_closed():
             return
-        future = asyncio.run_coroutine_threadsafe(self.env.release_rollout(rollout), loop)
-        with contextlib.suppress(Exception):
-            future.result(timeout=30)
+        release = _release_quietly(self.env, rollout)
+        if _running_loop() is loop:
+            task = loop.create_task(release)
+            self.episodes.releasing.add(task)  # held until done: the loop keeps only weak references
+            task.add_done_callback(self.episodes.releasing.discard)
+            return
+        with contextlib.suppress(TimeoutError):
+            asyncio.run_coroutine_threadsafe(release, loop).result(timeout=30)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+async def _release_quietly(env: Environment, rollout: Rollout) -> None:
+    """Release a rollout whose client is gone: nobody is left to tell of a failure."""
+    with contextlib.suppress(Exception):
+        await env.release_rollout(rollout)
 
 
 def session_class(episodes: ServedEpisodes) -> type:

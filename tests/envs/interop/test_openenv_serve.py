@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -117,3 +121,36 @@ async def test_a_whole_episode_reports_unscored_nodes_and_bad_requests(python_se
         final = await client.step({"content": "no idea"})
     assert final.done and final.observation["stop_reason"] == "completed"
     assert final.reward == 0.0 and final.observation["scores"]
+
+
+def _post(url: str, body: dict[str, Any], timeout: float = 10) -> tuple[int, dict[str, Any]]:
+    """POST `body` as JSON; the status and the JSON answer (an HTTP error's too)."""
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}, method="POST"
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
+
+
+def test_an_http_reset_never_blocks_the_server() -> None:
+    async def session(url: str) -> Any:
+        async with GenericEnvClient(base_url=url) as client:
+            return await client.reset(seed=1)
+
+    with rubric_serve("wordle") as url:
+        started = time.monotonic()
+        resetting = threading.Thread(target=_post, args=(f"{url}/reset", {"seed": 0}))
+        resetting.start()
+        time.sleep(0.5)  # the reset answered; the episode it set up is being released
+        with urllib.request.urlopen(f"{url}/health", timeout=10) as health:
+            assert health.status == 200
+        health_took = time.monotonic() - started
+        other = asyncio.run(session(url))
+        resetting.join(30)
+        took = time.monotonic() - started
+    assert not resetting.is_alive()
+    assert "Wordle" in other.observation["messages"][0]["content"]
+    assert health_took < 3 and took < 10, (health_took, took)
