@@ -13,7 +13,7 @@ our rollouts, driven exactly as `harness.rollout` drives it:
 
 Each client session gets its own rollout, so concurrent sessions never share state; the
 rollout's resources are released when the episode ends or the session closes. Binds
-127.0.0.1 unless told otherwise.
+127.0.0.1 unless told otherwise, and answers no web page of another origin (`openenv_guard`).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from typing import Any
 
 from envs.environment import Environment
 from envs.interop.openenv import INSTALL_HINT
+from envs.interop.openenv_guard import OriginGuard, check_origin
 from harness.aio import run_sync
 from harness.errors import ConfigError
 from harness.runner import env_turn
@@ -238,27 +239,49 @@ def session_class(episodes: ServedEpisodes) -> type:
     return RubricEpisode
 
 
-def openenv_app(env: Environment, *, max_sessions: int = MAX_SESSIONS) -> Any:
-    """OpenEnv's FastAPI app (`create_fastapi_app`) serving `env`: one rollout per session."""
+def openenv_app(
+    env: Environment,
+    *,
+    max_sessions: int = MAX_SESSIONS,
+    host: str = HOST,
+    allow_origins: Sequence[str] = (),
+) -> Any:
+    """OpenEnv's FastAPI app (`create_fastapi_app`) serving `env`: one rollout per session,
+    behind the Host and Origin checks of `openenv_guard` (`host` is the address it is bound to;
+    `allow_origins`, web origins besides its own whose pages may use it)."""
     if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 1:
         raise ConfigError(f"max_sessions must be an integer >= 1, got {max_sessions!r}")
+    origins = sorted({check_origin(o) for o in allow_origins})
     episodes = ServedEpisodes(env)
-    return _openenv().create_fastapi_app(
+    app = _openenv().create_fastapi_app(
         session_class(episodes),
         episodes.action_cls,
         episodes.observation_cls,
         max_concurrent_envs=max_sessions,
         env_name=env.name,
     )
+    if origins:  # pages there may read the answers too
+        from starlette.middleware.cors import CORSMiddleware  # comes with openenv's server
+
+        app.add_middleware(
+            CORSMiddleware, allow_origins=origins, allow_methods=["GET", "POST"], allow_headers=["*"]
+        )
+    app.add_middleware(OriginGuard, bind=host, allow_origins=origins)  # added last: runs first
+    return app
 
 
 async def aserve_openenv(
-    env: Environment, *, host: str = HOST, port: int = DEFAULT_PORT, max_sessions: int = MAX_SESSIONS
+    env: Environment,
+    *,
+    host: str = HOST,
+    port: int = DEFAULT_PORT,
+    max_sessions: int = MAX_SESSIONS,
+    allow_origins: Sequence[str] = (),
 ) -> None:
     """Serve `env` to OpenEnv clients on http://host:port (WebSocket sessions at /ws) until stopped."""
     import uvicorn  # comes with openenv's server
 
-    app = openenv_app(env, max_sessions=max_sessions)
+    app = openenv_app(env, max_sessions=max_sessions, host=host, allow_origins=allow_origins)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     quiet = _ClientLeft()
     logging.getLogger("uvicorn.error").addFilter(quiet)
@@ -279,7 +302,12 @@ class _ClientLeft(logging.Filter):
 
 
 def serve_openenv(
-    env: Environment, *, host: str = HOST, port: int = DEFAULT_PORT, max_sessions: int = MAX_SESSIONS
+    env: Environment,
+    *,
+    host: str = HOST,
+    port: int = DEFAULT_PORT,
+    max_sessions: int = MAX_SESSIONS,
+    allow_origins: Sequence[str] = (),
 ) -> None:
     """Serve `env` to OpenEnv clients until stopped (`rubric serve ENV`).
 
@@ -288,8 +316,12 @@ def serve_openenv(
         host: the address to bind; 127.0.0.1 (this machine only) unless you mean otherwise.
         port: the TCP port.
         max_sessions: the most concurrent client sessions (one rollout each).
+        allow_origins: web origins ("http://127.0.0.1:3000") whose pages may use the server
+            besides its own; a browser page from any other origin is refused (403).
     """
-    asyncio.run(aserve_openenv(env, host=host, port=port, max_sessions=max_sessions))
+    asyncio.run(
+        aserve_openenv(env, host=host, port=port, max_sessions=max_sessions, allow_origins=allow_origins)
+    )
 
 
 __all__ = [

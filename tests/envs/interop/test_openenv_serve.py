@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import http.client
+import http.server
 import json
+import shutil
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +27,7 @@ from tests.helpers import rubric_serve
 
 pytestmark = pytest.mark.timeout(120)
 REPO = Path(__file__).resolve().parents[3]
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 PROBE = f"import os; print(2 + 3, os.path.exists({str(REPO / 'README.md')!r}))"
 
 
@@ -154,3 +160,119 @@ def test_an_http_reset_never_blocks_the_server() -> None:
     assert not resetting.is_alive()
     assert "Wordle" in other.observation["messages"][0]["content"]
     assert health_took < 3 and took < 10, (health_took, took)
+
+
+def _ask(url: str, method: str, path: str, headers: dict[str, str], body: str = "") -> tuple[int, str]:
+    """One raw HTTP request (any Host header); the status and the text answered."""
+    parts = urllib.parse.urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=10)
+    try:
+        connection.request(method, path, body=body.encode() or None, headers=headers)
+        response = connection.getresponse()
+        return response.status, response.read().decode()
+    finally:
+        connection.close()
+
+
+def test_foreign_hosts_and_origins_are_refused_before_openenv(python_server: str) -> None:
+    port = urllib.parse.urlsplit(python_server).port
+    reset = ("POST", "/reset", '{"seed": 0}')
+    json_type = {"Content-Type": "application/json"}
+    status, text = _ask(python_server, *reset[:2], {**json_type, "Host": f"evil.test:{port}"}, reset[2])
+    assert status == 421 and "Invalid Host header 'evil.test:" in text and "rebinding" in text
+    # a page elsewhere, even on this machine: refused, and told how to allow it
+    for origin in ("http://evil.test", f"http://127.0.0.1:{port + 1}", "null", f"https://localhost:{port}"):
+        status, text = _ask(
+            python_server, *reset[:2], {"Content-Type": "text/plain", "Origin": origin}, reset[2]
+        )
+        assert status == 403 and f"--allow-origin {origin}" in text, (origin, status, text)
+    status, _ = _ask(python_server, "OPTIONS", "/reset", {"Origin": "http://evil.test"})
+    assert status == 403
+    upgrade = {
+        "Connection": "Upgrade",
+        "Upgrade": "websocket",
+        "Sec-WebSocket-Version": "13",
+        "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+    }
+    assert _ask(python_server, "GET", "/ws", {**upgrade, "Origin": "http://evil.test"})[0] == 403
+    assert _ask(python_server, "GET", "/ws", {**upgrade, "Host": "evil.test"})[0] == 421
+    # this server's own pages, and clients that send no Origin (OpenEnv's), go on
+    for origin in (f"http://127.0.0.1:{port}", f"http://localhost:{port}", None):
+        headers = {**json_type, **({"Origin": origin} if origin else {}), "Host": f"localhost:{port}"}
+        status, text = _ask(python_server, *reset[:2], headers, reset[2])
+        assert status == 200 and "run_python" in text, (origin, text)
+    assert _ask(python_server, "GET", "/ws", {**upgrade, "Origin": f"http://127.0.0.1:{port}"})[0] == 101
+
+
+PAGE = b"""<!doctype html><title>elsewhere</title><script>
+function viaWebSocket(url) {
+  return new Promise((resolve) => {
+    const ws = new WebSocket(url);
+    ws.onopen = () => ws.send(JSON.stringify({type: "reset", data: {seed: 0}}));
+    ws.onmessage = (event) => { resolve("answered " + event.data); ws.close(); };
+    ws.onerror = () => resolve("refused");
+  });
+}
+async function viaFetch(url) {
+  try {
+    const answer = await fetch(url, {method: "POST", headers: {"Content-Type": "application/json"},
+                                     body: JSON.stringify({seed: 0})});
+    return "answered " + answer.status + " " + await answer.text();
+  } catch (error) { return "refused " + error; }
+}
+</script>"""
+
+
+@contextlib.contextmanager
+def _page_server() -> Iterator[str]:
+    """A web page (PAGE) served on a free loopback port: an origin other than the server's."""
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(PAGE)))
+            self.end_headers()
+            self.wfile.write(PAGE)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+
+
+def test_a_page_of_another_origin_cannot_drive_the_server_in_chromium() -> None:
+    from playwright.sync_api import sync_playwright
+
+    with _page_server() as foreign, _page_server() as allowed:
+        with rubric_serve("python", "--allow-origin", allowed) as url, sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox"])
+            ws_url = url.replace("http://", "ws://") + "/ws"
+            try:
+                seen = {}
+                for origin in (foreign, allowed):
+                    page = browser.new_page()
+                    page.goto(origin)
+                    seen[origin] = (
+                        page.evaluate("url => viaWebSocket(url)", ws_url),
+                        page.evaluate("url => viaFetch(url)", f"{url}/reset"),
+                    )
+                    page.close()
+            finally:
+                browser.close()
+    assert seen[foreign] == ("refused", "refused TypeError: Failed to fetch"), seen[foreign]
+    by_socket, by_fetch = seen[allowed]
+    question = next(iter(load_environment("python").get_dataset()))["question"]
+    assert (
+        by_socket.startswith("answered ")
+        and question in json.loads(by_socket[9:])["data"]["observation"]["messages"][1]["content"]
+    )
+    assert by_fetch.startswith("answered 200 ") and "run_python" in by_fetch
