@@ -33,13 +33,13 @@ from envs.environment import Environment
 from envs.interop.openenv_local import LocalServer
 from envs.interop.openenv_rewards import OpenEnvFinalReward, OpenEnvStepReward, RewardMode, default_rubric
 from envs.interop.openenv_schema import (
-    CONNECT_TIMEOUT,
     OpenEnvConnectError,
     action_tool,
     read_schema,
     render_observation,
     text_field,
 )
+from envs.interop.openenv_wire import MAX_RESPONSE_BYTES, REQUEST_TIMEOUT, exchange, session_client
 from envs.tools.functions import BadArguments, parse_arguments
 from harness.errors import ConfigError, RubricError
 from harness.types import Message, Rollout, ToolCall
@@ -116,9 +116,7 @@ class OpenEnvEnvironment(Environment):
         kwargs = dict(reset) if isinstance(reset, Mapping) else {}
         if "seed" in rollout.info and "seed" not in kwargs:
             kwargs["seed"] = rollout.info["seed"]
-        client = _client_class()(
-            base_url=self.base_url, connect_timeout_s=CONNECT_TIMEOUT, message_timeout_s=self.timeout
-        )
+        client = session_client(_client_class(), self.base_url, timeout=self.timeout)
         self._sessions[id(rollout)] = (asyncio.get_running_loop(), client)
         try:
             result = await self._call(client, "reset", lambda: client.reset(**kwargs))
@@ -131,9 +129,10 @@ class OpenEnvEnvironment(Environment):
         return rollout
 
     async def _call(self, client: Any, what: str, request: Callable[[], Any]) -> Any:
-        """One reset or step through OpenEnv's client; a server failure is an OpenEnvSessionError."""
+        """One reset or step through OpenEnv's client, within `timeout` for all of it (connecting
+        included); a server failure is an OpenEnvSessionError."""
         try:
-            return await request()
+            return await exchange(request, timeout=self.timeout)
         except TimeoutError:
             raise OpenEnvSessionError(
                 f"the OpenEnv server at {self.base_url} did not answer {what} within {self.timeout:g}s; "
@@ -151,6 +150,11 @@ class OpenEnvEnvironment(Environment):
                 f"the OpenEnv server at {self.base_url} failed {what}: {exc}{full}"
             ) from None
         except Exception as exc:  # websockets' ConnectionClosed and the like: the server went away
+            if _too_large(exc):
+                raise OpenEnvSessionError(
+                    f"the OpenEnv server at {self.base_url} answered {what} with a message larger than the "
+                    f"{MAX_RESPONSE_BYTES:,} bytes read; make its observations smaller"
+                ) from None
             if what == "reset":  # closed at once: OpenEnv refuses a session it has no room for this way
                 raise OpenEnvSessionError(
                     f"the OpenEnv server at {self.base_url} closed the session before its reset "
@@ -285,10 +289,15 @@ def _note_error(rollout: Rollout, tool: str, call_id: str | None, reason: str) -
     )
 
 
+def _too_large(exc: Exception) -> bool:
+    """Whether websockets ended the session for a message over the size cap (close code 1009)."""
+    return any(getattr(getattr(exc, side, None), "code", None) == 1009 for side in ("sent", "rcvd"))
+
+
 async def _close(client: Any) -> None:
     """Close a session; one that is already gone is fine."""
     with contextlib.suppress(Exception):
-        await asyncio.wait_for(client.close(), 10)
+        await exchange(client.close, timeout=REQUEST_TIMEOUT)
 
 
 def _episodes(dataset: Any, num_examples: int) -> Any:
