@@ -125,7 +125,8 @@ class OpenEnvEnvironment(Environment):
             raise
         system = [m for m in rollout.prompt if m.role == "system"]
         rollout.prompt = [*system, Message(role="user", content=self.observation_text(result.observation))]
-        rollout.state["openenv"] = {"steps": [], "done": bool(result.done), "reset": kwargs}
+        done = self._done(result, "reset")
+        rollout.state["openenv"] = {"steps": [], "done": done, "reset": kwargs}
         return rollout
 
     async def _call(self, client: Any, what: str, request: Callable[[], Any]) -> Any:
@@ -252,16 +253,28 @@ class OpenEnvEnvironment(Environment):
             )
         client = entry[1]
         result = await self._call(client, "step", lambda: client.step(action))
+        done = self._done(result, "step")
+        record: dict[str, Any] = {"turn": rollout.turns - 1, "action": action, "reward": None, "done": done}
         reward = result.reward
-        record = {
-            "turn": rollout.turns - 1,
-            "action": action,
-            "reward": None if reward is None else float(reward),
-            "done": bool(result.done),
-        }
+        if isinstance(reward, (int, float)) and not isinstance(reward, bool) and math.isfinite(reward):
+            record["reward"] = float(reward)
+        elif reward is not None:  # the reward nodes read this as the reason they are NaN
+            record["reward_error"] = f"step {len(rollout.state['openenv']['steps']) + 1} " + _not_a_reward(
+                reward
+            )
         rollout.state["openenv"]["steps"].append(record)
-        rollout.state["openenv"]["done"] = bool(result.done)
+        rollout.state["openenv"]["done"] = done
         return result
+
+    def _done(self, result: Any, what: str) -> bool:
+        """The answer's `done`, which must be true or false (a string "false" is not false)."""
+        if not isinstance(result.done, bool):
+            raise OpenEnvSessionError(
+                f"the OpenEnv server at {self.base_url} answered {what} with done={result.done!r} "
+                f"({type(result.done).__name__}); the field 'done' must be true or false, so the episode "
+                "cannot go on; fix the server's observation"
+            )
+        return result.done
 
     async def stop_reason(self, rollout: Rollout) -> str | None:
         """ "done" once the environment says so; else the usual conditions."""
@@ -281,6 +294,11 @@ class OpenEnvEnvironment(Environment):
 
 class ActionRejected(RuntimeError):
     """The server answered a step with an error (an invalid action, or the environment raised)."""
+
+
+def _not_a_reward(reward: object) -> str:
+    shown = repr(reward) if len(repr(reward)) <= 60 else repr(reward)[:57] + "..."
+    return f"gave reward={shown} ({type(reward).__name__}), not a finite real number (true/false and strings are not rewards)"
 
 
 def _note_error(rollout: Rollout, tool: str, call_id: str | None, reason: str) -> None:
