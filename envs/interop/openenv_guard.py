@@ -1,4 +1,4 @@
-"""Who may drive `rubric serve`: the checks an ASGI wrapper makes before OpenEnv's app sees a request.
+"""Who may drive `rubric serve`, and for how long: ASGI wrappers around OpenEnv's app.
 
 A browser lets any web page open a WebSocket to 127.0.0.1, and a DNS-rebinding page can even
 send it requests addressed to its own name, so a server that runs code (the `python`
@@ -10,10 +10,15 @@ security, every HTTP request and WebSocket is checked before OpenEnv sees it:
 - **Origin**, when a browser sends one, must be this server's own (http://, a loopback name,
   its port) or one given with `--allow-origin`, else 403; those given also receive CORS headers,
   so a page there can read the answers. Clients other than browsers send no Origin.
+
+`IdleSessions` closes a WebSocket session whose client sent nothing for `idle_timeout` seconds
+while the server waited for it (close code 1001, with the reason): its rollout is released and
+its slot freed, so idle clients cannot hold every `--max-sessions` slot.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import urllib.parse
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
@@ -28,6 +33,9 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 WILDCARD_BINDS = ("0.0.0.0", "::", "")
+IDLE_TIMEOUT = 300.0
+"""Seconds a session's client may stay silent before the server closes the session."""
+IDLE_CLOSE_CODE = 1001  # "going away"
 
 
 def check_origin(origin: str) -> str:
@@ -129,4 +137,54 @@ async def _deny(scope: Scope, receive: Receive, send: Send, status: int, text: s
     await send({"type": f"{prefix}http.response.body", "body": body})
 
 
-__all__ = ["OriginGuard", "check_origin"]
+class IdleSessions:
+    """Closes a WebSocket whose client has sent nothing for `timeout` seconds while the server
+    waited for it (time spent answering a request never counts)."""
+
+    def __init__(self, app: ASGIApp, *, timeout: float) -> None:
+        self.app = app
+        self.timeout = timeout
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "websocket":
+            await self.app(scope, receive, send)
+            return
+        accepted = idle = False
+        reason = f"session idle for more than {self.timeout:g}s; open a new session"
+
+        async def timed_receive() -> Message:
+            nonlocal idle
+            if not accepted or idle:
+                return await receive()
+            try:
+                return await asyncio.wait_for(receive(), self.timeout)
+            except TimeoutError:
+                idle = True  # the app ends the session as if the client had left, and closes
+                return {"type": "websocket.disconnect", "code": IDLE_CLOSE_CODE, "reason": reason}
+
+        async def watched_send(message: Message) -> None:
+            nonlocal accepted
+            if message["type"] == "websocket.accept":
+                accepted = True
+            elif message["type"] == "websocket.close" and idle:
+                message = {**message, "code": IDLE_CLOSE_CODE, "reason": reason}
+            await send(message)
+
+        await self.app(scope, timed_receive, watched_send)
+
+
+def check_idle_timeout(value: object, spelled: str = "idle_timeout") -> float:
+    """`idle_timeout` as seconds, or ConfigError naming the setting as the caller `spelled` it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 86400:
+        raise ConfigError(f"{spelled} must be a positive number of seconds up to 86400, got {value!r}")
+    return float(value)
+
+
+__all__ = [
+    "IDLE_CLOSE_CODE",
+    "IDLE_TIMEOUT",
+    "IdleSessions",
+    "OriginGuard",
+    "check_idle_timeout",
+    "check_origin",
+]

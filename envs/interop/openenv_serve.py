@@ -27,7 +27,13 @@ from typing import Any
 
 from envs.environment import Environment
 from envs.interop.openenv import INSTALL_HINT
-from envs.interop.openenv_guard import OriginGuard, check_origin
+from envs.interop.openenv_guard import (
+    IDLE_TIMEOUT,
+    IdleSessions,
+    OriginGuard,
+    check_idle_timeout,
+    check_origin,
+)
 from harness.aio import run_sync
 from harness.errors import ConfigError
 from harness.runner import env_turn
@@ -245,13 +251,16 @@ def openenv_app(
     max_sessions: int = MAX_SESSIONS,
     host: str = HOST,
     allow_origins: Sequence[str] = (),
+    idle_timeout: float = IDLE_TIMEOUT,
 ) -> Any:
     """OpenEnv's FastAPI app (`create_fastapi_app`) serving `env`: one rollout per session,
     behind the Host and Origin checks of `openenv_guard` (`host` is the address it is bound to;
-    `allow_origins`, web origins besides its own whose pages may use it)."""
+    `allow_origins`, web origins besides its own whose pages may use it); a session idle for
+    `idle_timeout` seconds is closed."""
     if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 1:
         raise ConfigError(f"max_sessions must be an integer >= 1, got {max_sessions!r}")
     origins = sorted({check_origin(o) for o in allow_origins})
+    idle = check_idle_timeout(idle_timeout)
     episodes = ServedEpisodes(env)
     app = _openenv().create_fastapi_app(
         session_class(episodes),
@@ -260,6 +269,7 @@ def openenv_app(
         max_concurrent_envs=max_sessions,
         env_name=env.name,
     )
+    app.add_middleware(IdleSessions, timeout=idle)
     if origins:  # pages there may read the answers too
         from starlette.middleware.cors import CORSMiddleware  # comes with openenv's server
 
@@ -277,11 +287,14 @@ async def aserve_openenv(
     port: int = DEFAULT_PORT,
     max_sessions: int = MAX_SESSIONS,
     allow_origins: Sequence[str] = (),
+    idle_timeout: float = IDLE_TIMEOUT,
 ) -> None:
     """Serve `env` to OpenEnv clients on http://host:port (WebSocket sessions at /ws) until stopped."""
     import uvicorn  # comes with openenv's server
 
-    app = openenv_app(env, max_sessions=max_sessions, host=host, allow_origins=allow_origins)
+    app = openenv_app(
+        env, max_sessions=max_sessions, host=host, allow_origins=allow_origins, idle_timeout=idle_timeout
+    )
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     quiet = _ClientLeft()
     logging.getLogger("uvicorn.error").addFilter(quiet)
@@ -308,6 +321,7 @@ def serve_openenv(
     port: int = DEFAULT_PORT,
     max_sessions: int = MAX_SESSIONS,
     allow_origins: Sequence[str] = (),
+    idle_timeout: float = IDLE_TIMEOUT,
 ) -> None:
     """Serve `env` to OpenEnv clients until stopped (`rubric serve ENV`).
 
@@ -318,15 +332,24 @@ def serve_openenv(
         max_sessions: the most concurrent client sessions (one rollout each).
         allow_origins: web origins ("http://127.0.0.1:3000") whose pages may use the server
             besides its own; a browser page from any other origin is refused (403).
+        idle_timeout: seconds a session's client may stay silent before the server closes
+            the session (its rollout released, its slot freed).
     """
-    asyncio.run(
-        aserve_openenv(env, host=host, port=port, max_sessions=max_sessions, allow_origins=allow_origins)
+    served = aserve_openenv(
+        env,
+        host=host,
+        port=port,
+        max_sessions=max_sessions,
+        allow_origins=allow_origins,
+        idle_timeout=idle_timeout,
     )
+    asyncio.run(served)
 
 
 __all__ = [
     "DEFAULT_PORT",
     "HOST",
+    "IDLE_TIMEOUT",
     "MAX_SESSIONS",
     "Episode",
     "ServedEpisodes",

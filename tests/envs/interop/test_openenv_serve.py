@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from openenv.core.generic_client import GenericEnvClient
+from websockets.exceptions import ConnectionClosed
 
 from envs import load_environment
 from envs.interop.openenv_serve import openenv_app
@@ -276,3 +277,23 @@ def test_a_page_of_another_origin_cannot_drive_the_server_in_chromium() -> None:
         and question in json.loads(by_socket[9:])["data"]["observation"]["messages"][1]["content"]
     )
     assert by_fetch.startswith("answered 200 ") and "run_python" in by_fetch
+
+
+def test_idle_sessions_are_closed_and_free_their_slots() -> None:
+    async def sessions(url: str) -> None:
+        async with GenericEnvClient(base_url=url) as idle:
+            await idle.reset(seed=0)
+            async with GenericEnvClient(base_url=url) as refused:  # the one slot is taken
+                with pytest.raises((RuntimeError, ConnectionClosed)):  # OpenEnv says so, or just closes
+                    await refused.reset(seed=1)
+            await asyncio.sleep(2.5)  # idle for longer than --idle-timeout
+            async with GenericEnvClient(base_url=url) as other:
+                started = await other.reset(seed=1)
+                assert "Wordle" in started.observation["messages"][0]["content"]
+            with pytest.raises(
+                ConnectionClosed, match="1001.*session idle for more than 1s; open a new session"
+            ):
+                await idle.step({"content": "crane"})
+
+    with rubric_serve("wordle", "--max-sessions", "1", "--idle-timeout", "1") as url:
+        asyncio.run(sessions(url))
