@@ -269,6 +269,7 @@ def openenv_app(
         max_concurrent_envs=max_sessions,
         env_name=env.name,
     )
+    _answer_http_step(app)
     app.add_middleware(IdleSessions, timeout=idle)
     if origins:  # pages there may read the answers too
         from starlette.middleware.cors import CORSMiddleware  # comes with openenv's server
@@ -278,6 +279,28 @@ def openenv_app(
         )
     app.add_middleware(OriginGuard, bind=host, allow_origins=origins)  # added last: runs first
     return app
+
+
+STEP_OVER_HTTP = (
+    "no episode is running for HTTP POST /step: OpenEnv's HTTP routes give every request a fresh "
+    "environment, so an HTTP /reset starts nothing a later /step could continue. Reset first and step "
+    "over one WebSocket session at /ws (ws://HOST:PORT/ws; OpenEnv's EnvClient or GenericEnvClient does this)"
+)
+
+
+def _answer_http_step(app: Any) -> None:
+    """Replace OpenEnv's HTTP `POST /step`, which can only fail here (no episode outlives an HTTP
+    request), by a 409 saying how to play instead of a 500 and a traceback in the log."""
+    from fastapi.responses import JSONResponse  # comes with openenv's server
+
+    app.router.routes[:] = [r for r in app.router.routes if getattr(r, "path", None) != "/step"]
+
+    async def step_over_http() -> JSONResponse:
+        return JSONResponse({"detail": STEP_OVER_HTTP}, status_code=409)
+
+    app.add_api_route(
+        "/step", step_over_http, methods=["POST"], status_code=409, tags=["Environment Control"]
+    )
 
 
 async def aserve_openenv(

@@ -24,7 +24,7 @@ from websockets.exceptions import ConnectionClosed
 from envs import load_environment
 from envs.interop.openenv_serve import openenv_app
 from tests.envs.interop.test_openenv import openenv_server
-from tests.helpers import rubric_serve
+from tests.helpers import RUBRIC, _free_port, rubric_serve, serving
 
 pytestmark = pytest.mark.timeout(120)
 REPO = Path(__file__).resolve().parents[3]
@@ -130,16 +130,19 @@ async def test_a_whole_episode_reports_unscored_nodes_and_bad_requests(python_se
     assert final.reward == 0.0 and final.observation["scores"]
 
 
-def _post(url: str, body: dict[str, Any], timeout: float = 10) -> tuple[int, dict[str, Any]]:
-    """POST `body` as JSON; the status and the JSON answer (an HTTP error's too)."""
+def _post(url: str, body: dict[str, Any], timeout: float = 10) -> tuple[int, Any]:
+    """POST `body` as JSON; the status and the answer (JSON when it is, else its text), an HTTP error's too."""
     request = urllib.request.Request(
         url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}, method="POST"
     )
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.status, json.loads(response.read())
+            status, text = response.status, response.read().decode()
     except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read() or b"null")
+        status, text = exc.code, exc.read().decode()
+    with contextlib.suppress(ValueError):
+        return status, json.loads(text)
+    return status, text
 
 
 def test_an_http_reset_never_blocks_the_server() -> None:
@@ -297,3 +300,17 @@ def test_idle_sessions_are_closed_and_free_their_slots() -> None:
 
     with rubric_serve("wordle", "--max-sessions", "1", "--idle-timeout", "1") as url:
         asyncio.run(sessions(url))
+
+
+def test_an_http_step_says_to_use_the_websocket_without_a_traceback() -> None:
+    port = _free_port()
+    with serving([str(RUBRIC), "serve", "wordle", "--port", str(port)], port) as server:
+        url = f"http://127.0.0.1:{port}"
+        assert _post(f"{url}/reset", {"seed": 0})[0] == 200
+        for _ in range(2):
+            status, answer = _post(f"{url}/step", {"action": {"content": "crane"}})
+            assert status == 409
+            assert answer["detail"].startswith("no episode is running for HTTP POST /step")
+            assert "Reset first and step over one WebSocket session at /ws" in answer["detail"]
+        _, err = server.stop()
+    assert "Traceback" not in err and "Exception" not in err and "Error" not in err, err
