@@ -114,14 +114,16 @@ class OriginGuard:
         return self.any_host or _is_loopback(name) or (bool(name) and name == self.bind)
 
     def _origin_allowed(self, origin: str, host: str) -> bool:
-        """This server's own origin (http, a loopback name, the port the request was sent to), or one allowed."""
+        """This server's own origin (http, the port the request was sent to, the name it was sent to
+        or a loopback name), or one allowed."""
         if origin.lower().rstrip("/") in self.allow_origins:
             return True
         parts = urllib.parse.urlsplit(origin.lower())
         name, port = _split_host(parts.netloc)
-        _, host_port = _split_host(host)
-        own_name = _is_loopback(name) or (bool(name) and name == self.bind)
-        return parts.scheme == "http" and own_name and (port or 80) == (host_port or 80)
+        host_name, host_port = _split_host(host.lower())
+        if parts.scheme != "http" or not name or (port or 80) != (host_port or 80):
+            return False
+        return name == host_name or _is_loopback(name) or name == self.bind
 
 
 async def _deny(scope: Scope, receive: Receive, send: Send, status: int, text: str) -> None:
@@ -132,7 +134,11 @@ async def _deny(scope: Scope, receive: Receive, send: Send, status: int, text: s
         return
     body = text.encode()
     prefix = "websocket." if scope["type"] == "websocket" else ""
-    headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode())]
+    headers = [
+        (b"content-type", b"text/plain; charset=utf-8"),
+        (b"x-content-type-options", b"nosniff"),  # the text quotes the request's headers
+        (b"content-length", str(len(body)).encode()),
+    ]
     await send({"type": f"{prefix}http.response.start", "status": status, "headers": headers})
     await send({"type": f"{prefix}http.response.body", "body": body})
 

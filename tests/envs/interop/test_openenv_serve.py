@@ -22,7 +22,9 @@ from openenv.core.generic_client import GenericEnvClient
 from websockets.exceptions import ConnectionClosed
 
 from envs import load_environment
+from envs.interop.openenv_guard import check_origin
 from envs.interop.openenv_serve import openenv_app
+from harness.errors import ConfigError
 from tests.envs.interop.test_openenv import openenv_server
 from tests.helpers import RUBRIC, _free_port, rubric_serve, serving
 
@@ -314,3 +316,13 @@ def test_an_http_step_says_to_use_the_websocket_without_a_traceback() -> None:
             assert "Reset first and step over one WebSocket session at /ws" in answer["detail"]
         _, err = server.stop()
     assert "Traceback" not in err and "Exception" not in err and "Error" not in err, err
+
+
+def test_allowed_origins_and_the_idle_timeout_are_checked_before_serving() -> None:
+    assert check_origin(" HTTP://127.0.0.1:3000/ ") == "http://127.0.0.1:3000"
+    for wrong in ("127.0.0.1:3000", "http://127.0.0.1:*", "http://host/page", "ftp://host", "http://h:99999"):
+        with pytest.raises(ConfigError, match="is not a web origin; give scheme://host"):
+            check_origin(wrong)
+    for seconds in (0, -1, float("nan"), float("inf"), True):
+        with pytest.raises(ConfigError, match="idle_timeout must be a positive number of seconds"):
+            openenv_app(load_environment("wordle"), idle_timeout=seconds)
