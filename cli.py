@@ -518,15 +518,35 @@ def audit(env: str, env_args: dict[str, Any] | None, strict: bool, json_out: str
 @click.option("--host", default="127.0.0.1", show_default=True, help="address to bind (127.0.0.1: this machine only)")  # fmt: skip
 @click.option("--port", type=int, default=8000, show_default=True)
 @click.option("--max-sessions", type=int, default=64, show_default=True, help="concurrent client sessions, one rollout each")  # fmt: skip
-def serve(env: str, env_args: dict[str, Any] | None, host: str, port: int, max_sessions: int) -> int:
+@click.option("--allow-origin", "allow_origins", multiple=True, metavar="ORIGIN", help="let web pages from ORIGIN (e.g. http://127.0.0.1:3000) use the server; others are refused (403); repeatable")  # fmt: skip
+@click.option("--idle-timeout", type=float, default=300.0, show_default=True, metavar="SECONDS", help="close a session whose client sent nothing for this long (its slot is freed)")  # fmt: skip
+def serve(
+    env: str,
+    env_args: dict[str, Any] | None,
+    host: str,
+    port: int,
+    max_sessions: int,
+    allow_origins: tuple[str, ...],
+    idle_timeout: float,
+) -> int:
+    from envs.interop.openenv_guard import check_idle_timeout, check_origin
     from envs.interop.openenv_serve import serve_openenv
 
+    allow_origins = tuple(check_origin(origin) for origin in allow_origins)
+    check_idle_timeout(idle_timeout, "--idle-timeout")
     served = load(env, env_args)
     if not 0 < port < 65536:
         raise CliError(f"--port must be a port number 1-65535, got {port}")
     print(f"serving {served.name!r} to OpenEnv clients at http://{host}:{port} (Ctrl-C stops)", flush=True)
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a standalone server stops
-        serve_openenv(served, host=host, port=port, max_sessions=max_sessions)
+        serve_openenv(
+            served,
+            host=host,
+            port=port,
+            max_sessions=max_sessions,
+            allow_origins=allow_origins,
+            idle_timeout=idle_timeout,
+        )
     return 0
 
 
