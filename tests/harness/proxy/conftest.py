@@ -1,0 +1,62 @@
+"""Fixtures for the capture proxy tests: a scripted upstream and a started proxy in front of it.
+
+`agent_policy` plays the model through the proxy: asked with tools, it calls the first tool
+(`add`, or the agent's own `Bash`, ...) once, then answers with the tool's result.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+from harness.endpoint.client import Client
+from harness.proxy.server import CaptureProxy
+from harness.scripted.endpoint import ScriptedEndpoint
+
+ADD_ARGUMENTS = {"a": 2, "b": 3}
+
+
+def agent_policy(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Any:
+    """A tool call on the first turn (when there are tools), then the tool's output as the answer."""
+    last = messages[-1]
+    if last["role"] == "tool":
+        return f"the answer is {last['content']}"
+    if tools:
+        name = tools[0]["function"]["name"]
+        return {
+            "content": "let me compute",
+            "tool_calls": [{"function": {"name": name, "arguments": json.dumps(ADD_ARGUMENTS)}}],
+        }
+    return "hello from the model"
+
+
+@pytest.fixture
+async def start_proxy(
+    scripted_endpoint: Callable[..., ScriptedEndpoint],
+) -> AsyncIterator[Callable[..., Any]]:
+    """`await start_proxy(policy=..., port=0, socket_path=None, client={...}, **proxy_kwargs)`:
+    a CaptureProxy over a scripted endpoint that returns token ids, closed after the test."""
+    started: list[CaptureProxy] = []
+
+    async def factory(
+        policy: Callable[..., Any] = agent_policy,
+        *,
+        socket_path: str | None = None,
+        port: int | None = 0,
+        endpoint: dict[str, Any] | None = None,
+        client: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> CaptureProxy:
+        ep = scripted_endpoint(policy, **(endpoint or {}))
+        upstream = Client("served-model", base_url=ep.base_url, return_token_ids=True, **(client or {}))
+        proxy = CaptureProxy(upstream, **kwargs)
+        started.append(proxy)
+        return await proxy.astart(socket_path=socket_path, port=port)
+
+    yield factory
+    for proxy in started:
+        await proxy.aclose()
+        await proxy.client.aclose()
