@@ -100,6 +100,27 @@ def require(condition: bool, message: str) -> None:
         raise Refusal(400, message)
 
 
+def string(value: object, where: str) -> str:
+    """`value` if it is a non-empty string, else a 400 naming `where`."""
+    if not isinstance(value, str) or not value:
+        raise Refusal(400, f"{where} is required: a non-empty string")
+    return value
+
+
+def array(value: object, where: str) -> list[Any]:
+    """`value` if it is a list, else a 400 naming `where`."""
+    if not isinstance(value, list):
+        raise Refusal(400, f"{where} must be a list")
+    return value
+
+
+def obj(value: object, where: str) -> Mapping[str, Any]:
+    """`value` if it is a JSON object, else a 400 naming `where`."""
+    if not isinstance(value, Mapping):
+        raise Refusal(400, f"{where} must be an object, got {type(value).__name__}")
+    return value
+
+
 def json_arguments(value: object) -> str:
     """Tool-call arguments as the JSON text Chat Completions carries."""
     if isinstance(value, str):
@@ -145,8 +166,11 @@ __all__ = [
     "Translator",
     "Untranslatable",
     "arguments_object",
+    "array",
     "function_tool",
     "json_arguments",
+    "obj",
     "require",
     "sse",
+    "string",
 ]
