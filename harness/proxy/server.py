@@ -46,7 +46,7 @@ from aiohttp import web
 from harness.aio import run_sync
 from harness.endpoint.client import Client, Completion, is_context_length_error
 from harness.errors import ConfigError, EndpointError
-from harness.proxy import chat, responses
+from harness.proxy import anthropic, chat, responses
 from harness.proxy.dialect import DEFAULT_UNTRANSLATABLE, Call, Refusal, Reply, Untranslatable
 from harness.proxy.session import Budgets, ProxySession, ProxyTurn, new_sessions_name
 from harness.types import FunctionCall, Message, ToolCall
@@ -67,6 +67,9 @@ class Dialect:
 
 DIALECTS: dict[str, Dialect] = {
     "/chat/completions": Dialect("chat", chat.parse, chat.render, chat.render_stream, chat.error),
+    "/messages": Dialect(
+        "messages", anthropic.parse, anthropic.render, anthropic.render_stream, anthropic.error
+    ),
     "/responses": Dialect(
         "responses", responses.parse, responses.render, responses.render_stream, responses.error
     ),

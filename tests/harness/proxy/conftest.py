@@ -21,9 +21,9 @@ ADD_ARGUMENTS = {"a": 2, "b": 3}
 
 def agent_policy(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Any:
     """A tool call on the first turn (when there are tools), then the tool's output as the answer."""
-    last = messages[-1]
-    if last["role"] == "tool":
-        return f"the answer is {last['content']}"
+    results = [m for m in messages if m["role"] == "tool"]
+    if results:
+        return f"the answer is {results[-1]['content']}"
     if tools:
         name = tools[0]["function"]["name"]
         return {
