@@ -20,7 +20,7 @@ Rules:
   accepted and all mean the served model (`"*"` accepts any name); any other name is refused
   with 404, as providers answer an unknown model.
 - Sampling: the run's `sampling` overrides what the agent asks for, key by key.
-- Budgets (`Budgets`: model calls, tokens, wall clock): the call that finds one spent is
+- ProxyBudgets (`ProxyBudgets`: model calls, tokens, wall clock): the call that finds one spent is
   refused with 400 naming it, and the session stops with that reason (`max_turns`,
   `max_tokens`, `timeout`); a call still waiting on the engine when the clock runs out
   ends the same way.
@@ -44,11 +44,11 @@ from typing import Any
 from aiohttp import web
 
 from harness.aio import run_sync
-from harness.endpoint.client import Client, Completion, is_context_length_error
+from harness.endpoint.client import Client, Completion, check_sampling, is_context_length_error
 from harness.errors import ConfigError, EndpointError
 from harness.proxy import anthropic, chat, responses
 from harness.proxy.dialect import DEFAULT_UNTRANSLATABLE, Call, Refusal, Reply, Untranslatable
-from harness.proxy.session import Budgets, ProxySession, ProxyTurn, new_sessions_name
+from harness.proxy.session import ProxyBudgets, ProxySession, ProxyTurn, new_sessions_name
 from harness.types import FunctionCall, Message, ToolCall
 
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
@@ -96,7 +96,7 @@ class CaptureProxy:
         client: Client,
         *,
         sampling: Mapping[str, Any] | None = None,
-        budgets: Budgets | None = None,
+        budgets: ProxyBudgets | None = None,
         max_concurrency: int | None = None,
         model_aliases: Collection[str] = (),
         untranslatable: Untranslatable = DEFAULT_UNTRANSLATABLE,
@@ -113,9 +113,10 @@ class CaptureProxy:
             raise ConfigError(
                 "CaptureProxy model_aliases takes a list of names, e.g. ['gpt-5', 'claude-sonnet']"
             )
+        check_sampling(sampling or {}, "CaptureProxy sampling")
         self.client = client
         self.sampling = dict(sampling or {})
-        self.budgets = budgets or Budgets()
+        self.budgets = budgets or ProxyBudgets()
         self.max_concurrency = max_concurrency
         self.model_aliases = frozenset(model_aliases)
         self.untranslatable: Untranslatable = untranslatable
@@ -213,7 +214,7 @@ class CaptureProxy:
 
     # -- sessions --------------------------------------------------------------------------
 
-    def open_session(self, name: str | None = None, *, budgets: Budgets | None = None) -> ProxySession:
+    def open_session(self, name: str | None = None, *, budgets: ProxyBudgets | None = None) -> ProxySession:
         """A new session (one per rollout) with its own secret key; `session.key` is what the
         agent sends as its API key."""
         session = ProxySession(new_sessions_name(list(self.sessions), name), budgets or self.budgets)
@@ -248,7 +249,14 @@ class CaptureProxy:
             call = await self._read(request, dialect, turn)
             reply = await self._forward(session, call, turn, clock)
             response = await self._answer(request, dialect, call, reply)
-        except Refusal as refusal:
+        except (
+            Exception
+        ) as exc:  # a refusal, or a bug here: answered and recorded, never a dropped connection
+            refusal = (
+                exc
+                if isinstance(exc, Refusal)
+                else Refusal(500, f"the proxy failed: {type(exc).__name__}: {exc}", "api_error")
+            )
             turn.status, turn.error = refusal.status, refusal.message
             body = _error_dialect(request, dialect).error(refusal.status, refusal.message, refusal.kind)
             response = _json(refusal.status, body)
@@ -405,12 +413,15 @@ def _error_dialect(request: web.Request, dialect: Dialect | None) -> Dialect:
 
 def _budget_refusal(session: ProxySession, reason: str) -> Refusal:
     b = session.budgets
-    limit = {
-        "max_turns": f"{b.max_turns} model calls",
-        "max_tokens": f"{b.max_tokens} tokens",
-        "timeout": f"{b.max_seconds:g} seconds",
-    }.get(reason, reason)
-    return Refusal(400, f"the episode is over ({reason}: its budget of {limit} is spent); stop and exit")
+    if reason == "max_turns":
+        limit = f"its budget of {b.max_turns} model calls is spent"
+    elif reason == "max_tokens":
+        limit = f"its budget of {b.max_tokens} tokens is spent"
+    elif reason == "timeout" and b.max_seconds is not None:
+        limit = f"its budget of {b.max_seconds:g} seconds is spent"
+    else:
+        limit = "the session was ended"
+    return Refusal(400, f"the episode is over ({reason}: {limit}); stop and exit")
 
 
 def _with_call_ids(message: Message) -> Message:

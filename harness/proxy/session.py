@@ -79,7 +79,7 @@ class ProxyTurn(BaseModel):
 
 
 @dataclass(frozen=True)
-class Budgets:
+class ProxyBudgets:
     """Limits on one session: model calls, tokens (prompt + completion, summed over calls)
     and wall-clock seconds since it opened. None means no limit."""
 
@@ -109,7 +109,7 @@ class ProxySession:
     `record_into(rollout)` copies the calls onto a rollout.
     """
 
-    def __init__(self, name: str, budgets: Budgets) -> None:
+    def __init__(self, name: str, budgets: ProxyBudgets) -> None:
         self.name = name
         self.key = f"rubric-{secrets.token_urlsafe(24)}"
         self.budgets = budgets
@@ -285,7 +285,7 @@ def new_sessions_name(existing: Sequence[str], name: str | None) -> str:
 
 __all__ = [
     "BUDGET_STOPS",
-    "Budgets",
+    "ProxyBudgets",
     "ProxySession",
     "ProxyTurn",
     "RetokenizationSkew",

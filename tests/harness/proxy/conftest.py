@@ -33,15 +33,16 @@ def agent_policy(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | N
     return "hello from the model"
 
 
-@pytest.fixture
-async def start_proxy(
-    scripted_endpoint: Callable[..., ScriptedEndpoint],
-) -> AsyncIterator[Callable[..., Any]]:
-    """`await start_proxy(policy=..., port=0, socket_path=None, client={...}, **proxy_kwargs)`:
-    a CaptureProxy over a scripted endpoint that returns token ids, closed after the test."""
-    started: list[CaptureProxy] = []
+class ProxyFactory:
+    """`await start_proxy(policy, port=0, socket_path=None, endpoint={...}, client={...}, **proxy_kwargs)`:
+    a CaptureProxy over a scripted endpoint that returns token ids; `endpoint_of(proxy)` is its upstream."""
 
-    async def factory(
+    def __init__(self, scripted_endpoint: Callable[..., ScriptedEndpoint]) -> None:
+        self._scripted_endpoint = scripted_endpoint
+        self.started: list[tuple[CaptureProxy, ScriptedEndpoint]] = []
+
+    async def __call__(
+        self,
         policy: Callable[..., Any] = agent_policy,
         *,
         socket_path: str | None = None,
@@ -50,13 +51,21 @@ async def start_proxy(
         client: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> CaptureProxy:
-        ep = scripted_endpoint(policy, **(endpoint or {}))
+        ep = self._scripted_endpoint(policy, **(endpoint or {}))
         upstream = Client("served-model", base_url=ep.base_url, return_token_ids=True, **(client or {}))
         proxy = CaptureProxy(upstream, **kwargs)
-        started.append(proxy)
+        self.started.append((proxy, ep))
         return await proxy.astart(socket_path=socket_path, port=port)
 
+    def endpoint_of(self, proxy: CaptureProxy) -> ScriptedEndpoint:
+        return next(ep for p, ep in self.started if p is proxy)
+
+
+@pytest.fixture
+async def start_proxy(scripted_endpoint: Callable[..., ScriptedEndpoint]) -> AsyncIterator[ProxyFactory]:
+    """A `ProxyFactory`; every proxy it started is closed, with its upstream client, after the test."""
+    factory = ProxyFactory(scripted_endpoint)
     yield factory
-    for proxy in started:
+    for proxy, _ in factory.started:
         await proxy.aclose()
         await proxy.client.aclose()
