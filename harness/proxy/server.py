@@ -248,7 +248,7 @@ class CaptureProxy:
                 raise Refusal(404, _no_route(request), "not_found_error")
             call = await self._read(request, dialect, turn)
             reply = await self._forward(session, call, turn, clock)
-            response = await self._answer(request, dialect, call, reply)
+            response = self._answer(dialect, call, reply)
         except (
             Exception
         ) as exc:  # a refusal, or a bug here: answered and recorded, never a dropped connection
@@ -349,17 +349,12 @@ class CaptureProxy:
             created=int(time.time()),
         )
 
-    async def _answer(
-        self, request: web.Request, dialect: Dialect, call: Call, reply: Reply
-    ) -> web.StreamResponse:
+    def _answer(self, dialect: Dialect, call: Call, reply: Reply) -> web.Response:
         if not call.stream:
             return _json(200, dialect.render(reply, call))
-        payload = dialect.render_stream(reply, call)
-        response = web.StreamResponse(status=200, headers=SSE_HEADERS)
-        await response.prepare(request)
-        await response.write(payload)
-        await response.write_eof()
-        return response
+        # The whole answer is known (the upstream was asked for it whole), so its events go out
+        # as one body: one write instead of one per event, and clients read SSE alike.
+        return web.Response(status=200, body=dialect.render_stream(reply, call), headers=SSE_HEADERS)
 
 
 class _CPUClock:

@@ -26,6 +26,10 @@ from pydantic import BaseModel, Field
 from harness.errors import ConfigError
 from harness.types import Message, Rollout, TurnTokens, Usage
 
+#: How many of the latest calls with token ids a new call may continue: agents interleave
+#: side calls (titles, summaries) with their main line, but not hundreds of them, and the
+#: search must not grow with the length of the episode.
+CHAIN_WINDOW = 16
 #: Stop reasons a budget gives the session (and its rollout).
 BUDGET_STOPS = ("max_turns", "max_tokens", "timeout")
 
@@ -114,6 +118,7 @@ class ProxySession:
         self.key = f"rubric-{secrets.token_urlsafe(24)}"
         self.budgets = budgets
         self.turns: list[ProxyTurn] = []
+        self.num_answered = 0  # calls the engine answered (turns that are `ok`)
         self.usage = Usage()
         self.stop_reason: str | None = None
         self.started = time.monotonic()
@@ -136,7 +141,7 @@ class ProxySession:
         b = self.budgets
         if self.stop_reason is not None:
             return self.stop_reason
-        if b.max_turns is not None and sum(t.ok for t in self.turns) >= b.max_turns:
+        if b.max_turns is not None and self.num_answered >= b.max_turns:
             return "max_turns"
         if b.max_tokens is not None and self.usage.total_tokens >= b.max_tokens:
             return "max_tokens"
@@ -161,6 +166,7 @@ class ProxySession:
         if turn.tokens is not None:
             chain_tokens(turn, self.turns)
         self.turns.append(turn)
+        self.num_answered += turn.ok
         self.usage = self.usage + turn.usage
         reason = self.exhausted()
         if reason is not None:
@@ -184,7 +190,7 @@ class ProxySession:
         if not rollout.prompt:
             rollout.prompt = conversation[:first_reply]
         rollout.completion = conversation[first_reply:]
-        rollout.turns = sum(t.ok for t in self.turns)
+        rollout.turns = self.num_answered
         rollout.usage = rollout.usage + self.usage
         rollout.turn_tokens = [t.tokens for t in self.turns if t.tokens is not None]
         if self.stop_reason is not None:
@@ -215,8 +221,10 @@ def _extends(messages: Sequence[Message], previous: ProxyTurn) -> bool:
     return len(messages) > len(history) and all(_same(a, b) for a, b in zip(history, messages))
 
 
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+def _common_prefix(a: list[int], b: list[int]) -> int:
     n = min(len(a), len(b))
+    if a[:n] == b[:n]:  # the usual case, compared in C
+        return n
     for i in range(n):
         if a[i] != b[i]:
             return i
@@ -226,8 +234,8 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 def chain_tokens(turn: ProxyTurn, earlier: Sequence[ProxyTurn]) -> None:
     """Chain `turn`'s prompt ids from the engine's own ids of the turn it continues.
 
-    The turn continued is the latest earlier one with token ids whose conversation and reply
-    the agent sent back unchanged. Its prompt and completion ids replace the engine's
+    The turn continued is the latest earlier one with token ids (among the last
+    `CHAIN_WINDOW`) whose conversation and reply the agent sent back unchanged. Its prompt and completion ids replace the engine's
     re-tokenisation of that history; the rest of the engine's prompt ids (the new messages)
     follow. The re-tokenised history ends where the engine's ids first hold the sampled
     completion's last id (the end-of-turn token) again. When the agent rewrote its history
@@ -235,7 +243,13 @@ def chain_tokens(turn: ProxyTurn, earlier: Sequence[ProxyTurn]) -> None:
     earlier turn is recorded.
     """
     tokens = turn.tokens
-    candidates = [t for t in earlier if t.ok and t.tokens is not None]
+    candidates = []
+    for t in reversed(earlier):
+        if t.ok and t.tokens is not None:
+            candidates.append(t)
+            if len(candidates) == CHAIN_WINDOW:
+                break
+    candidates.reverse()
     if tokens is None or not candidates:
         return
     continued = next((t for t in reversed(candidates) if _extends(turn.messages, t)), None)
@@ -285,6 +299,7 @@ def new_sessions_name(existing: Sequence[str], name: str | None) -> str:
 
 __all__ = [
     "BUDGET_STOPS",
+    "CHAIN_WINDOW",
     "ProxyBudgets",
     "ProxySession",
     "ProxyTurn",
