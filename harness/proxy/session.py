@@ -179,10 +179,24 @@ class ProxySession:
                 return turn.conversation
         return []
 
+    def main_line(self) -> list[ProxyTurn]:
+        """The calls that built the final conversation, in order: the last successful call,
+        then the call it continued (`skew.extends`), and so on back. Side calls (a title, a
+        summary) and calls before a rewrite of the history are not on it."""
+        last = next((t for t in reversed(self.turns) if t.ok), None)
+        line: list[ProxyTurn] = []
+        while last is not None:
+            line.append(last)
+            skew = last.skew
+            last = self.turns[skew.previous_turn] if skew is not None and skew.extends else None
+        return line[::-1]
+
     def record_into(self, rollout: Rollout) -> None:
-        """Put the calls on `rollout`: the conversation (prompt = messages before the first
-        reply), assistant turns, usage, token ids, the budget's stop reason, and every call
-        (failed ones too) as JSON under `rollout.state["model_calls"]`."""
+        """Put the calls on `rollout`: the final conversation (prompt = the messages before its
+        first reply), the answered calls as `turns`, usage, the budget's stop reason, every
+        call (failed ones too) as JSON under `rollout.state["model_calls"]`, and the main
+        line's token ids as `turn_tokens`, each numbered by its assistant turn in the
+        conversation, so a token export joins them into one sequence."""
         conversation = self.conversation()
         first_reply = next(
             (i for i, m in enumerate(conversation) if m.role == "assistant"), len(conversation)
@@ -192,7 +206,11 @@ class ProxySession:
         rollout.completion = conversation[first_reply:]
         rollout.turns = self.num_answered
         rollout.usage = rollout.usage + self.usage
-        rollout.turn_tokens = [t.tokens for t in self.turns if t.tokens is not None]
+        rollout.turn_tokens = [
+            t.tokens.model_copy(update={"turn": sum(m.role == "assistant" for m in t.messages)})
+            for t in self.main_line()
+            if t.tokens is not None
+        ]
         if self.stop_reason is not None:
             rollout.stop_reason = self.stop_reason
         rollout.state["model_calls"] = [t.model_dump(mode="json", exclude_none=True) for t in self.turns]

@@ -13,8 +13,9 @@ import openai
 import pytest
 
 from harness.proxy.session import ProxyTurn, chain_tokens
+from harness.results.exports import token_row
 from harness.scripted.tokens import completion_ids, prompt_ids
-from harness.types import Message, TurnTokens
+from harness.types import Message, Rollout, TurnTokens
 from tests.harness.proxy.conftest import ADD_ARGUMENTS
 
 pytestmark = pytest.mark.timeout(60)
@@ -237,3 +238,34 @@ async def test_hints_are_dropped_and_named_and_non_function_tools_refused_or_dro
     turn = session.turns[-1]
     assert turn.dropped == ["tools[1] of type 'custom'", "store", "user"]
     assert [t["function"]["name"] for t in turn.tools] == ["add"]
+
+
+async def test_side_calls_stay_off_the_main_line_so_the_token_export_joins_the_turns(
+    start_proxy: Start,
+) -> None:
+    proxy = await start_proxy()
+    session = proxy.open_session()
+    async with openai.AsyncOpenAI(base_url=f"{proxy.base_url}/v1", api_key=session.key, max_retries=0) as sdk:
+        messages: list[dict[str, Any]] = [{"role": "user", "content": "add 2 and 3"}]
+        reply = await sdk.chat.completions.create(model="served-model", messages=messages, tools=TOOLS)
+        # A side call between the main line's turns, as Claude Code asks for a title.
+        await sdk.chat.completions.create(
+            model="served-model", messages=[{"role": "user", "content": "a title?"}]
+        )
+        call = reply.choices[0].message.tool_calls[0]  # type: ignore[index]
+        messages += [
+            reply.choices[0].message.model_dump(exclude_none=True),
+            {"role": "tool", "tool_call_id": call.id, "content": "5"},
+        ]
+        await sdk.chat.completions.create(model="served-model", messages=messages, tools=TOOLS)
+    assert [t.index for t in session.main_line()] == [0, 2]
+    rollout = Rollout(example_id=1, reward=1.0)
+    session.record_into(rollout)
+    assert [t.turn for t in rollout.turn_tokens] == [0, 1] and rollout.turns == 3
+    row = token_row(rollout)  # the training export: one sequence, the model's tokens masked in
+    final = session.turns[2].tokens
+    assert final is not None
+    assert row["prompt_ids"] + row["completion_ids"] == final.prompt_token_ids + final.completion_token_ids
+    assert sum(row["env_mask"]) == len(session.turns[0].tokens.completion_token_ids) + len(
+        final.completion_token_ids
+    )  # type: ignore[union-attr]
