@@ -37,6 +37,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Collection, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -249,17 +250,11 @@ class CaptureProxy:
             call = await self._read(request, dialect, turn)
             reply = await self._forward(session, call, turn, clock)
             response = self._answer(dialect, call, reply)
-        except (
-            Exception
-        ) as exc:  # a refusal, or a bug here: answered and recorded, never a dropped connection
-            refusal = (
-                exc
-                if isinstance(exc, Refusal)
-                else Refusal(500, f"the proxy failed: {type(exc).__name__}: {exc}", "api_error")
-            )
-            turn.status, turn.error = refusal.status, refusal.message
-            body = _error_dialect(request, dialect).error(refusal.status, refusal.message, refusal.kind)
-            response = _json(refusal.status, body)
+        except Refusal as refusal:
+            response = _refused(request, dialect, turn, refusal)
+        except Exception as exc:  # a bug here: answered and recorded, never a dropped connection
+            failure = Refusal(500, f"the proxy failed: {type(exc).__name__}: {exc}", "api_error")
+            response = _refused(request, dialect, turn, failure)
         turn.timing["total"] = time.perf_counter() - started
         turn.timing["proxy_cpu"] = clock.stop()
         session.add(turn)
@@ -317,12 +312,8 @@ class CaptureProxy:
         clock.pause()  # the upstream's time is the transport's, measured apart
         t0 = time.perf_counter()
         try:
-            async with asyncio.timeout(session.remaining_seconds()):
-                if self._semaphore is None:
-                    completion = await self.client.complete(call.messages, tools=call.tools, **params)
-                else:
-                    async with self._semaphore:
-                        completion = await self.client.complete(call.messages, tools=call.tools, **params)
+            async with asyncio.timeout(session.remaining_seconds()), self._semaphore or nullcontext():
+                completion = await self.client.complete(call.messages, tools=call.tools, **params)
         except TimeoutError:
             session.stop("timeout")
             raise _budget_refusal(session, "timeout") from None
@@ -404,6 +395,15 @@ def _error_dialect(request: web.Request, dialect: Dialect | None) -> Dialect:
         return dialect
     fallback = DIALECTS.get("/messages") if "x-api-key" in request.headers else None
     return fallback or DIALECTS["/chat/completions"]
+
+
+def _refused(
+    request: web.Request, dialect: Dialect | None, turn: ProxyTurn, refusal: Refusal
+) -> web.Response:
+    """The refusal recorded on the turn, and answered in the agent's dialect."""
+    turn.status, turn.error = refusal.status, refusal.message
+    body = _error_dialect(request, dialect).error(refusal.status, refusal.message, refusal.kind)
+    return _json(refusal.status, body)
 
 
 def _budget_refusal(session: ProxySession, reason: str) -> Refusal:

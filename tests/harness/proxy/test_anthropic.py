@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import anthropic
+import httpx
 import pytest
 
 from tests.harness.proxy.conftest import ADD_ARGUMENTS
@@ -201,3 +203,19 @@ async def test_tool_errors_images_and_stop_reasons_translate(start_proxy: Start)
         {"type": "text", "text": "see"},
     ]
     assert session.turns[0].params == {"max_tokens": 2, "stop": ["END"]}
+
+
+async def test_the_anthropic_sdk_over_a_unix_socket(start_proxy: Start, tmp_path: Path) -> None:
+    socket_path = str(tmp_path / "agent.sock")
+    proxy = await start_proxy(port=None, socket_path=socket_path)
+    session = proxy.open_session()
+    http = httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(uds=socket_path))
+    async with anthropic.AsyncAnthropic(
+        base_url="http://sandbox", api_key=session.key, http_client=http, max_retries=0
+    ) as sdk:
+        async with sdk.messages.stream(
+            model="served-model", max_tokens=10, messages=[{"role": "user", "content": "hi"}]
+        ) as events:
+            reply = await events.get_final_message()
+    assert reply.content[0].text == "hello from the model" and reply.stop_reason == "end_turn"  # type: ignore[union-attr]
+    assert session.turns[0].ok and session.turns[0].stream
