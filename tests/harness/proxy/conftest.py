@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -31,6 +32,15 @@ def agent_policy(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | N
             "tool_calls": [{"function": {"name": name, "arguments": json.dumps(ADD_ARGUMENTS)}}],
         }
     return "hello from the model"
+
+
+def unix_socket_http(sdk_client_class: type[Any], socket_path: str) -> Any:
+    """An SDK's own async HTTP client (httpx, or httpx2 in newer SDKs) over a Unix socket."""
+    package = next(
+        b.__module__.split(".")[0] for b in sdk_client_class.__mro__ if b.__name__ == "AsyncClient"
+    )
+    transport = importlib.import_module(package).AsyncHTTPTransport(uds=socket_path)
+    return sdk_client_class(transport=transport)
 
 
 class ProxyFactory:

@@ -9,10 +9,9 @@ from typing import Any
 
 import aiohttp
 import anthropic
-import httpx
 import pytest
 
-from tests.harness.proxy.conftest import ADD_ARGUMENTS
+from tests.harness.proxy.conftest import ADD_ARGUMENTS, unix_socket_http
 
 pytestmark = pytest.mark.timeout(60)
 Start = Callable[..., Any]
@@ -209,7 +208,7 @@ async def test_the_anthropic_sdk_over_a_unix_socket(start_proxy: Start, tmp_path
     socket_path = str(tmp_path / "agent.sock")
     proxy = await start_proxy(port=None, socket_path=socket_path)
     session = proxy.open_session()
-    http = httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(uds=socket_path))
+    http = unix_socket_http(anthropic.DefaultAsyncHttpxClient, socket_path)
     async with anthropic.AsyncAnthropic(
         base_url="http://sandbox", api_key=session.key, http_client=http, max_retries=0
     ) as sdk:
