@@ -241,8 +241,7 @@ class CaptureProxy:
             )
         if path == "/models" and request.method == "GET":
             return _json(200, self._models())
-        turn = ProxyTurn(index=len(session.turns), dialect=dialect.name if dialect else "unknown")
-        turn.timing["start"] = session.elapsed
+        turn = session.begin(dialect.name if dialect else "unknown")
         started = time.perf_counter()
         try:
             if dialect is None or request.method != "POST":
@@ -250,6 +249,7 @@ class CaptureProxy:
             call = await self._read(request, dialect, turn)
             reply = await self._forward(session, call, turn, clock)
             response = self._answer(dialect, call, reply)
+            turn.status = response.status
         except Refusal as refusal:
             response = _refused(request, dialect, turn, refusal)
         except Exception as exc:  # a bug here: answered and recorded, never a dropped connection
@@ -257,7 +257,7 @@ class CaptureProxy:
             response = _refused(request, dialect, turn, failure)
         turn.timing["total"] = time.perf_counter() - started
         turn.timing["proxy_cpu"] = clock.stop()
-        session.add(turn)
+        session.finish(turn)
         return response
 
     def _session_of(self, request: web.Request) -> ProxySession | None:
@@ -324,12 +324,12 @@ class CaptureProxy:
         finally:
             turn.timing["upstream"] = time.perf_counter() - t0
             clock.resume()
-        return self._reply(completion, call, turn, len(session.turns))
+        return self._reply(completion, call, turn)
 
-    def _reply(self, completion: Completion, call: Call, turn: ProxyTurn, index: int) -> Reply:
+    def _reply(self, completion: Completion, call: Call, turn: ProxyTurn) -> Reply:
         message = _with_call_ids(completion.message)
         turn.reply, turn.finish_reason, turn.usage = message, completion.finish_reason, completion.usage
-        turn.tokens = completion.turn_tokens(index)
+        turn.tokens = completion.turn_tokens(turn.index)
         return Reply(
             message=message,
             finish_reason=completion.finish_reason,

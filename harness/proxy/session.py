@@ -65,7 +65,7 @@ class ProxyTurn(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     tokens: TurnTokens | None = None
     skew: RetokenizationSkew | None = None
-    status: int = 200
+    status: int = 0  # the HTTP status the agent got; 0 while the call is in flight
     error: str | None = None
     dropped: list[str] = Field(default_factory=list)
     # Seconds: `start` since the session began, `total` for the call, `upstream` waiting for
@@ -161,11 +161,18 @@ class ProxySession:
         await self._stopped.wait()
         return self.stop_reason or "stopped"
 
-    def add(self, turn: ProxyTurn) -> None:
-        """Record a finished call; chain its token ids; stop the session if it spent a budget."""
-        if turn.tokens is not None:
-            chain_tokens(turn, self.turns)
+    def begin(self, dialect: str) -> ProxyTurn:
+        """A new call's turn, in its place in the order calls were made (calls of one session
+        may overlap: an agent's side call beside its main line)."""
+        turn = ProxyTurn(index=len(self.turns), dialect=dialect)
+        turn.timing["start"] = self.elapsed
         self.turns.append(turn)
+        return turn
+
+    def finish(self, turn: ProxyTurn) -> None:
+        """Account a finished call: chain its token ids, count it, stop the session if it spent a budget."""
+        if turn.tokens is not None:
+            chain_tokens(turn, self.turns[: turn.index])
         self.num_answered += turn.ok
         self.usage = self.usage + turn.usage
         reason = self.exhausted()

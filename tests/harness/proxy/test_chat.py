@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -269,3 +270,28 @@ async def test_side_calls_stay_off_the_main_line_so_the_token_export_joins_the_t
     assert sum(row["env_mask"]) == len(session.turns[0].tokens.completion_token_ids) + len(
         final.completion_token_ids
     )  # type: ignore[union-attr]
+
+
+async def test_overlapping_calls_of_one_session_are_recorded_in_the_order_made(start_proxy: Start) -> None:
+    async def policy(messages: list[dict[str, Any]], tools: Any) -> str:
+        if messages[-1]["content"] == "slow":
+            await asyncio.sleep(0.3)
+        return f"re: {messages[-1]['content']}"
+
+    proxy = await start_proxy(policy)
+    session = proxy.open_session()
+    async with openai.AsyncOpenAI(base_url=f"{proxy.base_url}/v1", api_key=session.key, max_retries=0) as sdk:
+
+        async def ask(text: str, delay: float) -> None:
+            await asyncio.sleep(delay)
+            await sdk.chat.completions.create(
+                model="served-model", messages=[{"role": "user", "content": text}]
+            )
+
+        await asyncio.gather(ask("slow", 0.0), ask("fast", 0.1))
+    assert [(t.index, t.messages[0].content, t.status) for t in session.turns] == [
+        (0, "slow", 200),
+        (1, "fast", 200),
+    ]
+    assert session.turns[0].reply.content == "re: slow"  # type: ignore[union-attr]
+    assert [t.tokens.turn for t in session.turns] == [0, 1]  # type: ignore[union-attr]
