@@ -185,6 +185,10 @@ class CaptureProxy:
         self.socket_paths.append(path)
         return path
 
+    def listen_unix(self, socket_path: str | os.PathLike[str]) -> str:
+        """`alisten_unix` from synchronous code (for a proxy started with `start`)."""
+        return run_sync(self.alisten_unix(socket_path))
+
     async def aclose(self) -> None:
         """Stop serving, remove the socket files, and end every session."""
         runner, self._runner = self._runner, None

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import httpx
 import openai
 import pytest
 
@@ -17,7 +16,7 @@ from harness.proxy.session import ProxyTurn, chain_tokens
 from harness.results.exports import token_row
 from harness.scripted.tokens import completion_ids, prompt_ids
 from harness.types import Message, Rollout, TurnTokens
-from tests.harness.proxy.conftest import ADD_ARGUMENTS
+from tests.harness.proxy.conftest import ADD_ARGUMENTS, unix_socket_http
 
 pytestmark = pytest.mark.timeout(60)
 Start = Callable[..., Any]
@@ -158,7 +157,7 @@ async def test_over_a_unix_socket(start_proxy: Start, tmp_path: Path) -> None:
     socket_path = str(tmp_path / "proxy.sock")
     proxy = await start_proxy(socket_path=socket_path, port=None)
     session = proxy.open_session()
-    http = httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(uds=socket_path))
+    http = unix_socket_http(openai.DefaultAsyncHttpxClient, socket_path)
     async with openai.AsyncOpenAI(
         base_url="http://sandbox/v1", api_key=session.key, http_client=http, max_retries=0
     ) as sdk:

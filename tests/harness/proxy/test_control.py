@@ -6,9 +6,11 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import aiohttp
+import httpx
 import openai
 import pytest
 
@@ -120,18 +122,27 @@ async def test_an_upstream_failure_is_a_502_to_the_agent_and_recorded(start_prox
 
 
 def test_the_sync_face_serves_from_rubrics_background_loop(
-    scripted_endpoint: Callable[..., ScriptedEndpoint],
+    scripted_endpoint: Callable[..., ScriptedEndpoint], tmp_path: Path
 ) -> None:
     endpoint = scripted_endpoint(lambda messages, tools: "sync hello")
     proxy = CaptureProxy(Client("served-model", base_url=endpoint.base_url)).start(port=0)
+    socket_path = proxy.listen_unix(tmp_path / "sync.sock")
     try:
         session = proxy.open_session("rollout-0")
         with openai.OpenAI(base_url=f"{proxy.base_url}/v1", api_key=session.key, max_retries=0) as sdk:
             reply = sdk.chat.completions.create(model="served-model", messages=HI)
         assert reply.choices[0].message.content == "sync hello" and session.turns[0].ok
+        transport = httpx.HTTPTransport(uds=socket_path)
+        with httpx.Client(transport=transport) as http:
+            answer = http.post(
+                "http://sandbox/v1/chat/completions",
+                json={"messages": HI},
+                headers={"x-api-key": session.key},
+            )
+        assert answer.json()["choices"][0]["message"]["content"] == "sync hello"
     finally:
         proxy.close()
-    assert proxy.port is None and session.stop_reason == "closed"
+    assert proxy.port is None and session.stop_reason == "closed" and not Path(socket_path).exists()
 
 
 async def test_a_session_records_into_a_rollout(start_proxy: Start) -> None:
