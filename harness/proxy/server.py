@@ -82,7 +82,8 @@ class CaptureProxy:
 
     Args:
         client: The run's upstream Chat Completions endpoint (its model is the served one).
-            Ask it for token ids (`Client(..., return_token_ids=True)`) to record them.
+            Ask it for token ids (`Client(..., return_token_ids=True)`) to record them. It
+            stays the caller's: closing the proxy does not close it.
         sampling: Sampling arguments forced on every call, over what the agent asks.
         budgets: Each session's default limits (`open_session` may give others).
         max_concurrency: Most calls waiting on the upstream at once, across all sessions

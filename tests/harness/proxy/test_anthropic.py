@@ -218,3 +218,16 @@ async def test_the_anthropic_sdk_over_a_unix_socket(start_proxy: Start, tmp_path
             reply = await events.get_final_message()
     assert reply.content[0].text == "hello from the model" and reply.stop_reason == "end_turn"  # type: ignore[union-attr]
     assert session.turns[0].ok and session.turns[0].stream
+
+
+async def test_a_models_malformed_tool_arguments_reach_the_agent_whole(start_proxy: Start) -> None:
+    proxy = await start_proxy(endpoint={"rate_malformed_tool_json": 1.0})
+    session = proxy.open_session()
+    async with anthropic.AsyncAnthropic(base_url=proxy.base_url, api_key=session.key, max_retries=0) as sdk:
+        reply = await sdk.messages.create(
+            model="served-model", max_tokens=50, messages=[{"role": "user", "content": "add"}], tools=[ADD]
+        )  # type: ignore[list-item]
+    tool_use = reply.content[1]
+    assert tool_use.type == "tool_use" and reply.stop_reason == "tool_use"
+    recorded = session.turns[0].reply.tool_calls[0].arguments  # type: ignore[union-attr,index]
+    assert tool_use.input == {"invalid_json_arguments": recorded}  # the agent's tool reports it to the model
