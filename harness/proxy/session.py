@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from harness.errors import ConfigError
 from harness.types import Message, Rollout, TurnTokens, Usage
@@ -68,6 +68,9 @@ class ProxyTurn(BaseModel):
     status: int = 0  # the HTTP status the agent got; 0 while the call is in flight
     error: str | None = None
     dropped: list[str] = Field(default_factory=list)
+    # The engine's own prompt ids, before chaining replaced them (what the next turn's
+    # re-tokenised history starts with).
+    _engine_prompt_ids: list[int] | None = PrivateAttr(default=None)
     # Seconds: `start` since the session began, `total` for the call, `upstream` waiting for
     # the engine, `proxy_cpu` of this process's CPU spent translating and recording.
     timing: dict[str, float] = Field(default_factory=dict)
@@ -260,50 +263,60 @@ def chain_tokens(turn: ProxyTurn, earlier: Sequence[ProxyTurn]) -> None:
     """Chain `turn`'s prompt ids from the engine's own ids of the turn it continues.
 
     The turn continued is the latest earlier one with token ids (among the last
-    `CHAIN_WINDOW`) whose conversation and reply the agent sent back unchanged. Its prompt and completion ids replace the engine's
-    re-tokenisation of that history; the rest of the engine's prompt ids (the new messages)
-    follow. The re-tokenised history ends where the engine's ids first hold the sampled
-    completion's last id (the end-of-turn token) again. When the agent rewrote its history
-    (no earlier turn is continued), the engine's ids are kept and the skew against the latest
-    earlier turn is recorded.
+    `CHAIN_WINDOW`) whose conversation and reply the agent sent back unchanged. In the
+    engine's prompt ids for this turn, that history comes first: the previous prompt as the
+    engine tokenised it then, and its reply re-tokenised, ending where the sampled
+    completion's last id (the end-of-turn token) appears again. The turn's prompt ids become
+    the previous turn's (chained) prompt ids and sampled completion, then the rest of the
+    engine's ids (the new messages). When the agent rewrote its history (no earlier turn is
+    continued), the engine's ids are kept. Either way the skew is recorded.
     """
     tokens = turn.tokens
-    candidates = []
-    for t in reversed(earlier):
-        if t.ok and t.tokens is not None:
-            candidates.append(t)
-            if len(candidates) == CHAIN_WINDOW:
-                break
-    candidates.reverse()
+    candidates = _recent_with_ids(earlier)
     if tokens is None or not candidates:
         return
     continued = next((t for t in reversed(candidates) if _extends(turn.messages, t)), None)
     previous = continued or candidates[-1]
     assert previous.tokens is not None  # chosen among turns with ids
-    chained = [*previous.tokens.prompt_token_ids, *previous.tokens.completion_token_ids]
     engine = tokens.prompt_token_ids
-    common = _common_prefix(chained, engine)
-    end = _history_end(engine, common, previous.tokens)
+    turn._engine_prompt_ids = engine
+    seen = previous._engine_prompt_ids or previous.tokens.prompt_token_ids  # as the engine tokenised it
+    sampled = previous.tokens.completion_token_ids
+    history = [*seen, *sampled]
+    common = _common_prefix(history, engine)
+    end = _history_end(engine, common, len(seen), sampled)
     turn.skew = RetokenizationSkew(
         previous_turn=previous.index,
         extends=continued is not None,
-        exact=common == len(chained),
+        exact=common == len(history),
         common_prefix=common,
-        length_delta=(end if end is not None else len(engine)) - len(chained),
+        length_delta=(end if end is not None else len(engine)) - len(history),
     )
     if continued is not None and end is not None:
-        tokens.prompt_token_ids = [*chained, *engine[end:]]
+        tokens.prompt_token_ids = [*previous.tokens.prompt_token_ids, *sampled, *engine[end:]]
 
 
-def _history_end(engine: Sequence[int], common: int, previous: TurnTokens) -> int | None:
+def _recent_with_ids(earlier: Sequence[ProxyTurn]) -> list[ProxyTurn]:
+    """The last `CHAIN_WINDOW` answered calls with token ids, oldest first."""
+    found: list[ProxyTurn] = []
+    for t in reversed(earlier):
+        if t.ok and t.tokens is not None:
+            found.append(t)
+            if len(found) == CHAIN_WINDOW:
+                break
+    return found[::-1]
+
+
+def _history_end(
+    engine: Sequence[int], common: int, prompt_length: int, sampled: Sequence[int]
+) -> int | None:
     """Where the engine's re-tokenised history ends in its prompt ids, or None if not found
     (the previous prompt itself re-tokenised differently, or no end-of-turn id follows)."""
-    prompt, completion = previous.prompt_token_ids, previous.completion_token_ids
-    if common == len(prompt) + len(completion):
+    if common == prompt_length + len(sampled):
         return common
-    if common < len(prompt) or not completion:
+    if common < prompt_length or not sampled:
         return None
-    last = completion[-1]
+    last = sampled[-1]
     for i in range(common, len(engine)):
         if engine[i] == last:
             return i + 1

@@ -120,13 +120,13 @@ async def test_an_sdk_agent_loop_is_recorded_turn_by_turn_with_chained_token_ids
 
 
 def test_the_chained_prompt_keeps_the_engines_sampled_ids_where_retokenisation_differs() -> None:
-    """An engine whose re-tokenised history differs from what it sampled (as BPE merges can)."""
-    user = Message(role="user", content="hi")
-    reply = Message(role="assistant", content="ok")
+    """An engine whose re-tokenised history differs from what it sampled (as BPE merges can),
+    over three turns: the third still chains through the second's chained ids."""
+    user, reply = Message(role="user", content="hi"), Message(role="assistant", content="ok")
     first = ProxyTurn(index=0, dialect="chat", messages=[user], reply=reply)
     first.tokens = TurnTokens(turn=0, prompt_token_ids=[0, 5, 6, 0, 7], completion_token_ids=[8, 9, 1])
-    second = ProxyTurn(index=1, dialect="chat", messages=[user, reply, Message(role="user", content="more")])
-    second.reply = Message(role="assistant", content="sure")
+    more, sure = Message(role="user", content="more"), Message(role="assistant", content="sure")
+    second = ProxyTurn(index=1, dialect="chat", messages=[user, reply, more], reply=sure)
     # The engine re-tokenises the sampled [8, 9] as [89], then the new message [2, 0, 10].
     second.tokens = TurnTokens(
         turn=1, prompt_token_ids=[0, 5, 6, 0, 7, 89, 1, 2, 0, 10], completion_token_ids=[11, 1]
@@ -135,6 +135,17 @@ def test_the_chained_prompt_keeps_the_engines_sampled_ids_where_retokenisation_d
     assert second.tokens.prompt_token_ids == [0, 5, 6, 0, 7, 8, 9, 1, 2, 0, 10]
     assert second.skew is not None and second.skew.extends and not second.skew.exact
     assert (second.skew.common_prefix, second.skew.length_delta) == (5, -1)
+    third = ProxyTurn(
+        index=2, dialect="chat", messages=[user, reply, more, sure, Message(role="user", content="end")]
+    )
+    third.reply = Message(role="assistant", content="bye")
+    # The engine's ids for the third call: its own history again ([89] once more), then [11, 1], then [3].
+    third.tokens = TurnTokens(
+        turn=2, prompt_token_ids=[0, 5, 6, 0, 7, 89, 1, 2, 0, 10, 11, 1, 3], completion_token_ids=[12, 1]
+    )
+    chain_tokens(third, [first, second])
+    assert third.tokens.prompt_token_ids == [0, 5, 6, 0, 7, 8, 9, 1, 2, 0, 10, 11, 1, 3]
+    assert third.skew is not None and third.skew.extends and third.skew.exact  # the engine agrees with itself
 
 
 async def test_a_rewritten_history_keeps_the_engines_ids_and_records_the_skew(start_proxy: Start) -> None:
