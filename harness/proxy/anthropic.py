@@ -128,7 +128,10 @@ def _assistant(blocks: list[Mapping[str, Any]], where: str, t: Translator) -> Me
         here, kind = f"{where}.content[{index}]", block.get("type")
         _note_cache(block, t)
         if kind == "text":
-            texts.append(string(block.get("text"), f"{here}.text") if block.get("text") != "" else "")
+            text = block.get("text")
+            if not isinstance(text, str):
+                raise Refusal(400, f"{here}.text must be a string")
+            texts.append(text)
         elif kind == "tool_use":
             name, call_id = string(block.get("name"), f"{here}.name"), string(block.get("id"), f"{here}.id")
             arguments = json_arguments(obj(block.get("input", {}), f"{here}.input"))
