@@ -46,6 +46,7 @@ from aiohttp import web
 
 from harness.aio import run_sync
 from harness.endpoint.client import Client, Completion, check_sampling, is_context_length_error
+from harness.endpoint.wire import REJECTED_STATUSES
 from harness.errors import ConfigError, EndpointError
 from harness.proxy import anthropic, chat, responses
 from harness.proxy.dialect import DEFAULT_UNTRANSLATABLE, Call, Refusal, Reply, Untranslatable
@@ -323,9 +324,7 @@ class CaptureProxy:
             session.stop("timeout")
             raise _budget_refusal(session, "timeout") from None
         except EndpointError as exc:
-            if is_context_length_error(exc):
-                raise Refusal(400, str(exc), "invalid_request_error") from None
-            raise Refusal(502, f"the model endpoint failed: {exc}", "api_error") from None
+            raise _upstream_refusal(exc) from None
         finally:
             turn.timing["upstream"] = time.perf_counter() - t0
             clock.resume()
@@ -409,6 +408,15 @@ def _refused(
     turn.status, turn.error = refusal.status, refusal.message
     body = _error_dialect(request, dialect).error(refusal.status, refusal.message, refusal.kind)
     return _json(refusal.status, body)
+
+
+def _upstream_refusal(exc: EndpointError) -> Refusal:
+    """An upstream failure as the agent should read it: a request the engine rejected (too
+    long for the context, a field it will not take) is a 400 the agent can act on; anything
+    else (outage, timeouts, a key or model the run got wrong) is the model's failure, 502."""
+    if is_context_length_error(exc) or exc.status in REJECTED_STATUSES or exc.status == 413:
+        return Refusal(400, f"the model endpoint rejected the request: {exc}")
+    return Refusal(502, f"the model endpoint failed: {exc}", "api_error")
 
 
 def _budget_refusal(session: ProxySession, reason: str) -> Refusal:

@@ -109,6 +109,17 @@ async def test_the_runs_concurrency_limit_holds_across_sessions(start_proxy: Sta
     assert all(len(s.turns) == 1 and s.turns[0].ok for s in sessions)
 
 
+async def test_a_request_the_engine_rejects_is_a_400_the_agent_can_act_on(start_proxy: Start) -> None:
+    proxy = await start_proxy(endpoint={"fail_first": [422]}, client={"max_retries": 0})
+    session = proxy.open_session()
+    async with _sdk(proxy, session.key) as sdk:
+        with pytest.raises(
+            openai.BadRequestError, match="the model endpoint rejected the request: .*HTTP 422"
+        ):
+            await sdk.chat.completions.create(model="served-model", messages=HI)
+    assert session.turns[0].status == 400
+
+
 async def test_an_upstream_failure_is_a_502_to_the_agent_and_recorded(start_proxy: Start) -> None:
     proxy = await start_proxy(
         endpoint={"fail_first": [500, 500]}, client={"max_retries": 1, "backoff_base": 0.001}
