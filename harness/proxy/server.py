@@ -246,7 +246,7 @@ class CaptureProxy:
                 401, _error_dialect(request, dialect).error(401, _UNAUTHORIZED, "authentication_error")
             )
         if path == "/models" and request.method == "GET":
-            return _json(200, self._models())
+            return _json(200, self._models(anthropic="anthropic-version" in request.headers))
         turn = session.begin(dialect.name if dialect else "unknown")
         started = time.perf_counter()
         try:
@@ -273,8 +273,15 @@ class CaptureProxy:
             key = auth[7:] if auth[:7].lower() == "bearer " else None
         return self._by_key.get(key) if key else None
 
-    def _models(self) -> dict[str, Any]:
+    def _models(self, *, anthropic: bool) -> dict[str, Any]:
+        """The served model and its aliases, listed in the OpenAI or the Anthropic shape."""
         names = [self.client.model, *sorted(self.model_aliases - {"*", self.client.model})]
+        if anthropic:
+            data = [
+                {"type": "model", "id": n, "display_name": n, "created_at": "1970-01-01T00:00:00Z"}
+                for n in names
+            ]
+            return {"data": data, "has_more": False, "first_id": names[0], "last_id": names[-1]}
         return {
             "object": "list",
             "data": [{"id": n, "object": "model", "created": 0, "owned_by": "rubric"} for n in names],

@@ -218,6 +218,15 @@ async def test_the_anthropic_sdk_over_a_unix_socket(start_proxy: Start, tmp_path
             reply = await events.get_final_message()
     assert reply.content[0].text == "hello from the model" and reply.stop_reason == "end_turn"  # type: ignore[union-attr]
     assert session.turns[0].ok and session.turns[0].stream
+    async with anthropic.AsyncAnthropic(
+        base_url="http://sandbox",
+        api_key=session.key,
+        http_client=unix_socket_http(anthropic.DefaultAsyncHttpxClient, socket_path),
+    ) as sdk:
+        listed = await sdk.models.list()
+    assert [(m.id, m.type, m.display_name) for m in listed.data] == [
+        ("served-model", "model", "served-model")
+    ]
 
 
 async def test_a_models_malformed_tool_arguments_reach_the_agent_whole(start_proxy: Start) -> None:
