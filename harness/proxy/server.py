@@ -157,7 +157,8 @@ class CaptureProxy:
         if self._runner is None:
             app = web.Application(client_max_size=64 * 1024 * 1024)
             app.router.add_route("*", "/{tail:.*}", self._handle)
-            self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+            # Closing waits this long for calls still in flight (their agents are gone by then).
+            self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=5.0)
             await self._runner.setup()
             if self.max_concurrency is not None:
                 self._semaphore = asyncio.Semaphore(self.max_concurrency)
