@@ -10,6 +10,7 @@ import aiohttp
 import openai
 import pytest
 
+from harness.proxy import responses
 from tests.harness.proxy.conftest import ADD_ARGUMENTS
 
 pytestmark = pytest.mark.timeout(60)
@@ -174,3 +175,37 @@ async def test_a_length_stop_is_an_incomplete_response(start_proxy: Start) -> No
     assert response.incomplete_details.reason == "max_output_tokens" and response.output_text == "one two"
     assert kinds[-1] == "response.incomplete"
     assert session.turns[0].params == {"max_tokens": 2} and session.turns[0].finish_reason == "length"
+
+
+def test_reasoning_images_formats_and_tool_choice_translate() -> None:
+    body = {
+        "input": [
+            {"role": "user", "content": [
+                {"type": "input_text", "text": "what is this?"},
+                {"type": "input_image", "image_url": "data:image/png;base64,AAAA", "detail": "low"},
+            ]},
+            {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "look closely"}], "encrypted_content": "x"},
+            {"type": "function_call", "call_id": "c1", "name": "zoom", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": [{"type": "input_text", "text": "a cat"}]},
+        ],
+        "text": {"format": {"type": "json_schema", "name": "answer", "schema": {"type": "object"}, "strict": True}, "verbosity": "low"},
+        "tool_choice": {"type": "function", "name": "zoom"},
+        "max_output_tokens": 64,
+    }  # fmt: skip
+    call = responses.parse(body, "error")
+    user, assistant, tool = call.messages
+    assert user.content == [
+        {"type": "text", "text": "what is this?"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA", "detail": "low"}},
+    ]
+    assert assistant.get("reasoning_content") == "look closely" and assistant.tool_calls is not None
+    assert (assistant.tool_calls[0].id, tool.tool_call_id, tool.content) == ("c1", "c1", "a cat")
+    assert call.params == {
+        "max_tokens": 64,
+        "tool_choice": {"type": "function", "function": {"name": "zoom"}},
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "answer", "schema": {"type": "object"}, "strict": True},
+        },
+    }
+    assert call.dropped == ["reasoning.encrypted_content", "text.verbosity"]
