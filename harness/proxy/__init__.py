@@ -5,5 +5,7 @@
 - `dialect`: the translated call, refusals and the drop policy every dialect shares.
 - `chat`, `responses`, `anthropic`: the three wire formats, each to and from Chat Completions.
 
-Sits beside the endpoint client (`harness.endpoint`), which carries every upstream call.
+Sits beside the endpoint client: may import the data model (`harness.types`, `errors`,
+`aio`) and `harness.endpoint`, which carries every upstream call; never the engine
+(`runner`, `evaluation`), which may build on it.
 """
