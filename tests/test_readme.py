@@ -274,3 +274,12 @@ def test_comparing_within_a_group_example_prints_what_readme_says(monkeypatch: p
         "'41'                 0.15"
     )
     assert calls == 2  # one group, two orders
+
+
+def test_capture_proxy_example_prints_what_readme_says() -> None:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code_block("python", "CaptureProxy(Client("), "<README>", "exec"), {})
+    printed = out.getvalue().strip()
+    assert printed == "responses ['user'] '4' prompt_tokens=3 completion_tokens=1"
+    assert f"It prints `{printed}`" in README
