@@ -182,7 +182,7 @@ def eval_command(ctx: click.Context, /, **o: Any) -> int:
                                             else "local", "ray_address": o["ray"] or None},
     )  # fmt: skip
     with usage_errors():
-        prepared = prepare_run(request)
+        prepared = prepare_run(request, confirm=confirm)
         ctx.meta["run_dir"] = prepared.folder  # for the Ctrl-C message
         results, folder = run(prepared, warn=lambda change: say(f"rubric eval: warning: {change}", err=True))
     print_run(console(), results, folder)
@@ -230,7 +230,7 @@ def confirm(question: str) -> bool | None:
     if not sys.stdin.isatty():
         return None
     say(question, err=True)
-    return input("use them? [y/N] ").strip().lower() in ("y", "yes")
+    return input("[y/N] ").strip().lower() in ("y", "yes")
 
 
 @command(help="re-score saved rollouts with the environment's current rubric")

@@ -1,5 +1,6 @@
-"""`rubric eval --resume DIR` takes the environment, its arguments, the model and what to run
-from DIR/metadata.json (issue 19.2); a flag that differs from the run is still refused."""
+"""`rubric eval --resume DIR` takes the environment, the model and what to run from
+DIR/metadata.json (issue 19.2; its arguments only when passed, issue 33.1); a flag that differs
+from the run is still refused."""
 
 from __future__ import annotations
 
@@ -57,7 +58,9 @@ def test_resume_of_a_file_environment_checks_its_source_is_unchanged(tmp_path: P
     )
     assert first.returncode == 0, first.stderr
     _cut(tmp_path / "m" / "results.jsonl", 2)
-    resumed = run("eval", "--resume", "m", "--no-progress", cwd=tmp_path)  # the same file, its recorded n=5
+    unasked = run("eval", "--resume", "m", "--no-progress", cwd=tmp_path)  # its arguments need saying so
+    assert unasked.returncode == 2 and """rubric eval --resume m -a '{"n": 5}'""" in unasked.stderr
+    resumed = run("eval", "--resume", "m", "-a", '{"n": 5}', "--no-progress", cwd=tmp_path)  # the same file
     assert resumed.returncode == 0, resumed.stderr
     assert len((tmp_path / "m" / "results.jsonl").read_text().splitlines()) == 5
     (tmp_path / "myenv.py").write_text(ENV_FILE + "\n# edited since the run\n")
