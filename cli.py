@@ -172,14 +172,16 @@ def eval_command(ctx: click.Context, /, **o: Any) -> int:
         **(o["sampling"] or {}),
         **{k: o[k] for k in ("max_tokens", "temperature") if o[k] is not None},
     }
+    # Only what is typed: a resumed run keeps what it was started with for the rest.
+    typed = [k for k in o if ctx.get_parameter_source(k) is not click.core.ParameterSource.DEFAULT]
     given = ("num_examples", "rollouts_per_example", "concurrency", "seed", "split", "shard", "workers")
+    ray = {"executor": "ray", "ray_address": o["ray"] or None} if o["ray"] is not None else {}
     request = RunRequest(
         spec=o["env"], env_args=o["env_args"], mcp=list(o["mcp"]), model=o["model"], base_url=o["base_url"],
         api_key_var=o["api_key_var"], sampling=sampling if o["sampling"] is not None or sampling else None,
         max_turns=o["max_turns"], output_dir=o["output_dir"], resume=o["resume"], retry_errors=o["retry_errors"],
-        client_options={k: o[k] for k in ("max_retries", "timeout", "transport")},
-        options={k: o[k] for k in given} | {"progress": not o["no_progress"], "executor": "ray" if o["ray"] is not None
-                                            else "local", "ray_address": o["ray"] or None},
+        client_options={k: o[k] for k in ("max_retries", "timeout", "transport") if k in typed},
+        options={k: o[k] for k in given if k in typed} | {"progress": not o["no_progress"], **ray},
     )  # fmt: skip
     with usage_errors():
         prepared = prepare_run(request, confirm=confirm)

@@ -31,7 +31,7 @@ from envs.environment import Environment
 from envs.provenance import changes, of_directory, of_file
 from envs.registry import load_environment, recorded_environment
 from harness.aio import run_sync
-from harness.defaults import DEFAULT_BASE_URL, DEFAULT_CONCURRENCY
+from harness.defaults import DEFAULT_BASE_URL, DEFAULT_CONCURRENCY, TRANSPORTS
 from harness.endpoint.client import check_sampling
 from harness.endpoint.connect import DEFAULT_KEY_VAR, open_client
 from harness.errors import ConfigError, RubricError
@@ -46,8 +46,21 @@ from harness.scripted.endpoint import SCRIPTED_PREFIX
 #: Asks the user a yes/no question: True/False, or None when nobody can answer (not a terminal).
 Confirm = Callable[[str], bool | None]
 
-#: Settings a resumed run takes from the folder when they are not given again.
-RECORDED_SETTINGS = ("num_examples", "seed", "shard", "rollouts_per_example", "split", "sampling")
+#: Settings a resumed run takes from the folder's `arguments` when they are not given again
+#: (`workers` as processes: a Ray address is never taken from a folder, pass --ray again).
+RECORDED_SETTINGS = (
+    "num_examples",
+    "seed",
+    "shard",
+    "rollouts_per_example",
+    "split",
+    "sampling",
+    "concurrency",
+    "workers",
+)
+
+#: Client settings a resumed run takes from the folder's `model` section when not given again.
+RECORDED_CLIENT_OPTIONS = ("max_retries", "timeout", "transport")
 
 
 @dataclass
@@ -61,6 +74,7 @@ class RecordedRun:
         base_url: the endpoint (None for a scripted model or when none was recorded).
         settings: the run's recorded settings among `RECORDED_SETTINGS`.
         max_turns: the environment's max_turns during the run.
+        client_options: the endpoint client's recorded settings among `RECORDED_CLIENT_OPTIONS`.
     """
 
     spec: str
@@ -69,6 +83,7 @@ class RecordedRun:
     base_url: str | None
     settings: dict[str, Any] = field(default_factory=dict)
     max_turns: int | None = None
+    client_options: dict[str, Any] = field(default_factory=dict)
 
 
 def recorded_run(
@@ -100,7 +115,19 @@ def recorded_run(
         base_url=str(base_url) if base_url else None,
         settings={k: arguments[k] for k in RECORDED_SETTINGS if arguments.get(k) is not None},
         max_turns=env["max_turns"] if isinstance(env.get("max_turns"), int) else None,
+        client_options=_client_options(model, folder),
     )
+
+
+def _client_options(model: Mapping[str, Any], folder: Path) -> dict[str, Any]:
+    """The recorded client settings (their ranges are checked with the rest, by `prepare_run`)."""
+    options = {k: model[k] for k in RECORDED_CLIENT_OPTIONS if model.get(k) is not None}
+    if "transport" in options and options["transport"] not in TRANSPORTS:
+        raise ConfigError(
+            f"{folder}/metadata.json records the transport {options['transport']!r}, not one of "
+            f"{', '.join(TRANSPORTS)}; pass --transport"
+        )
+    return options
 
 
 def _resumable_spec(env: Mapping[str, Any], provenance: Any, folder: Path, command: str) -> str:
@@ -134,7 +161,8 @@ class RunRequest:
     A new run needs `spec` and `model`. With `resume` (a run directory), what is not given
     comes from its metadata.json (`recorded_run`), and a setting given again must match the
     run's, except those that may change between sessions (concurrency, workers, progress,
-    timeout, retries, transport).
+    timeout, retries, transport): those are kept as the run had them unless given again, and
+    what is given is recorded. So `options` and `client_options` hold only what was given.
 
     Attributes:
         spec / env_args / mcp: the environment, its arguments, MCP servers to add.
@@ -163,25 +191,22 @@ class RunRequest:
     options: dict[str, Any] = field(default_factory=dict)
 
 
-#: `RunRequest.options` defaults, which a resumed run replaces with the recorded values.
-_OPTION_DEFAULTS: dict[str, Any] = {
-    "num_examples": None,
-    "seed": None,
-    "shard": None,
-    "rollouts_per_example": 1,
-    "split": "eval",
-}
-
-
 def _complete(request: RunRequest, confirm: Confirm | None = None) -> RunRequest:
-    """`request` with what a resumed run records filled in (never the key): the recorded
-    environment arguments and a foreign endpoint only when `confirm` agrees or the user
-    passed them (see `_agreed_arguments`, `_agreed_endpoint`)."""
-    if request.resume is None or (request.spec is not None and request.model is not None):
-        if request.spec is None or request.model is None:
+    """`request` with what a resumed run records filled in (never the key): every setting it
+    was started with unless given again, and the recorded environment arguments and a foreign
+    endpoint only when `confirm` agrees or the user passed them (see `_agreed_arguments`,
+    `_agreed_endpoint`)."""
+    named = request.spec is not None and request.model is not None
+    if request.resume is None:
+        if not named:
             raise ConfigError("the following arguments are required: ENV and -m/--model (or --resume DIR)")
         return request
-    run = recorded_run(request.resume, resolve_spec=request.spec is None)
+    try:
+        run = recorded_run(request.resume, resolve_spec=request.spec is None)
+    except ConfigError:
+        if not named:
+            raise
+        return request  # a folder that records no run (empty, or from before metadata): start it
     command = f"rubric eval --resume {shlex.quote(str(request.resume))}"
     env_args = request.env_args
     if env_args is None and request.spec is None:
@@ -189,10 +214,7 @@ def _complete(request: RunRequest, confirm: Confirm | None = None) -> RunRequest
     base_url = request.base_url
     if base_url is None and request.model is None:
         base_url = _agreed_endpoint(run.base_url, request.resume, request.api_key_var, confirm)
-    options = dict(request.options)
-    for name, default in _OPTION_DEFAULTS.items():
-        if options.get(name, default) == default and name in run.settings:
-            options[name] = run.settings[name]
+    settings = {k: v for k, v in run.settings.items() if k != "sampling"}
     return replace(
         request,
         spec=request.spec or run.spec,
@@ -201,7 +223,8 @@ def _complete(request: RunRequest, confirm: Confirm | None = None) -> RunRequest
         base_url=base_url,
         sampling=request.sampling if request.sampling is not None else run.settings.get("sampling"),
         max_turns=request.max_turns if request.max_turns is not None else run.max_turns,
-        options=options,
+        client_options={**run.client_options, **request.client_options},
+        options={**settings, **request.options},
     )
 
 
@@ -263,6 +286,7 @@ def prepare_run(request: RunRequest, *, confirm: Confirm | None = None) -> Prepa
             "cannot be used with it; drop one of them"
         )
     request = _complete(request, confirm)
+    check_limits({**request.options, **request.client_options})  # what the folder records, too
     shard = request.options.get("shard")
     if isinstance(shard, str):
         try:
@@ -421,6 +445,7 @@ def _agreed_arguments(
 
 
 __all__ = [
+    "RECORDED_CLIENT_OPTIONS",
     "RECORDED_SETTINGS",
     "PreparedRun",
     "RecordedRun",

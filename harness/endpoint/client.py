@@ -291,6 +291,7 @@ class Client:
             "timeout": self.timeout,
             "max_concurrency": self.max_concurrency,
             "headers": sorted(self.headers),
+            "transport": self.transport if isinstance(self.transport, str) else "openai",
         }
 
     def replica_kwargs(self) -> dict[str, Any]:

@@ -348,6 +348,7 @@ def test_config_describes_the_client_without_secrets() -> None:
         "timeout": 5.0,
         "max_concurrency": 64,
         "headers": ["X-Org"],
+        "transport": client.transport,  # the parametrized default: aiohttp or openai
     }
 
 
