@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -274,3 +275,28 @@ def test_comparing_within_a_group_example_prints_what_readme_says(monkeypatch: p
         "'41'                 0.15"
     )
     assert calls == 2  # one group, two orders
+
+
+def test_the_wordle_run_then_score_lines_work_outside_a_terminal(tmp_path: Path) -> None:
+    block = code_block("bash", "rubric score runs/wordle").splitlines()
+    lines = [
+        next(line for line in block if line.startswith(start))
+        for start in ("rubric eval wordle", "rubric score runs/wordle ")
+    ]
+    for line in lines:  # stdin is not a terminal: nothing can be confirmed, what to pass is on the line
+        command = shlex.split(line.split("#")[0])
+        proc = subprocess.run(
+            [
+                shutil.which("rubric") or "rubric",
+                *command[1:],
+                *(["--no-progress"] if "eval" in command else []),
+            ],
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "COLUMNS": "200"},
+        )
+        assert proc.returncode == 0, f"{line}: {proc.stderr}"
+    assert list((tmp_path / "runs" / "wordle").glob("results.rescored-*.jsonl"))
