@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from rubrics.judge.labels import MAX_FILE_BYTES, MAX_LINE_BYTES
 from tests.helpers import README, code_block
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -300,3 +301,11 @@ def test_the_wordle_run_then_score_lines_work_outside_a_terminal(tmp_path: Path)
         )
         assert proc.returncode == 0, f"{line}: {proc.stderr}"
     assert list((tmp_path / "runs" / "wordle").glob("results.rescored-*.jsonl"))
+
+
+def test_the_security_table_states_the_labels_caps_and_the_resume_rule() -> None:
+    table = README[README.index("## Security") :].split("\n## ")[0]
+    labels = next(row for row in table.splitlines() if "**labels file**" in row)
+    assert f"{MAX_LINE_BYTES // 2**20} MiB a line or {MAX_FILE_BYTES // 2**20} MiB in all" in labels
+    results = next(row for row in table.splitlines() if "**results folder**" in row)
+    assert "send your key to its recorded endpoint" in results and "`-b URL`" in results
