@@ -186,6 +186,7 @@ def eval_command(ctx: click.Context, /, **o: Any) -> int:
     with usage_errors():
         prepared = prepare_run(request, confirm=confirm)
         ctx.meta["run_dir"] = prepared.folder  # for the Ctrl-C message
+        ctx.meta["resume_flags"] = prepared.resume_flags()
         results, folder = run(prepared, warn=lambda change: say(f"rubric eval: warning: {change}", err=True))
     print_run(console(), results, folder)
     failed = too_many_errors(results.summary, o["max_error_rate"])
@@ -551,7 +552,7 @@ def main(argv: list[str] | None = None) -> int:
         if meta.get("run_dir") is not None:  # set by rubric eval once it knows its directory
             from harness.views.console import resume_hint
 
-            print(resume_hint(meta["run_dir"]), file=sys.stderr)
+            print(resume_hint(meta["run_dir"], meta.get("resume_flags", ())), file=sys.stderr)
         return 130
     except BrokenPipeError:  # the reader went away (`rubric hub info X | head`): stop quietly
         with contextlib.suppress(OSError, ValueError):  # so Python's flush at exit does not fail

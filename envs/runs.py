@@ -228,12 +228,17 @@ def _complete(request: RunRequest, confirm: Confirm | None = None) -> RunRequest
     )
 
 
+def _own_endpoint() -> str:
+    """The endpoint the user's environment names ($OPENAI_BASE_URL, else OpenAI's)."""
+    return (os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+
+
 def _agreed_endpoint(
     recorded: str | None, folder: str | Path, key_var: str, confirm: Confirm | None
 ) -> str | None:
     """The recorded endpoint when it is the user's own (`$OPENAI_BASE_URL`, else OpenAI's) or
     `confirm` agrees to send the key there; a folder's endpoint never gets the key unasked."""
-    own = (os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+    own = _own_endpoint()
     if recorded is None or recorded.rstrip("/") == own:
         return recorded
     where = f"{folder}/metadata.json records the endpoint {recorded}, not yours ({own})"
@@ -270,6 +275,15 @@ class PreparedRun:
     request: RunRequest
     folder: Path
     resuming: bool
+
+    def resume_flags(self) -> list[str]:
+        """What `rubric eval --resume DIR` must be given again to continue this run with nobody
+        to ask: the environment's arguments, and an endpoint other than the user's own."""
+        flags = ["-a", _typed(self.env.load_kwargs)] if self.env.load_kwargs else []
+        url = self.request.base_url
+        if url is not None and url.rstrip("/") != _own_endpoint():
+            flags += ["-b", url]
+        return flags
 
 
 def prepare_run(request: RunRequest, *, confirm: Confirm | None = None) -> PreparedRun:
@@ -431,7 +445,7 @@ def _agreed_arguments(
         raise ConfigError(
             f"{directory}/metadata.json records load_kwargs that are not an object; pass -a '{{...}}'"
         )
-    typed = json.dumps(recorded, ensure_ascii=False)
+    typed = _typed(recorded)
     where = f"{directory}/metadata.json records these arguments for {spec!r}: {typed}"
     answer = confirm(f"{where}; use them?") if confirm is not None else None
     if answer is None:
@@ -442,6 +456,11 @@ def _agreed_arguments(
     if not answer:
         raise ConfigError("not using the recorded arguments; pass -a '{...}' with the ones you want")
     return dict(recorded)
+
+
+def _typed(env_args: Mapping[str, Any]) -> str:
+    """Environment arguments as they are typed after -a."""
+    return json.dumps(env_args, ensure_ascii=False)
 
 
 __all__ = [
