@@ -19,6 +19,7 @@ import pytest
 
 from harness.evaluation import aevaluate
 from harness.types import Rollout
+from harness.views.html import summary_html
 from tests.helpers import FakeEnv, serve, sum_policy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -269,3 +270,4 @@ async def test_a_resumed_runs_wall_time_is_reported_for_this_session_and_in_tota
     shown = resumed.table()  # this session's time and rate, then the run's over both sessions
     text = "".join(str(cell) for column in shown.columns for cell in column._cells)
     assert f"{session:.1f}s this session" in text and f"{total:.1f}s over all sessions" in text
+    assert f"{total:.1f}s over all sessions" in summary_html(resumed.summary)  # the report says so too
