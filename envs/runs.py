@@ -241,16 +241,25 @@ def _agreed_endpoint(
     own = _own_endpoint()
     if recorded is None or recorded.rstrip("/") == own:
         return recorded
-    where = f"{folder}/metadata.json records the endpoint {recorded}, not yours ({own})"
-    answer = confirm(f"{where}; send it the key in ${key_var}?") if confirm is not None else None
-    if answer is None:
-        raise ConfigError(
-            f"{where}: a results folder's endpoint gets your key only if you name it: pass "
-            f"-b {shlex.quote(recorded)} to use it, or -b/--base-url with your own"
-        )
-    if not answer:
-        raise ConfigError("not using the recorded endpoint; pass -b/--base-url URL with the one you want")
+    _ask(
+        confirm,
+        f"{folder}/metadata.json records the endpoint {recorded}, not yours ({own})",
+        question=f"send it the key in ${key_var}?",
+        unasked=f"a results folder's endpoint gets your key only if you name it: pass -b {shlex.quote(recorded)} "
+        "to use it, or -b/--base-url with your own",
+        declined="not using the recorded endpoint; pass -b/--base-url URL with the one you want",
+    )
     return recorded
+
+
+def _ask(confirm: Confirm | None, where: str, *, question: str, unasked: str, declined: str) -> None:
+    """Return only when `confirm` agrees to use what a results folder records (`where`): with
+    nobody to ask, the error says what to pass instead (`unasked`)."""
+    answer = confirm(f"{where}; {question}") if confirm is not None else None
+    if answer is None:
+        raise ConfigError(f"{where}; {unasked}")
+    if not answer:
+        raise ConfigError(declined)
 
 
 def _load(request: RunRequest) -> Environment:
@@ -446,15 +455,13 @@ def _agreed_arguments(
             f"{directory}/metadata.json records load_kwargs that are not an object; pass -a '{{...}}'"
         )
     typed = _typed(recorded)
-    where = f"{directory}/metadata.json records these arguments for {spec!r}: {typed}"
-    answer = confirm(f"{where}; use them?") if confirm is not None else None
-    if answer is None:
-        raise ConfigError(
-            f"{where}; a results folder's arguments are used only if you pass them: "
-            f"{command} -a {shlex.quote(typed)}"
-        )
-    if not answer:
-        raise ConfigError("not using the recorded arguments; pass -a '{...}' with the ones you want")
+    _ask(
+        confirm,
+        f"{directory}/metadata.json records these arguments for {spec!r}: {typed}",
+        question="use them?",
+        unasked=f"a results folder's arguments are used only if you pass them: {command} -a {shlex.quote(typed)}",
+        declined="not using the recorded arguments; pass -a '{...}' with the ones you want",
+    )
     return dict(recorded)
 
 
