@@ -172,18 +172,21 @@ def eval_command(ctx: click.Context, /, **o: Any) -> int:
         **(o["sampling"] or {}),
         **{k: o[k] for k in ("max_tokens", "temperature") if o[k] is not None},
     }
+    # Only what is typed: a resumed run keeps what it was started with for the rest.
+    typed = [k for k in o if ctx.get_parameter_source(k) is not click.core.ParameterSource.DEFAULT]
     given = ("num_examples", "rollouts_per_example", "concurrency", "seed", "split", "shard", "workers")
+    ray = {"executor": "ray", "ray_address": o["ray"] or None} if o["ray"] is not None else {}
     request = RunRequest(
         spec=o["env"], env_args=o["env_args"], mcp=list(o["mcp"]), model=o["model"], base_url=o["base_url"],
         api_key_var=o["api_key_var"], sampling=sampling if o["sampling"] is not None or sampling else None,
         max_turns=o["max_turns"], output_dir=o["output_dir"], resume=o["resume"], retry_errors=o["retry_errors"],
-        client_options={k: o[k] for k in ("max_retries", "timeout", "transport")},
-        options={k: o[k] for k in given} | {"progress": not o["no_progress"], "executor": "ray" if o["ray"] is not None
-                                            else "local", "ray_address": o["ray"] or None},
+        client_options={k: o[k] for k in ("max_retries", "timeout", "transport") if k in typed},
+        options={k: o[k] for k in given if k in typed} | {"progress": not o["no_progress"], **ray},
     )  # fmt: skip
     with usage_errors():
-        prepared = prepare_run(request)
+        prepared = prepare_run(request, confirm=confirm)
         ctx.meta["run_dir"] = prepared.folder  # for the Ctrl-C message
+        ctx.meta["resume_flags"] = prepared.resume_flags()
         results, folder = run(prepared, warn=lambda change: say(f"rubric eval: warning: {change}", err=True))
     print_run(console(), results, folder)
     failed = too_many_errors(results.summary, o["max_error_rate"])
@@ -230,7 +233,7 @@ def confirm(question: str) -> bool | None:
     if not sys.stdin.isatty():
         return None
     say(question, err=True)
-    return input("use them? [y/N] ").strip().lower() in ("y", "yes")
+    return input("[y/N] ").strip().lower() in ("y", "yes")
 
 
 @command(help="re-score saved rollouts with the environment's current rubric")
@@ -577,7 +580,7 @@ def main(argv: list[str] | None = None) -> int:
         if meta.get("run_dir") is not None:  # set by rubric eval once it knows its directory
             from harness.views.console import resume_hint
 
-            print(resume_hint(meta["run_dir"]), file=sys.stderr)
+            print(resume_hint(meta["run_dir"], meta.get("resume_flags", ())), file=sys.stderr)
         return 130
     except BrokenPipeError:  # the reader went away (`rubric hub info X | head`): stop quietly
         with contextlib.suppress(OSError, ValueError):  # so Python's flush at exit does not fail

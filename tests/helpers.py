@@ -1,8 +1,9 @@
 """Shared fakes for tests: small environments implementing harness.protocol.EnvironmentProtocol,
 with matching scripted-endpoint policies, so the rollout loop and evaluate are tested without `envs`;
 `serve_pypiserver`, a real package index on 127.0.0.1 for the hub tests; `run`, the real
-`rubric` executable in a subprocess; `serving` / `rubric_serve`, a server in a subprocess; and
-`code_block`, a README code block by its content; `processes_with`, what a test left running.
+`rubric` executable in a subprocess (`at_a_terminal`: with a terminal to answer it); `serving` /
+`rubric_serve`, a server in a subprocess; `code_block`, a README code block by its content; and
+`processes_with`, what a test left running.
 
 Their own sanity tests live in tests/harness/test_helpers.py.
 """
@@ -13,6 +14,7 @@ import asyncio
 import contextlib
 import json
 import os
+import pty
 import re
 import shutil
 import signal
@@ -525,6 +527,27 @@ def run(
     return subprocess.run(
         [RUBRIC or "rubric", *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout
     )
+
+
+def at_a_terminal(
+    *args: str, cwd: Path, answer: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`rubric *args` with a pseudo-terminal as stdin, answering its [y/N] question with `answer`."""
+    leader, follower = pty.openpty()
+    try:
+        os.write(leader, f"{answer}\n".encode())
+        return subprocess.run(
+            [RUBRIC or "rubric", *args],
+            cwd=cwd,
+            env={**os.environ, "COLUMNS": "200", **(env or {})},
+            stdin=follower,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(leader)
+        os.close(follower)
 
 
 @dataclass
