@@ -24,9 +24,17 @@ from typing import Any, NoReturn
 
 from envs import provenance
 from envs.environment import DEFER_DATASETS, Environment
+from envs.inputs import DuplicateToolError
 from envs.project import ENTRY_POINT_GROUP, Project
 from envs.tools.mcp import server_from_text
-from harness.errors import ConfigTypeError, EnvironmentNotFoundError, RubricError, UserCodeError, raised_at
+from harness.errors import (
+    ConfigError,
+    ConfigTypeError,
+    EnvironmentNotFoundError,
+    RubricError,
+    UserCodeError,
+    raised_at,
+)
 from harness.text import escape_control
 
 
@@ -232,6 +240,24 @@ def _resolve(spec: str) -> tuple[Any, str, str | None, dict[str, Any]]:
     return loader, recorded_spec, registered_name, origin
 
 
+def _add_servers(env: Environment, texts: Sequence[str]) -> None:
+    """The tools of `--mcp` servers added to `env`; a name clash names the `--mcp` and its fix."""
+    servers = [server_from_text(text) for text in texts]
+    try:
+        env.add_tools(servers)
+    except DuplicateToolError as exc:
+        for number, server in enumerate(servers, 1):
+            clashing = [t.name for t in server.tools() if t.name in exc.names]
+            if clashing:
+                renamed = f"mcp{number}={server.label}"
+                raise ConfigError(
+                    f"{exc.what}; the tools of --mcp {server.label!r} clash ({', '.join(clashing)}): "
+                    f"give them a prefix with --mcp {shlex.quote(renamed)} (then {clashing[0]} is "
+                    f"mcp{number}_{clashing[0]}; in Python: mcp_servers=[{renamed!r}])"
+                ) from None
+        raise
+
+
 def load_environment(spec: str, *, mcp_servers: Sequence[str] | None = None, **kwargs: Any) -> Environment:
     """Build the environment `spec` names, passing `kwargs` to its `load_environment`.
 
@@ -266,7 +292,7 @@ def load_environment(spec: str, *, mcp_servers: Sequence[str] | None = None, **k
             "not an Environment; return an envs.Environment (or a subclass such as envs.ToolEnv)"
         )
     if mcp_servers:
-        env.add_tools([server_from_text(text) for text in mcp_servers])
+        _add_servers(env, mcp_servers)
     # How to build it again (workers, TRL, resume) and where it came from (metadata.json).
     recorded = {**kwargs, "mcp_servers": list(mcp_servers)} if mcp_servers else dict(kwargs)
     env.source = EnvironmentSpec(recorded_spec, recorded)

@@ -269,6 +269,7 @@ class _Run:
         )
         session = self.metadata["sessions"][-1]
         session.update(status=status, finished_at=_now(), rollouts_ran=ran, wall_seconds=wall)
+        summary = summary.model_copy(update={"total_wall_seconds": _total_wall(self.metadata["sessions"])})
         self.metadata.update(
             status=status, finished_at=session["finished_at"], summary=summary.model_dump(mode="json")
         )
@@ -280,6 +281,14 @@ class _Run:
         rollouts = self.rollouts or []
         ordered = self.plan.sort(rollouts) if self.plan is not None else rollouts
         return EvalResults(ordered, metadata=self.metadata, summary=summary)
+
+
+def _total_wall(sessions: list[Any]) -> float:
+    """The wall time of every session that recorded one (a session killed outright has none)."""
+    walls = (s.get("wall_seconds") for s in sessions if isinstance(s, dict))
+    return math.fsum(
+        w for w in walls if isinstance(w, (int, float)) and not isinstance(w, bool) and 0 <= w < math.inf
+    )
 
 
 def _select_examples(

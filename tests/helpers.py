@@ -1,8 +1,9 @@
 """Shared fakes for tests: small environments implementing harness.protocol.EnvironmentProtocol,
 with matching scripted-endpoint policies, so the rollout loop and evaluate are tested without `envs`;
 `serve_pypiserver`, a real package index on 127.0.0.1 for the hub tests; `run`, the real
-`rubric` executable in a subprocess; `serving` / `rubric_serve`, a server in a subprocess; and
-`code_block`, a README code block by its content; `build_rubric_wheel`, this project's wheel;
+`rubric` executable in a subprocess (`at_a_terminal`: with a terminal to answer it); `serving` /
+`rubric_serve`, a server in a subprocess; `code_block`, a README code block by its content;
+`processes_with`, what a test left running; `build_rubric_wheel`, this project's wheel; and
 `ensure_openenv_side_python`, OpenEnv 0.10 in a cached venv of its own.
 
 Their own sanity tests live in tests/harness/test_helpers.py.
@@ -14,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import os
+import pty
 import re
 import shutil
 import signal
@@ -352,6 +354,22 @@ class HubServer:
     packages: Path
 
 
+def processes_with(marker: str) -> list[int]:
+    """Live (not zombie) processes with `marker` as one word of their command line, from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            words = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if marker.encode() in words and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -514,6 +532,27 @@ def run(
     return subprocess.run(
         [RUBRIC or "rubric", *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout
     )
+
+
+def at_a_terminal(
+    *args: str, cwd: Path, answer: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`rubric *args` with a pseudo-terminal as stdin, answering its [y/N] question with `answer`."""
+    leader, follower = pty.openpty()
+    try:
+        os.write(leader, f"{answer}\n".encode())
+        return subprocess.run(
+            [RUBRIC or "rubric", *args],
+            cwd=cwd,
+            env={**os.environ, "COLUMNS": "200", **(env or {})},
+            stdin=follower,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(leader)
+        os.close(follower)
 
 
 @dataclass

@@ -3,8 +3,8 @@
 The numbers are computed once here and drawn by both views (`harness.views.terminal` in the terminal,
 `harness.views.report` in the browser), so the two can never disagree: each node's mean in each run
 with the difference, per example the reward change and the nodes that flipped, and for runs that
-share examples the paired bootstrap interval of each difference with the examples a paired test
-would need to detect it (`harness.results.stats`).
+share examples the paired interval of each difference (Student's t by default, chosen by
+measured coverage) with the examples a paired test would need to detect it (`harness.results.stats`).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from harness.results.stats import (
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
+    Interval,
     PairedDifference,
     paired_difference,
 )
@@ -170,6 +171,7 @@ def compare(
     b: EvalResults,
     *,
     confidence: float = DEFAULT_CONFIDENCE,
+    interval: Interval = "t",
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
 ) -> Comparison:
@@ -178,9 +180,11 @@ def compare(
     Args:
         a: The baseline run.
         b: The run compared with it.
-        confidence: Coverage of each paired bootstrap interval.
-        resamples: Bootstrap resamples of the shared examples.
-        seed: Seed of the resampling, so a comparison is reproducible.
+        confidence: Nominal coverage of each paired interval.
+        interval: "t" (Student's t over the per-example differences; it keeps its coverage
+            from 10 examples up) or "bootstrap" (the percentile bootstrap of examples).
+        resamples: Bootstrap resamples of the shared examples (`interval="bootstrap"`).
+        seed: Seed of the resampling, so a comparison is reproducible (`interval="bootstrap"`).
 
     Returns:
         The comparison; `differences` are paired over the examples both runs scored, each
@@ -197,6 +201,7 @@ def compare(
             _example_means(a, groups_a, path),
             _example_means(b, groups_b, path),
             confidence=confidence,
+            interval=interval,
             resamples=resamples,
             seed=seed,
         )

@@ -25,7 +25,7 @@ from harness.results.storage import (
     section,
     write_atomic,
 )
-from harness.results.summary import Summary, node_note, summarize
+from harness.results.summary import Summary, node_note, summarize, wall_time
 from harness.text import safe_text
 from harness.types import HtmlRepr, Rollout
 
@@ -168,7 +168,11 @@ class EvalResults(HtmlRepr):
                 rate = recorded.get("rollouts_per_second")
                 if isinstance(rate, bool) or not isinstance(rate, (int, float)) or rate <= 0:
                     rate = summary.num_rollouts / wall
-                summary = summary.model_copy(update={"wall_seconds": wall, "rollouts_per_second": rate})
+                total = recorded.get("total_wall_seconds")
+                total = total if isinstance(total, (int, float)) and not isinstance(total, bool) else None
+                summary = summary.model_copy(
+                    update={"wall_seconds": wall, "rollouts_per_second": rate, "total_wall_seconds": total}
+                )
             self._summary = summary
         return self._summary
 
@@ -356,9 +360,9 @@ class EvalResults(HtmlRepr):
             table.add_row(
                 "judge tokens", f"prompt {s.judge_prompt_tokens:,} · completion {s.judge_completion_tokens:,}"
             )
-        if s.wall_seconds is not None:
-            rate = f" · {s.rollouts_per_second:.1f} rollouts/s" if s.rollouts_per_second else ""
-            table.add_row("wall time", f"{s.wall_seconds:.1f}s{rate}")
+        wall = wall_time(s)
+        if wall is not None:
+            table.add_row("wall time", wall)
         status = self.metadata.get("status")
         if status and status != "completed":
             table.add_row("status", safe_text(status, style="yellow"))

@@ -59,6 +59,8 @@ class Summary(HtmlRepr, BaseModel):
     judge_completion_tokens: int = 0
     wall_seconds: float | None = None
     rollouts_per_second: float | None = None
+    # A resumed run's wall time over all its sessions (wall_seconds and the rate are this session's).
+    total_wall_seconds: float | None = None
     # Standard error of each node's mean (absent where a node has fewer than two scores).
     node_stderrs: dict[str, float] = Field(default_factory=dict)
     # How many rollouts the run set out to make (more than `rollouts` when it was interrupted).
@@ -106,6 +108,18 @@ def node_note(summary: Summary, path: str) -> str:
     if groups:
         parts.append(f"{summary.zero_variance_groups.get(path, 0):,} of {groups:,} groups flat")
     return " · ".join(parts)
+
+
+def wall_time(summary: Summary) -> str | None:
+    """The wall-time row for views: this session's time and rate, then a resumed run's time
+    over all its sessions; None when the run was not timed."""
+    wall, total, rate = summary.wall_seconds, summary.total_wall_seconds, summary.rollouts_per_second
+    if wall is None or not math.isfinite(wall):
+        return None
+    per_second = f" · {rate:.1f} rollouts/s" if rate and math.isfinite(rate) else ""
+    if total is not None and math.isfinite(total) and total > wall:
+        return f"{wall:.1f}s this session{per_second} · {total:.1f}s over all sessions"
+    return f"{wall:.1f}s{per_second}"
 
 
 def skip_reason(scores: Mapping[str, float], path: str, paths: Sequence[str]) -> str:
@@ -358,4 +372,5 @@ __all__ = [
     "pass_at_k",
     "skip_reason",
     "summarize",
+    "wall_time",
 ]

@@ -7,6 +7,7 @@ run folder goes through `harness.text` (control characters escaped, never rich m
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -104,9 +105,11 @@ def print_merge(console: Console, report: MergeReport, merged: EvalResults) -> N
     )
 
 
-def resume_hint(run_dir: Path) -> str:
-    """The command that continues an interrupted run."""
-    return escape_control(f"continue with: rubric eval --resume {shlex.quote(str(run_dir))}")
+def resume_hint(run_dir: Path, flags: Sequence[str] = ()) -> str:
+    """The command that continues an interrupted run (`flags`: what it must be told again)."""
+    return escape_control(
+        f"continue with: {shlex.join(['rubric', 'eval', '--resume', str(run_dir), *flags])}"
+    )
 
 
 __all__ = [

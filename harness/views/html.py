@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.content import block_text, tool_content
 from harness.results.storage import run_title, section
-from harness.results.summary import node_note, skip_reason
+from harness.results.summary import node_note, skip_reason, wall_time
 from harness.types import Message, Rollout, TreeNode, register_html_view
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -210,10 +210,9 @@ def summary_html(summary: Summary, nodes: Sequence[TreeNode] | None = None, stat
     judge_p, judge_c = s.judge_prompt_tokens, s.judge_completion_tokens
     if judge_p or judge_c:
         rows.append(_row("judge tokens", f"prompt {judge_p:,} · completion {judge_c:,}"))
-    wall, per_second = _number(s.wall_seconds), _number(s.rollouts_per_second)
+    wall = wall_time(s)
     if wall is not None:
-        rate = f" · {per_second:.1f} rollouts/s" if per_second else ""
-        rows.append(_row("wall time", f"{wall:.1f}s{rate}"))
+        rows.append(_row("wall time", esc(wall)))
     if status and status != "completed":
         rows.append(_row("status", esc(status), "warn"))
     return f'<table class="summary">{"".join(rows)}</table>'
