@@ -124,6 +124,15 @@ def flat_group_frac(rollouts: Sequence[Rollout], path: str | None) -> float | No
     return sum(1 for values in compared if len(set(values)) == 1) / len(compared)
 
 
+def skipped_groups(rollouts: Sequence[Rollout], scores: Sequence[float]) -> int:
+    """How many prompts (TRL's groups) have no scored completion: nothing of them is trained on."""
+    scored: dict[str, bool] = {}
+    for rollout, score in zip(rollouts, scores):
+        key = json.dumps([m.model_dump(mode="json") for m in rollout.prompt], sort_keys=True)
+        scored[key] = scored.get(key, False) or math.isfinite(score)
+    return sum(1 for ok in scored.values() if not ok)
+
+
 def as_trl_value(score: float) -> float | None:
     """A score as TRL reads it: a finite float, or None for unscored (NaN) and non-finite."""
     return score if math.isfinite(score) else None
@@ -222,6 +231,8 @@ class TRLReward:
             unscored = sum(1 for s in scores if not math.isfinite(s))
             where = f"{prefix}/" if self.path_prefix else prefix
             log_metric(f"{where}unscored_frac", unscored / len(rollouts))
+            # A prompt whose completions all went unscored is skipped by TRL (advantage 0): say so.
+            log_metric(f"{where}skipped_groups", float(skipped_groups(rollouts, scores)))
             # Every node: a group whose members do not spread on a node gets no signal from it.
             for path, _ in [("", self.rubric), *self.rubric.named_rubrics()]:
                 flat = flat_group_frac(rollouts, path or None)
@@ -301,4 +312,5 @@ __all__ = [
     "flat_group_frac",
     "group_by_prompt",
     "rollouts_from_batch",
+    "skipped_groups",
 ]
