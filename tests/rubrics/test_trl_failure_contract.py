@@ -42,8 +42,9 @@ def loss_gradient(trainer: Any, inputs: dict[str, Any]) -> torch.Tensor:
 
 @pytest.mark.timeout(300)
 def test_trl_advantages_loss_and_skipped_group_with_20_percent_failed_judge_calls(tmp_path: Path) -> None:
-    from datasets import Dataset
     from trl import GRPOTrainer
+
+    from datasets import Dataset
 
     state = {"outage": True}
 
