@@ -23,12 +23,13 @@ neither, so it can be built and pickled without the `[verl]` extra.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from harness.defaults import DEFAULT_CONCURRENCY
 from harness.errors import ConfigError
 from harness.types import Rollout
+from rubrics.grouping import has_group_nodes
 from rubrics.trl import METRIC_PREFIX, flat_group_frac
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -46,6 +47,8 @@ class VerlReward:
         group_key: the `extra_info` field naming a response's prompt (verl's datasets carry
             `index`); responses with the same value form one group for group nodes.
         last_rollouts: the rollouts of the most recent call, scored (for inspection).
+        prepare: optional `prepare(rollout)` run before scoring each rollout (`env.verl()` sets
+            the environment's answer parser here).
     """
 
     def __init__(
@@ -58,6 +61,7 @@ class VerlReward:
         self.group_key = group_key
         self.concurrency = concurrency
         self.last_rollouts: list[Rollout] = []
+        self.prepare: Callable[[Rollout], Any] | None = None
 
     def __repr__(self) -> str:
         return f"VerlReward(rubric={self.rubric.label})"
@@ -82,6 +86,9 @@ class VerlReward:
         verl's mean of it is the share), and `rubric/scored` is 1.0 or 0.0.
         """
         rollouts = self._rollouts(data_sources, solution_strs, ground_truths, extra_infos)
+        if self.prepare is not None:
+            for rollout in rollouts:
+                self.prepare(rollout)
         scores = list(self.rubric.score_batch(rollouts, concurrency=self.concurrency))
         self.last_rollouts = rollouts
         shares = node_flat_group_fracs(self.rubric, rollouts)
@@ -93,6 +100,34 @@ class VerlReward:
             row.update(shares)
             rows.append(row)
         return rows
+
+    async def compute_score(
+        self,
+        data_source: Any,
+        solution_str: str,
+        ground_truth: Any,
+        extra_info: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, float]:
+        """Score one response, verl's per-response form (the reward loop's `naive` manager).
+
+        Raises:
+            ConfigError: the tree holds a group node, which needs the whole batch.
+        """
+        if has_group_nodes(self.rubric):
+            raise ConfigError(
+                f"{self.rubric.label} holds a group node, which compares the responses of one "
+                "prompt: score per batch with verl's `batch` reward manager and this object "
+                "as its compute_score, not per response"
+            )
+        (rollout,) = self._rollouts([data_source], [solution_str], [ground_truth], [extra_info])
+        if self.prepare is not None:
+            self.prepare(rollout)
+        score = await self.rubric.ascore(rollout)
+        row: dict[str, float] = {"score": score, SCORED_KEY: float(math.isfinite(score))}
+        for path, _ in self.rubric.named_rubrics():
+            row[f"{METRIC_PREFIX}{path}"] = rollout.scores.get(path, math.nan)
+        return row
 
     def _rollouts(
         self,
