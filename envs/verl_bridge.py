@@ -11,6 +11,7 @@ Every dataset column rides in `extra_info`, where the rubric's leaves and judge 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from envs.trl_bridge import PrepareForScoring
@@ -56,7 +57,11 @@ def train_dataset(env: Environment, *, split: str = "train", num_examples: int |
     data = env.get_dataset(split, n=num_examples)
     rows: list[dict[str, Any]] = []
     for index, row in enumerate(data):
-        extra = {k: jsonable(v) for k, v in row.items() if k not in ("prompt", "parsed_answer")}
+        extra = {k: jsonable(v) for k, v in row.items() if k not in ("prompt", "parsed_answer", "info")}
+        info = row.get("info")
+        if isinstance(info, Mapping):  # its keys join the columns (parquet cannot hold an empty struct)
+            for key, value in info.items():
+                extra.setdefault(str(key), jsonable(value))
         extra["index"] = index
         rows.append(
             {
