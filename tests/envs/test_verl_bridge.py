@@ -189,3 +189,28 @@ def test_a_grpo_step_with_verls_parts_masks_the_unscored_prompt() -> None:
     assert log_prob.grad[:2].abs().sum() > 0 and not log_prob.grad[2:].any()  # masked: no gradient
     # The two 2 + 2 responses are the same tokens with opposite advantages: their pushes cancel.
     assert all(torch.allclose(a, b.detach(), atol=1e-6) for a, b in zip(before, model.parameters()))
+
+
+@pytest.mark.timeout(300)
+def test_verls_reward_loop_manager_scores_per_response_with_nan_for_unscored() -> None:
+    from omegaconf import OmegaConf
+    from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager
+
+    model, tokenizer = tiny_chat_model(" The answer is 4")
+    with ScriptedEndpoint(judge_fails_on_3_plus_3) as ep:
+        spec = judged_env(ep.base_url).verl()
+        data = generated_batch(spec, model, tokenizer)
+
+        async def score_all() -> list[dict[str, Any]]:
+            manager = NaiveRewardManager(OmegaConf.create({}), tokenizer, spec.reward_fn.compute_score)
+            try:
+                return [await manager.run_single(data[i : i + 1]) for i in range(len(data))]
+            finally:
+                await spec.reward_fn.rubric.judge.client.aclose()
+
+        results = asyncio.run(score_all())
+    rewards = [r["reward_score"] for r in results]
+    assert rewards[:2] == [pytest.approx(0.9), pytest.approx(0.9)]
+    assert all(math.isnan(r) for r in rewards[2:])  # unscored reaches verl as NaN, never 0
+    assert [r["reward_extra_info"]["rubric/scored"] for r in results] == [1.0, 1.0, 0.0, 0.0]
+    assert results[0]["reward_extra_info"]["rubric/judge"] == pytest.approx(0.8)
