@@ -10,11 +10,13 @@ one prompt with each other, which needs the whole batch.
 
 Unscored is not 0. verl's GRPO (`core_algos.compute_grpo_outcome_advantage`) has no notion of a
 missing score: a NaN would poison its group's mean, and a 0 would teach the policy something
-false. So an unscored response reaches verl as NaN in the reward tensor, and `grpo_advantages`
-runs verl's own GRPO on the scored rows only (`DataProto.select_idxs`), then gives the unscored
-rows advantage 0 and a zero `response_mask`: verl's loss aggregation (`agg_loss`) counts only
-masked-in tokens, so they are in no loss term and no token count. A group whose members all
-failed has no scored row: it is skipped, and counted in `rubric/skipped_groups`.
+false. So an unscored response reaches verl as NaN in the reward tensor, and
+`masked_grpo_advantage` (verl's estimator signature; `register_advantage_estimator()` makes it
+`algorithm.adv_estimator=rubric_grpo`) runs verl's own GRPO on the scored rows only and gives
+the others advantage 0. `grpo_advantages(batch)` also zeroes their `response_mask`: verl's loss
+aggregation (`agg_loss`) counts only masked-in tokens, so they are in no loss term and no token
+count. A group whose members all failed has no scored row: it is skipped, and counted in
+`rubric/skipped_groups`.
 
 torch and verl are imported where `grpo_advantages` runs; the reward function itself imports
 neither, so it can be built and pickled without the `[verl]` extra.
@@ -196,50 +198,109 @@ def as_verl_reward(
     return VerlReward(rubric, group_key=group_key, concurrency=concurrency)
 
 
-def grpo_advantages(
-    data: Any, *, epsilon: float = 1e-6, norm_adv_by_std_in_grpo: bool = True
-) -> dict[str, float]:
-    """verl's GRPO advantages on the scored rows of `data` (a `verl.DataProto`), in place.
+#: The name `register_advantage_estimator` gives `masked_grpo_advantage` in verl's registry.
+ESTIMATOR_NAME = "rubric_grpo"
 
-    Reads `token_level_rewards` (NaN on an unscored row, as `VerlReward` leaves it),
-    `response_mask` and the `uid` groups; runs `core_algos.compute_grpo_outcome_advantage` on the
-    scored rows only and writes `advantages` and `returns` for the whole batch: 0 on unscored
-    rows, whose `response_mask` becomes 0 so that no loss term and no token count includes them.
 
-    Returns:
-        Metrics: `rubric/unscored_frac` and `rubric/skipped_groups` (groups with no scored member,
-        not trained on).
+def masked_grpo_advantage(
+    token_level_rewards: Any,
+    response_mask: Any,
+    index: Any,
+    config: Any = None,
+    epsilon: float = 1e-6,
+    norm_adv_by_std_in_grpo: bool | None = None,
+    **kwargs: Any,
+) -> tuple[Any, Any]:
+    """verl's GRPO (`compute_grpo_outcome_advantage`) on the scored rows only, 0 on the others.
+
+    verl's advantage-estimator signature: after `register_advantage_estimator()`, verl's trainer
+    calls it for `algorithm.adv_estimator=rubric_grpo`. A row is scored when its rewards are
+    finite (`VerlReward` leaves an unscored row NaN); `norm_adv_by_std_in_grpo` defaults to the
+    algorithm config's. Returns `(advantages, returns)`, both `(batch, response_length)`.
     """
     # torch, numpy and verl come with the [verl] extra; imported here so the module loads without it.
     import numpy as np
     import torch
     from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
 
-    rewards = data.batch["token_level_rewards"]
-    uids = np.asarray(data.non_tensor_batch["uid"])
-    scored = torch.isfinite(rewards).all(dim=-1)
+    if norm_adv_by_std_in_grpo is None:
+        norm_adv_by_std_in_grpo = (
+            bool(config.get("norm_adv_by_std_in_grpo", True)) if config is not None else True
+        )
+    scored = torch.isfinite(token_level_rewards).all(dim=-1)
     keep = torch.nonzero(scored).flatten()
-    advantages = torch.zeros_like(rewards)
+    advantages = torch.zeros_like(token_level_rewards)
     if len(keep):
-        part = data.select_idxs(keep.numpy())
-        adv, _ = compute_grpo_outcome_advantage(
-            part.batch["token_level_rewards"],
-            part.batch["response_mask"],
-            np.asarray(part.non_tensor_batch["uid"]),
+        part, _ = compute_grpo_outcome_advantage(
+            token_level_rewards[keep],
+            response_mask[keep],
+            np.asarray(index, dtype=object)[keep.numpy()],
             epsilon=epsilon,
             norm_adv_by_std_in_grpo=norm_adv_by_std_in_grpo,
         )
-        advantages[keep] = adv
-    data.batch["response_mask"] = data.batch["response_mask"] * scored.unsqueeze(-1).to(
-        data.batch["response_mask"].dtype
+        advantages[keep] = part
+    return advantages, advantages.clone()
+
+
+def register_advantage_estimator() -> str:
+    """Register `masked_grpo_advantage` in verl's registry; returns its name (`rubric_grpo`).
+
+    Call it where verl's driver imports your code (the module holding your reward), then set
+    `algorithm.adv_estimator=rubric_grpo`. Registering twice is harmless.
+    """
+    # verl comes with the [verl] extra; imported here so the module loads without it.
+    from verl.trainer.ppo.core_algos import register_adv_est
+
+    register_adv_est(ESTIMATOR_NAME)(masked_grpo_advantage)
+    return ESTIMATOR_NAME
+
+
+def grpo_advantages(
+    data: Any, *, epsilon: float = 1e-6, norm_adv_by_std_in_grpo: bool = True
+) -> dict[str, float]:
+    """verl's GRPO advantages on the scored rows of `data` (a `verl.DataProto`), in place.
+
+    Reads `token_level_rewards` (NaN on an unscored row, as `VerlReward` leaves it),
+    `response_mask` and the `uid` groups; writes `advantages` and `returns` with
+    `masked_grpo_advantage`, and zeroes the `response_mask` of unscored rows, so that no loss
+    term and no token count of verl's loss aggregation includes them.
+
+    Returns:
+        Metrics: `rubric/unscored_frac` and `rubric/skipped_groups` (groups with no scored member,
+        not trained on).
+    """
+    # torch and numpy come with the [verl] extra; imported here so the module loads without it.
+    import numpy as np
+    import torch
+
+    rewards = data.batch["token_level_rewards"]
+    uids = np.asarray(data.non_tensor_batch["uid"], dtype=object)
+    advantages, returns = masked_grpo_advantage(
+        rewards,
+        data.batch["response_mask"],
+        uids,
+        epsilon=epsilon,
+        norm_adv_by_std_in_grpo=norm_adv_by_std_in_grpo,
     )
+    scored = torch.isfinite(rewards).all(dim=-1)
+    mask = data.batch["response_mask"]
+    data.batch["response_mask"] = mask * scored.unsqueeze(-1).to(mask.dtype)
     data.batch["advantages"] = advantages
-    data.batch["returns"] = advantages.clone()
-    kept_groups = set(uids[keep.numpy()].tolist())
+    data.batch["returns"] = returns
+    kept_groups = set(uids[scored.numpy()].tolist())
     return {
         f"{METRIC_PREFIX}unscored_frac": float((~scored).sum().item()) / max(len(uids), 1),
         f"{METRIC_PREFIX}skipped_groups": float(len(set(uids.tolist()) - kept_groups)),
     }
 
 
-__all__ = ["SCORED_KEY", "VerlReward", "as_verl_reward", "grpo_advantages", "node_flat_group_fracs"]
+__all__ = [
+    "ESTIMATOR_NAME",
+    "SCORED_KEY",
+    "VerlReward",
+    "as_verl_reward",
+    "grpo_advantages",
+    "masked_grpo_advantage",
+    "node_flat_group_fracs",
+    "register_advantage_estimator",
+]

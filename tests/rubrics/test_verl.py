@@ -184,3 +184,29 @@ def test_no_masked_member_contributes_to_verl_policy_loss(
     moved = log_prob.detach().clone()
     moved[failed] += 5.0  # whatever the policy does on a masked member, the loss does not change
     assert policy_loss(data, moved).item() == loss.item()
+
+
+def test_registered_estimator_is_what_verls_trainer_calls(
+    batches: tuple[Any, dict[str, list[Any]], Any],
+) -> None:
+    from verl.trainer.config import AlgoConfig
+    from verl.trainer.ppo.core_algos import get_adv_estimator_fn
+
+    from rubrics.verl import masked_grpo_advantage, register_advantage_estimator
+
+    data, _, clean = batches
+    name = register_advantage_estimator()
+    assert register_advantage_estimator() == name == "rubric_grpo"  # twice is harmless
+    estimator = get_adv_estimator_fn(name)
+    assert estimator is masked_grpo_advantage
+    # The keyword arguments verl's compute_advantage passes to a registered estimator.
+    advantages, returns = estimator(
+        token_level_rewards=data.batch["token_level_rewards"],
+        response_mask=clean.batch["response_mask"],
+        config=AlgoConfig(adv_estimator=name),
+        index=data.non_tensor_batch["uid"],
+    )
+    valid = sorted(set(range(GROUPS * SIZE)) - FAILED)
+    grpo_advantages(data)
+    assert torch.equal(advantages[valid], data.batch["advantages"][valid])
+    assert not advantages[sorted(FAILED)].any() and torch.equal(advantages, returns)
