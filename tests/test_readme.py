@@ -132,6 +132,20 @@ def test_train_with_trl_blocks_run_as_written(tmp_path: Path, monkeypatch: pytes
     assert [entry["rubric/correct"] for entry in history if "rubric/correct" in entry] == [0.5]
 
 
+def test_train_with_verl_block_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, object] = {}
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(
+            compile(code_block("python", "reward_fn = env.rubric.as_trl_reward()"), "<README>", "exec"),
+            namespace,
+        )
+        exec(compile(code_block("python", "spec = env.verl()"), "<README>", "exec"), namespace)
+    assert out.getvalue().splitlines()[-1].startswith("1.0 1.0 ['reward.reward_manager.source=register'")
+    assert (tmp_path / "train.parquet").stat().st_size > 0
+
+
 def test_per_turn_example_prints_what_readme_says() -> None:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):

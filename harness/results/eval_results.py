@@ -286,7 +286,9 @@ class EvalResults(HtmlRepr):
         Args:
             format: "records" (one row per rollout, see `to_records`), "messages" (SFT rows),
                 "preference" (chosen/rejected pairs), "tokens" (token ids, logprobs and
-                env_mask for multi-turn RL) or "trl" (GRPO prompts); see `harness.results.exports`.
+                env_mask for multi-turn RL), "trl" (GRPO prompts), or "nemo-rl" / "prime-rl"
+                (token rows of every rollout, an unscored one flagged `mask_sample` /
+                `is_filtered`); see `harness.results.exports`.
             best_of: for "messages", how many top-reward rollouts of each example to keep.
             min_reward: for "messages", drop rollouts scoring below it.
         """
