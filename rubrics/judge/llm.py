@@ -82,15 +82,17 @@ class LLMJudge(Rubric):
             is the last prompt message; `response` (the final answer's text), `answer`,
             `info`, `task`, `state` and dataset columns. Values are inserted as variables
             (braces in them are safe) and the template's own tags are defused inside them.
-        model / client: a model name (a `harness.Client` is built lazily from it, with
-            `base_url`, `api_key` and `client_options`, falling back to OPENAI_* env vars)
-            or a ready Client whose endpoint, retries and concurrency are used.
+        model: a model name (a `harness.Client` is built lazily from it, with
+            `base_url`, `api_key` and `client_options`, falling back to OPENAI_* env vars).
+        client: a ready Client whose endpoint, retries and concurrency are used (instead of
+            `model`).
         parse: "number" (labelled or last number, "7/10", "8 out of 10"), "choice" (label
             -> score via `choices`, e.g. "GRADE: C") or "json" (the `json_key` field of a
             JSON object; asks for `response_format=json_object`).
         score_range: the judge's scale, rescaled to [0, 1]; a score outside it is a failure.
         pattern: a regex whose first group is the number or label, replacing the defaults.
-        samples / reduce: ask n times and combine by mean, median or majority.
+        samples: ask this many times.
+        reduce: combine the samples by mean, median or majority.
         on_error: score for an unscorable rollout instead of NaN (the reason is kept either way).
         cache: answer identical requests once per process (see `cache_info()`).
         sampling: request arguments (temperature defaults to 0, or 1 when samples > 1).

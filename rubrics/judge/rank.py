@@ -214,7 +214,10 @@ class RankJudge(GroupJudge):
 
     Args:
         instructions: what "better" means here (inserted into `prompt`).
-        model / client / base_url / api_key: the judge endpoint, as for `LLMJudge`.
+        model: the judge model's name, as for `LLMJudge`.
+        client: a ready `harness.Client` instead of `model`, as for `LLMJudge`.
+        base_url: the judge endpoint's base URL (default: OPENAI_BASE_URL).
+        api_key: the judge endpoint's key (default: OPENAI_API_KEY).
         parse: "ranking" (the judge orders the labels; a member's score is the fraction of the
             others ranked below it, ties counting half) or "scores" (the judge scores each label
             on `score_range`, rescaled to [0, 1]).
@@ -350,14 +353,19 @@ class PairwiseJudge(GroupJudge):
 
     Args:
         instructions: what "better" means here.
-        model / client / base_url / api_key: the judge endpoint, as for `LLMJudge`.
+        model: the judge model's name, as for `LLMJudge`.
+        client: a ready `harness.Client` instead of `model`, as for `LLMJudge`.
+        base_url: the judge endpoint's base URL (default: OPENAI_BASE_URL).
+        api_key: the judge endpoint's key (default: OPENAI_API_KEY).
         max_pairs: the most comparisons per group (default: all pairs, n(n-1)/2). Above it,
             a round-robin: in round r each member meets the one r places further, for as many
             rounds as fit, so every member plays the same number of games.
         both_orders: ask each pair twice, A/B and B/A, and count each verdict as half a game
             (cancels position bias at twice the calls); otherwise each pair is shown in a
             seeded random order.
-        prompt / sampling / seed: as for `RankJudge` (`candidates` holds the two members).
+        prompt: as for `RankJudge` (`candidates` holds the two members).
+        sampling: as for `RankJudge`.
+        seed: as for `RankJudge`.
 
     A member's score is (wins + ties / 2) / games over the comparisons that parsed; one that
     failed (malformed reply, endpoint error) is dropped and counted in the detail; a member
