@@ -11,6 +11,7 @@ Their own sanity tests live in tests/harness/test_helpers.py.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import contextlib
 import json
@@ -613,10 +614,38 @@ def rubric_serve(*args: str) -> Iterator[str]:
 
 def code_block(language: str, containing: str) -> str:
     """The one README code block in `language` that contains `containing`."""
-    blocks = re.findall(rf"```{language}\n(.*?)```", README, flags=re.S)
-    matches = [b for b in blocks if containing in b]
+    matches = [b for b in fenced_blocks(README, language) if containing in b]
     assert len(matches) == 1, f"expected one {language} block containing {containing!r}, found {len(matches)}"
     return matches[0]
+
+
+def fenced_blocks(text: str, language: str) -> list[str]:
+    """The code blocks of a Markdown text fenced exactly ```` ```language ```` (a fence with
+    attributes, such as ```` ```python title="not run" ````, is not one of them)."""
+    return re.findall(rf"^```{language}\n(.*?)^```", text, flags=re.S | re.M)
+
+
+#: The documentation site's pages (docs/, built by mkdocs.yml), by path relative to docs/.
+DOCS_DIR = Path(__file__).resolve().parents[1] / "docs"
+DOCS = {str(path.relative_to(DOCS_DIR)): path.read_text() for path in sorted(DOCS_DIR.rglob("*.md"))}
+
+
+def blocks_run_by_tests() -> set[str]:
+    """The `containing` strings the tests pass to `code_block`: the README and docs blocks run
+    by a test of their own (with the servers or files they need) rather than as they stand."""
+    found = set()
+    for path in Path(__file__).resolve().parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "code_block"
+                and len(node.args) == 2
+                and isinstance(node.args[1], ast.Constant)
+                and isinstance(node.args[1].value, str)
+            ):
+                found.add(node.args[1].value)
+    return found
 
 
 # ---------------------------------------------------------------- this project as a user installs it

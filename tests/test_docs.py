@@ -1,0 +1,184 @@
+"""The documentation site (docs/, mkdocs.yml): its examples run as written, offline and with no
+API key, and the built site works in headless Chromium.
+
+A ```` ```python ```` block in docs/ is run here, page by page in one namespace (in the page's
+order, from a temporary folder), unless a test of its own runs it (one that calls `code_block`
+with text from it: tests/test_readme.py and below); a block fenced with attributes, such as
+```` ```python title="not run" ````, is shown and not run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import DOCS, _free_port, blocks_run_by_tests, code_block, fenced_blocks, serving
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CLAIMED = blocks_run_by_tests()
+
+
+def _runnable(page: str) -> list[str]:
+    return [b for b in fenced_blocks(DOCS[page], "python") if not any(c in b for c in CLAIMED)]
+
+
+PAGES_WITH_EXAMPLES = [page for page in DOCS if _runnable(page)]
+
+
+def test_the_runner_finds_the_pages_examples() -> None:
+    assert "guides/environments.md" in PAGES_WITH_EXAMPLES  # where tools run: placement
+    assert "index.md" not in PAGES_WITH_EXAMPLES
+
+
+@pytest.mark.parametrize("page", PAGES_WITH_EXAMPLES)
+def test_page_examples_run_offline_with_no_api_key(
+    page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{_free_port()}/v1")  # nothing listens
+    namespace: dict[str, Any] = {"__name__": "docs_example"}
+    for block in _runnable(page):
+        with contextlib.redirect_stdout(io.StringIO()):
+            exec(compile(block, f"<docs/{page}>", "exec"), namespace)
+
+
+def test_score_batch_example_continues_the_first_rubric() -> None:
+    namespace: dict[str, Any] = {}
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code_block("python", "from rubrics import Gate"), "<docs>", "exec"), namespace)
+        exec(compile(code_block("python", "print(batch)  # the rewards"), "<docs>", "exec"), namespace)
+    assert "[1.0, 0.2]" in out.getvalue()
+
+
+@pytest.mark.parametrize("package", ["rubrics", "envs", "harness"])
+def test_reference_page_lists_exactly_the_package_public_names(package: str) -> None:
+    page = DOCS[f"reference/{package}.md"]
+    listed = re.findall(r"^        - (\S+)$", page, flags=re.M)
+    assert listed == list(importlib.import_module(package).__all__)
+    assert f"::: {package}\n" in page
+
+
+def test_docs_say_how_to_read_and_publish_the_site() -> None:
+    assert "mkdocs serve" in DOCS["index.md"] and "mkdocs gh-deploy" in DOCS["index.md"]
+
+
+# ---------------------------------------------------------------- the built site in Chromium
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The site built strictly into a temporary folder, served on 127.0.0.1 (search needs HTTP)."""
+    folder = tmp_path_factory.mktemp("site")
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(folder)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    port = _free_port()
+    command = [
+        sys.executable,
+        "-m",
+        "http.server",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--directory",
+        str(folder),
+    ]
+    with serving(command, port):
+        yield f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        instance = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--no-first-run",
+            ],
+        )
+        yield instance
+        instance.close()
+
+
+def _open(browser: Any, url: str) -> tuple[Any, list[str]]:
+    page = browser.new_page(viewport={"width": 1300, "height": 900})
+    problems: list[str] = []
+    page.on("console", lambda m: problems.append(f"{url}: {m.text}") if m.type == "error" else None)
+    page.on("pageerror", lambda e: problems.append(f"{url}: {e}"))
+    local = url.split("/", 3)[:3]
+    page.on("request", lambda r: None if r.url.split("/", 3)[:3] == local else problems.append(r.url))
+    page.goto(url, wait_until="load")
+    return page, problems
+
+
+def test_start_page_renders_and_search_finds_weighted_sum(browser: Any, site: str) -> None:
+    with urllib.request.urlopen(f"{site}/search/search_index.json", timeout=10) as response:
+        index = json.load(response)
+    assert any("WeightedSum" in doc["title"] for doc in index["docs"])
+
+    page, problems = _open(browser, f"{site}/")
+    assert page.locator("article h1").first.inner_text().rstrip("¶") == "rubric"
+    assert "Rubric trees" in page.locator("article").inner_text()
+    assert page.locator("nav").first.is_visible()
+    page.locator("input.md-search__input").click()
+    # Material's search worker says "Initializing search" until its index is loaded.
+    page.wait_for_function(
+        "() => !document.querySelector('.md-search-result__meta').textContent.includes('Initializing')",
+        timeout=15_000,
+    )
+    page.locator("input.md-search__input").press_sequentially("WeightedSum")
+    page.wait_for_selector(".md-search-result__item", timeout=15_000)
+    results = page.locator(".md-search-result__item").all_inner_texts()
+    assert any("WeightedSum" in r for r in results), results
+    page.close()
+    assert problems == []
+
+
+def test_rubrics_reference_lists_llm_judge_with_its_arguments(browser: Any, site: str) -> None:
+    page, problems = _open(browser, f"{site}/reference/rubrics/")
+    judge = page.locator('[id="rubrics.LLMJudge"]')
+    assert judge.count() == 1
+    section = judge.locator("xpath=..").inner_text()
+    for argument in ("prompt", "model", "client", "parse", "score_range", "samples", "on_error"):
+        assert argument in section, argument
+    page.close()
+    assert problems == []
+
+
+def test_no_page_has_a_console_error(browser: Any, site: str) -> None:
+    problems: list[str] = []
+    for source in DOCS:
+        path = "" if source == "index.md" else source.removesuffix(".md") + "/"
+        page, seen = _open(browser, f"{site}/{path}")
+        assert page.locator("article h1").count() == 1, source
+        page.close()
+        problems += seen
+    assert problems == []
