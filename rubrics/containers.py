@@ -91,8 +91,16 @@ def _finite(value: Any, what: str) -> float:
 class WeightedSum(Rubric):
     """sum(weight * child score); children run concurrently when any of them is async.
 
-    `rubrics` is a list (names come from the functions / rubric names) or a dict of
-    name -> rubric. `weights` default to 1/n; give a list in the same order or a dict by name.
+    Args:
+        rubrics: the children: a list (names come from the functions / rubric names) or a dict
+            of name -> rubric; plain functions become `reward` leaves.
+        weights: one weight per child, a list in the same order or a dict by name (default 1/n).
+        name: the node's name among its parent's children (default: from the function or class).
+        on_error: the score given when this node fails (default NaN, "unscored", with the reason
+            kept in `rollout.score_errors`).
+
+    Raises:
+        ConfigError: when there is no child, or the weights do not match the children.
     """
 
     config_fields = ("weights",)
@@ -200,6 +208,13 @@ class Sequential(Rubric):
 
     Otherwise the last child's score; an empty Sequential scores 1.0. A NaN child also stops
     the chain (what follows cannot be trusted) and makes the result NaN.
+
+    Args:
+        *rubrics: the steps, in order (or one dict of name -> rubric); plain functions become
+            `reward` leaves.
+        name: the node's name among its parent's children (default: from the function or class).
+        on_error: the score given when this node fails (default NaN, "unscored", with the reason
+            kept in `rollout.score_errors`).
     """
 
     def __init__(
@@ -272,7 +287,15 @@ class Sequential(Rubric):
 
 
 class Gate(Rubric):
-    """The child's score if it reaches `threshold` (inclusive), else 0.0; NaN stays NaN."""
+    """The child's score if it reaches `threshold` (inclusive), else 0.0; NaN stays NaN.
+
+    Args:
+        rubric: the gated child (a plain function becomes a `reward` leaf).
+        threshold: the lowest score that passes, inclusive.
+        name: the node's name among its parent's children (default: from the function or class).
+        on_error: the score given when this node fails (default NaN, "unscored", with the reason
+            kept in `rollout.score_errors`).
+    """
 
     config_fields = ("threshold",)
     _threshold: float
@@ -335,7 +358,11 @@ class Gate(Rubric):
 
 
 class RubricList(Rubric):
-    """A list of rubrics registered as children "0", "1", ... (like `nn.ModuleList`); no score."""
+    """A list of rubrics registered as children "0", "1", ... (like `nn.ModuleList`); no score.
+
+    Args:
+        rubrics: the first children (plain functions become `reward` leaves).
+    """
 
     _scoreable = False
 
@@ -396,7 +423,11 @@ class RubricList(Rubric):
 
 
 class RubricDict(Rubric):
-    """A dict of named rubrics (like `nn.ModuleDict`); no score of its own."""
+    """A dict of named rubrics (like `nn.ModuleDict`); no score of its own.
+
+    Args:
+        rubrics: the first children, a dict or (name, rubric) pairs.
+    """
 
     _scoreable = False
 

@@ -47,6 +47,11 @@ class GroupRubric(Rubric):
 
     Scored alone (`node(rollout)`, `score_batch` of rollouts with distinct `example_id`s), a
     rollout is a group of one. Hooks of a group node run per member and must be sync.
+
+    Args:
+        name: the node's name among its parent's children (default: from the class).
+        on_error: the score given when this node fails (default NaN, "unscored", with the reason
+            kept).
     """
 
     _group_node: ClassVar[bool] = True
@@ -226,6 +231,13 @@ class Relative(GroupRubric):
 
     The child is scored on every member (recorded under `<path>.<child name>`); a member the
     child could not score is NaN here too and is left out of the others' ranks and statistics.
+
+    Args:
+        rubric: the node scored on each member (a plain function becomes a `reward` leaf).
+        method: "rank" or "zscore", as for `relative`.
+        name: the node's name among its parent's children (default: from the class).
+        on_error: the score given when this node fails (default NaN, "unscored", with the reason
+            kept).
     """
 
     config_fields = ("method",)

@@ -30,7 +30,14 @@ from rubrics.turns import TURN_INJECTED, Turn, check_reduce_turns
 
 
 class FunctionRubric(Rubric):
-    """A leaf wrapping a reward function; made by `reward(fn)` or by passing a function to a container."""
+    """A leaf wrapping a reward function; made by `reward(fn)` or by passing a function to a container.
+
+    Args:
+        fn: the reward function (sync or `async def`); its parameters are filled by name.
+        name: the node's name among its parent's children (default: from the function or class).
+        on_error: the score given when this node fails (default NaN, "unscored", with the reason
+            kept in `rollout.score_errors`).
+    """
 
     _fn: Callable[..., Any]
     _async: bool
@@ -279,6 +286,20 @@ def reward(
     (that message), `turn_index` and `messages` (the conversation up to it); the scores land
     in `rollout.turn_scores`, and `reduce_turns` ("mean", "sum", "last", "min", "max") makes
     the node's episode score from them. See `rubrics.turns`.
+
+    Args:
+        fn: the reward function; without it, `reward(...)` returns a decorator.
+        name: the node's name among its parent's children (default: from the function or class).
+        on_error: the score given when this node fails (default NaN, "unscored", with the reason
+            kept in `rollout.score_errors`).
+        per_turn: score each assistant turn rather than the whole rollout.
+        reduce_turns: how a per-turn node's episode score is made from its turn scores.
+
+    Returns:
+        The leaf (a `FunctionRubric`), or a decorator making one when `fn` is not given.
+
+    Raises:
+        ConfigError: `reduce_turns` given for a leaf that is not per-turn.
     """
 
     def make(f: Callable[..., Any]) -> FunctionRubric:

@@ -88,6 +88,11 @@ class Rubric:
       extra_repr(): text shown in `repr()` for this node.
       node_required_columns(): dataset columns this node itself reads.
       record_detail / record_error / ScoringError: report per-rollout details or a failure.
+
+    Args:
+        name: the node's name among its parent's children (default: from the function or class).
+        on_error: the score given when this node fails (default NaN, "unscored", with the reason
+            kept in `rollout.score_errors`).
     """
 
     config_fields: ClassVar[tuple[str, ...]] = ("on_error",)

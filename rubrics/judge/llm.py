@@ -86,10 +86,18 @@ class LLMJudge(Rubric):
             `base_url`, `api_key` and `client_options`, falling back to OPENAI_* env vars).
         client: a ready Client whose endpoint, retries and concurrency are used (instead of
             `model`).
+        system_prompt: a system message sent before the rendered `prompt` (none by default).
+        base_url: the judge endpoint's base URL when built from `model` (default:
+            OPENAI_BASE_URL).
+        api_key: the judge endpoint's key when built from `model` (default: OPENAI_API_KEY).
+        client_options: further `harness.Client` arguments (retries, timeout, ...) when built
+            from `model`.
         parse: "number" (labelled or last number, "7/10", "8 out of 10"), "choice" (label
             -> score via `choices`, e.g. "GRADE: C") or "json" (the `json_key` field of a
             JSON object; asks for `response_format=json_object`).
         score_range: the judge's scale, rescaled to [0, 1]; a score outside it is a failure.
+        choices: label -> score for `parse="choice"`, e.g. {"A": 1.0, "B": 0.5, "C": 0.0}.
+        json_key: the field holding the score for `parse="json"`.
         pattern: a regex whose first group is the number or label, replacing the defaults.
         samples: ask this many times.
         reduce: combine the samples by mean, median or majority.
@@ -98,6 +106,7 @@ class LLMJudge(Rubric):
         sampling: request arguments (temperature defaults to 0, or 1 when samples > 1).
         variables: constants the template may name (e.g. a criterion's text), inserted
             as safely as rollout values.
+        name: the node's name among its parent's children (default: "judge").
 
     Every setting above except the client ones is a field of `judge.config` (a
     `rubrics.judge.config.JudgeConfig`) and an attribute validated on assignment

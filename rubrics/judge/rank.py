@@ -229,6 +229,9 @@ class RankJudge(GroupJudge):
             `candidates` (each with `label` and `response`); the reply format is appended.
         sampling: request arguments (temperature defaults to 0).
         seed: seeds the shuffles (per example), so a re-run asks the same questions.
+        name: the node's name among its parent's children (default: from the class).
+        on_error: the score given when this node fails (default NaN, "unscored", with the reason
+            kept).
     """
 
     config_fields = ("parse", "orders", "score_range")
@@ -366,6 +369,9 @@ class PairwiseJudge(GroupJudge):
         prompt: as for `RankJudge` (`candidates` holds the two members).
         sampling: as for `RankJudge`.
         seed: as for `RankJudge`.
+        name: the node's name among its parent's children (default: from the class).
+        on_error: the score given when this node fails (default NaN, "unscored", with the reason
+            kept).
 
     A member's score is (wins + ties / 2) / games over the comparisons that parsed; one that
     failed (malformed reply, endpoint error) is dropped and counted in the detail; a member
