@@ -66,14 +66,6 @@ def test_score_batch_example_continues_the_first_rubric() -> None:
     assert "[1.0, 0.2]" in out.getvalue()
 
 
-@pytest.mark.parametrize("package", ["rubrics", "envs", "harness"])
-def test_reference_page_lists_exactly_the_package_public_names(package: str) -> None:
-    page = DOCS[f"reference/{package}.md"]
-    listed = re.findall(r"^        - (\S+)$", page, flags=re.M)
-    assert listed == list(importlib.import_module(package).__all__)
-    assert f"::: {package}\n" in page
-
-
 def test_docs_say_how_to_read_and_publish_the_site() -> None:
     assert "mkdocs serve" in DOCS["index.md"] and "mkdocs gh-deploy" in DOCS["index.md"]
 
@@ -160,6 +152,14 @@ def test_start_page_renders_and_search_finds_weighted_sum(browser: Any, site: st
     assert any("WeightedSum" in r for r in results), results
     page.close()
     assert problems == []
+
+
+@pytest.mark.parametrize("package", ["rubrics", "envs", "harness"])
+def test_reference_page_has_an_entry_for_every_public_name(package: str, site: str) -> None:
+    with urllib.request.urlopen(f"{site}/reference/{package}/", timeout=10) as response:
+        html = response.read().decode()
+    entries = set(re.findall(rf'id="{package}\.(\w+)"', html))
+    assert entries >= set(importlib.import_module(package).__all__)
 
 
 def test_rubrics_reference_lists_llm_judge_with_its_arguments(browser: Any, site: str) -> None:
