@@ -2,7 +2,7 @@
 with matching scripted-endpoint policies, so the rollout loop and evaluate are tested without `envs`;
 `serve_pypiserver`, a real package index on 127.0.0.1 for the hub tests; `run`, the real
 `rubric` executable in a subprocess (`at_a_terminal`: with a terminal to answer it); `serving` /
-`rubric_serve`, a server in a subprocess; `code_block`, a README code block by its content;
+`rubric_serve`, a server in a subprocess; `code_block`, a README or docs/ code block by its content;
 `processes_with`, what a test left running; `build_rubric_wheel`, this project's wheel; and
 `ensure_openenv_side_python`, OpenEnv 0.10 in a cached venv of its own.
 
@@ -613,8 +613,10 @@ def rubric_serve(*args: str) -> Iterator[str]:
 
 
 def code_block(language: str, containing: str) -> str:
-    """The one README code block in `language` that contains `containing`."""
-    matches = [b for b in fenced_blocks(README, language) if containing in b]
+    """The one code block in `language` of README.md or a docs/ page that contains `containing`
+    (a block shown word for word in both counts once)."""
+    sources = [README, *DOCS.values()]
+    matches = sorted({b for text in sources for b in fenced_blocks(text, language) if containing in b})
     assert len(matches) == 1, f"expected one {language} block containing {containing!r}, found {len(matches)}"
     return matches[0]
 
@@ -628,6 +630,8 @@ def fenced_blocks(text: str, language: str) -> list[str]:
 #: The documentation site's pages (docs/, built by mkdocs.yml), by path relative to docs/.
 DOCS_DIR = Path(__file__).resolve().parents[1] / "docs"
 DOCS = {str(path.relative_to(DOCS_DIR)): path.read_text() for path in sorted(DOCS_DIR.rglob("*.md"))}
+#: README.md and every docs/ page, for tests that check what the text says about an example.
+DOCUMENTED = "\n".join([README, *DOCS.values()])
 
 
 def blocks_run_by_tests() -> set[str]:

@@ -384,10 +384,10 @@ def test_readme_table_is_what_rubric_audit_gsm8k_prints() -> None:
 
 
 def test_readme_python_example_prints_what_readme_says() -> None:
-    from tests.helpers import README, code_block
+    from tests.helpers import DOCUMENTED, code_block
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         exec(compile(code_block("python", 'audit(load_environment("wordle")'), "<README>", "exec"), {})
     first, second = out.getvalue().splitlines()
-    assert " ".join(f"prints `{first}` and `{second}`".split()) in " ".join(README.split())
+    assert " ".join(f"prints `{first}` and `{second}`".split()) in " ".join(DOCUMENTED.split())
