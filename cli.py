@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from harness.aio import Stopped
 from harness.defaults import DEFAULT_CONCURRENCY, DEFAULT_TRANSPORT, TRANSPORTS
 from harness.errors import RubricError
 from harness.text import escape_control
@@ -544,13 +546,14 @@ def main(argv: list[str] | None = None) -> int:
             raise
         say(f"rubric {name}: error: {exc}", err=True)
         return EXIT_USAGE if isinstance(exc, CliError) else 1
-    except (KeyboardInterrupt, click.Abort):
-        print(f"rubric {name}: interrupted; finished rollouts are kept", file=sys.stderr)
+    except (KeyboardInterrupt, click.Abort) as exc:  # Ctrl-C, or SIGTERM/SIGHUP (Stopped)
+        how = f"stopped by {signal.Signals(exc.signum).name}" if isinstance(exc, Stopped) else "interrupted"
+        print(f"rubric {name}: {how}; finished rollouts are kept", file=sys.stderr)
         if meta.get("run_dir") is not None:  # set by rubric eval once it knows its directory
             from harness.views.console import resume_hint
 
             print(resume_hint(meta["run_dir"]), file=sys.stderr)
-        return 130
+        return 128 + (exc.signum if isinstance(exc, Stopped) else signal.SIGINT)  # as the shell reports it
     except BrokenPipeError:  # the reader went away (`rubric hub info X | head`): stop quietly
         with contextlib.suppress(OSError, ValueError):  # so Python's flush at exit does not fail
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
