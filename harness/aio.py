@@ -72,8 +72,13 @@ def _stop_signals_interrupt() -> Iterator[None]:
         yield  # only the main thread can set handlers (and receives the signals)
         return
     stopping: list[int] = []
+    owner = os.getpid()
 
     def stop(signum: int, frame: FrameType | None) -> None:
+        if os.getpid() != owner:  # a child forked meanwhile (multiprocessing) ends as by default
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
         if not stopping:
             stopping.append(signum)
             raise Stopped(signum)
