@@ -123,7 +123,8 @@ def node_paths(results: EvalResults) -> list[str]:
 
 def _mean(values: Sequence[float]) -> float:
     kept = [v for v in values if not math.isnan(v)]
-    return math.fsum(kept) / len(kept) if kept else math.nan
+    mean = mean_and_stderr(kept)[0]  # huge scores too: no fsum overflow
+    return math.nan if mean is None else mean
 
 
 def _by_example(results: EvalResults) -> dict[str, list[int]]:

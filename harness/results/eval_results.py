@@ -39,6 +39,8 @@ if TYPE_CHECKING:  # pragma: no cover
 def _fmt(value: float | None, digits: int = 4) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "n/a"
+    if abs(value) >= 1e6:  # a huge score in exponent form, not 300 digits
+        return f"{value:.{digits}g}"
     return f"{value:.{digits}f}"
 
 
@@ -317,7 +319,7 @@ class EvalResults(HtmlRepr):
         table.add_row("rollouts", f"{s.num_rollouts}{planned} ({s.num_examples} examples)")
         reward = _fmt(s.mean_reward)
         if s.reward_stderr is not None:
-            reward += f" ± {s.reward_stderr:.4f}"
+            reward += f" ± {_fmt(s.reward_stderr)}"
         table.add_row("mean reward", reward + f"  (over {s.num_scored} scored)")
         if s.num_groups.get(""):  # rollouts_per_example > 1: say how many groups teach nothing
             table.add_row("flat groups", node_note(s, "") + " (every rollout of the example scored alike)")

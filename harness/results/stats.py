@@ -24,6 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
+from harness.results.summary import mean_and_stderr
+
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_RESAMPLES = 4000
 DEFAULT_SEED = 0
@@ -102,7 +104,9 @@ def bootstrap_interval(
     step = max(1, _BLOCK // n)
     for start in range(0, resamples, step):
         count = min(step, resamples - start)
-        means[start : start + count] = data[rng.integers(0, n, size=(count, n), dtype=np.int32)].mean(axis=1)
+        drawn = data[rng.integers(0, n, size=(count, n), dtype=np.int32)]
+        with np.errstate(over="ignore"):  # huge scores: a resampled mean beyond the float range is inf
+            means[start : start + count] = drawn.mean(axis=1)
     tail = (1 - confidence) / 2
     low, high = np.quantile(means, [tail, 1 - tail])
     return float(low), float(high)
@@ -143,12 +147,8 @@ def paired_difference(
     """`PairedDifference` of per-example means `a` and `b` (example id -> mean score)."""
     values = paired_values(a, b)
     n = len(values)
-    mean = math.fsum(values) / n if n else None
-    sd = (
-        math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
-        if mean is not None and n > 1
-        else None
-    )
+    mean, stderr = mean_and_stderr(values)  # huge scores too: no fsum overflow
+    sd = stderr * math.sqrt(n) if stderr is not None else None
     interval = bootstrap_interval(values, confidence=confidence, resamples=resamples, seed=seed)
     low, high = interval if interval is not None else (None, None)
     needed = examples_needed(mean, sd) if mean is not None and sd is not None else None

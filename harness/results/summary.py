@@ -131,15 +131,51 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 
 def mean_and_stderr(values: Sequence[float]) -> tuple[float | None, float | None]:
-    """Mean and standard error of the mean (None where undefined: no values / one value)."""
+    """Mean and standard error of the mean, for any floats a tree can produce.
+
+    None where undefined: no values, one value, or an infinite value (for the error). A mean
+    or error beyond the float range is inf; +inf and -inf together have a NaN mean. Never
+    raises: finite values whose sum or squares overflow are computed scaled (`_scaled`).
+    """
     n = len(values)
     if n == 0:
         return None, None
-    mean = math.fsum(values) / n
+    if not all(map(math.isfinite, values)):  # the mean is inf (one sign) or NaN, the error undefined
+        infinite = {v for v in values if math.isinf(v)}
+        return (infinite.pop() if len(infinite) == 1 and not any(map(math.isnan, values)) else math.nan), None
+    try:
+        mean = math.fsum(values) / n
+    except OverflowError:  # finite values whose sum leaves the float range: "intermediate overflow"
+        return _scaled(values)
     if n < 2:
         return mean, None
-    variance = math.fsum((v - mean) ** 2 for v in values) / (n - 1)
-    return mean, math.sqrt(variance / n)
+    try:
+        variance = math.fsum((v - mean) ** 2 for v in values) / (n - 1)
+    except OverflowError:  # a square out of range
+        return _scaled(values)
+    return (mean, math.sqrt(variance / n)) if math.isfinite(variance) else _scaled(values)
+
+
+def _scaled(values: Sequence[float]) -> tuple[float, float | None]:
+    """`mean_and_stderr` of finite values, computed on values divided by a power of two (exact,
+    but for digits far below the largest value) so that no sum or square overflows."""
+    n = len(values)
+    shift = math.frexp(max(abs(v) for v in values))[1]  # every |v| / 2**shift is below 1
+    small = [math.ldexp(v, -shift) for v in values]
+    mean = math.fsum(small) / n
+    stderr = None
+    if n > 1:
+        spread = math.sqrt(math.fsum((v - mean) ** 2 for v in small) / (n - 1) / n)
+        stderr = _unscale(spread, shift)
+    return _unscale(mean, shift), stderr
+
+
+def _unscale(value: float, shift: int) -> float:
+    """value * 2**shift; inf (with value's sign) where that is beyond the float range."""
+    try:
+        return math.ldexp(value, shift)
+    except OverflowError:
+        return math.copysign(math.inf, value)
 
 
 def _unscored_reasons(rollout: Rollout) -> set[str]:
@@ -256,7 +292,7 @@ class RunningSummary:
         return {p: n for p, n in counted.items() if n}, {p: flat[p] for p, n in counted.items() if n}
 
     def node_means(self, paths: list[str]) -> dict[str, float]:
-        return {p: math.fsum(self.node_values[p]) / len(self.node_values[p]) for p in paths}
+        return {p: mean for p in paths if (mean := mean_and_stderr(self.node_values[p])[0]) is not None}
 
     def node_stderrs(self, paths: list[str]) -> dict[str, float]:
         return {p: e for p in paths if (e := mean_and_stderr(self.node_values[p])[1]) is not None}
