@@ -16,6 +16,10 @@ Definitions:
   c of them passing), averaged over the examples with n >= k. A rollout *passes* when its
   reward >= 1.0 - 1e-9 (it earned the full reward), or, when the environment declares
   `success=(node, threshold)`, when that node's score reaches the threshold (Wordle: a win).
+  Views always say what a pass is. Nodes do not declare their reward range, so a tree that
+  cannot reach 1 is recognised by its rollouts: with the default criterion, no rollout passed
+  and the best reward is above 0 (some rollouts earned reward, none the full 1); then
+  `pass_warning` says so and points to `success=`.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from pydantic import AliasChoices, BaseModel, Field
 from harness.types import HtmlRepr, Rollout
 
 PASS_THRESHOLD = 1.0 - 1e-9
+DEFAULT_PASS_CRITERION = "reward >= 1"
 
 
 class Summary(HtmlRepr, BaseModel):
@@ -64,7 +69,9 @@ class Summary(HtmlRepr, BaseModel):
     # How many rollouts the run set out to make (more than `rollouts` when it was interrupted).
     planned: int | None = None
     # What counts as a pass for pass@k, e.g. "reward >= 1" (the default) or "grade.win >= 1".
-    pass_criterion: str = "reward >= 1"
+    pass_criterion: str = DEFAULT_PASS_CRITERION
+    # The highest reward of a scored rollout (None: none scored, or a summary from before it).
+    best_reward: float | None = None
     # Per node: rollouts it failed on (NaN); examples with >= 2 scored rollouts ("groups"), and
     # how many of them scored all alike (zero variance). The reward's are under "".
     node_failed: dict[str, int] = Field(default_factory=dict)
@@ -108,6 +115,12 @@ def node_note(summary: Summary, path: str) -> str:
     return " · ".join(parts)
 
 
+def over_scored(summary: Summary) -> str:
+    """What the mean reward is over, errored rollouts named: "over 26 scored, 4 errored"."""
+    errored = f", {summary.num_errors:,} errored" if summary.num_errors else ""
+    return f"over {summary.num_scored:,} scored{errored}"
+
+
 def skip_reason(scores: Mapping[str, float], path: str, paths: Sequence[str]) -> str:
     """Why node `path` has no score on a rollout whose nodes in tree order are `paths`: a
     chain (Sequential) stops at a sibling scoring 0 or NaN, and the nodes after it never run."""
@@ -119,6 +132,20 @@ def skip_reason(scores: Mapping[str, float], path: str, paths: Sequence[str]) ->
         if value != value or value == 0.0:
             return f"skipped: after {sibling.rsplit('.', 1)[-1]} scored {'NaN' if value != value else 0}"
     return "not run"
+
+
+def pass_warning(summary: Summary) -> str | None:
+    """Why pass@k may not mean what it seems (None when it does): with the default criterion,
+    no rollout reached reward 1 though some earned reward (see the module docstring)."""
+    best = summary.best_reward
+    if summary.pass_criterion != DEFAULT_PASS_CRITERION or not summary.pass_at_k or best is None:
+        return None
+    if not 0 < best < PASS_THRESHOLD:
+        return None
+    return (
+        f"no rollout reached reward 1 (the best: {best:.4g}), which pass@k counts as a pass; if this "
+        f"rubric's top reward is below 1, say what passes with success=(node, threshold)"
+    )
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -348,6 +375,7 @@ class RunningSummary:
             rollouts_per_second=rate,
             planned=planned,
             pass_criterion=f"{self.success_path or 'reward'} >= {self.success_threshold:g}",
+            best_reward=max(self.rewards) if self.rewards else None,
             node_failed={p: self.node_failed[p] for p in _tree_order(self.node_failed, node_order)},
             num_groups=num_groups,
             zero_variance_groups=flat,
@@ -391,7 +419,9 @@ __all__ = [
     "Summary",
     "mean_and_stderr",
     "node_note",
+    "over_scored",
     "pass_at_k",
+    "pass_warning",
     "skip_reason",
     "summarize",
 ]

@@ -75,7 +75,7 @@ async def test_a_401_after_successes_is_an_error_on_the_rollout_only(tmp_path: P
     assert [r.error is not None for r in results].count(True) == 1 and len(results) == 6
 
 
-def test_cli_early_stop_and_max_error_rate(tmp_path: Path) -> None:
+def test_cli_early_stop_and_fail_on_error(tmp_path: Path) -> None:
     env_file = tmp_path / "deny_env.py"
     env_file.write_text(
         textwrap.dedent(
@@ -112,10 +112,22 @@ def test_cli_early_stop_and_max_error_rate(tmp_path: Path) -> None:
     assert len(denied.stderr.strip().splitlines()) == 1
     assert len((tmp_path / "a" / "results.jsonl").read_text().splitlines()) <= 4  # not all 200
     common = ["eval", str(env_file), "-m", "scripted:some", "-n", "40", "--no-progress"]
-    strict = run(*common, "-o", str(tmp_path / "b"), "--max-error-rate", "0.01", cwd=tmp_path)
-    assert strict.returncode == 1 and "errored (more than --max-error-rate 0.01)" in strict.stderr
-    lenient = run(*common, "-o", str(tmp_path / "c"), "--max-error-rate", "0.9", cwd=tmp_path)
-    assert lenient.returncode == 0, lenient.stderr
+    first = run(*common, "-o", str(tmp_path / "b"), cwd=tmp_path)  # by default only all-errored fails
+    assert first.returncode == 0, first.stderr
+    errors = json.loads((tmp_path / "b" / "metadata.json").read_text())["summary"]["num_errors"]
+    assert 0 < errors < 10 and f"(over {40 - errors} scored, {errors} errored)" in first.stdout
+    for flag, code, why in (
+        (["--fail-on-error"], 1, "(--fail-on-error: any error)"),  # bare: any error
+        (["--fail-on-error", "0.01"], 1, "(more than --fail-on-error 0.01)"),  # a share
+        (["--fail-on-error", "0.9"], 0, ""),
+        (["--fail-on-error", str(errors - 1)], 1, f"(more than --fail-on-error {errors - 1})"),  # a count
+        (["--fail-on-error", str(errors)], 0, ""),
+    ):
+        proc = run(*common, "-o", str(tmp_path / f"c{len(flag)}{code}{flag[-1]}"), *flag, cwd=tmp_path)
+        assert proc.returncode == code, (flag, proc.stderr)
+        assert f"{errors} of 40 rollouts errored {why}" in proc.stderr if code else not proc.stderr
+    bad = run(*common, "-o", str(tmp_path / "d"), "--fail-on-error", "2.5", cwd=tmp_path)
+    assert bad.returncode == 2 and "must be a share below 1 (0.1) or a count of rollouts (5)" in bad.stderr
 
 
 def test_two_concurrent_resumes_one_writer(tmp_path: Path) -> None:
