@@ -528,7 +528,8 @@ async def aevaluate(
 
 def evaluate(env: EnvironmentProtocol, client: Client, **options: Unpack[EvaluateOptions]) -> EvalResults:
     """`aevaluate`, synchronously: blocks until the run ends, and works inside a running event
-    loop too (a Jupyter cell), where it runs on a helper thread. Same options and results."""
+    loop too (a Jupyter cell), where it runs on a helper thread. Same options and results.
+    SIGTERM and SIGHUP stop it as Ctrl-C does (`harness.aio.Stopped`, a KeyboardInterrupt)."""
     return run_sync(aevaluate(env, client, **options))
 
 
