@@ -42,7 +42,7 @@ DOCUMENTED = {
         "EnvironmentSource", "run_sync", "Message", "Rollout", "ToolCall", "FunctionCall", "Usage",
         "TurnTokens", "TreeNode", "RubricError", "ConfigError", "ConfigTypeError", "EndpointError",
         "EnvironmentNotFoundError", "NotScoreableError", "ResultsError", "ResultsNotFoundError",
-        "ScoringError", "UserCodeError", "WorkerError",
+        "ScoringError", "TooManyErrorsError", "UserCodeError", "WorkerError",
     ],
     "harness.types": ["Message", "Rollout", "ToolCall", "Usage", "TurnTokens"],
     "harness.errors": ["ResultsWarning"],

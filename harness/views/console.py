@@ -57,18 +57,20 @@ def print_run(console: Console, results: EvalResults, output_dir: Path) -> None:
         )
 
 
-def too_many_errors(summary: Summary, fail_on_error: float | None) -> str | None:
+def too_many_errors(
+    summary: Summary, fail_on_error: float | None, spelled: str = "--fail-on-error"
+) -> str | None:
     """Why a run fails by its errors, or None when it does not. As Inspect's `fail_on_error`:
     more than `fail_on_error` of its rollouts errored, a share when below 1 (0: any error) and
-    a count from 1 up; None (not given): every rollout errored."""
+    a count from 1 up; None (not given): every rollout errored. `spelled` names the setting."""
     errors, rollouts = summary.num_errors, summary.num_rollouts
     if fail_on_error is None:
         too_many, allowed = rollouts > 0 and errors == rollouts, "every rollout"
     elif fail_on_error == 0:
-        too_many, allowed = errors > 0, "--fail-on-error: any error"
+        too_many, allowed = errors > 0, f"{spelled}: any error"
     else:
         limit = fail_on_error * rollouts if fail_on_error < 1 else fail_on_error
-        too_many, allowed = errors > limit, f"more than --fail-on-error {fail_on_error:g}"
+        too_many, allowed = errors > limit, f"more than {spelled} {fail_on_error:g}"
     return f"{errors} of {rollouts} rollouts errored ({allowed})" if too_many else None
 
 

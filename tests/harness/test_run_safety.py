@@ -9,11 +9,13 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from harness.errors import EndpointError, ResultsError, ResultsWarning
+from harness.errors import ConfigError, EndpointError, ResultsError, ResultsWarning, TooManyErrorsError
 from harness.evaluation import aevaluate
+from harness.results.eval_results import EvalResults
 from harness.results.summary import summarize
 from harness.scripted.app import ScriptedHTTPError
 from harness.types import Rollout
@@ -242,3 +244,29 @@ async def test_resume_reruns_the_rollouts_of_corrupt_lines(tmp_path: Path) -> No
             again = await aevaluate(FakeEnv(n=4), client, output_dir=out, resume=True, progress=False)
     assert sorted(r.key for r in again) == [(str(i), 0) for i in range(4)]
     assert again.metadata["sessions"][-1]["rollouts_planned"] == 1  # only the corrupt one ran again
+
+
+async def test_evaluate_fail_on_error_raises_with_the_results_after_saving(tmp_path: Path) -> None:
+    calls = 0
+
+    def two_bad(messages: Any, tools: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls <= 2:
+            raise ScriptedHTTPError(400, "bad request")
+        return sum_policy(messages, tools)
+
+    async with serve(two_bad) as (_, client):
+        with pytest.raises(
+            TooManyErrorsError, match=r"2 of 6 rollouts errored \(more than fail_on_error 1\)"
+        ) as caught:
+            await aevaluate(
+                FakeEnv(n=6), client, concurrency=1, progress=False, output_dir=tmp_path, fail_on_error=1
+            )
+        assert isinstance(caught.value.results, EvalResults) and len(caught.value.results.rollouts) == 6
+        assert json.loads((tmp_path / "metadata.json").read_text())["status"] == "completed"
+        calls = 0
+        kept = await aevaluate(FakeEnv(n=6), client, concurrency=1, progress=False, fail_on_error=0.5)
+        assert kept.summary.num_errors == 2
+        with pytest.raises(ConfigError, match="fail_on_error must be a share below 1"):
+            await aevaluate(FakeEnv(n=6), client, progress=False, fail_on_error=1.5)
