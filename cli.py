@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from harness.aio import Stopped
 from harness.defaults import DEFAULT_CONCURRENCY, DEFAULT_TRANSPORT, TRANSPORTS
 from harness.errors import RubricError
 from harness.text import escape_control
@@ -158,7 +160,7 @@ hub_option = click.option("--hub", "hub_url", help=HUB_HELP)
 @click.option("-o", "--output-dir", help="results directory (default runs/<env>--<model>--<time>)")
 @click.option("--resume", metavar="DIR", help="continue an interrupted run in DIR; ENV, -m and the settings come from it")  # fmt: skip
 @click.option("--retry-errors", is_flag=True, help="with --resume: run the rollouts that errored again (their rows are replaced)")  # fmt: skip
-@click.option("--max-error-rate", type=float, metavar="F", callback=limited, help="exit non-zero when more than this share (0-1) of rollouts errored (default: when all did)")  # fmt: skip
+@click.option("--fail-on-error", type=float, is_flag=False, flag_value=0.0, metavar="[RATE]", callback=limited, help="exit non-zero when more than RATE of the rollouts errored: a share below 1 or a count from 1; bare: any error (default: only when all did)")  # fmt: skip
 @click.option("--no-progress", is_flag=True)
 @click.option("--workers", type=int, default=1, show_default=True, metavar="N", callback=limited, help="run rollouts in N worker processes (-c is the total across them)")  # fmt: skip
 @click.option("--ray", is_flag=False, flag_value="", metavar="ADDRESS", help="run the workers as Ray actors on the cluster at ADDRESS (no ADDRESS: a local Ray); needs pip install 'rubric-rl[ray]'")  # fmt: skip
@@ -166,6 +168,7 @@ hub_option = click.option("--hub", "hub_url", help=HUB_HELP)
 @click.pass_context
 def eval_command(ctx: click.Context, /, **o: Any) -> int:
     from envs.runs import RunRequest, prepare_run, run
+    from harness.results.summary import pass_warning
     from harness.views.console import print_run, too_many_errors
 
     sampling = {
@@ -189,7 +192,10 @@ def eval_command(ctx: click.Context, /, **o: Any) -> int:
         ctx.meta["resume_flags"] = prepared.resume_flags()
         results, folder = run(prepared, warn=lambda change: say(f"rubric eval: warning: {change}", err=True))
     print_run(console(), results, folder)
-    failed = too_many_errors(results.summary, o["max_error_rate"])
+    doubt = pass_warning(results.summary)
+    if doubt:
+        say(f"rubric eval: warning: {doubt}", err=True)
+    failed = too_many_errors(results.summary, o["fail_on_error"])
     if failed:
         print(f"rubric eval: error: {failed}", file=sys.stderr)
     return 1 if failed else 0
@@ -575,13 +581,14 @@ def main(argv: list[str] | None = None) -> int:
             raise
         say(f"rubric {name}: error: {exc}", err=True)
         return EXIT_USAGE if isinstance(exc, CliError) else 1
-    except (KeyboardInterrupt, click.Abort):
-        print(f"rubric {name}: interrupted; finished rollouts are kept", file=sys.stderr)
+    except (KeyboardInterrupt, click.Abort) as exc:  # Ctrl-C, or SIGTERM/SIGHUP (Stopped)
+        how = f"stopped by {signal.Signals(exc.signum).name}" if isinstance(exc, Stopped) else "interrupted"
+        print(f"rubric {name}: {how}; finished rollouts are kept", file=sys.stderr)
         if meta.get("run_dir") is not None:  # set by rubric eval once it knows its directory
             from harness.views.console import resume_hint
 
             print(resume_hint(meta["run_dir"], meta.get("resume_flags", ())), file=sys.stderr)
-        return 130
+        return 128 + (exc.signum if isinstance(exc, Stopped) else signal.SIGINT)  # as the shell reports it
     except BrokenPipeError:  # the reader went away (`rubric hub info X | head`): stop quietly
         with contextlib.suppress(OSError, ValueError):  # so Python's flush at exit does not fail
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -209,6 +209,18 @@ def _provenance_of_name(name: str) -> dict[str, Any]:
     return provenance.of_module(_normalise(name))
 
 
+def _current_folder_importable() -> None:
+    """Let a spec that names a module (`vf:NAME`, `module:function`, a bare name) find it in the
+    current folder, as `file.py` and `openenv:module:app` (run with `python -m`) are found there,
+    whatever started us (the `rubric` script puts its own folder on sys.path, not this one).
+    The folder goes last, so an installed package of the same name still wins; worker
+    processes copy this sys.path."""
+    here = str(Path.cwd())
+    if not any(entry in ("", ".", here) for entry in sys.path):  # "": an interactive session's folder
+        sys.path.append(here)
+        importlib.invalidate_caches()
+
+
 def _resolve(spec: str) -> tuple[Any, str, str | None, dict[str, Any]]:
     """What builds the environment `spec` names: its loader, the spec to record (a path made
     absolute), its registered name (an installed one's, or a Verifiers package's) and where it
@@ -218,6 +230,8 @@ def _resolve(spec: str) -> tuple[Any, str, str | None, dict[str, Any]]:
     prefix, _, target = spec.partition(":")
     foreign = FOREIGN_SPECS.get(prefix) if target else None
     if foreign is not None:  # vf:NAME (found by Verifiers), openenv:URL, openenv:module:app
+        if foreign.names_module:
+            _current_folder_importable()
         loader = functools.partial(_from_import_path(foreign.loader), target)
         registered_name = target if foreign.names_module else None
         origin = provenance.of_module(
@@ -232,9 +246,11 @@ def _resolve(spec: str) -> tuple[Any, str, str | None, dict[str, Any]]:
         recorded_spec = str(Path(spec).resolve())  # so `rubric score` finds it from any directory
         origin = provenance.of_file(Path(spec))
     elif ":" in spec:
+        _current_folder_importable()
         loader = _from_import_path(spec)
         origin = provenance.of_module(spec.partition(":")[0])
     else:
+        _current_folder_importable()
         loader, registered_name = _from_name(spec)
         origin = _provenance_of_name(spec)
     return loader, recorded_spec, registered_name, origin
