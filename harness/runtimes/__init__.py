@@ -82,12 +82,14 @@ def _local_records(*, dry_run: bool) -> list[dict[str, str]]:
     records = []
     for folder in state_folders():
         state = SandboxState.load(folder)
-        if state is not None and state.kind == "docker":
-            continue  # removed with its container by prune_containers (or its owner)
         owner = state.owner if state else folder_owner(folder)
         alive = owner is not None and (
             owner_alive(owner, state.owner_start) if state else os.path.exists(f"/proc/{owner}")
         )
+        if state is not None and state.kind == "docker":  # listed with its container (labels)
+            if not alive and not dry_run:
+                state.remove()  # its container (if it got one) goes in prune_containers
+            continue
         record = {"kind": state.kind if state else "?", "id": folder.name, "run": state.run_id if state else "",
                   "owner": str(owner), "alive": str(alive), "removed": "False"}  # fmt: skip
         if not alive and not dry_run:
@@ -112,10 +114,9 @@ async def alist_sandboxes(*, docker: bool = True) -> list[dict[str, str]]:
 async def aprune(*, docker: bool = True) -> list[dict[str, str]]:
     """Remove the sandboxes whose owner process is gone (bwrap processes and cgroups, host
     folders, Docker containers and fork images labelled as ours); returns what was found."""
-    found = _local_records(dry_run=False)
+    found = await _docker_records(dry_run=False) if docker else []
+    found += _local_records(dry_run=False)
     cgroups.prune_groups()
-    if docker:
-        found += await _docker_records(dry_run=False)
     return found
 
 

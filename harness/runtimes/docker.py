@@ -391,28 +391,26 @@ async def build_context(folder: Path) -> str:
 
     tag = f"rubric-build:{context_hash(folder)[:16]}"
     docker = client()
+    logs: list[str] = []
+    failure = ""
     try:
         with contextlib.suppress(DockerError):
             await docker.images.inspect(tag)
             return tag
-        logs: list[str] = []
-        failure = ""
         archive = io.BytesIO(_tar_folder(folder))
         async for chunk in docker.images.build(
             fileobj=archive, encoding="application/x-tar", tag=tag, rm=True, forcerm=True, stream=True
         ):
             logs.extend(line for line in str(chunk.get("stream", "")).splitlines() if line.strip())
             failure = failure or str(chunk.get("error", ""))
-        if failure:
-            tail = "\n".join(logs[-8:])
-            raise SandboxError(
-                f"docker build of {folder} failed: {failure.strip()}\nits last log lines:\n{tail}"
-            )
-        return tag
     except DockerError as exc:
-        raise SandboxError(f"docker build of {folder} failed: {exc.message}") from exc
+        failure = str(exc.message)
     finally:
         await docker.close()
+    if failure:
+        tail = "\n".join(logs[-8:])
+        raise SandboxError(f"docker build of {folder} failed: {failure.strip()}\nits last log lines:\n{tail}")
+    return tag
 
 
 async def prune_containers(*, dry_run: bool = False) -> list[dict[str, str]]:

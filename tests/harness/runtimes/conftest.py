@@ -13,8 +13,13 @@ import pytest
 
 TEST_IMAGE = os.environ.get("RUBRIC_TEST_IMAGE", "rubric-test-base:bookworm")
 DOCKER = f"docker:{TEST_IMAGE}"
+#: The same root filesystem as a folder (.ci/docker-up keeps it), for bwrap:ROOTFS_DIR.
+TEST_ROOTFS = os.environ.get("RUBRIC_TEST_ROOTFS", "/var/lib/rubric-rootfs/bookworm")
 
 #: Every runtime; the isolating ones (limits and network are enforced).
 ALL = [pytest.param("bwrap", id="bwrap"), pytest.param("local", id="local"),
+       pytest.param(f"bwrap:{TEST_ROOTFS}", id="bwrap-rootfs"),
        pytest.param(DOCKER, id="docker", marks=pytest.mark.docker)]  # fmt: skip
 ISOLATING = [p for p in ALL if p.id != "local"]
+#: One runtime of each kind, for the slower whole-lifecycle tests.
+KINDS = [p for p in ALL if p.id != "bwrap-rootfs"]
