@@ -406,20 +406,36 @@ def _last_line(data: bytes) -> str:
 async def communicate(
     process: asyncio.subprocess.Process, stdin: bytes | None, timeout: float | None
 ) -> tuple[bytes, bytes, bool]:
-    """Feed and drain a child; True as third value when `timeout` passed first (child not killed)."""
+    """Feed and drain a child: (stdout, stderr, timed out). On a timeout the output so far is
+    returned and the child is left running (the caller kills it and what it started)."""
+    out, err = bytearray(), bytearray()
 
-    async def talk() -> tuple[bytes, bytes]:
-        return await process.communicate(stdin)
+    async def drain(stream: asyncio.StreamReader | None, into: bytearray) -> None:
+        while stream is not None and (chunk := await stream.read(65536)):
+            into.extend(chunk)
+
+    async def feed() -> None:
+        if stdin is not None and process.stdin is not None:
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                process.stdin.write(stdin)
+                await process.stdin.drain()
+            process.stdin.close()
+
+    async def talk() -> None:
+        await asyncio.gather(feed(), drain(process.stdout, out), drain(process.stderr, err))
+        await process.wait()
 
     task = asyncio.ensure_future(talk())
-    done, _ = await asyncio.wait({task}, timeout=timeout)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
     if done:
-        out, err = task.result()
-        return out, err, False
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError, Exception):
-        await task
-    return b"", b"", True
+        task.result()
+    return bytes(out), bytes(err), not done
 
 
 def elapsed(start: float) -> float:

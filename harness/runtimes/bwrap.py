@@ -91,6 +91,24 @@ def _rootfs_entries(rootfs: Path) -> list[tuple[str, str]]:
     return entries
 
 
+def _descendants(pid: int) -> list[int]:
+    """Host pids of every process below `pid` (children first found, from /proc)."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            parents.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry))
+    found, stack = [], [pid]
+    while stack:
+        for child in parents.get(stack.pop(), []):
+            found.append(child)
+            stack.append(child)
+    return found
+
+
 class BwrapSandbox(Sandbox):
     """A bubblewrap sandbox (see the module docstring)."""
 
@@ -197,7 +215,9 @@ class BwrapSandbox(Sandbox):
                     f"bwrap sandboxes map only this process's user ({os.geteuid()}), so user={user!r} "
                     "cannot run; use a docker: runtime for other users"
                 )
-        command = [*limits, "--", *enter, "--", *drop, "--", "/bin/sh", "-c", _CHDIR, "sh", cwd]
+        # setsid: the command leads its own session inside, so kill(0) there cannot reach the
+        # host-side helpers (nsenter, prlimit) that share the caller's process group.
+        command = [*limits, "--", *enter, "--", *drop, "--", "setsid", "/bin/sh", "-c", _CHDIR, "sh", cwd]
         if self._cgroup is not None:
             command = ["/bin/sh", "-c", _ENTER, "sh", *self._cgroup.procs, "--", *command]
         return command
@@ -228,9 +248,10 @@ class BwrapSandbox(Sandbox):
         try:
             out, err, timed_out = await communicate(process, stdin, timeout)
         finally:
-            if process.returncode is None:  # a timeout or a cancel: the command's whole group goes
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(process.pid, signal.SIGKILL)
+            if process.returncode is None:  # a timeout or a cancel: the command and what it started go
+                for victim in [*_descendants(process.pid), process.pid]:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(victim, signal.SIGKILL)
                 await process.wait()
             self._groups.discard(process.pid)
         code = None if timed_out else process.returncode

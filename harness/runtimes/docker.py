@@ -4,7 +4,9 @@ Why aiodocker: it speaks the Engine API asynchronously over aiohttp (already a c
 so hundreds of concurrent exec streams need no thread each; `docker` 7.x is synchronous and would
 need a thread per blocking call (one per running command).
 
-A container runs `sleep infinity` under Docker's init (`--init`, which reaps orphans) with
+A container runs `cat` on its stdin under Docker's init (`--init`, which reaps orphans), and we
+hold that stdin open: when the owner dies, even by SIGKILL, the kernel closes the connection and
+the container ends and is removed by the daemon (`AutoRemove`). It has
 `--network none` (only the bind-mounted Unix socket folder at /run/rubric leads out), the
 limits asked for (CPUs, memory without swap, pids, RLIMIT_FSIZE for the largest file; overlay2
 on ext4 cannot cap a container's writable layer), and labels naming the run, the owner pid and
@@ -47,6 +49,7 @@ START_HINT = (
     "or point DOCKER_HOST at one; tests and CI use .ci/docker-up"
 )
 _KILL_GRACE = 2.0
+_IO_DIR = "/run/rubric-io"  # where a command's stdin file is (host: <state folder>/io, read-only inside)
 
 
 def client() -> aiodocker.Docker:
@@ -83,7 +86,7 @@ def _tar_folder(folder: Path) -> bytes:
     return buffer.getvalue()
 
 
-def _tar_one(name: str, data: bytes, mode: int = 0o644) -> bytes:
+def _tar_one(name: str, data: bytes, mode: int = 0o644) -> bytes:  # one file, for put_archive
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as archive:
         info = tarfile.TarInfo(name)
@@ -108,6 +111,7 @@ class DockerSandbox(Sandbox):
         self._dirty = True
         self._docker: aiodocker.Docker | None = None
         self._container: Any = None
+        self._attach: Any = None  # the stdin stream the container lives by
         self._counter = 0
 
     # ------------------------------------------------------------------ lifecycle
@@ -117,7 +121,11 @@ class DockerSandbox(Sandbox):
         host: dict[str, Any] = {
             "NetworkMode": config.network,
             "Init": True,
-            "Binds": [f"{self.state.directory / 'socket'}:{SOCKET_DIR}"],
+            "AutoRemove": True,
+            "Binds": [
+                f"{self.state.directory / 'socket'}:{SOCKET_DIR}",
+                f"{self.state.directory / 'io'}:{_IO_DIR}:ro",
+            ],
             "Ulimits": [{"Name": "core", "Soft": 0, "Hard": 0}],
         }
         if config.cpus:
@@ -131,7 +139,12 @@ class DockerSandbox(Sandbox):
             host["Ulimits"].append({"Name": "fsize", "Soft": size, "Hard": size})
         return {
             "Image": image,
-            "Cmd": ["sleep", "infinity"],
+            # Lives while our attach to its stdin does: a SIGKILLed owner closes that
+            # connection, `cat` sees EOF, init exits, and the daemon removes the container.
+            "Cmd": ["sh", "-c", "exec cat > /dev/null"],
+            "OpenStdin": True,
+            "StdinOnce": True,
+            "AttachStdin": True,
             "Entrypoint": [],
             "Labels": self.state.labels,
             "WorkingDir": self.workdir,
@@ -144,6 +157,7 @@ class DockerSandbox(Sandbox):
         from aiodocker.exceptions import DockerError  # optional extra [docker], imported where used
 
         image = self.image or await self.runtime.image()
+        (self.state.directory / "io").mkdir(mode=0o755)
         self._docker = client()
         try:
             self._container = await self._docker.containers.create(self._container_config(image))
@@ -157,6 +171,8 @@ class DockerSandbox(Sandbox):
         self.state.container = self._container.id
         self.state.save()
         try:
+            self._attach = self._container.attach(stdin=True)
+            await self._attach.__aenter__()
             await self._container.start()
         except DockerError as exc:
             raise SandboxError(f"docker could not start a container from {image!r}: {exc.message}") from exc
@@ -170,6 +186,8 @@ class DockerSandbox(Sandbox):
             if self._container is not None:
                 with contextlib.suppress(DockerError):
                     await self._container.delete(force=True, v=True)
+            if self._attach is not None:
+                await self._attach.close()
             for image in (self._commit, self.fork_image):
                 if image is not None:  # in use by another fork: that fork removes it
                     with contextlib.suppress(DockerError):
@@ -191,11 +209,14 @@ class DockerSandbox(Sandbox):
     ) -> RawResult:
         start = time.monotonic()
         self._dirty = True
+        feed: Path | None = None
         if stdin is not None:  # fed from a file: the Engine's exec stdin cannot be half-closed
             self._counter += 1
-            name = f".rubric-stdin-{self._counter}"
-            await self._container.put_archive("/tmp", _tar_one(name, stdin))
-            argv = ["/bin/sh", "-c", 'f=$1; shift; exec "$@" < "$f"', "sh", f"/tmp/{name}", *argv]
+            feed = self.state.directory / "io" / f"stdin-{self._counter}"
+            feed.write_bytes(stdin)
+            feed.chmod(0o644)
+            inside = f"{_IO_DIR}/{feed.name}"
+            argv = ["/bin/sh", "-c", 'f=$1; shift; exec "$@" < "$f"', "sh", inside, *argv]
         execution = await self._container.exec(
             argv, stdout=True, stderr=True, environment=dict(env), workdir=cwd, user=user or ""
         )
@@ -220,9 +241,8 @@ class DockerSandbox(Sandbox):
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-            if stdin is not None:
-                with contextlib.suppress(Exception):
-                    await (await self._container.exec(["rm", "-f", argv[4]])).start(detach=True)
+            if feed is not None:
+                feed.unlink(missing_ok=True)
         code: int | None = None
         if not timed_out:
             code = (await execution.inspect())["ExitCode"]
