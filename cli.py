@@ -166,7 +166,10 @@ hub_option = click.option("--hub", "hub_url", help=HUB_HELP)
 @click.pass_context
 def eval_command(ctx: click.Context, /, **o: Any) -> int:
     from envs.runs import RunRequest, prepare_run, run
+    from harness.runtimes import prune as prune_sandboxes
     from harness.views.console import print_run, too_many_errors
+
+    prune_sandboxes()  # what a SIGKILLed earlier run left (owner dead); never anyone else's
 
     sampling = {
         **(o["sampling"] or {}),
@@ -294,6 +297,25 @@ def list_command() -> int:
     from envs.hub.install import installed_environments
 
     console().print(installed_table(installed_environments()))
+    return 0
+
+
+@command(help="list this machine's sandboxes (Docker, bwrap, local), or prune those whose owner died")
+@click.argument("action", type=click.Choice(["list", "prune"]), default="list")
+def sandboxes(action: str) -> int:
+    from harness.runtimes import list_sandboxes, prune
+
+    found = prune() if action == "prune" else list_sandboxes()
+    if not found:
+        print("no sandboxes of ours on this machine")
+    for record in found:
+        state = "running" if record["alive"] == "True" else "owner gone"
+        done = ", removed" if record["removed"] == "True" else ""
+        print(
+            f"{record['kind']:7} {record['id']:40} run {record['run'] or '?':14} owner {record['owner']:>7} {state}{done}"
+        )
+    if action == "prune":
+        print(f"removed {sum(r['removed'] == 'True' for r in found)} of {len(found)}")
     return 0
 
 
