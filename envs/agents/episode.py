@@ -192,7 +192,7 @@ class AgentEpisodes:
         redirected = f'/bin/sh -c "$1" > {STATE_DIR}/stdout 2> {STATE_DIR}/stderr < /dev/null'
         argv = ["/bin/sh", "-c", redirected, "sh", command]
         running = asyncio.create_task(
-            sandbox.exec(argv, env=ctx.env, timeout=self.setup.timeout + GRACE_SECONDS)
+            sandbox.exec(argv, env=ctx.env, timeout=self.setup.timeout)
         )
         stopped = asyncio.create_task(session.wait_stopped())
         try:
