@@ -19,11 +19,14 @@ from envs.agents.base import AGENT_DIR, INSTRUCTION_FILE, Agent, AgentContext, A
 from envs.agents.builtin import BashAgent, CommandAgent, OracleAgent
 from envs.agents.checks import command_passes, file_contains
 from envs.agents.episode import DEFAULT_RUNTIME, DEFAULT_TIMEOUT, AgentEpisodes, AgentSetup
+from envs.agents.installed import ClaudeCodeAgent, CodexAgent
 
 #: The agents by name (`command:CMD` takes its command after the colon).
 AGENTS: dict[str, Callable[[], Agent]] = {
     "bash": BashAgent,
     "oracle": OracleAgent,
+    "codex": CodexAgent,
+    "claude-code": ClaudeCodeAgent,
 }
 
 
@@ -58,6 +61,8 @@ __all__ = [
     "AgentError",
     "AgentSetup",
     "BashAgent",
+    "ClaudeCodeAgent",
+    "CodexAgent",
     "CommandAgent",
     "OracleAgent",
     "command_passes",

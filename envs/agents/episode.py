@@ -36,6 +36,7 @@ from envs.agents.base import (
     AgentContext,
     AgentError,
 )
+from envs.agents.installed import amounts
 from harness.endpoint.client import Client
 from harness.errors import ConfigError
 from harness.proxy.server import CaptureProxy
@@ -118,7 +119,8 @@ class AgentEpisodes:
         started = time.monotonic()
         setup = self.setup
         limits = {k: setup.sandbox[k] for k in _SANDBOX_KEYS if k in setup.sandbox}
-        sandbox = await self.runtime.open(SandboxConfig(**limits))
+        mounts = await amounts(setup.agent)
+        sandbox = await self.runtime.open(SandboxConfig(**limits, mounts=mounts))
         self._live[id(rollout)] = sandbox
         rollout.attach_sandbox(sandbox)
         try:
@@ -191,9 +193,7 @@ class AgentEpisodes:
         has `GRACE_SECONDS` to exit); its exit code (None: killed) and whether it timed out."""
         redirected = f'/bin/sh -c "$1" > {STATE_DIR}/stdout 2> {STATE_DIR}/stderr < /dev/null'
         argv = ["/bin/sh", "-c", redirected, "sh", command]
-        running = asyncio.create_task(
-            sandbox.exec(argv, env=ctx.env, timeout=self.setup.timeout)
-        )
+        running = asyncio.create_task(sandbox.exec(argv, env=ctx.env, timeout=self.setup.timeout))
         stopped = asyncio.create_task(session.wait_stopped())
         try:
             await asyncio.wait({running, stopped}, return_when=asyncio.FIRST_COMPLETED)

@@ -137,6 +137,8 @@ class SandboxConfig:
             "host": the machine's network (opt in; recorded in the sandbox's description).
         env: Environment variables of every command.
         workdir: The working directory, created when missing; relative paths start there.
+        mounts: Host folders seen read-only inside: {host path: sandbox path} (e.g. an
+            agent's installed packages, shared by every sandbox instead of copied).
     """
 
     cpus: float | None = None
@@ -146,6 +148,7 @@ class SandboxConfig:
     network: Network = "none"
     env: Mapping[str, str] = field(default_factory=dict)
     workdir: str = DEFAULT_WORKDIR
+    mounts: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.network not in ("none", "host"):
@@ -158,6 +161,11 @@ class SandboxConfig:
             raise ConfigError(f"sandbox pids must be at least 4 (a shell and its children), got {self.pids}")
         if not self.workdir.startswith("/"):
             raise ConfigError(f"sandbox workdir must be an absolute path, got {self.workdir!r}")
+        for host, inside in self.mounts.items():
+            if not os.path.isabs(host) or not os.path.exists(host) or not inside.startswith("/"):
+                raise ConfigError(
+                    f"sandbox mount {host!r} -> {inside!r}: give an existing absolute host path and an absolute sandbox path"
+                )
 
 
 def shell_argv(cmd: str | Sequence[str]) -> list[str]:

@@ -142,6 +142,8 @@ class BwrapSandbox(Sandbox):
             writable.append(self.workdir)
         for path in writable:
             args += ["--size", size, "--tmpfs", path]
+        for host, inside in self.config.mounts.items():
+            args += ["--ro-bind", host, inside]
         args += ["--tmpfs", "/run", "--bind", str(self.state.directory / "socket"), SOCKET_DIR]
         return args
 

@@ -125,6 +125,7 @@ class DockerSandbox(Sandbox):
             "Binds": [
                 f"{self.state.directory / 'socket'}:{SOCKET_DIR}",
                 f"{self.state.directory / 'io'}:{_IO_DIR}:ro",
+                *(f"{host}:{inside}:ro" for host, inside in config.mounts.items()),
             ],
             "Ulimits": [{"Name": "core", "Soft": 0, "Hard": 0}],
         }
