@@ -19,12 +19,13 @@ from envs.agents.base import AGENT_DIR, INSTRUCTION_FILE, Agent, AgentContext, A
 from envs.agents.builtin import BashAgent, CommandAgent, OracleAgent
 from envs.agents.checks import command_passes, file_contains
 from envs.agents.episode import DEFAULT_RUNTIME, DEFAULT_TIMEOUT, AgentEpisodes, AgentSetup
-from envs.agents.installed import ClaudeCodeAgent, CodexAgent
+from envs.agents.installed import ClaudeCodeAgent, CodexAgent, MiniSweAgent
 
 #: The agents by name (`command:CMD` takes its command after the colon).
 AGENTS: dict[str, Callable[[], Agent]] = {
     "bash": BashAgent,
     "oracle": OracleAgent,
+    "mini-swe-agent": MiniSweAgent,
     "codex": CodexAgent,
     "claude-code": ClaudeCodeAgent,
 }
@@ -64,6 +65,7 @@ __all__ = [
     "ClaudeCodeAgent",
     "CodexAgent",
     "CommandAgent",
+    "MiniSweAgent",
     "OracleAgent",
     "command_passes",
     "file_contains",

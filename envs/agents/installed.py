@@ -13,13 +13,16 @@ import asyncio
 import os
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
-from envs.agents.base import HOME_DIR, INSTRUCTION_FILE, Agent, AgentContext, AgentError
+from envs.agents.base import HOME_DIR, INSTRUCTION_FILE, STATE_DIR, Agent, AgentContext, AgentError
 
+MINI_SWE_PACKAGE = "mini-swe-agent==2.4.6"
 CODEX_PACKAGE = "@openai/codex@0.169.0"
 CLAUDE_PACKAGE = "@anthropic-ai/claude-code@2.1.197"
+MINI_SWE_DIR = "/opt/rubric-mini-swe-agent"
 CODEX_DIR = "/opt/rubric-codex"
 CLAUDE_DIR = "/opt/rubric-claude"
 
@@ -51,6 +54,54 @@ def npm_package(package: str, inner: str) -> Path:
     if done.returncode != 0 or not target.exists():
         raise AgentError(f"npm install {package} into {folder} failed: {(done.stderr or done.stdout)[-800:]}")
     return target
+
+
+def pip_package(requirement: str) -> Path:
+    """A folder holding `requirement` (name==version) and its dependencies, for the sandbox's
+    python3 (`pip install --target`, with this interpreter: the same Python version as
+    Debian bookworm's and the host's), installed on first use.
+
+    Raises:
+        AgentError: the install failed (pip's output is in the message).
+    """
+    folder = cache_root() / "pip" / requirement
+    if (folder / ".complete").exists():
+        return folder
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--target", str(folder), requirement],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    if done.returncode != 0:
+        raise AgentError(f"pip install --target {folder} {requirement} failed: {done.stderr[-800:]}")
+    (folder / ".complete").write_text(requirement)
+    return folder
+
+
+class MiniSweAgent(Agent):
+    """mini-swe-agent (PyPI, pinned), its `mini` command line run with the sandbox's python3:
+    Chat Completions through litellm (`openai/MODEL`), its `bash` tool, finished by the model
+    running `echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`; no cost map fetch, no prompts."""
+
+    name = "mini-swe-agent"
+
+    def mounts(self) -> dict[str, str]:
+        return {str(pip_package(MINI_SWE_PACKAGE)): MINI_SWE_DIR}
+
+    def command(self, ctx: AgentContext) -> str:
+        settings = (
+            f"PYTHONPATH={MINI_SWE_DIR} OPENAI_API_BASE=$OPENAI_BASE_URL MSWEA_COST_TRACKING=ignore_errors "
+            "MSWEA_CONFIGURED=true MSWEA_SILENT_STARTUP=1 LITELLM_LOCAL_MODEL_COST_MAP=True"
+        )
+        return (
+            f"{settings} python3 -m minisweagent.run.mini --yolo --exit-immediately --cost-limit 0 "
+            f"--model {shlex.quote('openai/' + ctx.model)} -o {STATE_DIR}/trajectory.json "
+            f'--task "$(cat {shlex.quote(INSTRUCTION_FILE)})"'
+        )
+
+    def config(self) -> dict[str, Any]:
+        return {**super().config(), "package": MINI_SWE_PACKAGE}
 
 
 class CodexAgent(Agent):

@@ -70,7 +70,12 @@ for _ in range(10):
 def task_env(**policies: Any) -> Environment:
     """The file task, with `file_contains` on hello.txt and the policies for the scripted endpoint."""
     env = Environment([{"prompt": TASK}], file_contains("hello.txt", "hi"), name="file-task", max_turns=8)
-    env.scripted_policies = {"solve": ShellScript([SOLVE], "the file is written"), **policies}
+    env.scripted_policies = {
+        "solve": ShellScript([SOLVE], "the file is written"),
+        # mini-swe-agent ends when the model runs its own finishing command.
+        "solve-mini": ShellScript([SOLVE, "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"]),
+        **policies,
+    }
     return env
 
 
