@@ -446,6 +446,19 @@ async def communicate(
     return bytes(out), bytes(err), not done
 
 
+async def reap(process: asyncio.subprocess.Process) -> None:
+    """Wait (boundedly) for a killed child, but not for its pipes: a process that escaped (to
+    the namespace's init, or by setsid) may hold them open long after (asyncio's wait()
+    waits for both)."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(process.wait(), 5)
+    # Close our ends of its pipes: an escaped holder would keep them open (and warning) for as
+    # long as it lives. asyncio's Process exposes no public close; its transport's close() is it.
+    transport = getattr(process, "_transport", None)
+    if transport is not None:
+        transport.close()
+
+
 def elapsed(start: float) -> float:
     """Seconds since `start` (a `time.monotonic()` reading)."""
     return time.monotonic() - start

@@ -44,6 +44,7 @@ from harness.runtimes.base import (
     communicate,
     elapsed,
     quote,
+    reap,
 )
 from harness.runtimes.state import SandboxState
 
@@ -51,7 +52,8 @@ INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap ut
 _SKIP_TOP = {"proc", "dev", "sys", "tmp", "run", "lost+found"}
 _ENTER = 'for f; do shift; [ "$f" = -- ] && break; echo $$ > "$f" || exit 125; done; exec "$@"'
 _CHDIR = 'cd -- "$1" 2>/dev/null || { echo "rubric: no working directory $1 in the sandbox" >&2; exit 125; }; shift; exec "$@"'
-_DEFAULT_DISK_MB = 1024  # the writable tmpfs layer's size when no disk_mb is given
+_DEFAULT_DISK_MB = 1024
+_START_TIMEOUT = 30  # the writable tmpfs layer's size when no disk_mb is given
 
 
 def _host_entries() -> list[tuple[str, str]]:
@@ -121,6 +123,7 @@ class BwrapSandbox(Sandbox):
         self._init_pid = 0
         self._cgroup: cgroups.Cgroup | None = None
         self._groups: set[int] = set()
+        self._packed: list[tuple[str, bytes]] | None = None  # the writable layer as tars, for forks
 
     def _layer_args(self) -> list[str]:
         rootfs = self.runtime.rootfs
@@ -158,7 +161,14 @@ class BwrapSandbox(Sandbox):
                     args += ["--ro-bind-try", name, name]
         args += ["--proc", "/proc", "--dev", "/dev", "--dir", self.workdir, "--chdir", self.workdir]
         args += ["--hostname", "sandbox", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin"]
-        args += ["--info-fd", str(info_fd), "--", "/bin/sh", "-c", "echo ready; exec sleep infinity"]
+        args += [
+            "--info-fd",
+            str(info_fd),
+            "--",
+            "/bin/sh",
+            "-c",
+            "echo ready; exec sleep infinity </dev/null >/dev/null 2>&1",
+        ]
         return args
 
     async def _start(self) -> None:
@@ -184,7 +194,11 @@ class BwrapSandbox(Sandbox):
             os.close(write_end)
             write_end = -1
             assert self._process.stdout is not None and self._process.stderr is not None
-            line = await self._process.stdout.readline()
+            try:
+                line = await asyncio.wait_for(self._process.stdout.readline(), _START_TIMEOUT)
+            except TimeoutError:
+                line = b"(no ready line within %d s)" % _START_TIMEOUT
+                self._process.kill()
             if line.strip() != b"ready":
                 error = (await self._process.stderr.read()).decode(errors="replace").strip()
                 raise SandboxError(
@@ -235,6 +249,7 @@ class BwrapSandbox(Sandbox):
         user: str | None,
     ) -> RawResult:
         start = time.monotonic()
+        self._packed = None  # any command may change the files a fork copies
         if self._process is None or self._process.returncode is not None:
             raise SandboxError("the bwrap sandbox has ended (its init process is gone); open a new one")
         process = await asyncio.create_subprocess_exec(
@@ -254,7 +269,7 @@ class BwrapSandbox(Sandbox):
                 for victim in [*_descendants(process.pid), process.pid]:
                     with contextlib.suppress(ProcessLookupError, PermissionError):
                         os.kill(victim, signal.SIGKILL)
-                await process.wait()
+            await reap(process)
             self._groups.discard(process.pid)
         code = None if timed_out else process.returncode
         if code is not None and code > 128 and code - 128 in signal.valid_signals():
@@ -267,25 +282,30 @@ class BwrapSandbox(Sandbox):
         for group in list(self._groups):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(group, signal.SIGKILL)
+        if self._init_pid:  # the namespace's init: with it, everything inside ends
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(self._init_pid, signal.SIGKILL)
         if self._process is not None:
             with contextlib.suppress(ProcessLookupError):
                 self._process.kill()
-            await self._process.wait()
+            await reap(self._process)
         if self._cgroup is not None:
             self._cgroup.remove()
 
     async def _fork(self) -> Sandbox:
         """A new sandbox of the same runtime and settings, with `/tmp` and the workdir copied."""
-        folders = ["/tmp"] if self.workdir.startswith("/tmp") else ["/tmp", self.workdir]
+        if self._packed is None:  # packed once, reused by every fork until a command runs here
+            packed = []
+            for folder in ["/tmp"] if self.workdir.startswith("/tmp") else ["/tmp", self.workdir]:
+                done = await self._checked_run(["tar", "-c", "-C", folder, "."])
+                if done.exit_code != 0:
+                    raise SandboxError(f"fork: cannot pack {folder}: {done.stderr.decode(errors='replace')}")
+                packed.append((folder, done.stdout))
+            self._packed = packed
         copy = await self.runtime.open(self.config)
         try:
-            for folder in folders:
-                packed = await self._checked_run(["tar", "-c", "-C", folder, "."])
-                if packed.exit_code != 0:
-                    raise SandboxError(
-                        f"fork: cannot pack {folder}: {packed.stderr.decode(errors='replace')}"
-                    )
-                unpacked = await copy._checked_run(["tar", "-x", "-C", folder], stdin=packed.stdout)
+            for folder, data in self._packed:
+                unpacked = await copy._checked_run(["tar", "-x", "-C", folder], stdin=data)
                 if unpacked.exit_code != 0:
                     raise SandboxError(
                         f"fork: cannot unpack {folder}: {unpacked.stderr.decode(errors='replace')}"

@@ -25,6 +25,7 @@ from harness.runtimes.base import (
     SandboxError,
     communicate,
     elapsed,
+    reap,
 )
 from harness.runtimes.state import SandboxState
 
@@ -95,7 +96,7 @@ class LocalSandbox(Sandbox):
             if process.returncode is None:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(process.pid, signal.SIGKILL)
-                await process.wait()
+            await reap(process)
         code = None if timed_out else process.returncode
         if code == 127 and err.startswith(b"prlimit: failed to execute"):
             err = err.replace(b"prlimit: failed to execute", b"command not found:", 1)

@@ -84,6 +84,17 @@ async def test_timeout_kills_the_command_and_what_it_started(spec: str) -> None:
         assert (await sb.exec("echo still usable")).ok
 
 
+@pytest.mark.parametrize("spec", ALL)
+async def test_an_escaped_process_holding_the_output_does_not_hang_exec(spec: str) -> None:
+    """A daemon that leaves its command's process tree (setsid, reparented) but keeps its stdout:
+    the timeout still ends the call, within a bounded time."""
+    async with get_runtime(spec).sandbox() as sb:
+        started = time.monotonic()
+        done = await sb.exec("setsid sh -c 'sleep 30' & echo started", timeout=1)
+        assert done.timed_out and done.stdout == "started\n"
+        assert time.monotonic() - started < 12
+
+
 @pytest.mark.parametrize("spec", ISOLATING)
 async def test_limits_memory_pids_and_file_size(spec: str) -> None:
     async with get_runtime(spec).sandbox(memory_mb=64, pids=24, disk_mb=4, cpus=0.5) as sb:
