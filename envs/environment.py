@@ -392,8 +392,11 @@ class Environment:
 
     async def preflight(self) -> None:
         """Fail now, with the fix, when the rubric cannot score at all (a judge with no key or
-        endpoint): called by `evaluate` before any rollout runs."""
+        endpoint), or its agent's runtime cannot make sandboxes: called by `evaluate` before any
+        rollout runs."""
         await self.rubric.acheck_ready()
+        if self._agent_episodes is not None:
+            await self._agent_episodes.check()
 
     def add_tools(self, tools: Sequence[ToolSource]) -> None:
         """Add tools after construction (`rubric eval --mcp`); names must stay unique."""

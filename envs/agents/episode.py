@@ -103,14 +103,15 @@ class AgentEpisodes:
 
     def __init__(self, setup: AgentSetup) -> None:
         self.setup = setup
-        self._runtime: Runtime | None = None
+        try:  # a spec outside the grammar fails here, before any rollout
+            self.runtime: Runtime = get_runtime(setup.agent.runtime_spec(setup.runtime))
+        except ConfigError as exc:
+            raise ConfigError(f"--runtime {setup.runtime!r}: {exc}") from None
         self._live: dict[int, Sandbox] = {}
 
-    @property
-    def runtime(self) -> Runtime:
-        if self._runtime is None:
-            self._runtime = get_runtime(self.setup.agent.runtime_spec(self.setup.runtime))
-        return self._runtime
+    async def check(self) -> None:
+        """Fail now, with the fix, when the runtime cannot make sandboxes (no daemon, no bwrap)."""
+        await self.runtime.check()
 
     async def run(
         self, rollout: Rollout, client: Client, sampling: Mapping[str, Any], instruction: str, max_turns: int

@@ -6,8 +6,11 @@ import math
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from envs import Environment
-from envs.agents import command_passes, file_contains
+from envs.agents import AgentError, command_passes, file_contains
+from harness.errors import ConfigError
 from harness.runtimes import Sandbox
 from harness.scripted import ShellScript
 from rubrics.credit import returns_to_go
@@ -68,3 +71,18 @@ def test_oracle_runs_the_reference_solution(tmp_path: Path) -> None:
 def _oracle(env: Environment) -> Any:
     env.scripted_policies = {"none": lambda messages, tools: "unused"}
     return env.evaluate("scripted:none", agent="oracle", progress=False).rollouts
+
+
+def test_bad_agent_settings_fail_before_any_rollout(tmp_path: Path) -> None:
+    env = Environment([{"prompt": TASK}], file_contains("hello.txt"))
+    with pytest.raises(AgentError, match="no agent 'nope'; the agents are: command:CMD, bash, claude-code"):
+        env.set_agent("nope")
+    with pytest.raises(
+        ConfigError, match="--runtime 'dock': unknown runtime 'dock'; the runtimes are: docker:IMAGE"
+    ):
+        env.set_agent("bash", runtime="dock")
+    with pytest.raises(ConfigError, match="is not a folder"):
+        env.set_agent("bash", files=str(tmp_path / "missing"))
+    with pytest.raises(AgentError, match="needs a command line"):
+        env.set_agent("command:")
+    assert env.agent is None
