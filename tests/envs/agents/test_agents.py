@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.endpoint.client import Client
+from harness.scripted import ScriptedEndpoint
 from tests.envs.agents.conftest import RUNTIMES, task_env
 
 
@@ -43,3 +45,15 @@ def test_agent_finishes_file_task(runtime: str, agent: str, agent_files: Path) -
     assert detail["content"] == "hi" and detail["turn"] == 0 and detail["tool_call"] == call.id
     assert rollout.sandbox is None and math.isfinite(rollout.timing["total"])
     print(f"{agent} on {runtime}: {seconds:.2f} s")
+
+
+def test_agent_turns_carry_the_engines_token_ids_chained() -> None:
+    env = task_env()
+    with ScriptedEndpoint(env.scripted_policies["solve"]) as endpoint:
+        client = Client("served", base_url=endpoint.base_url, return_token_ids=True)
+        (rollout,) = env.evaluate(client, agent="bash", progress=False).rollouts
+    first, second = rollout.turn_tokens
+    assert (first.turn, second.turn) == (0, 1)
+    # The second call's prompt continues the first call's prompt and sampled ids (no re-tokenisation).
+    sampled = first.prompt_token_ids + first.completion_token_ids
+    assert second.prompt_token_ids[: len(sampled)] == sampled

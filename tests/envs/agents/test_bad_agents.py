@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,31 @@ def test_budget_of_model_calls_ends_the_episode(tmp_path: Path) -> None:
     (r,) = env.evaluate("scripted:solve", progress=False).rollouts
     assert r.stop_reason == "max_turns" and r.error is None
     assert r.turns == 1 and r.reward == 1.0  # the file was written in the one call it had
+
+
+@pytest.mark.parametrize(
+    "runtime",
+    [pytest.param("bwrap", id="bwrap"), pytest.param(DOCKER, id="docker", marks=pytest.mark.docker)],
+)
+def test_an_agent_reaching_past_its_socket_gets_nowhere(tmp_path: Path, runtime: str) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as host_server:  # a host service the agent must not reach
+        port = host_server.getsockname()[1]
+        probe = (
+            "import socket, sys\n"
+            f"for address in [('127.0.0.1', {port}), ('10.255.255.1', 80)]:\n"
+            "    try:\n"
+            "        socket.create_connection(address, timeout=2)\n"
+            "    except OSError as exc:\n"
+            "        print(address, exc)\n"
+            "    else:\n"
+            "        sys.exit(f'reached {address}')\n"
+            "sys.exit('no network')\n"
+        )
+        (tmp_path / "agent").mkdir()
+        (tmp_path / "agent" / "probe.py").write_text(probe)
+        r = _run("command:python3 /agent/probe.py", tmp_path, runtime=runtime)
+    assert r.stop_reason == "error" and "exited with code 1: no network" in (r.error or "")
+    assert (
+        "refused" in r.state["agent"]["stdout"].lower()
+        and "unreachable" in r.state["agent"]["stdout"].lower()
+    )
