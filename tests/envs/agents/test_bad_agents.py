@@ -75,8 +75,12 @@ def test_refused_calls_are_recorded_and_named(tmp_path: Path, mode: str, status:
         assert f"the proxy refused its last call ({status})" in (r.error or "")
 
 
-def test_hanging_agent_is_killed_at_its_time_limit(tmp_path: Path) -> None:
-    r = _run("command:sleep 60", tmp_path, timeout=1.5)
+@pytest.mark.parametrize(
+    "runtime",
+    [pytest.param("bwrap", id="bwrap"), pytest.param(DOCKER, id="docker", marks=pytest.mark.docker)],
+)
+def test_hanging_agent_is_killed_at_its_time_limit(tmp_path: Path, runtime: str) -> None:
+    r = _run("command:sleep 60", tmp_path, runtime=runtime, timeout=1.5)
     assert r.stop_reason == "timeout" and r.error is None
     assert r.state["agent"]["timed_out"] is True and r.state["agent"]["seconds"] < 10
 
