@@ -495,18 +495,29 @@ class Environment:
             rollout.state["parsed_answer"] = None
             _add_error(rollout, f"parser failed: {type(exc).__name__}: {exc}")
 
-    def trl(self, *, split: str = "train", num_examples: int | None = None) -> TRLSpec:
+    def trl(
+        self,
+        *,
+        split: str = "train",
+        num_examples: int | None = None,
+        base_url: str | None = None,
+        model: str | None = None,
+    ) -> TRLSpec:
         """GRPOTrainer keyword arguments for this environment: `GRPOTrainer(..., **env.trl().kwargs)`.
 
         Args:
             split: "train" (default) or "eval" examples.
             num_examples: keep only the first n examples.
+            base_url / model: an agent environment's OpenAI-compatible server and model name
+                (default: the trainer's vLLM server and model).
 
         Returns:
             An `envs.trl_bridge.TRLSpec` with `train_dataset`, `reward_funcs`, and, with tools,
-            `environment_factory`; `.kwargs` holds them as a dict. Needs no TRL to build.
+            `environment_factory`, or for an agent environment `rollout_func` (its episodes
+            against `base_url`/`model`, default the trainer's vLLM server); `.kwargs` holds them
+            as a dict. Needs no TRL to build.
         """
-        return TRLSpec(self, split=split, num_examples=num_examples)
+        return TRLSpec(self, split=split, num_examples=num_examples, base_url=base_url, model=model)
 
     async def score(self, rollout: Rollout) -> None:
         """Score with the rubric; with a parser, its result is in `state["parsed_answer"]` first.
