@@ -3,6 +3,7 @@ agent against the trainer's OpenAI-compatible server, with the token ids the pro
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from harness.errors import ConfigError
 from harness.scripted import ScriptedEndpoint
 from tests.envs.agents.conftest import task_env
+from tests.helpers import grpo_config, tiny_chat_model
 
 
 def test_rollout_func_plays_agent_episodes_with_the_engines_token_ids() -> None:
@@ -41,3 +43,23 @@ def test_rollout_func_without_a_server_names_the_fix() -> None:
     func = env.trl().kwargs["rollout_func"]
     with pytest.raises(ConfigError, match="vllm_mode='server'"):
         func([[{"role": "user", "content": "x"}]], SimpleNamespace(args=SimpleNamespace(), model=None))
+
+
+@pytest.mark.timeout(300)
+def test_grpo_trainer_trains_on_agent_episodes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from trl import GRPOTrainer
+
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental in TRL 1.16
+
+    env = task_env()
+    env.set_agent("bash")
+    model, tokenizer = tiny_chat_model(
+        "hi"
+    )  # only the trainer's forward pass: the agent's calls go to the endpoint
+    with ScriptedEndpoint(env.scripted_policies["solve"]) as endpoint:
+        kwargs = env.trl(base_url=endpoint.url, model="tiny").kwargs
+        args = grpo_config(tmp_path, shuffle_dataset=False, max_completion_length=512)
+        trainer = GRPOTrainer(model=model, args=args, processing_class=tokenizer, **kwargs)
+        trainer.train()
+    rewards = [entry["reward"] for entry in trainer.state.log_history if "reward" in entry]
+    assert rewards == [1.0, 1.0]  # every episode wrote the file, scored in its sandbox
