@@ -291,6 +291,9 @@ class BwrapSandbox(Sandbox):
             await reap(self._process)
         if self._cgroup is not None:
             self._cgroup.remove()
+        if self._init_pid and Path(f"/proc/{self._init_pid}").exists():  # not yet gone: once more
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(self._init_pid, signal.SIGKILL)
 
     async def _fork(self) -> Sandbox:
         """A new sandbox of the same runtime and settings, with `/tmp` and the workdir copied."""

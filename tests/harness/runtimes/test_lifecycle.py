@@ -100,8 +100,7 @@ async def test_chaos_sigkilled_drivers_leave_nothing_after_prune(spec: str) -> N
     deadline = time.monotonic() + 10
     while any(_bwrap_processes(f"rubric-sandbox-{p}-") for p in pids) and time.monotonic() < deadline:
         await asyncio.sleep(0.05)  # --die-with-parent: the kernel ends them; give it a moment
-    found = await aprune()
-    assert {r["run"] for r in found if r["alive"] == "False"} <= set(run_ids)
+    await aprune()
     assert _leftovers(pids) == []
     assert [p for pid in pids for p in _bwrap_processes(f"rubric-sandbox-{pid}-")] == []
     if spec == DOCKER:
@@ -159,4 +158,30 @@ def test_cli_sandboxes_list_and_prune_after_a_sigkill() -> None:
     pruned = subprocess.run(["rubric", "sandboxes", "prune"], capture_output=True, text=True, check=True)
     assert pruned.stdout.count(run_id) >= 8 and "owner gone, removed" in pruned.stdout
     assert run_id not in subprocess.run(["rubric", "sandboxes"], capture_output=True, text=True).stdout
+    assert _leftovers([driver.pid]) == []
+
+
+@pytest.mark.docker
+async def test_a_sigkilled_owner_takes_its_containers_with_it_before_any_prune() -> None:
+    """Containers live by the owner's attach to their stdin: killed, the owner's connection
+    closes and the daemon removes them, with no prune."""
+    run_id = f"orphan-{uuid.uuid4().hex[:8]}"
+    driver = subprocess.Popen(
+        [sys.executable, "-c", _DRIVER, DOCKER, run_id],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
+    assert driver.stdout is not None
+    for _ in range(8):
+        driver.stdout.readline()
+    assert len(await _containers(run_id)) >= 8
+    driver.kill()
+    driver.wait()
+    driver.stdout.close()
+    deadline = time.monotonic() + 20
+    while await _containers(run_id) and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+    assert await _containers(run_id) == []
+    await aprune()  # the host folders (no process can remove its own after a SIGKILL)
     assert _leftovers([driver.pid]) == []
