@@ -154,6 +154,9 @@ hub_option = click.option("--hub", "hub_url", help=HUB_HELP)
 @click.option("--seed", type=int, callback=limited, help="shuffle examples with this seed")
 @click.option("--max-turns", type=int, callback=limited, help="override the environment's max_turns")
 @click.option("--mcp", multiple=True, metavar="[PREFIX=]CMD|URL", help="add an MCP server's tools to the environment: a stdio command line ('npx -y @x/server') or a streamable-HTTP URL, PREFIX= naming its tools PREFIX_NAME; repeatable")  # fmt: skip
+@click.option("--agent", metavar="NAME", help="an agent plays each episode in a sandbox, its model calls recorded as turns: command:CMD ({instruction}, {instruction_file} filled in), bash, mini-swe-agent, codex, claude-code, oracle")  # fmt: skip
+@click.option("--agent-files", metavar="DIR", help="with --agent: a folder uploaded to /agent in each sandbox")  # fmt: skip
+@click.option("--runtime", metavar="SPEC", help="with --agent: the sandboxes' runtime: bwrap (default), bwrap:ROOTFS, docker:IMAGE, docker:DIR")  # fmt: skip
 @click.option("-t", "--max-tokens", type=int, callback=limited)
 @click.option("-T", "--temperature", type=float, callback=limited)
 @click.option("-S", "--sampling", callback=json_object, help="JSON object of extra sampling arguments")
@@ -169,7 +172,10 @@ hub_option = click.option("--hub", "hub_url", help=HUB_HELP)
 def eval_command(ctx: click.Context, /, **o: Any) -> int:
     from envs.runs import RunRequest, prepare_run, run
     from harness.results.summary import pass_warning
+    from harness.runtimes import prune as prune_sandboxes
     from harness.views.console import print_run, too_many_errors
+
+    prune_sandboxes()  # what a SIGKILLed earlier run left (owner dead); never anyone else's
 
     sampling = {
         **(o["sampling"] or {}),
@@ -181,6 +187,7 @@ def eval_command(ctx: click.Context, /, **o: Any) -> int:
     ray = {"executor": "ray", "ray_address": o["ray"] or None} if o["ray"] is not None else {}
     request = RunRequest(
         spec=o["env"], env_args=o["env_args"], mcp=list(o["mcp"]), model=o["model"], base_url=o["base_url"],
+        agent=o["agent"], agent_files=o["agent_files"], agent_runtime=o["runtime"],
         api_key_var=o["api_key_var"], sampling=sampling if o["sampling"] is not None or sampling else None,
         max_turns=o["max_turns"], output_dir=o["output_dir"], resume=o["resume"], retry_errors=o["retry_errors"],
         client_options={k: o[k] for k in ("max_retries", "timeout", "transport") if k in typed},
@@ -303,6 +310,25 @@ def list_command() -> int:
     from envs.hub.install import installed_environments
 
     console().print(installed_table(installed_environments()))
+    return 0
+
+
+@command(help="list this machine's sandboxes (Docker, bwrap, local), or prune those whose owner died")
+@click.argument("action", type=click.Choice(["list", "prune"]), default="list")
+def sandboxes(action: str) -> int:
+    from harness.runtimes import list_sandboxes, prune
+
+    found = prune() if action == "prune" else list_sandboxes()
+    if not found:
+        print("no sandboxes of ours on this machine")
+    for record in found:
+        state = "running" if record["alive"] == "True" else "owner gone"
+        done = ", removed" if record["removed"] == "True" else ""
+        print(
+            f"{record['kind']:7} {record['id']:40} run {record['run'] or '?':14} owner {record['owner']:>7} {state}{done}"
+        )
+    if action == "prune":
+        print(f"removed {sum(r['removed'] == 'True' for r in found)} of {len(found)}")
     return 0
 
 

@@ -50,7 +50,12 @@ DOCUMENTED = {
     "harness.errors": ["ResultsWarning"],
     "harness.evaluation": ["EvaluateOptions", "evaluate", "aevaluate"],
     "harness.text": ["escape_control"],
-    "harness.scripted": ["ScriptedEndpoint", "StatefulPolicy", "scripted_policy", "SCRIPTED_PREFIX"],
+    "harness.scripted": ["ScriptedEndpoint", "ShellScript", "StatefulPolicy", "scripted_policy", "SCRIPTED_PREFIX"],
+    "envs.agents": [
+        "AGENTS", "AGENT_DIR", "DEFAULT_RUNTIME", "DEFAULT_TIMEOUT", "INSTRUCTION_FILE", "Agent", "AgentContext",
+        "AgentEpisodes", "AgentError", "AgentSetup", "BashAgent", "ClaudeCodeAgent", "CodexAgent", "CommandAgent",
+        "MiniSweAgent", "OracleAgent", "command_passes", "file_contains", "get_agent",
+    ],
 }  # fmt: skip
 
 
