@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from harness.aio import Stopped
 from harness.defaults import DEFAULT_CONCURRENCY, DEFAULT_TRANSPORT, TRANSPORTS
 from harness.errors import RubricError
 from harness.text import escape_control
@@ -151,14 +153,14 @@ hub_option = click.option("--hub", "hub_url", help=HUB_HELP)
 @click.option("--split", type=click.Choice(["eval", "train"]), default="eval", show_default=True)
 @click.option("--seed", type=int, callback=limited, help="shuffle examples with this seed")
 @click.option("--max-turns", type=int, callback=limited, help="override the environment's max_turns")
-@click.option("--mcp", multiple=True, metavar="CMD|URL", help="add an MCP server's tools to the environment: a stdio command line ('npx -y @x/server') or a streamable-HTTP URL; repeatable")  # fmt: skip
+@click.option("--mcp", multiple=True, metavar="[PREFIX=]CMD|URL", help="add an MCP server's tools to the environment: a stdio command line ('npx -y @x/server') or a streamable-HTTP URL, PREFIX= naming its tools PREFIX_NAME; repeatable")  # fmt: skip
 @click.option("-t", "--max-tokens", type=int, callback=limited)
 @click.option("-T", "--temperature", type=float, callback=limited)
 @click.option("-S", "--sampling", callback=json_object, help="JSON object of extra sampling arguments")
 @click.option("-o", "--output-dir", help="results directory (default runs/<env>--<model>--<time>)")
 @click.option("--resume", metavar="DIR", help="continue an interrupted run in DIR; ENV, -m and the settings come from it")  # fmt: skip
 @click.option("--retry-errors", is_flag=True, help="with --resume: run the rollouts that errored again (their rows are replaced)")  # fmt: skip
-@click.option("--max-error-rate", type=float, metavar="F", callback=limited, help="exit non-zero when more than this share (0-1) of rollouts errored (default: when all did)")  # fmt: skip
+@click.option("--fail-on-error", type=float, is_flag=False, flag_value=0.0, metavar="[RATE]", callback=limited, help="exit non-zero when more than RATE of the rollouts errored: a share below 1 or a count from 1; bare: any error (default: only when all did)")  # fmt: skip
 @click.option("--no-progress", is_flag=True)
 @click.option("--workers", type=int, default=1, show_default=True, metavar="N", callback=limited, help="run rollouts in N worker processes (-c is the total across them)")  # fmt: skip
 @click.option("--ray", is_flag=False, flag_value="", metavar="ADDRESS", help="run the workers as Ray actors on the cluster at ADDRESS (no ADDRESS: a local Ray); needs pip install 'rubric-rl[ray]'")  # fmt: skip
@@ -166,6 +168,7 @@ hub_option = click.option("--hub", "hub_url", help=HUB_HELP)
 @click.pass_context
 def eval_command(ctx: click.Context, /, **o: Any) -> int:
     from envs.runs import RunRequest, prepare_run, run
+    from harness.results.summary import pass_warning
     from harness.runtimes import prune as prune_sandboxes
     from harness.views.console import print_run, too_many_errors
 
@@ -175,21 +178,27 @@ def eval_command(ctx: click.Context, /, **o: Any) -> int:
         **(o["sampling"] or {}),
         **{k: o[k] for k in ("max_tokens", "temperature") if o[k] is not None},
     }
+    # Only what is typed: a resumed run keeps what it was started with for the rest.
+    typed = [k for k in o if ctx.get_parameter_source(k) is not click.core.ParameterSource.DEFAULT]
     given = ("num_examples", "rollouts_per_example", "concurrency", "seed", "split", "shard", "workers")
+    ray = {"executor": "ray", "ray_address": o["ray"] or None} if o["ray"] is not None else {}
     request = RunRequest(
         spec=o["env"], env_args=o["env_args"], mcp=list(o["mcp"]), model=o["model"], base_url=o["base_url"],
         api_key_var=o["api_key_var"], sampling=sampling if o["sampling"] is not None or sampling else None,
         max_turns=o["max_turns"], output_dir=o["output_dir"], resume=o["resume"], retry_errors=o["retry_errors"],
-        client_options={k: o[k] for k in ("max_retries", "timeout", "transport")},
-        options={k: o[k] for k in given} | {"progress": not o["no_progress"], "executor": "ray" if o["ray"] is not None
-                                            else "local", "ray_address": o["ray"] or None},
+        client_options={k: o[k] for k in ("max_retries", "timeout", "transport") if k in typed},
+        options={k: o[k] for k in given if k in typed} | {"progress": not o["no_progress"], **ray},
     )  # fmt: skip
     with usage_errors():
-        prepared = prepare_run(request)
+        prepared = prepare_run(request, confirm=confirm)
         ctx.meta["run_dir"] = prepared.folder  # for the Ctrl-C message
+        ctx.meta["resume_flags"] = prepared.resume_flags()
         results, folder = run(prepared, warn=lambda change: say(f"rubric eval: warning: {change}", err=True))
     print_run(console(), results, folder)
-    failed = too_many_errors(results.summary, o["max_error_rate"])
+    doubt = pass_warning(results.summary)
+    if doubt:
+        say(f"rubric eval: warning: {doubt}", err=True)
+    failed = too_many_errors(results.summary, o["fail_on_error"])
     if failed:
         print(f"rubric eval: error: {failed}", file=sys.stderr)
     return 1 if failed else 0
@@ -233,7 +242,7 @@ def confirm(question: str) -> bool | None:
     if not sys.stdin.isatty():
         return None
     say(question, err=True)
-    return input("use them? [y/N] ").strip().lower() in ("y", "yes")
+    return input("[y/N] ").strip().lower() in ("y", "yes")
 
 
 @command(help="re-score saved rollouts with the environment's current rubric")
@@ -482,20 +491,28 @@ def info(name: str, hub_url: str | None) -> int:
 @click.option("--price-prompt", type=float, metavar="USD", help="price per prompt token, to report the cost per request")  # fmt: skip
 @click.option("--price-completion", type=float, metavar="USD", help="price per completion token")
 @click.option("--html", metavar="OUT", help="also write the report as a self-contained HTML page")
+@click.option("--run", "run_dir", metavar="DIR", help="the run the labels were drawn from (a random sample of its rollouts): correct the judge's mean over it by the labels; rows name example_id and rollout_index")  # fmt: skip
 @click.option("-c", "--concurrency", type=int, default=DEFAULT_CONCURRENCY, show_default=True, callback=limited, help="labelled rows scored at once")  # fmt: skip
-def calibrate(env: str, labels: str, env_args: dict[str, Any] | None, **o: Any) -> int:
+def calibrate(env: str, labels: str, env_args: dict[str, Any] | None, run_dir: str | None, **o: Any) -> int:
+    from harness.results.eval_results import load_results
     from rubrics.judge.calibration import calibrate as measure
     from rubrics.judge.calibration import find_judge
+    from rubrics.judge.llm import LLMJudge
 
     if (o["price_prompt"] is None) != (o["price_completion"] is None):
         raise CliError("give both --price-prompt and --price-completion (USD per token), or neither")
     prices = None if o["price_prompt"] is None else (o["price_prompt"], o["price_completion"])
     with usage_errors():
-        judge = find_judge(load(env, env_args).rubric, o["node"])
+        tree = load(env, env_args).rubric
+        judge = find_judge(tree, o["node"])
         judge.configure(**{k: o[f"judge_{k}"] for k in ("model", "base_url") if o[f"judge_{k}"]})
+        judges = [p for p, n in [("", tree), *tree.named_rubrics()] if isinstance(n, LLMJudge)]
+        node_path = next(p for p, n in [("", tree), *tree.named_rubrics()] if n is judge)
+        run = load_results(run_dir).rollouts if run_dir else None
         report = measure(
             judge, labels, kind=o["kind"], threshold=o["threshold"], categories=o["categories"],
-            probes=not o["no_probes"], prices=prices, concurrency=o["concurrency"],
+            probes=not o["no_probes"], prices=prices, concurrency=o["concurrency"], run=run, path=node_path,
+            panel=judges,
         )  # fmt: skip
     console().print(report)
     if o["html"]:
@@ -532,15 +549,35 @@ def audit(env: str, env_args: dict[str, Any] | None, strict: bool, json_out: str
 @click.option("--host", default="127.0.0.1", show_default=True, help="address to bind (127.0.0.1: this machine only)")  # fmt: skip
 @click.option("--port", type=int, default=8000, show_default=True)
 @click.option("--max-sessions", type=int, default=64, show_default=True, help="concurrent client sessions, one rollout each")  # fmt: skip
-def serve(env: str, env_args: dict[str, Any] | None, host: str, port: int, max_sessions: int) -> int:
+@click.option("--allow-origin", "allow_origins", multiple=True, metavar="ORIGIN", help="let web pages from ORIGIN (e.g. http://127.0.0.1:3000) use the server; others are refused (403); repeatable")  # fmt: skip
+@click.option("--idle-timeout", type=float, default=300.0, show_default=True, metavar="SECONDS", help="close a session whose client sent nothing for this long (its slot is freed)")  # fmt: skip
+def serve(
+    env: str,
+    env_args: dict[str, Any] | None,
+    host: str,
+    port: int,
+    max_sessions: int,
+    allow_origins: tuple[str, ...],
+    idle_timeout: float,
+) -> int:
+    from envs.interop.openenv_guard import check_idle_timeout, check_origin
     from envs.interop.openenv_serve import serve_openenv
 
+    allow_origins = tuple(check_origin(origin) for origin in allow_origins)
+    check_idle_timeout(idle_timeout, "--idle-timeout")
     served = load(env, env_args)
     if not 0 < port < 65536:
         raise CliError(f"--port must be a port number 1-65535, got {port}")
     print(f"serving {served.name!r} to OpenEnv clients at http://{host}:{port} (Ctrl-C stops)", flush=True)
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a standalone server stops
-        serve_openenv(served, host=host, port=port, max_sessions=max_sessions)
+        serve_openenv(
+            served,
+            host=host,
+            port=port,
+            max_sessions=max_sessions,
+            allow_origins=allow_origins,
+            idle_timeout=idle_timeout,
+        )
     return 0
 
 
@@ -566,13 +603,14 @@ def main(argv: list[str] | None = None) -> int:
             raise
         say(f"rubric {name}: error: {exc}", err=True)
         return EXIT_USAGE if isinstance(exc, CliError) else 1
-    except (KeyboardInterrupt, click.Abort):
-        print(f"rubric {name}: interrupted; finished rollouts are kept", file=sys.stderr)
+    except (KeyboardInterrupt, click.Abort) as exc:  # Ctrl-C, or SIGTERM/SIGHUP (Stopped)
+        how = f"stopped by {signal.Signals(exc.signum).name}" if isinstance(exc, Stopped) else "interrupted"
+        print(f"rubric {name}: {how}; finished rollouts are kept", file=sys.stderr)
         if meta.get("run_dir") is not None:  # set by rubric eval once it knows its directory
             from harness.views.console import resume_hint
 
-            print(resume_hint(meta["run_dir"]), file=sys.stderr)
-        return 130
+            print(resume_hint(meta["run_dir"], meta.get("resume_flags", ())), file=sys.stderr)
+        return 128 + (exc.signum if isinstance(exc, Stopped) else signal.SIGINT)  # as the shell reports it
     except BrokenPipeError:  # the reader went away (`rubric hub info X | head`): stop quietly
         with contextlib.suppress(OSError, ValueError):  # so Python's flush at exit does not fail
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

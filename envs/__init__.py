@@ -23,6 +23,7 @@ from envs.registry import (
 from envs.tools.functions import Tool, ToolResult, call_tool, tool
 from envs.tools.mcp import mcp_server
 from envs.trl_bridge import TRLSpec
+from envs.verl_bridge import VerlSpec
 
 if TYPE_CHECKING:  # pragma: no cover
     from envs.auditing import aaudit, audit
@@ -61,6 +62,7 @@ __all__ = [
     "Tool",
     "ToolEnv",
     "ToolResult",
+    "VerlSpec",
     "aaudit",
     "audit",
     "call_tool",

@@ -38,6 +38,7 @@ from envs.prompts import Template
 from envs.tools.functions import ToolLike, ToolResult, call_tool
 from envs.tools.mcp import MCPServer, MCPTool
 from envs.trl_bridge import TRLSpec
+from envs.verl_bridge import VerlSpec
 from harness.aio import maybe_await, run_sync
 from harness.defaults import DEFAULT_CONCURRENCY
 from harness.errors import ConfigError, ConfigTypeError
@@ -440,6 +441,20 @@ class Environment:
             `environment_factory`; `.kwargs` holds them as a dict. Needs no TRL to build.
         """
         return TRLSpec(self, split=split, num_examples=num_examples)
+
+    def verl(self, *, split: str = "train", num_examples: int | None = None) -> VerlSpec:
+        """What verl needs to train on this environment: its dataset rows and its reward.
+
+        Args:
+            split: "train" (default) or "eval" examples.
+            num_examples: keep only the first n examples.
+
+        Returns:
+            An `envs.verl_bridge.VerlSpec` with `train_dataset` (verl's RL schema; write it
+            with `.to_parquet`), `reward_fn` (unscored is NaN, never 0) and `overrides`.
+            Needs no verl to build.
+        """
+        return VerlSpec(self, split=split, num_examples=num_examples)
 
     async def score(self, rollout: Rollout) -> None:
         """Score with the rubric; with a parser, its result is in `state["parsed_answer"]` first.

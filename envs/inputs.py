@@ -90,16 +90,33 @@ def build_tools(tools: Sequence[ToolSource | ToolLike] | None) -> list[ToolLike]
     names = [t.name for t in built]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
-        raise ConfigError(
+        from_mcp = {isinstance(t, MCPTool) for t in built if t.name in duplicates}
+        fixes = {
+            False: "rename a Python tool with envs.tool(name=...)",
+            True: "give an MCP server's tools a prefix with envs.mcp_server(..., prefix=...)",
+        }
+        raise DuplicateToolError(
             f"duplicate tool name(s) {', '.join(map(repr, duplicates))}; tool names must be unique "
-            f"(tools: {', '.join(names)}); rename one with envs.tool(name=...)"
+            f"(tools: {', '.join(names)})",
+            " or ".join(fixes[kind] for kind in sorted(from_mcp)),
+            duplicates,
         )
     return built
+
+
+class DuplicateToolError(ConfigError):
+    """Two tools share a name: `what` says which, `fix` how to rename one (Python or the CLI)."""
+
+    def __init__(self, what: str, fix: str, names: list[str]) -> None:
+        super().__init__(f"{what}; {fix}")
+        self.what = what
+        self.names = names
 
 
 __all__ = [
     "AnswerParser",
     "DatasetSource",
+    "DuplicateToolError",
     "ParserSource",
     "RubricSource",
     "ToolSource",

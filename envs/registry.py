@@ -24,9 +24,17 @@ from typing import Any, NoReturn
 
 from envs import provenance
 from envs.environment import DEFER_DATASETS, Environment
+from envs.inputs import DuplicateToolError
 from envs.project import ENTRY_POINT_GROUP, Project
 from envs.tools.mcp import server_from_text
-from harness.errors import ConfigTypeError, EnvironmentNotFoundError, RubricError, UserCodeError, raised_at
+from harness.errors import (
+    ConfigError,
+    ConfigTypeError,
+    EnvironmentNotFoundError,
+    RubricError,
+    UserCodeError,
+    raised_at,
+)
 from harness.text import escape_control
 
 
@@ -201,6 +209,18 @@ def _provenance_of_name(name: str) -> dict[str, Any]:
     return provenance.of_module(_normalise(name))
 
 
+def _current_folder_importable() -> None:
+    """Let a spec that names a module (`vf:NAME`, `module:function`, a bare name) find it in the
+    current folder, as `file.py` and `openenv:module:app` (run with `python -m`) are found there,
+    whatever started us (the `rubric` script puts its own folder on sys.path, not this one).
+    The folder goes last, so an installed package of the same name still wins; worker
+    processes copy this sys.path."""
+    here = str(Path.cwd())
+    if not any(entry in ("", ".", here) for entry in sys.path):  # "": an interactive session's folder
+        sys.path.append(here)
+        importlib.invalidate_caches()
+
+
 def _resolve(spec: str) -> tuple[Any, str, str | None, dict[str, Any]]:
     """What builds the environment `spec` names: its loader, the spec to record (a path made
     absolute), its registered name (an installed one's, or a Verifiers package's) and where it
@@ -210,6 +230,8 @@ def _resolve(spec: str) -> tuple[Any, str, str | None, dict[str, Any]]:
     prefix, _, target = spec.partition(":")
     foreign = FOREIGN_SPECS.get(prefix) if target else None
     if foreign is not None:  # vf:NAME (found by Verifiers), openenv:URL, openenv:module:app
+        if foreign.names_module:
+            _current_folder_importable()
         loader = functools.partial(_from_import_path(foreign.loader), target)
         registered_name = target if foreign.names_module else None
         origin = provenance.of_module(
@@ -224,12 +246,32 @@ def _resolve(spec: str) -> tuple[Any, str, str | None, dict[str, Any]]:
         recorded_spec = str(Path(spec).resolve())  # so `rubric score` finds it from any directory
         origin = provenance.of_file(Path(spec))
     elif ":" in spec:
+        _current_folder_importable()
         loader = _from_import_path(spec)
         origin = provenance.of_module(spec.partition(":")[0])
     else:
+        _current_folder_importable()
         loader, registered_name = _from_name(spec)
         origin = _provenance_of_name(spec)
     return loader, recorded_spec, registered_name, origin
+
+
+def _add_servers(env: Environment, texts: Sequence[str]) -> None:
+    """The tools of `--mcp` servers added to `env`; a name clash names the `--mcp` and its fix."""
+    servers = [server_from_text(text) for text in texts]
+    try:
+        env.add_tools(servers)
+    except DuplicateToolError as exc:
+        for number, server in enumerate(servers, 1):
+            clashing = [t.name for t in server.tools() if t.name in exc.names]
+            if clashing:
+                renamed = f"mcp{number}={server.label}"
+                raise ConfigError(
+                    f"{exc.what}; the tools of --mcp {server.label!r} clash ({', '.join(clashing)}): "
+                    f"give them a prefix with --mcp {shlex.quote(renamed)} (then {clashing[0]} is "
+                    f"mcp{number}_{clashing[0]}; in Python: mcp_servers=[{renamed!r}])"
+                ) from None
+        raise
 
 
 def load_environment(spec: str, *, mcp_servers: Sequence[str] | None = None, **kwargs: Any) -> Environment:
@@ -266,7 +308,7 @@ def load_environment(spec: str, *, mcp_servers: Sequence[str] | None = None, **k
             "not an Environment; return an envs.Environment (or a subclass such as envs.ToolEnv)"
         )
     if mcp_servers:
-        env.add_tools([server_from_text(text) for text in mcp_servers])
+        _add_servers(env, mcp_servers)
     # How to build it again (workers, TRL, resume) and where it came from (metadata.json).
     recorded = {**kwargs, "mcp_servers": list(mcp_servers)} if mcp_servers else dict(kwargs)
     env.source = EnvironmentSpec(recorded_spec, recorded)

@@ -9,14 +9,17 @@ the CLI does.
 (its spec and arguments), the model, the endpoint and every setting (Inspect's `eval-retry
 LOG` is the model). A results folder is data, so what it names is run only when it is safe to: an installed
 environment by name, or a file or folder whose source still hashes as recorded (the same
-code made the run); anything else is refused with the command to type. The key never comes
-from the folder: it stays in its environment variable.
+code made the run); anything else is refused with the command to type. Its recorded
+environment arguments (which may start processes: `mcp_servers`) and an endpoint other than
+the user's own are used only when the user confirms or passes them, the rule `rubric score`
+follows too. The key never comes from the folder: it stays in its environment variable.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shlex
 import warnings
 from collections.abc import Callable, Mapping
@@ -28,7 +31,7 @@ from envs.environment import Environment
 from envs.provenance import changes, of_directory, of_file
 from envs.registry import load_environment, recorded_environment
 from harness.aio import run_sync
-from harness.defaults import DEFAULT_CONCURRENCY
+from harness.defaults import DEFAULT_BASE_URL, DEFAULT_CONCURRENCY, TRANSPORTS
 from harness.endpoint.client import check_sampling
 from harness.endpoint.connect import DEFAULT_KEY_VAR, open_client
 from harness.errors import ConfigError, RubricError
@@ -40,8 +43,24 @@ from harness.results.sharding import Shard
 from harness.results.storage import read_metadata, section
 from harness.scripted.endpoint import SCRIPTED_PREFIX
 
-#: Settings a resumed run takes from the folder when they are not given again.
-RECORDED_SETTINGS = ("num_examples", "seed", "shard", "rollouts_per_example", "split", "sampling")
+#: Asks the user a yes/no question: True/False, or None when nobody can answer (not a terminal).
+Confirm = Callable[[str], bool | None]
+
+#: Settings a resumed run takes from the folder's `arguments` when they are not given again
+#: (`workers` as processes: a Ray address is never taken from a folder, pass --ray again).
+RECORDED_SETTINGS = (
+    "num_examples",
+    "seed",
+    "shard",
+    "rollouts_per_example",
+    "split",
+    "sampling",
+    "concurrency",
+    "workers",
+)
+
+#: Client settings a resumed run takes from the folder's `model` section when not given again.
+RECORDED_CLIENT_OPTIONS = ("max_retries", "timeout", "transport")
 
 
 @dataclass
@@ -55,6 +74,7 @@ class RecordedRun:
         base_url: the endpoint (None for a scripted model or when none was recorded).
         settings: the run's recorded settings among `RECORDED_SETTINGS`.
         max_turns: the environment's max_turns during the run.
+        client_options: the endpoint client's recorded settings among `RECORDED_CLIENT_OPTIONS`.
     """
 
     spec: str
@@ -63,6 +83,7 @@ class RecordedRun:
     base_url: str | None
     settings: dict[str, Any] = field(default_factory=dict)
     max_turns: int | None = None
+    client_options: dict[str, Any] = field(default_factory=dict)
 
 
 def recorded_run(
@@ -94,7 +115,19 @@ def recorded_run(
         base_url=str(base_url) if base_url else None,
         settings={k: arguments[k] for k in RECORDED_SETTINGS if arguments.get(k) is not None},
         max_turns=env["max_turns"] if isinstance(env.get("max_turns"), int) else None,
+        client_options=_client_options(model, folder),
     )
+
+
+def _client_options(model: Mapping[str, Any], folder: Path) -> dict[str, Any]:
+    """The recorded client settings (their ranges are checked with the rest, by `prepare_run`)."""
+    options = {k: model[k] for k in RECORDED_CLIENT_OPTIONS if model.get(k) is not None}
+    if "transport" in options and options["transport"] not in TRANSPORTS:
+        raise ConfigError(
+            f"{folder}/metadata.json records the transport {options['transport']!r}, not one of "
+            f"{', '.join(TRANSPORTS)}; pass --transport"
+        )
+    return options
 
 
 def _resumable_spec(env: Mapping[str, Any], provenance: Any, folder: Path, command: str) -> str:
@@ -128,7 +161,8 @@ class RunRequest:
     A new run needs `spec` and `model`. With `resume` (a run directory), what is not given
     comes from its metadata.json (`recorded_run`), and a setting given again must match the
     run's, except those that may change between sessions (concurrency, workers, progress,
-    timeout, retries, transport).
+    timeout, retries, transport): those are kept as the run had them unless given again, and
+    what is given is recorded. So `options` and `client_options` hold only what was given.
 
     Attributes:
         spec / env_args / mcp: the environment, its arguments, MCP servers to add.
@@ -157,37 +191,75 @@ class RunRequest:
     options: dict[str, Any] = field(default_factory=dict)
 
 
-#: `RunRequest.options` defaults, which a resumed run replaces with the recorded values.
-_OPTION_DEFAULTS: dict[str, Any] = {
-    "num_examples": None,
-    "seed": None,
-    "shard": None,
-    "rollouts_per_example": 1,
-    "split": "eval",
-}
-
-
-def _complete(request: RunRequest) -> RunRequest:
-    """`request` with what a resumed run records filled in (never the key)."""
-    if request.resume is None or (request.spec is not None and request.model is not None):
-        if request.spec is None or request.model is None:
+def _complete(request: RunRequest, confirm: Confirm | None = None) -> RunRequest:
+    """`request` with what a resumed run records filled in (never the key): every setting it
+    was started with unless given again, and the recorded environment arguments and a foreign
+    endpoint only when `confirm` agrees or the user passed them (see `_agreed_arguments`,
+    `_agreed_endpoint`)."""
+    named = request.spec is not None and request.model is not None
+    if request.resume is None:
+        if not named:
             raise ConfigError("the following arguments are required: ENV and -m/--model (or --resume DIR)")
         return request
-    run = recorded_run(request.resume, resolve_spec=request.spec is None)
-    options = dict(request.options)
-    for name, default in _OPTION_DEFAULTS.items():
-        if options.get(name, default) == default and name in run.settings:
-            options[name] = run.settings[name]
+    try:
+        run = recorded_run(request.resume, resolve_spec=request.spec is None)
+    except ConfigError:
+        if not named:
+            raise
+        return request  # a folder that records no run (empty, or from before metadata): start it
+    command = f"rubric eval --resume {shlex.quote(str(request.resume))}"
+    env_args = request.env_args
+    if env_args is None and request.spec is None:
+        env_args = _agreed_arguments(run.env_kwargs, request.resume, run.spec, confirm, command)
+    base_url = request.base_url
+    if base_url is None and request.model is None:
+        base_url = _agreed_endpoint(run.base_url, request.resume, request.api_key_var, confirm)
+    settings = {k: v for k, v in run.settings.items() if k != "sampling"}
     return replace(
         request,
         spec=request.spec or run.spec,
-        env_args=request.env_args if request.env_args is not None or request.spec else run.env_kwargs,
+        env_args=env_args,
         model=request.model or run.model,
-        base_url=request.base_url or (run.base_url if request.model is None else None),
+        base_url=base_url,
         sampling=request.sampling if request.sampling is not None else run.settings.get("sampling"),
         max_turns=request.max_turns if request.max_turns is not None else run.max_turns,
-        options=options,
+        client_options={**run.client_options, **request.client_options},
+        options={**settings, **request.options},
     )
+
+
+def _own_endpoint() -> str:
+    """The endpoint the user's environment names ($OPENAI_BASE_URL, else OpenAI's)."""
+    return (os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+
+
+def _agreed_endpoint(
+    recorded: str | None, folder: str | Path, key_var: str, confirm: Confirm | None
+) -> str | None:
+    """The recorded endpoint when it is the user's own (`$OPENAI_BASE_URL`, else OpenAI's) or
+    `confirm` agrees to send the key there; a folder's endpoint never gets the key unasked."""
+    own = _own_endpoint()
+    if recorded is None or recorded.rstrip("/") == own:
+        return recorded
+    _ask(
+        confirm,
+        f"{folder}/metadata.json records the endpoint {recorded}, not yours ({own})",
+        question=f"send it the key in ${key_var}?",
+        unasked=f"a results folder's endpoint gets your key only if you name it: pass -b {shlex.quote(recorded)} "
+        "to use it, or -b/--base-url with your own",
+        declined="not using the recorded endpoint; pass -b/--base-url URL with the one you want",
+    )
+    return recorded
+
+
+def _ask(confirm: Confirm | None, where: str, *, question: str, unasked: str, declined: str) -> None:
+    """Return only when `confirm` agrees to use what a results folder records (`where`): with
+    nobody to ask, the error says what to pass instead (`unasked`)."""
+    answer = confirm(f"{where}; {question}") if confirm is not None else None
+    if answer is None:
+        raise ConfigError(f"{where}; {unasked}")
+    if not answer:
+        raise ConfigError(declined)
 
 
 def _load(request: RunRequest) -> Environment:
@@ -213,17 +285,31 @@ class PreparedRun:
     folder: Path
     resuming: bool
 
+    def resume_flags(self) -> list[str]:
+        """What `rubric eval --resume DIR` must be given again to continue this run with nobody
+        to ask: the environment's arguments, and an endpoint other than the user's own."""
+        flags = ["-a", _typed(self.env.load_kwargs)] if self.env.load_kwargs else []
+        url = self.request.base_url
+        if url is not None and url.rstrip("/") != _own_endpoint():
+            flags += ["-b", url]
+        return flags
 
-def prepare_run(request: RunRequest) -> PreparedRun:
+
+def prepare_run(request: RunRequest, *, confirm: Confirm | None = None) -> PreparedRun:
     """Check and complete a request before anything starts: the settings within limits, the
-    environment loaded, the run's size checked, the output directory chosen."""
+    environment loaded, the run's size checked, the output directory chosen.
+
+    `confirm(question)` is asked before a resumed run uses what its folder records that the
+    user did not pass (environment arguments, an endpoint other than theirs); without it,
+    or when it returns None (nobody to ask), those are refused with the flag to pass."""
     check_limits({**request.options, "max_turns": request.max_turns, **request.client_options})
     if request.resume is not None and request.output_dir is not None:
         raise ConfigError(
             f"--resume {request.resume} continues that run in place, so -o/--output-dir {request.output_dir} "
             "cannot be used with it; drop one of them"
         )
-    request = _complete(request)
+    request = _complete(request, confirm)
+    check_limits({**request.options, **request.client_options})  # what the folder records, too
     shard = request.options.get("shard")
     if isinstance(shard, str):
         try:
@@ -297,11 +383,23 @@ def run(
     return run_sync(arun(what, warn))
 
 
-def resume(folder: str | Path, *, retry_errors: bool = False, **options: Any) -> EvalResults:
-    """Continue the run in `folder` with nothing else: the environment, its arguments, the model,
-    the endpoint and every setting come from its metadata.json (the key from its variable).
-    `options` may change what may change between sessions (concurrency, workers, progress)."""
-    return run(RunRequest(resume=folder, retry_errors=retry_errors, options=options))[0]
+def resume(
+    folder: str | Path,
+    *,
+    env_args: dict[str, Any] | None = None,
+    base_url: str | None = None,
+    retry_errors: bool = False,
+    **options: Any,
+) -> EvalResults:
+    """Continue the run in `folder`: the environment, the model and every setting come from
+    its metadata.json (the key from its variable). The environment arguments it records, and
+    an endpoint other than yours, are used only when passed again (`env_args`, `base_url`):
+    a folder may come from someone else. `options` may change what may change between
+    sessions (concurrency, workers, progress)."""
+    request = RunRequest(
+        resume=folder, env_args=env_args, base_url=base_url, retry_errors=retry_errors, options=options
+    )
+    return run(request)[0]
 
 
 def _warn(message: str) -> None:
@@ -315,7 +413,7 @@ def rescoring_environment(
     env_args: dict[str, Any] | None = None,
     *,
     tell: Callable[[str], None] | None = None,
-    confirm: Callable[[str], bool | None] | None = None,
+    confirm: Confirm | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """The environment and arguments to re-score a saved run with (`rubric score DIR [ENV]`).
 
@@ -340,32 +438,40 @@ def rescoring_environment(
             tell(f"using the installed environment {spec!r} named in {directory}/metadata.json")
     if env_args is not None:
         return spec, env_args
-    return spec, _agreed_arguments(env_meta.get("load_kwargs"), directory, spec, confirm)
+    command = f"rubric score {shlex.quote(str(directory))}"
+    return spec, _agreed_arguments(env_meta.get("load_kwargs"), directory, spec, confirm, command)
 
 
 def _agreed_arguments(
-    recorded: Any, directory: str | Path, spec: str, confirm: Callable[[str], bool | None] | None
+    recorded: Any, directory: str | Path, spec: str, confirm: Confirm | None, command: str
 ) -> dict[str, Any]:
+    """The environment arguments a results folder records, used only when `confirm` agrees;
+    refused otherwise with the `command` and `-a` to type (they may start processes, as
+    `mcp_servers` does, so a folder never passes them unasked)."""
     if not recorded:
         return {}
     if not isinstance(recorded, dict):
         raise ConfigError(
             f"{directory}/metadata.json records load_kwargs that are not an object; pass -a '{{...}}'"
         )
-    typed = json.dumps(recorded, ensure_ascii=False)
-    where = f"{directory}/metadata.json records these arguments for {spec!r}: {typed}"
-    answer = confirm(where) if confirm is not None else None
-    if answer is None:
-        raise ConfigError(
-            f"{where}; a results folder's arguments are used only if you pass them: -a {shlex.quote(typed)} "
-            f"(or -a '{{}}' for none)"
-        )
-    if not answer:
-        raise ConfigError("not using the recorded arguments; pass -a '{...}' with the ones you want")
+    typed = _typed(recorded)
+    _ask(
+        confirm,
+        f"{directory}/metadata.json records these arguments for {spec!r}: {typed}",
+        question="use them?",
+        unasked=f"a results folder's arguments are used only if you pass them: {command} -a {shlex.quote(typed)}",
+        declined="not using the recorded arguments; pass -a '{...}' with the ones you want",
+    )
     return dict(recorded)
 
 
+def _typed(env_args: Mapping[str, Any]) -> str:
+    """Environment arguments as they are typed after -a."""
+    return json.dumps(env_args, ensure_ascii=False)
+
+
 __all__ = [
+    "RECORDED_CLIENT_OPTIONS",
     "RECORDED_SETTINGS",
     "PreparedRun",
     "RecordedRun",

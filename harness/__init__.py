@@ -3,8 +3,8 @@
 Here: the data model (`types`), the error tree (`errors`), the rollout loop (`runner`), a
 whole run (`evaluation`), what an environment must provide (`protocol`) and the limits of a
 run's settings (`limits`). Around it: `endpoint/` (the client and the wire format),
-`results/` (a run on disk), `views/` (what people look at), `executors/` (workers, Ray) and
-`scripted/` (a fake endpoint).
+`proxy/` (the capture proxy agents call instead of a provider), `results/` (a run on disk),
+`views/` (what people look at), `executors/` (workers, Ray) and `scripted/` (a fake endpoint).
 Never imports `rubrics` or `envs`. Names are imported lazily so that `rubric --help` does not
 pay for `openai`/`datasets`.
 """
@@ -24,6 +24,7 @@ from harness.errors import (
     ResultsNotFoundError,
     RubricError,
     ScoringError,
+    TooManyErrorsError,
     UserCodeError,
     WorkerError,
 )
@@ -50,6 +51,11 @@ _LAZY = {
     "EnvironmentProtocol": "harness.protocol",
     "EnvironmentSource": "harness.protocol",
     "run_sync": "harness.aio",
+    "CaptureProxy": "harness.proxy.server",
+    "ProxyBudgets": "harness.proxy.session",
+    "ProxySession": "harness.proxy.session",
+    "ProxyTurn": "harness.proxy.session",
+    "RetokenizationSkew": "harness.proxy.session",
 }
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -57,6 +63,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from harness.endpoint.client import Client, Completion
     from harness.evaluation import EvaluateOptions, aevaluate, evaluate
     from harness.protocol import EnvironmentProtocol, EnvironmentSource
+    from harness.proxy.server import CaptureProxy
+    from harness.proxy.session import ProxyBudgets, ProxySession, ProxyTurn, RetokenizationSkew
     from harness.results.eval_results import EvalResults, load_results
     from harness.results.rescoring import arescore, rescore
     from harness.results.sharding import MergeReport, merge_results
@@ -88,6 +96,7 @@ __all__ = [
     "Rollout",
     "RubricError",
     "ScoringError",
+    "TooManyErrorsError",
     "ToolCall",
     "TreeNode",
     "TurnTokens",

@@ -9,7 +9,8 @@
 Inside: `module` (the Rubric tree), `containers`, `leaf` (reward functions as nodes, with
 `injection` filling their arguments), `turns` (per-turn scoring), `judge/` (LLMJudge, its
 prompt, verdict parsing, cache and the ready-made `judges`), `parsers`, `credit` (per-turn
-rewards), `trl` (trees as TRL reward functions), `render` and `batch` (what people see).
+rewards), `trl` and `verl` (trees as TRL and verl reward functions), `render` and `batch`
+(what people see).
 May import `harness` (the data model, errors, client and views); never `envs`.
 """
 

@@ -9,11 +9,19 @@ How turn rewards relate to the episode reward depends on the rule:
     G_0 equals the episode's sum of turn scores.
   - any function `(rollout) -> list[float]` with one value per assistant turn.
 
+  - `progress_delta(path)`: `r_t = s_t - s_(t-1)`, the change turn t makes to a node's
+    per-turn score (`turn_scores[path]`, starting from `start`): the credits sum to the final
+    score, so a turn that makes no progress earns nothing, however many turns there are.
+
 Beware when the policy controls how many turns an episode has (verl RFC #7244): summed or
 returns-to-go per-turn rewards grow with episode length, so a policy can earn more by taking
 more turns (or, with negative turn scores, by ending early), and discounting with gamma < 1
-shrinks early turns' credit in long episodes. Prefer mean-reduced scores or outcome credit
-when length is not part of the task, and compare runs at equal episode lengths.
+shrinks early turns' credit in long episodes. A baseline built per turn index over the
+members still running (MT-GRPO's normalisation) subtracts as many terms as the episode has
+turns: it depends on the episode's own decision to stop, so the gradient is biased (it taxes
+every "take another turn" by the mean turn reward). `fixed_horizon_advantages` is the fix:
+every member is padded with zeros to the same fixed horizon, and each turn index's baseline
+is the other members' mean there, so no member's baseline depends on its own actions.
 """
 
 from __future__ import annotations
@@ -108,6 +116,103 @@ class Outcome(_Frozen):
         return "outcome()"
 
 
+class ProgressDelta(_Frozen):
+    """`r_t = s_t - s_(t-1)` over node `path`'s per-turn scores, from `s_(-1) = start`.
+
+    A NaN turn score gives that turn NaN, and the next delta is taken from the last finite score.
+    """
+
+    __slots__ = ("path", "start")
+    path: str
+    start: float
+
+    def __init__(self, path: str = "", start: float = 0.0) -> None:
+        if not isinstance(path, str):
+            raise ConfigError(f"path must be a node path (str, '' for the root), got {path!r}")
+        if isinstance(start, bool) or not isinstance(start, (int, float)) or not math.isfinite(start):
+            raise ConfigError(
+                f"start must be a finite number (the score before the first turn), got {start!r}"
+            )
+        self._set("path", path)
+        self._set("start", float(start))
+
+    def __call__(self, rollout: Rollout) -> list[float]:
+        scores = rollout.turn_scores.get(self.path)
+        if scores is None:
+            raise ConfigError(
+                f"progress_delta needs per-turn scores of node {self.path!r}; the rollout has them for "
+                f"{sorted(rollout.turn_scores)}: score that node per turn (reward(fn, per_turn=True))"
+            )
+        out: list[float] = []
+        last = self.start
+        for score in scores:
+            if math.isfinite(score):
+                out.append(score - last)
+                last = score
+            else:
+                out.append(math.nan)
+        return out
+
+    def __repr__(self) -> str:
+        return f"progress_delta({self.path!r}, start={self.start:g})"
+
+
+def progress_delta(path: str = "", *, start: float = 0.0) -> ProgressDelta:
+    """Credit each turn with the change it makes to node `path`'s per-turn score."""
+    return ProgressDelta(path, start)
+
+
+def fixed_horizon_advantages(turn_rewards: Sequence[Sequence[float]], horizon: int) -> list[list[float]]:
+    """Per-turn advantages for one group with a baseline that no member's own actions move.
+
+    Member i's advantage at turn k is `sum over t = k .. horizon-1 of (r_i,t - b_i,t)`: its
+    rewards-to-go with every episode padded by zeros to `horizon` turns, minus the same sum of
+    `b_i,t`, the mean of the *other* members' (padded) rewards at turn t. The number of terms is
+    fixed and `b_i` is built without member i, so the baseline cannot depend on when member i
+    stopped: the policy-gradient estimate stays unbiased when the policy controls episode
+    length (verl RFC #7244), unlike a per-turn-index baseline over the members still running.
+
+    Args:
+        turn_rewards: one list of per-turn rewards per group member (any length up to horizon).
+            A member holding a NaN is unscored: left out of the others' baselines, its
+            advantages NaN.
+        horizon: the most turns an episode can have (the environment's `max_turns`), fixed
+            before the episodes ran; never the longest episode in the group.
+
+    Returns:
+        One list per member, as long as its episode; NaN for an unscored member, and
+        for every member of a group with fewer than two scored ones.
+
+    Raises:
+        ConfigError: horizon is not a positive int, or an episode is longer than horizon.
+    """
+    if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1:
+        raise ConfigError(f"horizon must be an int >= 1 (the episodes' most turns), got {horizon!r}")
+    for i, rewards in enumerate(turn_rewards):
+        if len(rewards) > horizon:
+            raise ConfigError(
+                f"member {i} has {len(rewards)} turns, more than the horizon {horizon}; "
+                "pass the environment's max_turns as horizon"
+            )
+    padded = [[float(r) for r in rewards] + [0.0] * (horizon - len(rewards)) for rewards in turn_rewards]
+    scored = [all(math.isfinite(r) for r in rewards) for rewards in padded]
+    count = sum(scored)
+    totals = [sum(rewards[t] for rewards, ok in zip(padded, scored) if ok) for t in range(horizon)]
+    out: list[list[float]] = []
+    for rewards, ok, original in zip(padded, scored, turn_rewards):
+        if not ok or count < 2:
+            out.append([math.nan] * len(original))
+            continue
+        togo = 0.0
+        advantages = [0.0] * horizon
+        for t in reversed(range(horizon)):
+            baseline = (totals[t] - rewards[t]) / (count - 1)
+            togo += rewards[t] - baseline
+            advantages[t] = togo
+        out.append(advantages[: len(original)])
+    return out
+
+
 def discounted(gamma: float) -> Discounted:
     """Credit the episode reward to each turn, discounted by `gamma` per turn before the last."""
     return Discounted(gamma)
@@ -141,4 +246,13 @@ def assign_credit(rollout: Rollout, credit: Credit) -> list[float]:
     return values
 
 
-__all__ = ["Credit", "assign_credit", "discounted", "outcome", "returns_to_go"]
+__all__ = [
+    "Credit",
+    "ProgressDelta",
+    "assign_credit",
+    "discounted",
+    "fixed_horizon_advantages",
+    "outcome",
+    "progress_delta",
+    "returns_to_go",
+]

@@ -111,7 +111,8 @@ def group_by_prompt(rollouts: Sequence[Rollout]) -> None:
 
 def flat_group_frac(rollouts: Sequence[Rollout], path: str | None) -> float | None:
     """Of the groups (same example_id) with two or more members scored by node `path` (None:
-    the reward), the fraction whose members all scored the same; None when there is none."""
+    the reward), the fraction whose members do not spread (all scored the same, whatever the
+    value: flatness is judged by the spread, not the mean); None when there is none."""
     groups: dict[Any, list[float]] = {}
     for r in rollouts:
         value = r.reward if path is None else r.scores.get(path, math.nan)
@@ -121,6 +122,15 @@ def flat_group_frac(rollouts: Sequence[Rollout], path: str | None) -> float | No
     if not compared:
         return None
     return sum(1 for values in compared if len(set(values)) == 1) / len(compared)
+
+
+def skipped_groups(rollouts: Sequence[Rollout], scores: Sequence[float]) -> int:
+    """How many prompts (TRL's groups) have no scored completion: nothing of them is trained on."""
+    scored: dict[str, bool] = {}
+    for rollout, score in zip(rollouts, scores):
+        key = json.dumps([m.model_dump(mode="json") for m in rollout.prompt], sort_keys=True)
+        scored[key] = scored.get(key, False) or math.isfinite(score)
+    return sum(1 for ok in scored.values() if not ok)
 
 
 def as_trl_value(score: float) -> float | None:
@@ -221,12 +231,14 @@ class TRLReward:
             unscored = sum(1 for s in scores if not math.isfinite(s))
             where = f"{prefix}/" if self.path_prefix else prefix
             log_metric(f"{where}unscored_frac", unscored / len(rollouts))
-            for path, node in [("", self.rubric), *self.rubric.named_rubrics()]:
-                if node._group_node:  # a group whose members all tie teaches GRPO nothing
-                    flat = flat_group_frac(rollouts, path) if path else flat_group_frac(rollouts, None)
-                    if flat is not None:
-                        name = f"{prefix}.{path}" if self.path_prefix else f"{prefix}{path}"
-                        log_metric(f"{name}/flat_group_frac" if path else f"{where}flat_group_frac", flat)
+            # A prompt whose completions all went unscored is skipped by TRL (advantage 0): say so.
+            log_metric(f"{where}skipped_groups", float(skipped_groups(rollouts, scores)))
+            # Every node: a group whose members do not spread on a node gets no signal from it.
+            for path, _ in [("", self.rubric), *self.rubric.named_rubrics()]:
+                flat = flat_group_frac(rollouts, path or None)
+                if flat is not None:
+                    name = f"{prefix}.{path}" if self.path_prefix else f"{prefix}{path}"
+                    log_metric(f"{name}/flat_group_frac" if path else f"{where}flat_group_frac", flat)
         return [as_trl_value(s) for s in scores]
 
 
@@ -300,4 +312,5 @@ __all__ = [
     "flat_group_frac",
     "group_by_prompt",
     "rollouts_from_batch",
+    "skipped_groups",
 ]

@@ -1,8 +1,11 @@
 """Shared fakes for tests: small environments implementing harness.protocol.EnvironmentProtocol,
 with matching scripted-endpoint policies, so the rollout loop and evaluate are tested without `envs`;
 `serve_pypiserver`, a real package index on 127.0.0.1 for the hub tests; `run`, the real
-`rubric` executable in a subprocess; `serving` / `rubric_serve`, a server in a subprocess; and
-`code_block`, a README code block by its content.
+`rubric` executable in a subprocess (`at_a_terminal`: with a terminal to answer it); `serving` /
+`rubric_serve`, a server in a subprocess; `code_block`, a README code block by its content;
+`processes_with`, what a test left running; `Reaped`, a command run under a subreaper, which lists
+every process it left behind; `build_rubric_wheel`, this project's wheel; and
+`ensure_openenv_side_python`, OpenEnv 0.10 in a cached venv of its own.
 
 Their own sanity tests live in tests/harness/test_helpers.py.
 """
@@ -13,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import os
+import pty
 import re
 import shutil
 import signal
@@ -22,10 +26,14 @@ import sys
 import threading
 import time
 import urllib.request
+import venv
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import filelock
+import platformdirs
 
 from harness.types import Message, Rollout
 
@@ -347,6 +355,22 @@ class HubServer:
     packages: Path
 
 
+def processes_with(marker: str) -> list[int]:
+    """Live (not zombie) processes with `marker` as one word of their command line, from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            words = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if marker.encode() in words and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -511,6 +535,27 @@ def run(
     )
 
 
+def at_a_terminal(
+    *args: str, cwd: Path, answer: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`rubric *args` with a pseudo-terminal as stdin, answering its [y/N] question with `answer`."""
+    leader, follower = pty.openpty()
+    try:
+        os.write(leader, f"{answer}\n".encode())
+        return subprocess.run(
+            [RUBRIC or "rubric", *args],
+            cwd=cwd,
+            env={**os.environ, "COLUMNS": "200", **(env or {})},
+            stdin=follower,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(leader)
+        os.close(follower)
+
+
 @dataclass
 class ServerProcess:
     """A server running in a subprocess (see `serving`); `stop()` ends it and returns its stdout
@@ -567,9 +612,159 @@ def rubric_serve(*args: str) -> Iterator[str]:
     assert "Traceback" not in err
 
 
+# Runs COMMAND as a child subreaper (Linux): every process COMMAND leaves behind, even one that
+# started a session of its own, is re-parented here. Prints COMMAND's pid, waits for it, gives
+# what it left SETTLE seconds to go, then prints {"returncode": ..., "left": {pid: cmdline}} and
+# kills what is left. Arguments: SETTLE LOGFILE COMMAND...
+_SUBREAPER = """
+import ctypes, json, os, signal, subprocess, sys, time
+ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+settle, log = float(sys.argv[1]), open(sys.argv[2], "wb")
+child = subprocess.Popen(sys.argv[3:], stdout=log, stderr=subprocess.STDOUT)
+print(child.pid, flush=True)
+code = child.wait()
+
+def reap():
+    while True:
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                return
+        except ChildProcessError:
+            return
+
+def ours():
+    found = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            state, ppid = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()[:2]
+            cmdline = open(f"/proc/{entry}/cmdline", "rb").read().replace(b"\\0", b" ").decode()
+        except OSError:
+            continue
+        if int(ppid) == os.getpid() and state != "Z":
+            found[entry] = cmdline.strip()
+    return found
+
+deadline = time.monotonic() + settle
+while ours() and time.monotonic() < deadline:
+    reap()
+    time.sleep(0.1)
+left = ours()
+for pid in left:
+    os.kill(int(pid), signal.SIGKILL)
+time.sleep(0.2)
+reap()
+print(json.dumps({"returncode": code, "left": left}), flush=True)
+"""
+
+
+@dataclass
+class Reaped:
+    """A command run under a subreaper (`Reaped.start`), so that what it leaves behind is seen.
+
+    `pid` is the command's own pid (signal it); `finish()` waits for it and returns its exit
+    code and the processes it left (pid -> command line), which are then killed.
+    """
+
+    wrapper: subprocess.Popen[str]
+    pid: int
+    log: Path
+
+    @classmethod
+    def start(
+        cls,
+        command: list[str],
+        *,
+        log: Path,
+        cwd: Path,
+        env: Mapping[str, str] | None = None,
+        settle: float = 10,
+    ) -> Reaped:
+        wrapper = subprocess.Popen(
+            [sys.executable, "-c", _SUBREAPER, str(settle), str(log), *command],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=cwd,
+            env={**os.environ, **(env or {})},
+        )
+        assert wrapper.stdout is not None
+        return cls(wrapper, int(wrapper.stdout.readline()), log)
+
+    def running(self) -> bool:
+        try:
+            state = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return False
+        return state != "Z"
+
+    def finish(self, timeout: float = 120) -> tuple[int, dict[str, str]]:
+        out, _ = self.wrapper.communicate(timeout=timeout)
+        report = json.loads(out.strip().splitlines()[-1])
+        return report["returncode"], report["left"]
+
+
 def code_block(language: str, containing: str) -> str:
     """The one README code block in `language` that contains `containing`."""
     blocks = re.findall(rf"```{language}\n(.*?)```", README, flags=re.S)
     matches = [b for b in blocks if containing in b]
     assert len(matches) == 1, f"expected one {language} block containing {containing!r}, found {len(matches)}"
     return matches[0]
+
+
+# ---------------------------------------------------------------- this project as a user installs it
+TREE = Path(__file__).resolve().parents[1]
+
+
+def build_rubric_wheel(folder: Path) -> Path:
+    """rubric-rl's wheel built offline from a copy of the working tree (so the build leaves
+    nothing in it) with the build backend installed here; the wheel's path, in `folder`."""
+    source = folder / "source"
+    shutil.copytree(
+        TREE, source, ignore=shutil.ignore_patterns(".git", "runs", "build", "dist", "*.egg-info", ".*cache")
+    )
+    command = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "--no-index"]
+    done = subprocess.run(
+        [*command, "-w", str(folder / "wheels"), str(source)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    (wheel,) = (folder / "wheels").glob("rubric_rl-*.whl")
+    return wheel
+
+
+# ---------------------------------------------------------------- OpenEnv 0.10 in a venv of its own
+OPENENV_SIDE_VERSION = "0.10.0"
+
+
+def openenv_side_venv() -> Path:
+    """Where the test session keeps OpenEnv 0.10's venv: the user's cache folder, so it is
+    made once per machine and reused by every later session."""
+    cache = Path(platformdirs.user_cache_dir("rubric-rl"))
+    return cache / f"openenv-{OPENENV_SIDE_VERSION}-venv"
+
+
+def ensure_openenv_side_python() -> str:
+    """The python of a venv holding OpenEnv 0.10, for the cross-version tests: $RUBRIC_OPENENV_PYTHON
+    when set, else the cached venv of `openenv_side_venv()`, made here when missing.
+
+    Made under a file lock, so parallel test workers wait for one maker; a `complete` marker,
+    written last, tells a finished venv from one an interrupted session left half made (that
+    one is made again). pip uses its configured index and cache; nothing of the checkout is on
+    its path. Raises RuntimeError with pip's output when the venv cannot be made."""
+    given = os.environ.get("RUBRIC_OPENENV_PYTHON")
+    if given:
+        return given
+    target = openenv_side_venv()
+    python, marker = target / "bin" / "python", target / "complete"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with filelock.FileLock(f"{target}.lock", timeout=1800):
+        if not marker.is_file():
+            shutil.rmtree(target, ignore_errors=True)
+            venv.EnvBuilder(with_pip=True).create(target)
+            env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+            install = [str(python), "-m", "pip", "install", "-q", f"openenv=={OPENENV_SIDE_VERSION}"]
+            done = subprocess.run(install, capture_output=True, text=True, timeout=1500, env=env, cwd=target)
+            if done.returncode != 0:
+                raise RuntimeError(
+                    f"could not make {target}: {' '.join(install)} said: {done.stderr[-3000:]}"
+                )
+            marker.write_text(OPENENV_SIDE_VERSION + "\n")
+    return str(python)

@@ -26,11 +26,12 @@ DOCUMENTED = {
     ],
     "rubrics.parsers": ["ThinkFormat", "XMLFormat", "extract_after", "extract_boxed", "extract_xml", "strip_think"],
     "rubrics.judge.calibration": ["Calibration", "acalibrate", "calibrate", "find_judge"],
-    "rubrics.credit": ["assign_credit", "discounted"],
+    "rubrics.credit": ["assign_credit", "discounted", "fixed_horizon_advantages", "progress_delta"],
+    "rubrics.verl": ["as_verl_reward", "grpo_advantages"],
     "envs": [
         "Environment", "SingleTurnEnv", "ToolEnv", "MultiTurnEnv", "tool", "Tool", "ToolResult",
         "call_tool", "stop", "mcp_server", "load_environment", "list_environments",
-        "RegisteredEnvironment", "EnvironmentNotFoundError", "EnvironmentSpec", "TRLSpec",
+        "RegisteredEnvironment", "EnvironmentNotFoundError", "EnvironmentSpec", "TRLSpec", "VerlSpec",
         "audit", "aaudit", "from_verifiers", "from_openenv", "serve_openenv",
     ],
     "envs.auditing": ["audit", "aaudit", "AuditReport", "Flag", "Cell", "ProbeInfo", "Probe", "PROBES"],
@@ -42,13 +43,15 @@ DOCUMENTED = {
         "EnvironmentSource", "run_sync", "Message", "Rollout", "ToolCall", "FunctionCall", "Usage",
         "TurnTokens", "TreeNode", "RubricError", "ConfigError", "ConfigTypeError", "EndpointError",
         "EnvironmentNotFoundError", "NotScoreableError", "ResultsError", "ResultsNotFoundError",
-        "ScoringError", "UserCodeError", "WorkerError",
+        "ScoringError", "TooManyErrorsError", "UserCodeError", "WorkerError", "CaptureProxy", "ProxyBudgets",
+        "ProxySession", "ProxyTurn", "RetokenizationSkew",
     ],
     "harness.types": ["Message", "Rollout", "ToolCall", "Usage", "TurnTokens"],
     "harness.errors": ["ResultsWarning"],
     "harness.evaluation": ["EvaluateOptions", "evaluate", "aevaluate"],
     "harness.text": ["escape_control"],
     "harness.scripted": ["ScriptedEndpoint", "StatefulPolicy", "scripted_policy", "SCRIPTED_PREFIX"],
+    "harness.runtimes": ["get_runtime", "Runtime", "Sandbox", "SyncSandbox", "ExecResult", "prune", "aprune"],
 }  # fmt: skip
 
 

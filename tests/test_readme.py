@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from rubrics.judge.labels import MAX_FILE_BYTES, MAX_LINE_BYTES
 from tests.helpers import README, code_block
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -128,6 +130,20 @@ def test_train_with_trl_blocks_run_as_written(tmp_path: Path, monkeypatch: pytes
     history = namespace["trainer"].state.log_history  # type: ignore[attr-defined]
     # The model always says "It is 4": right on one of the two questions.
     assert [entry["rubric/correct"] for entry in history if "rubric/correct" in entry] == [0.5]
+
+
+def test_train_with_verl_block_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, object] = {}
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(
+            compile(code_block("python", "reward_fn = env.rubric.as_trl_reward()"), "<README>", "exec"),
+            namespace,
+        )
+        exec(compile(code_block("python", "spec = env.verl()"), "<README>", "exec"), namespace)
+    assert out.getvalue().splitlines()[-1].startswith("1.0 1.0 ['reward.reward_manager.source=register'")
+    assert (tmp_path / "train.parquet").stat().st_size > 0
 
 
 def test_per_turn_example_prints_what_readme_says() -> None:
@@ -274,3 +290,45 @@ def test_comparing_within_a_group_example_prints_what_readme_says(monkeypatch: p
         "'41'                 0.15"
     )
     assert calls == 2  # one group, two orders
+
+
+def test_capture_proxy_example_prints_what_readme_says() -> None:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code_block("python", "CaptureProxy(Client("), "<README>", "exec"), {})
+    printed = out.getvalue().strip()
+    assert printed == "responses ['user'] '4' prompt_tokens=3 completion_tokens=1"
+    assert f"It prints `{printed}`" in README
+
+
+def test_the_wordle_run_then_score_lines_work_outside_a_terminal(tmp_path: Path) -> None:
+    block = code_block("bash", "rubric score runs/wordle").splitlines()
+    lines = [
+        next(line for line in block if line.startswith(start))
+        for start in ("rubric eval wordle", "rubric score runs/wordle ")
+    ]
+    for line in lines:  # stdin is not a terminal: nothing can be confirmed, what to pass is on the line
+        command = shlex.split(line.split("#")[0])
+        proc = subprocess.run(
+            [
+                shutil.which("rubric") or "rubric",
+                *command[1:],
+                *(["--no-progress"] if "eval" in command else []),
+            ],
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "COLUMNS": "200"},
+        )
+        assert proc.returncode == 0, f"{line}: {proc.stderr}"
+    assert list((tmp_path / "runs" / "wordle").glob("results.rescored-*.jsonl"))
+
+
+def test_the_security_table_states_the_labels_caps_and_the_resume_rule() -> None:
+    table = README[README.index("## Security") :].split("\n## ")[0]
+    labels = next(row for row in table.splitlines() if "**labels file**" in row)
+    assert f"{MAX_LINE_BYTES // 2**20} MiB a line or {MAX_FILE_BYTES // 2**20} MiB in all" in labels
+    results = next(row for row in table.splitlines() if "**results folder**" in row)
+    assert "send your key to its recorded endpoint" in results and "`-b URL`" in results

@@ -33,13 +33,13 @@ from envs.environment import Environment
 from envs.interop.openenv_local import LocalServer
 from envs.interop.openenv_rewards import OpenEnvFinalReward, OpenEnvStepReward, RewardMode, default_rubric
 from envs.interop.openenv_schema import (
-    CONNECT_TIMEOUT,
     OpenEnvConnectError,
     action_tool,
     read_schema,
     render_observation,
     text_field,
 )
+from envs.interop.openenv_wire import MAX_RESPONSE_BYTES, REQUEST_TIMEOUT, exchange, session_client
 from envs.tools.functions import BadArguments, parse_arguments
 from harness.errors import ConfigError, RubricError
 from harness.types import Message, Rollout, ToolCall
@@ -116,9 +116,7 @@ class OpenEnvEnvironment(Environment):
         kwargs = dict(reset) if isinstance(reset, Mapping) else {}
         if "seed" in rollout.info and "seed" not in kwargs:
             kwargs["seed"] = rollout.info["seed"]
-        client = _client_class()(
-            base_url=self.base_url, connect_timeout_s=CONNECT_TIMEOUT, message_timeout_s=self.timeout
-        )
+        client = session_client(_client_class(), self.base_url, timeout=self.timeout)
         self._sessions[id(rollout)] = (asyncio.get_running_loop(), client)
         try:
             result = await self._call(client, "reset", lambda: client.reset(**kwargs))
@@ -127,13 +125,15 @@ class OpenEnvEnvironment(Environment):
             raise
         system = [m for m in rollout.prompt if m.role == "system"]
         rollout.prompt = [*system, Message(role="user", content=self.observation_text(result.observation))]
-        rollout.state["openenv"] = {"steps": [], "done": bool(result.done), "reset": kwargs}
+        done = self._done(result, "reset")
+        rollout.state["openenv"] = {"steps": [], "done": done, "reset": kwargs}
         return rollout
 
     async def _call(self, client: Any, what: str, request: Callable[[], Any]) -> Any:
-        """One reset or step through OpenEnv's client; a server failure is an OpenEnvSessionError."""
+        """One reset or step through OpenEnv's client, within `timeout` for all of it (connecting
+        included); a server failure is an OpenEnvSessionError."""
         try:
-            return await request()
+            return await exchange(request, timeout=self.timeout)
         except TimeoutError:
             raise OpenEnvSessionError(
                 f"the OpenEnv server at {self.base_url} did not answer {what} within {self.timeout:g}s; "
@@ -151,6 +151,11 @@ class OpenEnvEnvironment(Environment):
                 f"the OpenEnv server at {self.base_url} failed {what}: {exc}{full}"
             ) from None
         except Exception as exc:  # websockets' ConnectionClosed and the like: the server went away
+            if _too_large(exc):
+                raise OpenEnvSessionError(
+                    f"the OpenEnv server at {self.base_url} answered {what} with a message larger than the "
+                    f"{MAX_RESPONSE_BYTES:,} bytes read; make its observations smaller"
+                ) from None
             if what == "reset":  # closed at once: OpenEnv refuses a session it has no room for this way
                 raise OpenEnvSessionError(
                     f"the OpenEnv server at {self.base_url} closed the session before its reset "
@@ -248,16 +253,28 @@ class OpenEnvEnvironment(Environment):
             )
         client = entry[1]
         result = await self._call(client, "step", lambda: client.step(action))
+        done = self._done(result, "step")
+        record: dict[str, Any] = {"turn": rollout.turns - 1, "action": action, "reward": None, "done": done}
         reward = result.reward
-        record = {
-            "turn": rollout.turns - 1,
-            "action": action,
-            "reward": None if reward is None else float(reward),
-            "done": bool(result.done),
-        }
+        if isinstance(reward, (int, float)) and not isinstance(reward, bool) and math.isfinite(reward):
+            record["reward"] = float(reward)
+        elif reward is not None:  # the reward nodes read this as the reason they are NaN
+            record["reward_error"] = f"step {len(rollout.state['openenv']['steps']) + 1} " + _not_a_reward(
+                reward
+            )
         rollout.state["openenv"]["steps"].append(record)
-        rollout.state["openenv"]["done"] = bool(result.done)
+        rollout.state["openenv"]["done"] = done
         return result
+
+    def _done(self, result: Any, what: str) -> bool:
+        """The answer's `done`, which must be true or false (a string "false" is not false)."""
+        if not isinstance(result.done, bool):
+            raise OpenEnvSessionError(
+                f"the OpenEnv server at {self.base_url} answered {what} with done={result.done!r} "
+                f"({type(result.done).__name__}); the field 'done' must be true or false, so the episode "
+                "cannot go on; fix the server's observation"
+            )
+        return result.done
 
     async def stop_reason(self, rollout: Rollout) -> str | None:
         """ "done" once the environment says so; else the usual conditions."""
@@ -279,16 +296,26 @@ class ActionRejected(RuntimeError):
     """The server answered a step with an error (an invalid action, or the environment raised)."""
 
 
+def _not_a_reward(reward: object) -> str:
+    shown = repr(reward) if len(repr(reward)) <= 60 else repr(reward)[:57] + "..."
+    return f"gave reward={shown} ({type(reward).__name__}), not a finite real number (true/false and strings are not rewards)"
+
+
 def _note_error(rollout: Rollout, tool: str, call_id: str | None, reason: str) -> None:
     rollout.state.setdefault("tool_errors", []).append(
         {"turn": rollout.turns, "tool": tool, "tool_call_id": call_id, "error": reason}
     )
 
 
+def _too_large(exc: Exception) -> bool:
+    """Whether websockets ended the session for a message over the size cap (close code 1009)."""
+    return any(getattr(getattr(exc, side, None), "code", None) == 1009 for side in ("sent", "rcvd"))
+
+
 async def _close(client: Any) -> None:
     """Close a session; one that is already gone is fine."""
     with contextlib.suppress(Exception):
-        await asyncio.wait_for(client.close(), 10)
+        await exchange(client.close, timeout=REQUEST_TIMEOUT)
 
 
 def _episodes(dataset: Any, num_examples: int) -> Any:

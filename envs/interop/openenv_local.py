@@ -9,11 +9,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 import weakref
 from typing import IO
 
 from envs.interop.openenv_schema import OpenEnvConnectError
+from envs.interop.openenv_wire import RequestFailed, get
 from harness.child import wrap
 
 START_TIMEOUT = 60.0
@@ -48,10 +48,9 @@ class LocalServer:
     def _wait(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while True:
-            with contextlib.suppress(OSError):
-                with urllib.request.urlopen(f"{self.url}/health", timeout=2) as response:
-                    if response.status == 200:
-                        return
+            with contextlib.suppress(RequestFailed):
+                if get(f"{self.url}/health", timeout=2).status == 200:
+                    return
             if self._process.poll() is not None or time.monotonic() > deadline:
                 why = "it exited" if self._process.poll() is not None else f"no answer within {timeout:g}s"
                 tail = self.stderr_tail()

@@ -17,7 +17,12 @@ RewardMode = Literal["sum", "final"]
 
 
 def _steps(rollout: Rollout) -> list[dict[str, Any]]:
-    return list(rollout.state.get("openenv", {}).get("steps", []))
+    """The recorded steps; a reward the environment gave that is not a number makes the node NaN, with why."""
+    steps = list(rollout.state.get("openenv", {}).get("steps", []))
+    for step in steps:
+        if step.get("reward_error"):
+            raise ScoringError(f"the OpenEnv environment's {step['reward_error']}")
+    return steps
 
 
 class OpenEnvStepReward(Rubric):

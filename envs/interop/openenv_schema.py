@@ -5,45 +5,61 @@ from __future__ import annotations
 
 import json
 import re
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
+from envs.interop.openenv_wire import REQUEST_TIMEOUT, RequestFailed, ResponseTooLarge, aget, get
 from harness.errors import ConfigError
-
-CONNECT_TIMEOUT = 10.0
-"""Seconds to open a session (and to read the server's schema)."""
 
 
 class OpenEnvConnectError(ConfigError):
     """No OpenEnv environment server answers at the address, or what answers is something else."""
 
 
-def read_schema(base_url: str, timeout: float = CONNECT_TIMEOUT) -> dict[str, Any]:
-    """The server's `GET /schema` answer (action, observation, state JSON Schemas).
+def read_schema(base_url: str, timeout: float = REQUEST_TIMEOUT) -> dict[str, Any]:
+    """The server's `GET /schema` answer (action, observation, state JSON Schemas), within
+    `timeout` seconds for the whole request (`openenv_wire`).
 
     Raises:
-        OpenEnvConnectError: Nothing answers at `base_url`, or it is not an OpenEnv server.
+        OpenEnvConnectError: Nothing answers at `base_url` in time, or it is not an OpenEnv server.
     """
-    url = f"{base_url.rstrip('/')}/schema"
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
-            body = response.read()
-    except urllib.error.HTTPError as exc:
+        reply = get(f"{base_url.rstrip('/')}/schema", timeout=timeout)
+    except RequestFailed as exc:
+        raise _unreachable(base_url, exc) from None
+    return _schema(base_url, reply.status, reply.body)
+
+
+async def aread_schema(base_url: str, timeout: float = REQUEST_TIMEOUT) -> dict[str, Any]:
+    """`read_schema`, from async code."""
+    try:
+        reply = await aget(f"{base_url.rstrip('/')}/schema", timeout=timeout)
+    except RequestFailed as exc:
+        raise _unreachable(base_url, exc) from None
+    return _schema(base_url, reply.status, reply.body)
+
+
+def _unreachable(base_url: str, why: RequestFailed) -> OpenEnvConnectError:
+    if isinstance(why, ResponseTooLarge):
+        return OpenEnvConnectError(
+            f"{base_url} does not speak OpenEnv's HTTP API: GET /schema: {why}; point at an OpenEnv "
+            "environment server (openenv>=0.4, built with create_app(...))"
+        )
+    return OpenEnvConnectError(
+        f"no OpenEnv server answers at {base_url} (GET /schema: {why}); start it (e.g. `uvicorn "
+        "your_env.server.app:app --port 8000`) or fix the URL, or give openenv:module:app to start one here"
+    )
+
+
+def _schema(base_url: str, status: int, body: bytes) -> dict[str, Any]:
+    if status != 200:
         raise OpenEnvConnectError(
-            f"{base_url} does not speak OpenEnv's HTTP API: GET /schema answered HTTP {exc.code}; "
+            f"{base_url} does not speak OpenEnv's HTTP API: GET /schema answered HTTP {status}; "
             "point at an OpenEnv environment server (openenv>=0.4, built with create_app(...))"
-        ) from None
-    except (urllib.error.URLError, OSError) as exc:
-        why = getattr(exc, "reason", exc)
-        raise OpenEnvConnectError(
-            f"no OpenEnv server answers at {base_url} ({why}); start it (e.g. `uvicorn "
-            "your_env.server.app:app --port 8000`) or fix the URL, or give openenv:module:app to start one here"
-        ) from None
+        )
     try:
         schema = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         schema = None
     if not isinstance(schema, dict) or not isinstance(schema.get("action"), dict):
         raise OpenEnvConnectError(
@@ -90,9 +106,9 @@ def render_observation(observation: Mapping[str, Any]) -> str:
 
 
 __all__ = [
-    "CONNECT_TIMEOUT",
     "OpenEnvConnectError",
     "action_tool",
+    "aread_schema",
     "read_schema",
     "render_observation",
     "text_field",

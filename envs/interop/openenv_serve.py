@@ -13,7 +13,7 @@ our rollouts, driven exactly as `harness.rollout` drives it:
 
 Each client session gets its own rollout, so concurrent sessions never share state; the
 rollout's resources are released when the episode ends or the session closes. Binds
-127.0.0.1 unless told otherwise.
+127.0.0.1 unless told otherwise, and answers no web page of another origin (`openenv_guard`).
 """
 
 from __future__ import annotations
@@ -27,6 +27,13 @@ from typing import Any
 
 from envs.environment import Environment
 from envs.interop.openenv import INSTALL_HINT
+from envs.interop.openenv_guard import (
+    IDLE_TIMEOUT,
+    IdleSessions,
+    OriginGuard,
+    check_idle_timeout,
+    check_origin,
+)
 from harness.aio import run_sync
 from harness.errors import ConfigError
 from harness.runner import env_turn
@@ -94,6 +101,7 @@ class ServedEpisodes:
             raise ConfigError(f"environment {env.name!r} has no examples to serve; give it a dataset")
         self.by_id = {str(row["example_id"]): row for row in self.examples}
         self.action_cls, self.observation_cls = openenv_types(env.name)
+        self.releasing: set[asyncio.Task[None]] = set()
 
     def example(self, seed: int | None, example_id: Any) -> dict[str, Any]:
         """The example a reset asks for: by `example_id`, else the `seed`-th (wrapping), else the first."""
@@ -167,14 +175,34 @@ class Episode:
             await self.env.release_rollout(self.rollout)
 
     def close(self) -> None:
-        """The session ended: release a rollout left mid-episode, on the server's loop (OpenEnv
-        calls this from a worker thread)."""
+        """The session ended: release a rollout left mid-episode, on the server's loop, without
+        ever blocking that loop. OpenEnv calls this from a session's worker thread (which waits
+        for the release) or, for its stateless HTTP routes, on the loop itself (which must not
+        wait: the release is scheduled there and every other request goes on)."""
         rollout, loop, self.rollout = self.rollout, self.loop, None
         if rollout is None or rollout.stop_reason is not None or loop is None or loop.is_closed():
             return
-        future = asyncio.run_coroutine_threadsafe(self.env.release_rollout(rollout), loop)
-        with contextlib.suppress(Exception):
-            future.result(timeout=30)
+        release = _release_quietly(self.env, rollout)
+        if _running_loop() is loop:
+            task = loop.create_task(release)
+            self.episodes.releasing.add(task)  # held until done: the loop keeps only weak references
+            task.add_done_callback(self.episodes.releasing.discard)
+            return
+        with contextlib.suppress(TimeoutError):
+            asyncio.run_coroutine_threadsafe(release, loop).result(timeout=30)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+async def _release_quietly(env: Environment, rollout: Rollout) -> None:
+    """Release a rollout whose client is gone: nobody is left to tell of a failure."""
+    with contextlib.suppress(Exception):
+        await env.release_rollout(rollout)
 
 
 def session_class(episodes: ServedEpisodes) -> type:
@@ -217,27 +245,79 @@ def session_class(episodes: ServedEpisodes) -> type:
     return RubricEpisode
 
 
-def openenv_app(env: Environment, *, max_sessions: int = MAX_SESSIONS) -> Any:
-    """OpenEnv's FastAPI app (`create_fastapi_app`) serving `env`: one rollout per session."""
+def openenv_app(
+    env: Environment,
+    *,
+    max_sessions: int = MAX_SESSIONS,
+    host: str = HOST,
+    allow_origins: Sequence[str] = (),
+    idle_timeout: float = IDLE_TIMEOUT,
+) -> Any:
+    """OpenEnv's FastAPI app (`create_fastapi_app`) serving `env`: one rollout per session,
+    behind the Host and Origin checks of `openenv_guard` (`host` is the address it is bound to;
+    `allow_origins`, web origins besides its own whose pages may use it); a session idle for
+    `idle_timeout` seconds is closed."""
     if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 1:
         raise ConfigError(f"max_sessions must be an integer >= 1, got {max_sessions!r}")
+    origins = sorted({check_origin(o) for o in allow_origins})
+    idle = check_idle_timeout(idle_timeout)
     episodes = ServedEpisodes(env)
-    return _openenv().create_fastapi_app(
+    app = _openenv().create_fastapi_app(
         session_class(episodes),
         episodes.action_cls,
         episodes.observation_cls,
         max_concurrent_envs=max_sessions,
         env_name=env.name,
     )
+    _answer_http_step(app)
+    app.add_middleware(IdleSessions, timeout=idle)
+    if origins:  # pages there may read the answers too
+        from starlette.middleware.cors import CORSMiddleware  # comes with openenv's server
+
+        app.add_middleware(
+            CORSMiddleware, allow_origins=origins, allow_methods=["GET", "POST"], allow_headers=["*"]
+        )
+    app.add_middleware(OriginGuard, bind=host, allow_origins=origins)  # added last: runs first
+    return app
+
+
+STEP_OVER_HTTP = (
+    "no episode is running for HTTP POST /step: OpenEnv's HTTP routes give every request a fresh "
+    "environment, so an HTTP /reset starts nothing a later /step could continue. Reset first and step "
+    "over one WebSocket session at /ws (ws://HOST:PORT/ws; OpenEnv's EnvClient or GenericEnvClient does this)"
+)
+
+
+def _answer_http_step(app: Any) -> None:
+    """Replace OpenEnv's HTTP `POST /step`, which can only fail here (no episode outlives an HTTP
+    request), by a 409 saying how to play instead of a 500 and a traceback in the log."""
+    from fastapi.responses import JSONResponse  # comes with openenv's server
+
+    app.router.routes[:] = [r for r in app.router.routes if getattr(r, "path", None) != "/step"]
+
+    async def step_over_http() -> JSONResponse:
+        return JSONResponse({"detail": STEP_OVER_HTTP}, status_code=409)
+
+    app.add_api_route(
+        "/step", step_over_http, methods=["POST"], status_code=409, tags=["Environment Control"]
+    )
 
 
 async def aserve_openenv(
-    env: Environment, *, host: str = HOST, port: int = DEFAULT_PORT, max_sessions: int = MAX_SESSIONS
+    env: Environment,
+    *,
+    host: str = HOST,
+    port: int = DEFAULT_PORT,
+    max_sessions: int = MAX_SESSIONS,
+    allow_origins: Sequence[str] = (),
+    idle_timeout: float = IDLE_TIMEOUT,
 ) -> None:
     """Serve `env` to OpenEnv clients on http://host:port (WebSocket sessions at /ws) until stopped."""
     import uvicorn  # comes with openenv's server
 
-    app = openenv_app(env, max_sessions=max_sessions)
+    app = openenv_app(
+        env, max_sessions=max_sessions, host=host, allow_origins=allow_origins, idle_timeout=idle_timeout
+    )
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     quiet = _ClientLeft()
     logging.getLogger("uvicorn.error").addFilter(quiet)
@@ -258,7 +338,13 @@ class _ClientLeft(logging.Filter):
 
 
 def serve_openenv(
-    env: Environment, *, host: str = HOST, port: int = DEFAULT_PORT, max_sessions: int = MAX_SESSIONS
+    env: Environment,
+    *,
+    host: str = HOST,
+    port: int = DEFAULT_PORT,
+    max_sessions: int = MAX_SESSIONS,
+    allow_origins: Sequence[str] = (),
+    idle_timeout: float = IDLE_TIMEOUT,
 ) -> None:
     """Serve `env` to OpenEnv clients until stopped (`rubric serve ENV`).
 
@@ -267,13 +353,26 @@ def serve_openenv(
         host: the address to bind; 127.0.0.1 (this machine only) unless you mean otherwise.
         port: the TCP port.
         max_sessions: the most concurrent client sessions (one rollout each).
+        allow_origins: web origins ("http://127.0.0.1:3000") whose pages may use the server
+            besides its own; a browser page from any other origin is refused (403).
+        idle_timeout: seconds a session's client may stay silent before the server closes
+            the session (its rollout released, its slot freed).
     """
-    asyncio.run(aserve_openenv(env, host=host, port=port, max_sessions=max_sessions))
+    served = aserve_openenv(
+        env,
+        host=host,
+        port=port,
+        max_sessions=max_sessions,
+        allow_origins=allow_origins,
+        idle_timeout=idle_timeout,
+    )
+    asyncio.run(served)
 
 
 __all__ = [
     "DEFAULT_PORT",
     "HOST",
+    "IDLE_TIMEOUT",
     "MAX_SESSIONS",
     "Episode",
     "ServedEpisodes",

@@ -1,9 +1,11 @@
 """Find the data files the reference environments ship with.
 
 In a checkout (or an editable install) the files live in the repository's `datasets/`
-folder; a regular `pip install` copies them to `<prefix>/share/rubric/datasets` (see
-`[tool.setuptools.data-files]` in pyproject.toml). Looking in both places means the same
-code works either way, and a clear error says where we looked when neither has the file.
+folder; a regular `pip install` copies them to `share/rubric/datasets` under the install
+scheme's data folder (see `[tool.setuptools.data-files]` in pyproject.toml): `sys.prefix` in a
+venv, but `~/.local` for `--user`, `/usr/local` for Debian's system pip, or any `--prefix`.
+The distribution's own file list (its RECORD) says where they went, so every scheme is found;
+a clear error says where we looked when no place has the file.
 """
 
 from __future__ import annotations
@@ -12,15 +14,30 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 from typing import Any
 
 REPO_DATASETS = Path(__file__).resolve().parents[2] / "datasets"
+DISTRIBUTION = "rubric-rl"
+INSTALLED_PARTS = ("share", "rubric", "datasets")
+
+
+def installed_dirs() -> list[Path]:
+    """The data folders the installed distribution's RECORD lists (none for an editable install)."""
+    try:
+        files = distribution(DISTRIBUTION).files or []
+    except PackageNotFoundError:
+        return []
+    found = {Path(str(f.locate())).resolve().parent for f in files if f.parts[-4:-1] == INSTALLED_PARTS}
+    return sorted(found)
 
 
 def search_dirs() -> list[Path]:
-    """The folders searched for a data file, in order."""
-    return [REPO_DATASETS, Path(sys.prefix) / "share" / "rubric" / "datasets"]
+    """The folders searched for a data file, in order: the checkout, where the installed
+    distribution put its data, then this interpreter's prefix (a RECORD-less install)."""
+    fallback = Path(sys.prefix).joinpath(*INSTALLED_PARTS)
+    return [REPO_DATASETS, *(d for d in installed_dirs() if d != fallback), fallback]
 
 
 def data_path(name: str) -> Path:
@@ -80,4 +97,12 @@ def generator_main(
     print(f"wrote {args.n} {noun} to {args.out}")
 
 
-__all__ = ["REPO_DATASETS", "data_path", "generator_main", "read_jsonl", "search_dirs", "write_jsonl"]
+__all__ = [
+    "REPO_DATASETS",
+    "data_path",
+    "generator_main",
+    "installed_dirs",
+    "read_jsonl",
+    "search_dirs",
+    "write_jsonl",
+]

@@ -27,6 +27,7 @@ from envs import Tool, ToolEnv
 from envs.reference.data import data_path, read_jsonl
 from envs.reference.sandbox import UNSAFE_WARNING, Sandbox, SandboxLimits
 from envs.reference.scripting import Attempts, RowLookup, attempt_seed
+from envs.tools.functions import OUTPUT_LIMIT
 from harness.errors import ConfigError
 from rubrics import WeightedSum
 from rubrics.parsers import extract_last_number, extract_xml
@@ -246,7 +247,7 @@ def load_environment(
     timeout: float = 10.0,
     cpu_seconds: int = 10,
     memory_mb: int = 512,
-    output_limit: int = 4000,
+    output_limit: int = OUTPUT_LIMIT,
     max_turns: int = 6,
     sampling: Mapping[str, Any] | None = None,
     disk_mb: int = 64,

@@ -47,6 +47,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from envs.tools.functions import OUTPUT_LIMIT, truncation_note
 from harness.errors import ConfigError
 from harness.runtimes import Runtime, get_runtime
 
@@ -103,7 +104,7 @@ class SandboxLimits:
     timeout: float = 10.0
     cpu_seconds: int = 10
     memory_mb: int = 512
-    output_limit: int = 4000
+    output_limit: int = OUTPUT_LIMIT
     disk_mb: int = 64
     max_processes: int = 32
 
@@ -136,10 +137,7 @@ class RunResult:
         """The text the model sees: output, then a bracketed note on anything unusual."""
         notes: list[str] = []
         if self.truncated:
-            notes.append(
-                f"[output truncated: showing the first {self.limits.output_limit} of "
-                f"{self.total_bytes} bytes]"
-            )
+            notes.append(truncation_note(self.limits.output_limit, self.total_bytes))
         if self.timed_out:
             notes.append(f"[timed out after {self.limits.timeout:g} s; the process was killed]")
         elif self.returncode is not None and self.returncode < 0:

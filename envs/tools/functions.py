@@ -42,6 +42,10 @@ from harness.types import Message, Rollout, ToolCall
 DEFAULT_TIMEOUT: float = 60.0
 """Seconds a tool may run before its call is abandoned with a timeout message."""
 
+OUTPUT_LIMIT = 4000
+"""Bytes of a tool's output the model is shown by default (the python sandbox's run, an MCP
+tool's result); the rest is counted and cut, with `truncation_note` saying so."""
+
 _log = logging.getLogger(__name__)
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -64,6 +68,20 @@ class ToolResult(BaseModel):
     def to_message(self) -> Message:
         """The `tool` role message that answers the assistant's call."""
         return Message(role="tool", content=self.content, tool_call_id=self.tool_call_id)
+
+
+def truncation_note(shown: int, total: int) -> str:
+    """The note that tells the model a tool's output was cut, and by how much (in bytes)."""
+    return f"[output truncated: showing the first {shown} of {total} bytes]"
+
+
+def cap_output(text: str, limit: int = OUTPUT_LIMIT) -> str:
+    """`text` cut to its first `limit` UTF-8 bytes (never inside a character), with the note."""
+    data = text.encode("utf-8", errors="replace")
+    if len(data) <= limit:
+        return text
+    kept = data[:limit].decode("utf-8", errors="ignore")
+    return f"{kept.rstrip(chr(10))}\n{truncation_note(limit, len(data))}"
 
 
 def serialize_result(value: Any) -> str:
@@ -494,12 +512,15 @@ async def call_tool(
 
 __all__ = [
     "DEFAULT_TIMEOUT",
+    "OUTPUT_LIMIT",
     "TOOL_INJECTED",
     "BadArguments",
     "Tool",
     "ToolLike",
     "ToolResult",
     "call_tool",
+    "cap_output",
     "serialize_result",
     "tool",
+    "truncation_note",
 ]

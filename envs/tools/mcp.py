@@ -17,6 +17,9 @@ needs around them:
   under `harness.child`, so even a SIGKILL of `rubric eval` leaves no server behind.
 - **Content.** Text content is what the model sees; images, audio and resources are
   summarised in that text, and every block is kept as MCP returned it on the tool result.
+  Like the python sandbox's output, the text is cut at `output_limit` bytes with a note
+  saying how much was cut (texts kept on the result too), and a binary block over
+  `MAX_BLOCK_BYTES` is kept as its summary: a huge result cannot swell the run's results.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import concurrent.futures
 import contextlib
 import json
 import os
+import re
 import shlex
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -33,7 +37,15 @@ from typing import IO, Any
 
 import pydantic
 
-from envs.tools.functions import DEFAULT_TIMEOUT, BadArguments, ToolResult, check_tool_name, parse_arguments
+from envs.tools.functions import (
+    DEFAULT_TIMEOUT,
+    OUTPUT_LIMIT,
+    BadArguments,
+    ToolResult,
+    cap_output,
+    check_tool_name,
+    parse_arguments,
+)
 from harness.child import wrap
 from harness.content import block_text
 from harness.errors import ConfigError, ConfigTypeError
@@ -41,8 +53,16 @@ from harness.types import Rollout
 
 INSTALL_HINT = "pip install 'rubric-rl[mcp]'"
 START_TIMEOUT = 30.0
-"""Seconds a server may take to start and answer its tool listing."""
+"""Seconds a server may take to start and answer its whole tool listing."""
+MAX_LISTING_PAGES = 100
+"""Pages of a server's tool listing read at most: a listing that never ends is an error."""
+MAX_TOOLS = 1000
+"""Tools one server may list (far more than a model can choose among)."""
+MAX_BLOCK_BYTES = 8 << 20
+"""Bytes of one binary content block (image, audio, blob) kept on a tool result; a larger one
+is kept as its one-line summary."""
 _STDERR_TAIL = 600
+_PREFIX = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")
 
 
 def _sdk() -> Any:
@@ -89,7 +109,11 @@ class _Connection:
             why = (
                 f"no answer within {self.server.start_timeout:g}s" if isinstance(exc, TimeoutError) else None
             )
+            if self._task is not None:
+                self._task.cancel()  # never ready, nothing to close gracefully: no 10 s wait
             await self.close(keep_stderr=True)
+            if not self._ready.cancelled() and self._ready.done():
+                self._ready.exception()  # set as the holding task stopped: retrieved, so asyncio logs nothing
             error = self.server.start_error(why or _describe(exc), self)
             self._close_stderr()
             raise error from None
@@ -140,9 +164,8 @@ class _Connection:
         """Stop the server (its process exits with the SDK client) and wait for that."""
         self._stop.set()
         if self._task is not None and not self._task.done():
-            try:
-                await asyncio.wait_for(asyncio.shield(self._task), 10)
-            except (TimeoutError, Exception):
+            await asyncio.wait({self._task}, timeout=10)  # never raises the task's own end
+            if not self._task.done():
                 self._task.cancel()
                 with contextlib.suppress(BaseException):
                     await self._task
@@ -180,6 +203,8 @@ class MCPServer:
         cwd: str | None,
         timeout: float | None,
         start_timeout: float,
+        output_limit: int = OUTPUT_LIMIT,
+        prefix: str | None = None,
     ) -> None:
         self.command = list(command) if command is not None else None
         self.url = url
@@ -188,6 +213,8 @@ class MCPServer:
         self.cwd = cwd
         self.timeout = timeout
         self.start_timeout = start_timeout
+        self.output_limit = output_limit
+        self.prefix = prefix
         self.label = url if url is not None else shlex.join(self.command or [])
         self._listing: list[MCPTool] | None = None
         self._shared: dict[asyncio.AbstractEventLoop, _Connection] = {}
@@ -195,7 +222,9 @@ class MCPServer:
         self._own: dict[int, _Connection] = {}
 
     def __repr__(self) -> str:
-        extra = ", per_rollout=True" if self.per_rollout else ""
+        extra = (f", prefix={self.prefix!r}" if self.prefix else "") + (
+            ", per_rollout=True" if self.per_rollout else ""
+        )
         return f"mcp_server({'url' if self.url else 'command'}={self.label!r}{extra})"
 
     def __getstate__(self) -> dict[str, Any]:
@@ -207,7 +236,8 @@ class MCPServer:
     def config(self) -> dict[str, Any]:
         """What identifies the server in metadata.json (never its environment variables)."""
         where = {"url": self.url} if self.url is not None else {"command": self.command}
-        return {**where, "per_rollout": self.per_rollout, "tools": [t.name for t in self.tools()]}
+        named = {"prefix": self.prefix} if self.prefix else {}
+        return {**where, **named, "per_rollout": self.per_rollout, "tools": [t.name for t in self.tools()]}
 
     def start_error(self, why: str, connection: _Connection | None = None) -> MCPStartError:
         stderr = connection.stderr_tail() if connection is not None else ""
@@ -233,9 +263,17 @@ class MCPServer:
         return self._listing
 
     async def _list(self) -> list[MCPTool]:
+        # One deadline for the whole start: opening the session and every page of the listing.
+        deadline = asyncio.get_running_loop().time() + self.start_timeout
         connection = await _Connection(self).open()
         try:
-            listing = await _all_tools(connection.client)
+            async with asyncio.timeout_at(deadline):
+                listing = await _all_tools(connection.client)
+        except TimeoutError:
+            why = f"its tool listing did not finish within start_timeout={self.start_timeout:g}s"
+            raise self.start_error(why, connection) from None
+        except _ListingError as exc:
+            raise MCPStartError(f"MCP server {self.label!r} {exc}; fix the server's tool listing") from None
         except Exception as exc:
             raise self.start_error(f"its tool listing failed: {_describe(exc)}", connection) from None
         finally:
@@ -281,16 +319,27 @@ class MCPServer:
             await connection.close()
 
 
+class _ListingError(Exception):
+    """A tool listing that breaks the bounds: too many pages or tools, or a cursor loop."""
+
+
 async def _all_tools(client: Any) -> list[Any]:
-    """Every page of the server's tool listing."""
+    """Every page of the server's tool listing, within `MAX_LISTING_PAGES` and `MAX_TOOLS`."""
     tools: list[Any] = []
+    seen: set[str] = set()
     cursor = None
-    while True:
+    for _ in range(MAX_LISTING_PAGES):
         page = await client.list_tools(cursor=cursor) if cursor else await client.list_tools()
         tools.extend(page.tools)
+        if len(tools) > MAX_TOOLS:
+            raise _ListingError(f"lists more than {MAX_TOOLS} tools")
         cursor = getattr(page, "next_cursor", None)
         if not cursor:
             return tools
+        if cursor in seen:
+            raise _ListingError(f"repeats the tool listing cursor {cursor[:80]!r} (the listing never ends)")
+        seen.add(cursor)
+    raise _ListingError(f"lists tools on more than {MAX_LISTING_PAGES} pages")
 
 
 class MCPTool:
@@ -299,6 +348,8 @@ class MCPTool:
     def __init__(
         self, server: MCPServer, name: str, description: str | None, parameters: dict[str, Any]
     ) -> None:
+        self.remote_name = name  # what the server calls it
+        name = f"{server.prefix}_{name}" if server.prefix else name
         check_tool_name(name, f"MCP server {server.label!r}")
         self.server = server
         self.name = name
@@ -369,7 +420,7 @@ class MCPTool:
             return self._failure(f"server did not start: {exc}", f"tool {self.name!r} is unavailable: {exc}")
         try:
             async with asyncio.timeout(self.timeout):
-                result = await connection.client.call_tool(self.name, data)
+                result = await connection.client.call_tool(self.remote_name, data)
         except TimeoutError:
             return self._failure(
                 f"timed out after {self.timeout:g} s",
@@ -382,22 +433,40 @@ class MCPTool:
             return self._failure(
                 f"MCP server failed: {why}", f"tool {self.name!r} failed: its MCP server failed ({why})"
             )
-        return _tool_result(self.name, result)
+        return _tool_result(self.name, result, self.server.output_limit)
 
 
-def _tool_result(name: str, result: Any) -> ToolResult:
-    """The model's text for an MCP CallToolResult, with every content block kept as JSON."""
+def _tool_result(name: str, result: Any, limit: int) -> ToolResult:
+    """The model's text for an MCP CallToolResult (cut at `limit` bytes, saying so), with every
+    content block kept as JSON (texts cut alike, binary blocks over `MAX_BLOCK_BYTES` summarised)."""
     blocks = [b.model_dump(mode="json", by_alias=True, exclude_none=True) for b in result.content or []]
     text = "\n".join(block_text(block) for block in blocks)
     if not blocks and result.structured_content is not None:
         text = json.dumps(result.structured_content, ensure_ascii=False)
-    # Text-only results are their text; other blocks are kept whole beside the summary.
-    parts = blocks if any(block.get("type") != "text" for block in blocks) else None
+    text = cap_output(text, limit)
+    # Text-only results are their text; other blocks are kept beside the summary.
+    parts = (
+        [_capped(block, limit) for block in blocks] if any(b.get("type") != "text" for b in blocks) else None
+    )
     if result.is_error:
         return ToolResult(
             content=f"Error: {text}", name=name, error=f"MCP tool error: {text[:300]}", parts=parts
         )
     return ToolResult(content=text, name=name, parts=parts)
+
+
+def _capped(block: dict[str, Any], limit: int) -> dict[str, Any]:
+    """A content block as kept on the rollout: its text cut at `limit` bytes, a binary payload over
+    `MAX_BLOCK_BYTES` replaced by a text block with its summary."""
+    if isinstance(block.get("text"), str):
+        return {**block, "text": cap_output(block["text"], limit)}
+    resource = block.get("resource")
+    if isinstance(resource, dict) and isinstance(resource.get("text"), str):
+        return {**block, "resource": {**resource, "text": cap_output(resource["text"], limit)}}
+    payload = block.get("data") or (resource.get("blob") if isinstance(resource, dict) else None)
+    if isinstance(payload, str) and len(payload) * 3 // 4 > MAX_BLOCK_BYTES:
+        return {"type": "text", "text": f"{block_text(block)} (not kept: over {MAX_BLOCK_BYTES:,} bytes)"}
+    return block
 
 
 def mcp_server(
@@ -409,6 +478,8 @@ def mcp_server(
     cwd: str | None = None,
     timeout: float | None = DEFAULT_TIMEOUT,
     start_timeout: float = START_TIMEOUT,
+    output_limit: int = OUTPUT_LIMIT,
+    prefix: str | None = None,
 ) -> MCPServer:
     """The tools of an MCP server, for `Environment(tools=[...])` beside Python tools.
 
@@ -422,6 +493,10 @@ def mcp_server(
         cwd: the server process's working directory.
         timeout: seconds a tool call may take (None: no limit), as for Python tools.
         start_timeout: seconds the server may take to start and list its tools.
+        output_limit: bytes of a tool result the model is shown (as the python sandbox's
+            output); the rest is cut, with a note saying how much.
+        prefix: offer the server's tools as `PREFIX_NAME` (its `add` as `calc_add` with
+            prefix="calc"), when their names clash with other tools'.
     """
     if (command is None) == (url is None):
         raise ConfigError(
@@ -440,6 +515,12 @@ def mcp_server(
         raise ConfigError(
             f"mcp_server start_timeout must be a positive number of seconds, got {start_timeout!r}"
         )
+    if isinstance(output_limit, bool) or not isinstance(output_limit, int) or output_limit < 1:
+        raise ConfigError(f"mcp_server output_limit must be a positive number of bytes, got {output_limit!r}")
+    if prefix is not None and (not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix)):
+        raise ConfigError(
+            f"mcp_server prefix must be letters, digits, '_' or '-' (at most 32, a letter first), got {prefix!r}"
+        )
     _sdk()
     return MCPServer(
         command=command,
@@ -449,16 +530,24 @@ def mcp_server(
         cwd=cwd,
         timeout=None if timeout is None else float(timeout),
         start_timeout=float(start_timeout),
+        output_limit=output_limit,
+        prefix=prefix,
     )
 
 
 def server_from_text(text: str) -> MCPServer:
-    """`mcp_server` from one string: an http(s) URL, else a stdio command line (`rubric eval --mcp`)."""
+    """`mcp_server` from one string (`rubric eval --mcp`): an http(s) URL, else a stdio command
+    line; `PREFIX=` before either gives its tools that prefix (`calc=npx -y @x/calculator`)."""
     if not isinstance(text, str) or not text.strip():
         raise ConfigError(f"an MCP server is a command line or an http(s) URL, got {text!r}")
+    prefix, named, rest = text.partition("=")
+    if named and _PREFIX.fullmatch(prefix) and rest.strip():
+        text = rest.strip()
+    else:
+        prefix = ""
     if text.startswith(("http://", "https://")):
-        return mcp_server(url=text)
-    return mcp_server(text)
+        return mcp_server(url=text, prefix=prefix or None)
+    return mcp_server(text, prefix=prefix or None)
 
 
 __all__ = ["INSTALL_HINT", "MCPServer", "MCPStartError", "MCPTool", "mcp_server", "server_from_text"]

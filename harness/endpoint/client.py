@@ -38,6 +38,7 @@ from harness.endpoint.wire import (
     HARNESS_OWNED,
     HINTS,
     PLACEHOLDER_KEY,
+    PLACEHOLDER_KEYS,
     REFUSED_STATUSES,
     REJECTED_STATUSES,
     REJECTED_STREAK,
@@ -71,7 +72,11 @@ class _Secret:
         return "'***'"
 
     def scrub(self, text: str) -> str:
-        return text.replace(self.value, "***") if len(self.value) >= 3 else text
+        """`text` with the key masked; a placeholder the harness supplied ("scripted",
+        "EMPTY") is no secret, and masking it would hide the words it spells (a model name)."""
+        if self.value in PLACEHOLDER_KEYS or len(self.value) < 3:
+            return text
+        return text.replace(self.value, "***")
 
 
 # This process's share of every Client's max_concurrency: (worker index, number of workers).
@@ -291,6 +296,7 @@ class Client:
             "timeout": self.timeout,
             "max_concurrency": self.max_concurrency,
             "headers": sorted(self.headers),
+            "transport": self.transport if isinstance(self.transport, str) else "openai",
         }
 
     def replica_kwargs(self) -> dict[str, Any]:

@@ -16,6 +16,7 @@ import urllib.request
 from typing import Any
 
 from harness.endpoint.client import Client
+from harness.endpoint.wire import LOCAL_KEY, SCRIPTED_KEY
 from harness.errors import ConfigError, EndpointError
 from harness.scripted.endpoint import SCRIPTED_PREFIX, ScriptedEndpoint, scripted_policy
 
@@ -40,7 +41,7 @@ def api_key_from(var: str = DEFAULT_KEY_VAR, base_url: str | None = None) -> str
             f"environment variable {var} is not set; export {var}=<your key> "
             f"or name another variable with -k/--api-key-var"
         )
-    return "EMPTY"
+    return LOCAL_KEY
 
 
 def check_reachable(base_url: str, timeout: float = 5.0) -> None:
@@ -87,7 +88,7 @@ def open_client(
         endpoint = stack.enter_context(
             ScriptedEndpoint(scripted_policy(env, model), process=scripted_process)
         )
-        return Client(model, base_url=endpoint.base_url, api_key="scripted", **client_options)
+        return Client(model, base_url=endpoint.base_url, api_key=SCRIPTED_KEY, **client_options)
     if not check:
         return Client(model, base_url=base_url, **client_options)
     url = base_url or os.environ.get("OPENAI_BASE_URL")

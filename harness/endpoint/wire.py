@@ -21,6 +21,11 @@ from harness.errors import ConfigError
 from harness.types import Message, TurnTokens, Usage
 
 PLACEHOLDER_KEY = "sk-no-key-required"
+#: The key sent to a local server when no key variable is set, and to the scripted endpoint.
+LOCAL_KEY = "EMPTY"
+SCRIPTED_KEY = "scripted"
+#: Keys the harness supplies where none is needed: no secrets, so errors keep the words they spell.
+PLACEHOLDER_KEYS = frozenset({PLACEHOLDER_KEY, LOCAL_KEY, SCRIPTED_KEY})
 #: Statuses that no retry and no other request of the run can fix.
 REFUSED_STATUSES = frozenset({401, 403, 404})
 #: Statuses a server gives a request it cannot parse or will not take as sent (an unknown
@@ -224,10 +229,13 @@ __all__ = [
     "CONTEXT_TOO_LONG",
     "HARNESS_OWNED",
     "HINTS",
+    "LOCAL_KEY",
     "PLACEHOLDER_KEY",
+    "PLACEHOLDER_KEYS",
     "REFUSED_STATUSES",
     "REJECTED_STATUSES",
     "REJECTED_STREAK",
+    "SCRIPTED_KEY",
     "Choice",
     "Completion",
     "body_message",

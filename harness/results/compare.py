@@ -3,8 +3,8 @@
 The numbers are computed once here and drawn by both views (`harness.views.terminal` in the terminal,
 `harness.views.report` in the browser), so the two can never disagree: each node's mean in each run
 with the difference, per example the reward change and the nodes that flipped, and for runs that
-share examples the paired bootstrap interval of each difference with the examples a paired test
-would need to detect it (`harness.results.stats`).
+share examples the paired interval of each difference (Student's t by default, chosen by
+measured coverage) with the examples a paired test would need to detect it (`harness.results.stats`).
 """
 
 from __future__ import annotations
@@ -14,14 +14,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from harness.errors import ResultsError
 from harness.results.eval_results import EvalResults
 from harness.results.stats import (
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
+    Interval,
     PairedDifference,
     paired_difference,
 )
+from harness.results.storage import section
 from harness.results.summary import mean_and_stderr
 from harness.types import HtmlRepr
 
@@ -123,7 +126,8 @@ def node_paths(results: EvalResults) -> list[str]:
 
 def _mean(values: Sequence[float]) -> float:
     kept = [v for v in values if not math.isnan(v)]
-    return math.fsum(kept) / len(kept) if kept else math.nan
+    mean = mean_and_stderr(kept)[0]  # huge scores too: no fsum overflow
+    return math.nan if mean is None else mean
 
 
 def _by_example(results: EvalResults) -> dict[str, list[int]]:
@@ -165,11 +169,25 @@ def _example_means(results: EvalResults, groups: dict[str, list[int]], path: str
     }
 
 
+def _check_comparable(a: EvalResults, b: EvalResults) -> None:
+    """Refuse runs of two environments: their examples and rubrics differ, so the tables would
+    be NaN and every shared example id a meaningless flip. Runs that do not record their
+    environment (results built in memory) are compared as they are."""
+    names = [section(run.metadata, "env").get("name") for run in (a, b)]
+    if all(isinstance(name, str) and name for name in names) and names[0] != names[1]:
+        raise ResultsError(
+            f"run A is of environment {names[0]!r} and run B of {names[1]!r}: their examples and "
+            f"rubrics differ, so there is nothing to compare; compare two runs of one environment, "
+            f"or view each on its own"
+        )
+
+
 def compare(
     a: EvalResults,
     b: EvalResults,
     *,
     confidence: float = DEFAULT_CONFIDENCE,
+    interval: Interval = "t",
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
 ) -> Comparison:
@@ -178,14 +196,20 @@ def compare(
     Args:
         a: The baseline run.
         b: The run compared with it.
-        confidence: Coverage of each paired bootstrap interval.
-        resamples: Bootstrap resamples of the shared examples.
-        seed: Seed of the resampling, so a comparison is reproducible.
+        confidence: Nominal coverage of each paired interval.
+        interval: "t" (Student's t over the per-example differences; it keeps its coverage
+            from 10 examples up) or "bootstrap" (the percentile bootstrap of examples).
+        resamples: Bootstrap resamples of the shared examples (`interval="bootstrap"`).
+        seed: Seed of the resampling, so a comparison is reproducible (`interval="bootstrap"`).
 
     Returns:
         The comparison; `differences` are paired over the examples both runs scored, each
         example's rollouts averaged first.
+
+    Raises:
+        ResultsError: the runs are of two different environments (by their metadata).
     """
+    _check_comparable(a, b)
     paths = tuple(dict.fromkeys([*node_paths(a), *node_paths(b)]))
     nodes = tuple(_node_delta(a, b, path) for path in ("", *paths))
     groups_a, groups_b = _by_example(a), _by_example(b)
@@ -197,6 +221,7 @@ def compare(
             _example_means(a, groups_a, path),
             _example_means(b, groups_b, path),
             confidence=confidence,
+            interval=interval,
             resamples=resamples,
             seed=seed,
         )

@@ -8,7 +8,11 @@
     generated, 0 on tool/user tokens between its turns) rebuilt from the token ids the
     endpoint returned for each turn, never by re-tokenizing text.
   - "trl": one GRPO-ready row per example: `prompt` messages, `answer`, `task`, `info`.
-Unscored rollouts (NaN reward) never become training data.
+  - "nemo-rl" / "prime-rl": the "tokens" rows of *every* rollout, each group whole, with the
+    trainer's own per-sample flag (`mask_sample` for NeMo-RL, `is_filtered` for prime-rl) True
+    on an unscored one, whose `reward` stays NaN and whose reason is in `filter_reason`: the
+    trainer keeps the group's shape and leaves the flagged sample out of baselines and loss.
+Unscored rollouts (NaN reward) never become training data: they are dropped, or flagged.
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ from typing import Any
 from harness.errors import ConfigError, ResultsError
 from harness.types import Rollout, text_messages
 
-FORMATS: tuple[str, ...] = ("records", "messages", "preference", "tokens", "trl")
+FORMATS: tuple[str, ...] = ("records", "messages", "preference", "tokens", "trl", "nemo-rl", "prime-rl")
+#: The per-sample flag each trainer reads to leave a sample out of its loss.
+MASK_FLAGS: dict[str, str] = {"nemo-rl": "mask_sample", "prime-rl": "is_filtered"}
 
 
 def _by_example(rollouts: Iterable[Rollout]) -> dict[str, list[Rollout]]:
@@ -135,6 +141,36 @@ def tokens_rows(rollouts: Iterable[Rollout]) -> list[dict[str, Any]]:
     return [token_row(r) for group in _by_example(rollouts).values() for r in group]
 
 
+def flagged_token_rows(rollouts: Iterable[Rollout], flag: str) -> list[dict[str, Any]]:
+    """Token rows for every rollout, with `flag` True (and the reason) where it is unscored.
+
+    A scored rollout needs its token ids (see `token_row`); an unscored one without them (its
+    generation failed) becomes a row with empty ids, flagged, so its group keeps its size.
+    """
+    rows = []
+    for r in rollouts:
+        unscored = r.error is not None or not math.isfinite(r.reward)
+        if unscored and not r.turn_tokens:
+            row: dict[str, Any] = {
+                "example_id": str(r.example_id),
+                "rollout_index": r.rollout_index,
+                "prompt_ids": [],
+                "completion_ids": [],
+                "logprobs": [],
+                "env_mask": [],
+                "reward": math.nan,
+                "turn_rewards": list(r.turn_rewards),
+            }
+        else:
+            row = token_row(r)
+        if unscored:
+            row["reward"] = math.nan  # never 0: the flag says why it does not count
+        row[flag] = unscored
+        row["filter_reason"] = (r.error or "unscored (NaN reward)") if unscored else None
+        rows.append(row)
+    return rows
+
+
 def trl_rows(rollouts: Iterable[Rollout]) -> list[dict[str, Any]]:
     """One GRPO-ready row per example: its prompt messages and the columns a rubric reads."""
     seen: dict[str, dict[str, Any]] = {}
@@ -167,12 +203,16 @@ def export_rows(
         return tokens_rows(rollouts)
     if format == "trl":
         return trl_rows(rollouts)
+    if format in MASK_FLAGS:
+        return flagged_token_rows(rollouts, MASK_FLAGS[format])
     raise ConfigError(f"to_dataset(format={format!r}); use one of {', '.join(FORMATS)}")
 
 
 __all__ = [
     "FORMATS",
+    "MASK_FLAGS",
     "export_rows",
+    "flagged_token_rows",
     "messages_rows",
     "preference_rows",
     "token_row",

@@ -1,7 +1,7 @@
 """HTML of two runs compared, node by node: for the report page and the notebook.
 
 Each node's mean in both runs and B − A, and for runs that share examples the paired
-bootstrap interval of the difference and the examples a paired test would need to detect it
+interval of the difference (Student's t by default) and the examples a paired test would need to detect it
 (computed by `harness.results.compare` / `stats`). Importing this module fills the notebook
 hook of `Comparison` (`harness.types.register_html_view`).
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from harness.results.stats import DEFAULT_POWER, PairedDifference
+from harness.results.stats import DEFAULT_POWER, MIN_EXAMPLES, PairedDifference
 from harness.results.storage import run_title
 from harness.types import register_html_view
 from harness.views.html import STYLE, esc, fmt
@@ -31,6 +31,8 @@ def interval_text(diff: PairedDifference | None) -> str:
     """ "[low, high]" of a paired difference ("-" without one)."""
     if diff is None or diff.low is None or diff.high is None:
         return "-"
+    if diff.no_spread:
+        return f"all {diff.low:+.3g}"
     return f"[{diff.low:+.3g}, {diff.high:+.3g}]"
 
 
@@ -47,13 +49,20 @@ def paired_note(comparison: Comparison) -> str:
     shared = comparison.num_shared
     if first is None or shared < 2:
         return f"{shared} shared example(s): no paired interval (it needs two examples scored in both runs)"
-    return (
+    note = (
         f"paired over the {shared} examples in both runs (each example's rollouts averaged first): "
-        f"{first.confidence:.0%} bootstrap interval of B − A ({first.resamples:,} resamples of examples, "
-        f"seeded); n = examples a paired test needs to detect the observed B − A with "
-        f"{first.power:.0%} power at α = {first.alpha:g}; an interval that excludes 0 (✓) is a difference "
-        "beyond resampling noise"
+        f"{first.confidence:.0%} {first.method} of B − A; n = examples a paired test needs to "
+        f"detect the observed B − A with {first.power:.0%} power at α = {first.alpha:g}; an "
+        "interval that excludes 0 (✓) is a difference beyond sampling noise"
     )
+    if shared < MIN_EXAMPLES:
+        note += (
+            f". Only {shared} shared examples: with fewer than {MIN_EXAMPLES}, no interval means "
+            "much; compare on more examples"
+        )
+    if any(d.no_spread for d in comparison.differences):
+        note += '. "all x": every example differs by x, so there is no spread to estimate an interval from'
+    return note
 
 
 def _row(node: NodeDelta, diff: PairedDifference | None) -> str:

@@ -185,7 +185,7 @@ def comparison_table(comparison: Comparison) -> Table:
 
 def paired_table(comparison: Comparison) -> RenderableType:
     """Can I trust this difference? Each node's paired B − A over the shared examples, its
-    bootstrap interval and the examples a paired test needs to detect it (see `paired_note`)."""
+    interval and the examples a paired test needs to detect it (see `paired_note`)."""
     note = Text(paired_note(comparison), style="dim")
     if not comparison.differences or comparison.num_shared < 2:
         return note

@@ -15,6 +15,14 @@ Then two bias probes (`rubrics.judge.probes`: padding the response, swapping res
 reference) and what the judge costs: tokens per call from its recorded usage, and money per
 call when `prices` are given. A label row the judge could not score is counted with its reason
 and left out of the figures, never scored as 0.
+
+Given the run the labels were drawn from (`run=`, the rollouts of a results folder, and the
+judge's `path` in the run's rubric), the judge's mean over the run is corrected by the labels
+(prediction-powered inference, `harness.results.stats.prediction_powered_mean`): its raw mean,
+the corrected mean with its interval, and how many labels the judge was worth. The labelled
+rollouts must be a random sample of the run for the correction to hold. With several judges in
+the run (`panel=` their paths) or one judge asked `samples > 1` times, the correlation of their
+errors says how many independent judges they are worth (`effective_judges`).
 """
 
 from __future__ import annotations
@@ -22,13 +30,14 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.aio import run_sync
 from harness.defaults import DEFAULT_CONCURRENCY
 from harness.errors import ConfigError
+from harness.results.stats import CorrectedMean, JudgePanel, effective_judges, prediction_powered_mean
 from harness.results.storage import write_atomic
 from harness.types import Rollout, Usage
 from rubrics.judge import agreement
@@ -107,6 +116,9 @@ class Calibration:
     probe_calls: int
     probe_usage: Usage
     prices: tuple[float, float] | None = None
+    corrected: CorrectedMean | None = None
+    corrected_note: str | None = None  # why there is no corrected mean, when a run was given
+    panel: JudgePanel | None = None
 
     @property
     def num_scored(self) -> int:
@@ -199,6 +211,7 @@ class _Pass:
     reasons: list[str | None]
     calls: int
     usage: Usage
+    samples: list[list[float]] = field(default_factory=list)  # each row's per-sample scores
 
 
 async def _score(judge: LLMJudge, rollouts: Sequence[Rollout], concurrency: int) -> _Pass:
@@ -209,6 +222,7 @@ async def _score(judge: LLMJudge, rollouts: Sequence[Rollout], concurrency: int)
         result.scores.append(math.nan if reason is not None else r.reward)
         result.reasons.append(reason)
         detail = r.score_details.get("", {})
+        result.samples.append([math.nan if v is None else float(v) for v in detail.get("scores", [])])
         result.calls += int("usage" in detail and not detail.get("cached"))
         result.usage = result.usage + r.judge_usage
     return result
@@ -366,6 +380,9 @@ async def acalibrate(
     probes: bool = True,
     prices: tuple[float, float] | None = None,
     concurrency: int = DEFAULT_CONCURRENCY,
+    run: Sequence[Rollout] | None = None,
+    path: str = "",
+    panel: Sequence[str] = (),
 ) -> Calibration:
     """Measure `judge` against human labels (see the module docstring for every figure).
 
@@ -380,11 +397,21 @@ async def acalibrate(
         probes: Run the verbosity and position probes (one more judge call per row each).
         prices: (per prompt token, per completion token), to report the cost per call.
         concurrency: Most rows scored at once.
+        run: The rollouts of the run the labels were drawn from (a random sample of them): the
+            judge's mean over the run is corrected by the labels. Label rows then name the
+            rollout they label (`example_id`, `rollout_index`) and take its fields from the run.
+        path: The judge's dotted path in the run's rubric ("" when it is the whole rubric).
+        panel: Paths of the run's judge nodes that score the same thing (this one included):
+            their error correlation gives the effective number of judges.
 
     Returns:
         The `Calibration`: print it, show it in a notebook, or write `to_html()`.
+
+    Raises:
+        ConfigError: a bad label or row, or a row that names no rollout of `run`.
     """
-    rows = read_labels(labels)
+    by_key = None if run is None else {(str(r.example_id), r.rollout_index): r for r in run}
+    rows = read_labels(labels, run=by_key)
     scale = label_scale(judge, [label for _, label in rows], kind, threshold, categories, label_range)
     rollouts = [r for r, _ in rows]
     for number, (_, label) in enumerate(rows, 1):
@@ -394,12 +421,68 @@ async def acalibrate(
     found, probe_calls, probe_usage = (
         await _probes(judge, rollouts, items, scale, concurrency) if probes else ([], 0, Usage())
     )
+    corrected, note = _corrected(by_key, rows, items, path) if by_key is not None else (None, None)
     return Calibration(
         judge=judge.label, model=judge.model, kind=scale.kind,
         threshold=threshold if scale.kind == "binary" else None, items=items, **_figures(scale, items),
         probes=tuple(found), num_calls=scored.calls, usage=scored.usage, probe_calls=probe_calls,
-        probe_usage=probe_usage, prices=prices,
+        probe_usage=probe_usage, prices=prices, corrected=corrected, corrected_note=note,
+        panel=_panel(by_key, rows, items, panel, scored),
     )  # fmt: skip
+
+
+def _node_score(rollout: Rollout, path: str) -> float:
+    return rollout.reward if not path else rollout.scores.get(path, math.nan)
+
+
+def _labelled(rows: Sequence[tuple[Rollout, Any]]) -> list[tuple[str, int]]:
+    return [(str(r.example_id), r.rollout_index) for r, _ in rows]
+
+
+def _corrected(
+    run: Mapping[tuple[str, int], Rollout],
+    rows: Sequence[tuple[Rollout, Any]],
+    items: Sequence[LabelledItem],
+    path: str,
+) -> tuple[CorrectedMean | None, str | None]:
+    """The judge's mean over the run corrected by the labels, from the run's own scores of
+    node `path` (the same judge calls that made the run's mean), or why there is none."""
+    keys = _labelled(rows)
+    pairs = [
+        (item.target, _node_score(run[k], path))
+        for k, item in zip(keys, items)
+        if math.isfinite(_node_score(run[k], path))
+    ]
+    chosen = set(keys)
+    others = [s for k, r in run.items() if k not in chosen and math.isfinite(s := _node_score(r, path))]
+    where = f"node {path!r}" if path else "the reward"
+    if len(pairs) < 2 or not others:
+        return None, (
+            f"no corrected mean: it needs at least 2 labelled rollouts the run scored at {where} "
+            f"and 1 unlabelled one (found {len(pairs)} and {len(others)})"
+        )
+    labels, predictions = zip(*pairs)
+    return prediction_powered_mean(labels, predictions, others), None
+
+
+def _panel(
+    run: Mapping[tuple[str, int], Rollout] | None,
+    rows: Sequence[tuple[Rollout, Any]],
+    items: Sequence[LabelledItem],
+    panel: Sequence[str],
+    scored: _Pass,
+) -> JudgePanel | None:
+    """Several judges of the run (`panel`), or the judge's own samples, as a panel."""
+    errors: dict[str, list[float]] = {}
+    if run is not None and len(panel) > 1:
+        keys = _labelled(rows)
+        for path in panel:
+            errors[path or "(root)"] = [_node_score(run[k], path) - i.target for k, i in zip(keys, items)]
+    elif scored.samples and min(len(s) for s in scored.samples) > 1:
+        width = min(len(s) for s in scored.samples)
+        for j in range(width):
+            errors[f"sample {j + 1}"] = [s[j] - i.target for s, i in zip(scored.samples, items)]
+    return effective_judges(errors) if errors else None
 
 
 def calibrate(
@@ -413,13 +496,16 @@ def calibrate(
     probes: bool = True,
     prices: tuple[float, float] | None = None,
     concurrency: int = DEFAULT_CONCURRENCY,
+    run: Sequence[Rollout] | None = None,
+    path: str = "",
+    panel: Sequence[str] = (),
 ) -> Calibration:
     """`acalibrate` from synchronous code (a script, or a notebook cell: it works inside a
     running event loop); the arguments are the same."""
     return run_sync(
         acalibrate(
             judge, labels, kind=kind, threshold=threshold, categories=categories, label_range=label_range,
-            probes=probes, prices=prices, concurrency=concurrency,
+            probes=probes, prices=prices, concurrency=concurrency, run=run, path=path, panel=panel,
         )
     )  # fmt: skip
 

@@ -65,6 +65,39 @@ def cost_lines(cal: Calibration) -> list[tuple[str, str]]:
     return rows
 
 
+def _span(low: float, high: float) -> str:
+    return f"[{low:.3f}, {high:.3f}]"
+
+
+def corrected_lines(cal: Calibration) -> list[tuple[str, str]]:
+    """The judge's mean over the run, corrected by the labels, and the panel's worth."""
+    rows: list[tuple[str, str]] = []
+    c = cal.corrected
+    if c is not None:
+        level = f"{c.confidence:.0%}"
+        rows += [
+            ("judge mean (raw)", f"{c.raw_mean:.4f}, {level} {_span(c.raw_low, c.raw_high)} if the judge were right"),
+            ("labels alone", f"{c.label_mean:.4f}, {level} {_span(c.label_low, c.label_high)} ({c.num_labels} labels)"),
+            ("corrected mean", f"{c.estimate:.4f}, {level} {_span(c.low, c.high)} (prediction-powered, λ = {c.power_tuning:.2f})"),
+            ("labels it was worth", f"{c.effective_labels:,.0f} (from {c.num_labels} labels and {c.num_unlabelled:,} judged rollouts)"),
+        ]  # fmt: skip
+    elif cal.corrected_note:
+        rows.append(("corrected mean", cal.corrected_note))
+    p = cal.panel
+    if p is not None:
+        who = ", ".join(p.names)
+        if p.effective_judges is None or p.error_correlation is None:
+            rows.append(
+                ("judges", f"{p.num_judges} ({who}): too few rollouts or no error spread to size the panel")
+            )
+        else:
+            rows.append(
+                ("judges", f"{p.num_judges} ({who}) worth {p.effective_judges:.2f} independent: their errors "
+                 f"correlate {p.error_correlation:.2f} on {p.num_rollouts} labelled rollouts")
+            )  # fmt: skip
+    return rows
+
+
 def probe_row(probe: ProbeResult) -> tuple[str, str, str, str, str]:
     """name, pairs, mean shift, mean |shift|, verdicts changed (or why the probe was skipped)."""
     if probe.skipped is not None:
@@ -127,6 +160,9 @@ def _probe_table(cal: Calibration) -> Table:
 def calibration_renderable(cal: Calibration) -> RenderableType:
     """The report for `rich` (what `rubric calibrate` prints)."""
     parts: list[RenderableType] = [_pairs_table("judge calibration", headline(cal))]
+    corrected = corrected_lines(cal)
+    if corrected:
+        parts.append(_pairs_table("the judge's mean, corrected by the labels", corrected))
     parts += [_confusion_table(cal), _by_label_table(cal)]
     if cal.probes:
         parts.append(_probe_table(cal))
@@ -199,7 +235,13 @@ def calibration_html(cal: Calibration, *, page: bool = False) -> str:
     """The report as an HTML fragment (notebook) or, with `page`, a self-contained page."""
     body = (
         f'<div class="head">judge calibration</div><table class="facts">{_rows_html(headline(cal))}</table>'
-        f'<section class="grid"><div><div class="head">confusion (rows: human label, columns: judge verdict)</div>'
+        + (
+            f'<div class="head">the judge\'s mean, corrected by the labels</div>'
+            f'<table class="facts corrected">{_rows_html(corrected_lines(cal))}</table>'
+            if corrected_lines(cal)
+            else ""
+        )
+        + f'<section class="grid"><div><div class="head">confusion (rows: human label, columns: judge verdict)</div>'
         f'{_confusion_html(cal)}</div><div><div class="head">agreement by label</div>{_by_label_html(cal)}</div></section>'
         + (
             f'<div class="head">bias probes (twin − original score)</div>{_probes_html(cal)}'
@@ -219,4 +261,11 @@ def calibration_html(cal: Calibration, *, page: bool = False) -> str:
     )
 
 
-__all__ = ["calibration_html", "calibration_renderable", "cost_lines", "headline", "probe_row"]
+__all__ = [
+    "calibration_html",
+    "calibration_renderable",
+    "corrected_lines",
+    "cost_lines",
+    "headline",
+    "probe_row",
+]

@@ -9,55 +9,208 @@ before any judge call, naming the row.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+import stat
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
+
+from pydantic import ValidationError
 
 from harness.errors import ConfigError
-from harness.types import Rollout
+from harness.types import Rollout, as_messages
 from rubrics.judge.llm import LLMJudge
 
 Kind = Literal["auto", "binary", "categorical", "continuous"]
 KINDS: tuple[str, ...] = ("auto", "binary", "categorical", "continuous")
 DEFAULT_THRESHOLD = 0.5
 CONTINUOUS_BINS = 5
+# A run's rollout copied into a label row loses how the run scored it: the judge scores afresh.
+_SCORING = {"reward", "scores", "score_errors", "score_details", "turn_scores", "judge_usage"}
 
 
-def read_labels(labels: str | Path | Iterable[Mapping[str, Any]]) -> list[tuple[Rollout, Any]]:
-    """Labelled rollouts from a JSONL file (one rollout dict with a `label` per line) or dicts."""
+#: The longest line, and the largest file, a labels file may have: read with these bounds, so
+#: a huge or endless file is refused early instead of filling memory.
+MAX_LINE_BYTES = 16 * 2**20
+MAX_FILE_BYTES = 256 * 2**20
+_MESSAGE_FIELDS = ("prompt", "completion")
+_T = TypeVar("_T")
+
+
+def read_labels(
+    labels: str | Path | Iterable[Mapping[str, Any]],
+    *,
+    run: Mapping[tuple[str, int], Rollout] | None = None,
+) -> list[tuple[Rollout, Any]]:
+    """Labelled rollouts from a JSONL file (one rollout dict with a `label` per line) or dicts.
+
+    Each problem is one line naming the row (and field): a row that is not an object, has no
+    `label` or `completion`, or holds a field of the wrong type; a line that is not JSON,
+    nests too deeply or is longer than `MAX_LINE_BYTES`; a file larger than `MAX_FILE_BYTES`,
+    or a path that is not a file.
+
+    Args:
+        labels: The file, or the rows as dicts.
+        run: A run's rollouts by (example id, rollout index): a row that names one of them
+            (`example_id`, and `rollout_index`, default 0) starts from that rollout's fields,
+            so `{"example_id": "7", "label": 1}` is a whole labelled rollout.
+
+    Returns:
+        (rollout, label) per row, in file order.
+
+    Raises:
+        ConfigError: the labels cannot be used, saying why and where (with `run`: a row that
+            names no rollout of the run).
+    """
     where = str(labels) if isinstance(labels, (str, Path)) else "labels"
-    rows: list[tuple[int, Any]] = []
     if isinstance(labels, (str, Path)):
-        path = Path(labels)
-        if not path.is_file():
-            raise ConfigError(
-                f"labels file {path} does not exist; give a JSONL file of rollouts with a 'label'"
-            )
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            if line.strip():
-                try:
-                    rows.append((number, json.loads(line)))
-                except json.JSONDecodeError as exc:
-                    raise ConfigError(
-                        f"{where} line {number} is not JSON ({exc.msg}); one object per line"
-                    ) from None
+        rows = list(_file_rows(Path(labels)))
     else:
         rows = list(enumerate(labels, 1))
-    out = []
-    for number, row in rows:
-        if not isinstance(row, Mapping) or "label" not in row:
-            raise ConfigError(
-                f"{where} row {number} has no 'label'; each row is a rollout "
-                f'({{"prompt": ..., "completion": ..., "answer": ...}}) with the human "label"'
-            )
-        fields = {k: v for k, v in row.items() if k != "label"}
-        fields.setdefault("example_id", number - 1)
-        out.append((Rollout.model_validate(fields), row["label"]))
+    out = [_labelled(_from_run(row, number, where, run), number, where) for number, row in rows]
     if not out:
         raise ConfigError(f"{where} holds no labelled rows")
     return out
+
+
+def _file_rows(path: Path) -> Iterator[tuple[int, Any]]:
+    """The JSON value of each non-blank line of `path`, read with `MAX_LINE_BYTES` and
+    `MAX_FILE_BYTES` as bounds."""
+    _check_file(path)
+    total = 0
+    try:
+        with path.open("rb") as handle:
+            for number in itertools.count(1):
+                line = handle.readline(MAX_LINE_BYTES + 1)
+                if not line:
+                    return
+                total += len(line)
+                if len(line) > MAX_LINE_BYTES:
+                    raise ConfigError(
+                        f"{path} line {number} is longer than {MAX_LINE_BYTES // 2**20} MiB; a labelled row "
+                        "is one rollout: shorten it"
+                    )
+                if total > MAX_FILE_BYTES:
+                    raise ConfigError(
+                        f"{path} is larger than {MAX_FILE_BYTES // 2**20} MiB; split it and calibrate on a part"
+                    )
+                if line.strip():
+                    yield number, _json_line(line, number, path)
+    except OSError as exc:
+        raise ConfigError(f"cannot read labels file {path}: {exc.strerror or exc}") from None
+
+
+def _check_file(path: Path) -> None:
+    """Refuse a path that is missing, not readable, or not a file (a FIFO is read, bounded)."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise ConfigError(
+            f"labels file {path} does not exist; give a JSONL file of rollouts with a 'label'"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read labels file {path}: {exc.strerror or exc}") from None
+    kind = (
+        "a directory" if stat.S_ISDIR(mode)
+        else "a character device" if stat.S_ISCHR(mode)
+        else "a block device" if stat.S_ISBLK(mode)
+        else "a socket" if stat.S_ISSOCK(mode)
+        else None
+    )  # fmt: skip
+    if kind is not None:
+        raise ConfigError(
+            f"labels file {path} is {kind}, not a file; give a JSONL file of rollouts with a 'label'"
+        )
+    if stat.S_ISREG(mode) and path.stat().st_size > MAX_FILE_BYTES:
+        raise ConfigError(
+            f"{path} is larger than {MAX_FILE_BYTES // 2**20} MiB; split it and calibrate on a part"
+        )
+
+
+def _json_line(line: bytes, number: int, path: Path) -> Any:
+    try:
+        return json.loads(line)
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path} line {number} is not UTF-8 text; one JSON object per line") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path} line {number} is not JSON ({exc.msg}); one object per line") from None
+    except RecursionError:
+        raise ConfigError(
+            f"{path} line {number} nests too deeply to read (past Python's recursion limit)"
+        ) from None
+
+
+def _from_run(row: Any, number: int, where: str, run: Mapping[tuple[str, int], Rollout] | None) -> Any:
+    """With a run: the row over the fields of the run's rollout it names."""
+    if run is None or not isinstance(row, Mapping):
+        return row
+    if "example_id" not in row:
+        raise ConfigError(
+            f"{where} row {number} has no 'example_id': labels for a run name the rollout "
+            'they label ({"example_id": ..., "rollout_index": 0, "label": ...})'
+        )
+    try:
+        key = (str(row["example_id"]), int(row.get("rollout_index", 0)))
+    except (TypeError, ValueError):
+        raise ConfigError(
+            f"{where} row {number}: 'rollout_index' is {_shown(row.get('rollout_index'))}; give a whole number"
+        ) from None
+    if key not in run:
+        some = ", ".join(f"{e!r} rollout {i}" for e, i in list(run)[:3])
+        raise ConfigError(
+            f"{where} row {number} labels example {key[0]!r} rollout {key[1]}, which the run "
+            f"does not have (it has {len(run)} rollouts, e.g. {some})"
+        )
+    return {**run[key].model_dump(exclude=_SCORING), **row}
+
+
+def _labelled(row: Any, number: int, where: str) -> tuple[Rollout, Any]:
+    """One row as a rollout and its label, or one line naming the row and field at fault."""
+    if not isinstance(row, Mapping) or "label" not in row:
+        raise ConfigError(
+            f"{where} row {number} has no 'label'; each row is a rollout "
+            f'({{"prompt": ..., "completion": ..., "answer": ...}}) with the human "label"'
+        )
+    if "completion" not in row:
+        raise ConfigError(
+            f"{where} row {number} has no 'completion' (the response the judge grades); "
+            'give it as text or messages, "" if the response really was empty'
+        )
+    fields = {k: v for k, v in row.items() if k != "label"}
+    fields.setdefault("example_id", number - 1)
+    try:
+        for name in _MESSAGE_FIELDS:  # checked alone first, so the message names the field
+            value = row.get(name)
+            if value is not None and not isinstance(value, (str, Mapping, list)):
+                raise ConfigError(
+                    f"{where} row {number}: {name!r} is {type(value).__name__} {_shown(value)}; "
+                    "give text or a list of messages"
+                )
+            _validated(f"{where} row {number}: {name!r}", as_messages, value)
+        return _validated(f"{where} row {number}", Rollout.model_validate, fields), row["label"]
+    except RecursionError:
+        raise ConfigError(
+            f"{where} row {number} nests too deeply to read (past Python's recursion limit)"
+        ) from None
+
+
+def _validated(where: str, validate: Callable[[Any], _T], value: Any) -> _T:
+    """`validate(value)`, its first complaint one line saying `where`."""
+    try:
+        return validate(value)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = ".".join(str(part) for part in error["loc"])
+        raise ConfigError(f"{where}: {field + ': ' if field else ''}{error['msg']}") from None
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _is_binary(label: Any) -> bool:
@@ -179,6 +332,8 @@ __all__ = [
     "CONTINUOUS_BINS",
     "DEFAULT_THRESHOLD",
     "KINDS",
+    "MAX_FILE_BYTES",
+    "MAX_LINE_BYTES",
     "Kind",
     "LabelScale",
     "detect_kind",

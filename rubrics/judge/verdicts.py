@@ -275,7 +275,8 @@ def reduce_scores(values: Sequence[float], how: Reduce) -> float:
 
 _RANKING_LINE = re.compile(r"RANKING\s*[:=]\s*(.+)", re.IGNORECASE)
 _SCORES_LINE = re.compile(r"SCORES\s*[:=]\s*(.+)", re.IGNORECASE)
-_LABEL_SCORE = re.compile(r"\b([A-Z])\b\s*[:=]\s*(-?\d+(?:\.\d+)?)")
+# A number is read whole, exponent included: "1e400" is 1e400 (not finite), never 1.
+_LABEL_SCORE = re.compile(r"\b([A-Z])\b\s*[:=]\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)")
 
 
 def _token(text: str) -> str:
@@ -318,7 +319,8 @@ def parse_ranking(reply: str, labels: str) -> dict[str, float]:
 
 
 def parse_label_scores(reply: str, labels: str) -> dict[str, float]:
-    """Raw scores by label from "SCORES: A=7, B=3" or a JSON object {"A": 7, ...}."""
+    """Raw scores by label from "SCORES: A=7, B=3" or a JSON object {"A": 7, ...}; a score
+    that is not a finite number (1e400, NaN) is a VerdictError naming the label."""
     text = reply or ""
     line = _SCORES_LINE.findall(text)
     pairs = _LABEL_SCORE.findall(line[-1]) if line else []
@@ -340,6 +342,11 @@ def parse_label_scores(reply: str, labels: str) -> dict[str, float]:
             f"judge reply gives no score for {', '.join(missing)} (expected a line like "
             f"'SCORES: {', '.join(f'{label}=7' for label in labels)}'): {text[-120:]!r}"
         )
+    for label in labels:
+        if not math.isfinite(scores[label]):
+            raise VerdictError(
+                f"judge score for {label} is not a finite number ({scores[label]}): {text[-120:]!r}"
+            )
     return {label: scores[label] for label in labels}
 
 

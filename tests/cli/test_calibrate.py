@@ -8,6 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from harness.scripted.endpoint import ScriptedEndpoint
 from tests.helpers import run
 
@@ -74,3 +76,109 @@ def test_calibrate_names_the_judges_when_the_node_is_wrong(tmp_path: Path) -> No
     assert proc.returncode == 2 and "not an LLMJudge; the rubric's judges: 'grade.judge'" in proc.stderr
     proc = run("calibrate", "judge_env.py", "labels.jsonl", "--price-prompt", "1e-6", cwd=tmp_path)
     assert proc.returncode == 2 and "give both --price-prompt and --price-completion" in proc.stderr
+
+
+RUN_ENV = """
+from envs import SingleTurnEnv
+from rubrics import LLMJudge, WeightedSum
+
+PROMPT = "Question: {{ prompt }}\\n<response>\\n{{ response }}\\n</response>\\nReference: {{ answer }}"
+
+
+def load_environment(judge_url: str, judges: int = 1):
+    judge = LLMJudge(PROMPT, model="judge-model", base_url=judge_url, score_range=(0, 10))
+    tree = {"judge": judge}
+    if judges == 2:
+        tree["second"] = LLMJudge(PROMPT, model="judge-model", base_url=judge_url, score_range=(0, 10), samples=1, sampling={"seed": 2})
+    rows = [{"question": f"Q{i}", "answer": "ref"} for i in range(40)]
+    return SingleTurnEnv(rows, WeightedSum(tree))
+"""
+
+
+def plays_and_judges(messages: list[dict[str, Any]], tools: Any) -> str:
+    """The policy answers "yes" to even questions and "no" to odd ones; the judge gives yes 8, no 3."""
+    last = messages[-1]["content"]
+    if "<response>" in last:
+        return grader(messages, tools)
+    return "yes" if int(re.search(r"Q(\d+)", last).group(1)) % 2 == 0 else "no"  # type: ignore[union-attr]
+
+
+def test_calibrate_corrects_the_judges_mean_over_a_run(
+    tmp_path: Path, scripted_endpoint: Callable[..., ScriptedEndpoint]
+) -> None:
+    """A run judged by a lenient judge (0.8 for every "yes", though a human passes only half of
+    them; 0.3 for "no", which a human fails): 20 labelled rollouts correct its mean."""
+    import numpy as np
+
+    from harness import load_results
+    from harness.results.stats import prediction_powered_mean
+
+    ep = scripted_endpoint(plays_and_judges)
+    (tmp_path / "run_env.py").write_text(RUN_ENV)
+    args = json.dumps({"judge_url": ep.base_url})
+    made = run(
+        "eval", "run_env.py", "-a", args, "-m", "policy", "-b", ep.base_url, "-o", "run", "-c", "4",
+        cwd=tmp_path, env={"OPENAI_API_KEY": "k"},
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    # Labels for every other rollout (20 of 40): "yes" passes for a human on Q0, Q4, Q8, ...
+    labelled = [{"example_id": i, "rollout_index": 0, "label": int(i % 4 == 0)} for i in range(0, 40, 2)] + [
+        {"example_id": i, "rollout_index": 0, "label": 0} for i in range(1, 40, 4)
+    ]
+    (tmp_path / "labels.jsonl").write_text("".join(json.dumps(r) + "\n" for r in labelled))
+    proc = run(
+        "calibrate", "run_env.py", "labels.jsonl", "-a", args, "--run", "run", "--no-probes", "--html", "cal.html",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    rollouts = {str(r.example_id): r for r in load_results(tmp_path / "run").rollouts}
+    keys = [str(r["example_id"]) for r in labelled]
+    expected = prediction_powered_mean(
+        [float(r["label"]) for r in labelled],
+        [rollouts[k].reward for k in keys],
+        [r.reward for k, r in rollouts.items() if k not in keys],
+    )
+    assert expected.raw_mean == pytest.approx((20 * 0.8 + 20 * 0.3) / 40)
+    out = " ".join(proc.stdout.split())
+    assert f"judge mean (raw) │ {expected.raw_mean:.4f}" in out
+    assert f"corrected mean │ {expected.estimate:.4f}, 95% [{expected.low:.3f}, {expected.high:.3f}]" in out
+    assert (
+        f"labels it was worth │ {expected.effective_labels:,.0f} (from 30 labels and 10 judged rollouts)"
+        in out
+    )
+    assert not np.isclose(expected.estimate, expected.raw_mean)
+    page = (tmp_path / "cal.html").read_text(encoding="utf-8")
+    assert "corrected mean" in page and f"{expected.estimate:.4f}" in page
+
+
+def test_calibrate_against_a_run_names_a_row_the_run_lacks(
+    tmp_path: Path, scripted_endpoint: Callable[..., ScriptedEndpoint]
+) -> None:
+    ep = scripted_endpoint(plays_and_judges)
+    (tmp_path / "run_env.py").write_text(RUN_ENV)
+    args = json.dumps({"judge_url": ep.base_url, "judges": 2})
+    made = run(
+        "eval", "run_env.py", "-a", args, "-m", "policy", "-b", ep.base_url, "-o", "run", "-n", "8",
+        cwd=tmp_path, env={"OPENAI_API_KEY": "k"},
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    (tmp_path / "labels.jsonl").write_text('{"example_id": 99, "label": 1}\n')
+    proc = run(
+        "calibrate", "run_env.py", "labels.jsonl", "-a", args, "--run", "run", "--node", "judge", cwd=tmp_path
+    )
+    assert proc.returncode == 2
+    assert "row 1 labels example '99' rollout 0, which the run does not have" in proc.stderr
+    rows = [{"example_id": i, "label": int(i % 4 == 0)} for i in range(8)]
+    (tmp_path / "labels.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    proc = run(
+        "calibrate", "run_env.py", "labels.jsonl", "-a", args, "--run", "run", "--node", "judge", "--no-probes",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    out = " ".join(proc.stdout.split())
+    # Two judges that always agree err together: worth one.
+    assert "judges │ 2 (judge, second) worth 1.00 independent: their errors correlate 1.00 on 8" in out
+    assert (
+        "no corrected mean: it needs at least 2 labelled rollouts the run scored at node 'judge' and 1 unlabelled one (found 8 and 0)"
+        in out
+    )

@@ -1,10 +1,12 @@
 """The hub end to end: init, check, build, push to a real pypiserver, then install into a fresh venv.
 
-The fresh venv gets this project installed from the working tree (a real, non-editable
-install) and sees the heavy third-party dependencies (openai, datasets, ...) through a .pth
-line pointing at a folder of links to this interpreter's site-packages, leaving out rubric-rl
-itself: so the environment package and rubric-rl are installed only in the new venv, and pip
-never needs the internet. Every pip call there sees only the local hub (its config is blanked).
+The hub serves rubric-rl too: the test uploads this project's wheel (built from the working
+tree) beside the environment, and the fresh venv installs the environment from the hub alone,
+rubric-rl coming with it as its dependency. rubric-rl's own dependencies (openai, datasets,
+...) are already in that venv: each is linked from this interpreter's site-packages (its
+`.dist-info` a real copy), leaving out rubric-rl itself, so pip finds them installed and never
+needs another index or the internet. Every pip call there sees only the local hub (its config
+is blanked), runs outside the checkout and without PYTHONPATH: nothing of the tree is on the path.
 """
 
 from __future__ import annotations
@@ -16,15 +18,14 @@ import subprocess
 import sys
 import sysconfig
 import venv
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from cli import main
-from tests.helpers import HubServer, serve_pypiserver
+from tests.helpers import HubServer, build_rubric_wheel, serve_pypiserver
 
-ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.timeout(300)  # many pip installs into a fresh venv
 NAME = "e2e-adder"
 
 
@@ -50,12 +51,14 @@ def _link_dependencies(site: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def fresh_venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    yield from _fresh_venv(tmp_path_factory.mktemp("fresh"))
+def rubric_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_rubric_wheel(tmp_path_factory.mktemp("rubric-rl"))
 
 
-def _fresh_venv(base: Path) -> Iterator[Path]:
-    target = base / "venv"
+@pytest.fixture(scope="module")
+def fresh_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A new venv holding rubric-rl's dependencies (linked) but not rubric-rl."""
+    target = tmp_path_factory.mktemp("fresh") / "venv"
     venv.EnvBuilder(with_pip=True).create(target)
     python = target / "bin" / "python"
     site = Path(
@@ -68,37 +71,37 @@ def _fresh_venv(base: Path) -> Iterator[Path]:
         ).stdout.strip()
     )
     _link_dependencies(site)
-    # Build this project's wheel from a copy of the tree (so the build leaves nothing in it),
-    # with the build backend installed here, and install it in the fresh venv: a real install.
-    source = base / "source"
-    shutil.copytree(
-        ROOT, source, ignore=shutil.ignore_patterns(".git", "runs", "build", "dist", "*.egg-info")
+    return target
+
+
+def _serve_rubric_rl(hub: HubServer, wheel: Path) -> None:
+    """Upload rubric-rl's wheel to the hub, as a private index that serves it would have it."""
+    upload = [sys.executable, "-m", "twine", "upload", "--non-interactive", "--disable-progress-bar"]
+    _run([*upload, "--repository-url", hub.url, "-u", hub.user, "-p", hub.password, str(wheel)])
+
+
+def _pip_install_from_hub(target: Path, hub: HubServer, *requirements: str) -> str:
+    """`pip install REQUIREMENTS` in the fresh venv with the hub as its only index; pip's output."""
+    done = subprocess.run(
+        [str(target / "bin" / "python"), "-m", "pip", "install", *requirements],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_offline_env(hub),
+        cwd=target.parent,
     )
-    wheels = base / "wheels"
-    build = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "--no-index"]
-    _run([*build, "-w", str(wheels), str(source)])
-    _run(
-        [
-            str(python),
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--no-deps",
-            "--no-index",
-            *map(str, wheels.glob("*.whl")),
-        ]
-    )
-    yield target
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 def _run(command: list[str]) -> None:
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=_offline_env(None))
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def _offline_env(hub: HubServer | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_", "RUBRIC_HUB"))}
+    dropped = ("PIP_", "UV_", "RUBRIC_HUB", "TWINE_", "PYTHONPATH")  # no checkout on the path
+    env = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
     env["PATH"] = "/usr/bin:/bin"  # no uv unless a test adds it: `rubric install` then uses pip
     env.update(PIP_CONFIG_FILE=os.devnull, PIP_NO_INPUT="1", PIP_DISABLE_PIP_VERSION_CHECK="1", COLUMNS="200")
     env.update(UV_NO_CONFIG="1", PYTHON_KEYRING_BACKEND="keyring.backends.null.Keyring")
@@ -116,12 +119,16 @@ def _in_venv(
         text=True,
         timeout=300,
         env=_offline_env(hub),
-        cwd=cwd,
+        cwd=cwd or target.parent,
     )
 
 
 def test_init_check_build_push_install_list_eval_search_repush_bump(
-    tmp_path: Path, fresh_venv: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    fresh_venv: Path,
+    rubric_wheel: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     with serve_pypiserver(tmp_path / "hub") as hub:
         monkeypatch.setenv("RUBRIC_HUB_USER", hub.user)
@@ -135,7 +142,13 @@ def test_init_check_build_push_install_list_eval_search_repush_bump(
         assert main(["push", str(package), "--hub", hub.url]) == 0
         assert f"pushed {NAME} 0.1.0 to {hub.url}" in capsys.readouterr().out
 
-        # 2. in the fresh venv: rubric install NAME --hub URL
+        # 2. the fresh venv has no rubric-rl: pip installs NAME from the hub alone, and rubric-rl
+        # (NAME's dependency) from the hub too; then rubric install NAME --hub URL from it
+        assert not (fresh_venv / "bin" / "rubric").exists()
+        _serve_rubric_rl(hub, rubric_wheel)
+        installed = _pip_install_from_hub(fresh_venv, hub, NAME)
+        version = rubric_wheel.name.split("-")[1]
+        assert f"Successfully installed {NAME}-0.1.0 rubric-rl-{version}" in installed, installed
         done = _in_venv(fresh_venv, hub, "install", NAME, "--hub", hub.url)
         assert done.returncode == 0, done.stderr
         assert f"installed {NAME} 0.1.0: environment '{NAME}'" in done.stdout
@@ -217,7 +230,7 @@ def _installer_path(installer: str, tmp_path: Path, fresh_venv: Path) -> str:
 
 @pytest.mark.parametrize("installer", ["pip", "uv"])
 def test_install_takes_the_hubs_own_file_never_a_public_namesake(
-    tmp_path: Path, fresh_venv: Path, monkeypatch: pytest.MonkeyPatch, installer: str
+    tmp_path: Path, fresh_venv: Path, rubric_wheel: Path, monkeypatch: pytest.MonkeyPatch, installer: str
 ) -> None:
     canary = tmp_path / "CANARY"
     with serve_pypiserver(tmp_path / "hub") as hub, serve_pypiserver(tmp_path / "public") as public:
@@ -228,6 +241,8 @@ def test_install_takes_the_hubs_own_file_never_a_public_namesake(
         assert main(["init", NAME, "--dir", str(tmp_path), "--kind", "tool"]) == 0
         assert main(["build", str(package), "--no-isolation"]) == 0
         assert main(["push", str(package), "--hub", hub.url]) == 0
+        _serve_rubric_rl(hub, rubric_wheel)
+        _pip_install_from_hub(fresh_venv, hub, "rubric-rl")  # the venv's `rubric`, from the hub
         _impostor_wheel(public.packages, canary)
         env = _offline_env(public)  # the configured (default) index is the "public" one
         env["PATH"] = _installer_path(installer, tmp_path, fresh_venv)
@@ -237,6 +252,7 @@ def test_install_takes_the_hubs_own_file_never_a_public_namesake(
             text=True,
             timeout=300,
             env=env,
+            cwd=tmp_path,
         )
         assert done.returncode == 0, done.stderr
         assert f"installed {NAME} 0.1.0: environment '{NAME}'" in done.stdout
@@ -244,6 +260,8 @@ def test_install_takes_the_hubs_own_file_never_a_public_namesake(
             [str(fresh_venv / "bin" / "python"), "-m", "pip", "show", "-f", NAME],
             capture_output=True,
             text=True,
+            env=env,
+            cwd=tmp_path,
         )
         assert "Summary: A tool environment" in shown.stdout and "impostor" not in shown.stdout
         installed_by = subprocess.run(
@@ -254,12 +272,22 @@ def test_install_takes_the_hubs_own_file_never_a_public_namesake(
             ],
             capture_output=True,
             text=True,
+            env=env,
+            cwd=tmp_path,
         )
         assert installed_by.stdout.strip() == installer, installed_by.stderr  # that installer did it
         listed = subprocess.run(
-            [str(fresh_venv / "bin" / "rubric"), "list"], capture_output=True, text=True, env=env, timeout=120
+            [str(fresh_venv / "bin" / "rubric"), "list"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            cwd=tmp_path,
         )
         assert NAME in listed.stdout and not canary.exists()
         subprocess.run(
-            [str(fresh_venv / "bin" / "python"), "-m", "pip", "uninstall", "-y", NAME], capture_output=True
+            [str(fresh_venv / "bin" / "python"), "-m", "pip", "uninstall", "-y", NAME],
+            capture_output=True,
+            env=env,
+            cwd=tmp_path,
         )

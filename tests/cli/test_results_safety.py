@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import run
+from tests.helpers import at_a_terminal, run
 
 
 def _folder(tmp_path: Path, env: dict) -> Path:
@@ -58,7 +58,9 @@ def test_the_folders_arguments_are_used_only_when_the_user_passes_or_accepts_the
     refused = run("score", str(folder), "-o", str(tmp_path / "a.jsonl"), cwd=tmp_path)
     assert refused.returncode == 2 and not (tmp_path / "a.jsonl").exists()
     assert """records these arguments for 'gsm8k': {"num_examples": 1}""" in refused.stderr
-    assert """used only if you pass them: -a '{"num_examples": 1}'""" in refused.stderr
+    assert (
+        f"""used only if you pass them: rubric score {folder} -a '{{"num_examples": 1}}'""" in refused.stderr
+    )
     typed = run(
         "score", str(folder), "-a", json.dumps(recorded), "-o", str(tmp_path / "b.jsonl"), cwd=tmp_path
     )
@@ -72,23 +74,8 @@ def test_the_folders_arguments_are_used_only_when_the_user_passes_or_accepts_the
 
 
 def _at_a_terminal(args: list[str], cwd: Path, answer: str) -> int:
-    """Run rubric with a pseudo-terminal as stdin, answering its question with `answer`."""
-    import os
-    import pty
-    import subprocess
-
-    from tests.helpers import RUBRIC
-
-    leader, follower = pty.openpty()
-    try:
-        os.write(leader, f"{answer}\n".encode())
-        proc = subprocess.run(
-            [str(RUBRIC), *args], cwd=cwd, stdin=follower, capture_output=True, text=True, timeout=120
-        )
-    finally:
-        os.close(leader)
-        os.close(follower)
-    assert "use them? [y/N]" in proc.stdout, proc.stdout + proc.stderr
+    proc = at_a_terminal(*args, cwd=cwd, answer=answer)
+    assert "[y/N]" in proc.stdout, proc.stdout + proc.stderr
     return proc.returncode
 
 

@@ -1,5 +1,6 @@
-"""`rubric eval --resume DIR` takes the environment, its arguments, the model and what to run
-from DIR/metadata.json (issue 19.2); a flag that differs from the run is still refused."""
+"""`rubric eval --resume DIR` takes the environment, the model and what to run from
+DIR/metadata.json (issue 19.2; its arguments only when passed, issue 33.1); a flag that differs
+from the run is still refused."""
 
 from __future__ import annotations
 
@@ -57,7 +58,9 @@ def test_resume_of_a_file_environment_checks_its_source_is_unchanged(tmp_path: P
     )
     assert first.returncode == 0, first.stderr
     _cut(tmp_path / "m" / "results.jsonl", 2)
-    resumed = run("eval", "--resume", "m", "--no-progress", cwd=tmp_path)  # the same file, its recorded n=5
+    unasked = run("eval", "--resume", "m", "--no-progress", cwd=tmp_path)  # its arguments need saying so
+    assert unasked.returncode == 2 and """rubric eval --resume m -a '{"n": 5}'""" in unasked.stderr
+    resumed = run("eval", "--resume", "m", "-a", '{"n": 5}', "--no-progress", cwd=tmp_path)  # the same file
     assert resumed.returncode == 0, resumed.stderr
     assert len((tmp_path / "m" / "results.jsonl").read_text().splitlines()) == 5
     (tmp_path / "myenv.py").write_text(ENV_FILE + "\n# edited since the run\n")
@@ -70,3 +73,24 @@ def test_resume_of_a_file_environment_checks_its_source_is_unchanged(tmp_path: P
 def test_a_new_run_still_needs_env_and_model(tmp_path: Path) -> None:
     proc = run("eval", "gsm8k", cwd=tmp_path)
     assert proc.returncode == 2 and "ENV and -m/--model (or --resume DIR)" in proc.stderr
+
+
+def test_resume_keeps_the_settings_the_run_started_with(tmp_path: Path) -> None:
+    started = ("-c", "4", "--timeout", "30", "--max-retries", "2", "--transport", "openai")
+    first = run(
+        "eval", "gsm8k", "-m", "scripted:noisy", "-n", "6", *started, "-o", "r", "--no-progress", cwd=tmp_path
+    )
+    assert first.returncode == 0, first.stderr
+    _cut(tmp_path / "r" / "results.jsonl", 2)
+    resumed = run("eval", "--resume", "r", "--no-progress", cwd=tmp_path)  # not the defaults (-c 64)
+    assert resumed.returncode == 0, resumed.stderr
+    metadata = json.loads((tmp_path / "r" / "metadata.json").read_text())
+    model = metadata["model"]
+    assert metadata["arguments"]["concurrency"] == model["max_concurrency"] == 4
+    assert (model["timeout"], model["max_retries"], model["transport"]) == (30.0, 2, "openai")
+    _cut(tmp_path / "r" / "results.jsonl", 2)
+    changed = run("eval", "--resume", "r", "-c", "2", "--timeout", "9", "--no-progress", cwd=tmp_path)
+    assert changed.returncode == 0, changed.stderr  # a flag given again overrides, and is recorded
+    metadata = json.loads((tmp_path / "r" / "metadata.json").read_text())
+    assert metadata["arguments"]["concurrency"] == metadata["model"]["max_concurrency"] == 2
+    assert (metadata["model"]["timeout"], metadata["model"]["transport"]) == (9.0, "openai")

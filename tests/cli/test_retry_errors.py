@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import time
@@ -101,4 +102,7 @@ def test_ctrl_c_prints_the_exact_resume_command(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     (folder,) = tmp_path.glob("runs/*")
-    assert f"continue with: rubric eval --resume runs/{folder.name}" in err, err
+    hint = f"""continue with: rubric eval --resume runs/{folder.name} -a '{{"n": 40}}'"""
+    assert hint in err, err  # the run's arguments too: a folder's are not used unasked
+    again = run(*shlex.split(hint.removeprefix("continue with: rubric ")), "--no-progress", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr

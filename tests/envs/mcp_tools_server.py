@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -52,6 +53,26 @@ def crash() -> str:
 
 
 @server.tool()
+def spawn(marker: str, detach: bool = False) -> int:
+    """Start a child that sleeps for 5 minutes with `marker` on its command line; its pid.
+
+    Args:
+        marker: A word to find the child by.
+        detach: Put the child in a session of its own (`setsid`), out of this server's group.
+    """
+    code = "import sys, time; time.sleep(300)"
+    quiet = subprocess.DEVNULL
+    child = subprocess.Popen(
+        [sys.executable, "-c", code, marker],
+        stdin=quiet,
+        stdout=quiet,
+        stderr=quiet,
+        start_new_session=detach,
+    )
+    return child.pid
+
+
+@server.tool()
 async def sleep(seconds: float) -> str:
     """Sleep, then say so."""
     await asyncio.sleep(seconds)
@@ -62,6 +83,13 @@ async def sleep(seconds: float) -> str:
 def fail(reason: str) -> str:
     """Raise an error with the given reason."""
     raise ValueError(reason)
+
+
+@server.tool()
+def big(size: int) -> str:
+    """`size` bytes of text, in lines of 99 characters."""
+    line = "x" * 98 + "\n"
+    return (line * (size // len(line) + 1))[:size]
 
 
 @server.tool()

@@ -20,14 +20,17 @@ from mcp.client import Client as SDKClient
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from envs import ToolEnv, mcp_server
+from envs.tools import mcp as mcp_module
+from envs.tools.functions import OUTPUT_LIMIT
 from envs.tools.mcp import MCPStartError, MCPTool
 from harness.aio import run_sync
 from harness.errors import ConfigError
-from tests.helpers import _free_port, run, serve
+from tests.helpers import _free_port, processes_with, run, serve
 
 pytestmark = pytest.mark.timeout(120)
 SERVER = Path(__file__).with_name("mcp_tools_server.py")
 COMMAND = [sys.executable, str(SERVER)]
+BAD_SERVER = Path(__file__).with_name("mcp_bad_server.py")
 
 
 def _tools(**options: Any) -> dict[str, MCPTool]:
@@ -109,6 +112,55 @@ async def test_a_crash_a_hang_and_a_malformed_result_stay_inside_the_call() -> N
         await server.release()
 
 
+@pytest.mark.parametrize("detach", [False, True])  # True: the grandchild left the group (setsid)
+async def test_a_crashed_server_leaves_no_process_behind(detach: bool, tmp_path: Path) -> None:
+    tools = _tools()
+    server = tools["add"].server
+    marker = f"rubric-test-grandchild-{tmp_path.name}"
+    try:
+        grandchild = int((await tools["spawn"].call({"marker": marker, "detach": detach})).content)
+        assert processes_with(marker) == [grandchild]
+        assert (await tools["crash"].call({})).error
+        deadline = time.monotonic() + 10
+        while processes_with(marker) and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        assert processes_with(marker) == []
+    finally:
+        await server.release()
+        for pid in processes_with(marker):  # old code: do not leave it behind after the failure
+            os.kill(pid, signal.SIGKILL)
+
+
+async def test_a_huge_result_is_cut_like_the_python_sandboxs_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    tools = _tools()
+    server = tools["add"].server
+    try:
+        result = await tools["big"].call({"size": 5_000_000})
+        assert result.error is None and result.parts is None
+        body, note = result.content.rsplit("\n", 1)
+        assert note == f"[output truncated: showing the first {OUTPUT_LIMIT} of 5000000 bytes]"
+        assert set(body) <= {"x", "\n"} and OUTPUT_LIMIT - 99 <= len(body) <= OUTPUT_LIMIT
+        whole = (await tools["big"].call({"size": OUTPUT_LIMIT})).content
+        assert len(whole) == OUTPUT_LIMIT and "truncated" not in whole  # at the limit: kept whole
+        # A binary block over the cap is kept on the result as its summary alone.
+        monkeypatch.setattr(mcp_module, "MAX_BLOCK_BYTES", 50)
+        picture = await tools["picture"].call({})
+        assert [part["type"] for part in picture.parts or []] == ["text", "text", "resource"]
+        assert (
+            picture.parts
+            and picture.parts[1]["text"] == "[image: image/png, 69 bytes] (not kept: over 50 bytes)"
+        )
+    finally:
+        await server.release()
+    small = {t.name: t for t in mcp_server(COMMAND, output_limit=100).tools()}
+    try:
+        assert (await small["big"].call({"size": 1000})).content.endswith(
+            "showing the first 100 of 1000 bytes]"
+        )
+    finally:
+        await small["big"].server.release()
+
+
 def test_a_server_that_cannot_start_fails_at_once_naming_command_and_stderr() -> None:
     script = "import sys; sys.stderr.write('config.toml: no such file\\n'); sys.exit(2)"
     with pytest.raises(
@@ -118,6 +170,26 @@ def test_a_server_that_cannot_start_fails_at_once_naming_command_and_stderr() ->
     assert "-c" in str(caught.value) and isinstance(caught.value, ConfigError)
     with pytest.raises(MCPStartError, match=r"'/no/such/server' did not start"):
         mcp_server(["/no/such/server"], start_timeout=20).tools()
+
+
+def test_a_server_that_never_answers_its_listing_fails_within_start_timeout() -> None:
+    started = time.monotonic()
+    with pytest.raises(MCPStartError, match=r"tool listing did not finish within start_timeout=8s"):
+        mcp_server([sys.executable, str(BAD_SERVER), "silent-listing"], start_timeout=8).tools()
+    assert time.monotonic() - started < 25  # the deadline, and closing the server
+
+
+@pytest.mark.parametrize(
+    ("mode", "error"),
+    [
+        ("endless-listing", r"lists tools on more than 100 pages; fix the server's tool listing"),
+        ("same-cursor", r"repeats the tool listing cursor 'the-same-cursor'"),
+        ("crowded-listing", r"lists more than 1000 tools"),
+    ],
+)
+def test_a_tool_listing_that_never_ends_is_an_error(mode: str, error: str) -> None:
+    with pytest.raises(MCPStartError, match=error):
+        mcp_server([sys.executable, str(BAD_SERVER), mode], start_timeout=60).tools()
 
 
 @pytest.mark.parametrize("bad", [{}, {"command": ["x"], "url": "http://127.0.0.1:1/mcp"}, {"url": "ftp://x"}])
@@ -230,6 +302,27 @@ def _env_file(tmp_path: Path) -> Path:
     return path
 
 
+HANGING_ENV = """
+from envs import ToolEnv, mcp_server
+
+
+def load_environment() -> ToolEnv:
+    server = mcp_server(url="http://127.0.0.1:{port}/mcp", start_timeout=2)
+    return ToolEnv([{{"question": "q", "answer": "a"}}], lambda response: 1.0, tools=[server])
+"""
+
+
+def test_a_hanging_mcp_url_fails_with_one_clear_error_and_nothing_after(tmp_path: Path) -> None:
+    with socket.socket() as hanging:  # accepts connections, never answers
+        hanging.bind(("127.0.0.1", 0))
+        hanging.listen(16)
+        (tmp_path / "hanging_env.py").write_text(HANGING_ENV.format(port=hanging.getsockname()[1]))
+        proc = run("eval", "hanging_env.py", "-m", "scripted:x", "--no-progress", cwd=tmp_path, timeout=60)
+    assert proc.returncode != 0
+    assert "did not start: no answer within 2s; check the URL" in proc.stderr
+    assert "never retrieved" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
 def test_rubric_eval_of_an_mcp_environment_end_to_end(tmp_path: Path) -> None:
     _env_file(tmp_path)
     proc = run(
@@ -330,6 +423,51 @@ def test_rubric_eval_adds_a_server_from_the_command_line_in_every_worker(tmp_pat
     metadata = json.loads((tmp_path / "out" / "metadata.json").read_text())
     assert metadata["env"]["load_kwargs"] == {"mcp_servers": [server]}
     assert "add" in metadata["env"]["tools"] and metadata["arguments"]["workers"] == 2
+
+
+ADD_ENV = """
+from envs import ToolEnv
+
+
+def add(a: int, b: int) -> int:
+    \"\"\"Add two integers (a Python tool).\"\"\"
+    return a + b
+
+
+def load_environment() -> ToolEnv:
+    return ToolEnv([{"question": "What is 1+2?", "answer": "3"}], lambda response: 1.0, tools=[add])
+"""
+
+
+async def test_clashing_tool_names_say_how_to_prefix_from_python_and_the_command_line(tmp_path: Path) -> None:
+    from envs import load_environment
+
+    with pytest.raises(ConfigError, match=r"duplicate tool name.*envs\.mcp_server\(\.\.\., prefix=\.\.\.\)"):
+        ToolEnv([{"question": "q"}], lambda response: 1.0, tools=[mcp_server(COMMAND), mcp_server(COMMAND)])
+    env = ToolEnv(
+        [{"question": "q"}],
+        lambda response: 1.0,
+        tools=[mcp_server(COMMAND), mcp_server(COMMAND, prefix="calc")],
+    )
+    assert {"add", "calc_add", "calc_count"} <= {t.name for t in env.tools}
+    try:
+        calc_add = next(t for t in env.tools if t.name == "calc_add")
+        assert (await calc_add.call({"a": 2, "b": 40})).content == "42"  # the server's add
+    finally:
+        await env.release()
+    # From the command line: the --mcp form of the fix, not envs.tool(name=...).
+    (tmp_path / "add_env.py").write_text(ADD_ENV)
+    server = f"{sys.executable} {SERVER}"
+    proc = run(
+        "eval", "add_env.py", "-m", "scripted:x", "--mcp", server, "--no-progress", cwd=tmp_path, timeout=60
+    )
+    assert proc.returncode != 0 and "envs.tool(name" not in proc.stderr
+    fix = f"give them a prefix with --mcp 'mcp1={server}' (then add is mcp1_add"
+    assert "duplicate tool name(s) 'add'" in proc.stderr and fix in " ".join(proc.stderr.split()), proc.stderr
+    # ... which works, as mcp_servers= in Python too.
+    prefixed = load_environment(str(tmp_path / "add_env.py"), mcp_servers=[f"mcp1={server}"])
+    assert {"add", "mcp1_add"} <= {t.name for t in prefixed.tools}
+    assert prefixed.config()["mcp_servers"][0]["prefix"] == "mcp1"
 
 
 def _picture_then_answer(messages: list[dict[str, Any]], tools: Any) -> Any:

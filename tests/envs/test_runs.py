@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -54,3 +55,24 @@ def test_requests_are_checked_before_anything_is_written(tmp_path: Path) -> None
     with pytest.raises(ValueError, match="already exists and is not empty"):
         prepare_run(_request(tmp_path / "c"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c"]
+
+
+def test_resume_from_python_uses_a_folders_arguments_only_when_passed(tmp_path: Path) -> None:
+    (tmp_path / "mine.py").write_text(
+        "from envs import SingleTurnEnv\n\n"
+        "def load_environment(n: int = 2):\n"
+        "    env = SingleTurnEnv([{'question': f'q{i}', 'answer': 'a'} for i in range(n)],\n"
+        "                        lambda response, answer: 1.0, name='mine')\n"
+        "    env.scripted_policies = {'a': lambda messages, tools: 'a'}\n"
+        "    return env\n"
+    )
+    folder = tmp_path / "r"
+    request = RunRequest(
+        spec=str(tmp_path / "mine.py"), env_args={"n": 3}, model="scripted:a", output_dir=folder
+    )
+    run(replace(request, options={"progress": False}))
+    lines = (folder / "results.jsonl").read_text().splitlines()
+    (folder / "results.jsonl").write_text(lines[0] + "\n")
+    with pytest.raises(ConfigError, match=r"""pass them: rubric eval --resume \S+ -a '\{"n": 3\}'"""):
+        resume(folder, progress=False)
+    assert resume(folder, env_args={"n": 3}, progress=False).summary.num_rollouts == 3

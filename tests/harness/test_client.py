@@ -4,12 +4,14 @@ lean aiohttp one and the real openai SDK (every test runs with both)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import json
 import logging
 import socket
 import time
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -17,6 +19,7 @@ import pytest
 import harness.endpoint.client as client_module
 from harness.aio import run_sync
 from harness.endpoint.client import TRANSPORTS, Client, Completion, EndpointError
+from harness.endpoint.connect import open_client
 from harness.endpoint.retry import parse_retry_after
 from harness.scripted.endpoint import ScriptedEndpoint, ScriptedHTTPError
 from harness.types import Message, ToolCall, Usage
@@ -242,6 +245,34 @@ async def test_key_never_in_errors_repr_config_or_logs(
     await client.aclose()
 
 
+def test_only_real_keys_are_masked_in_errors(scripted_endpoint: Endpoints, fast_retry: Fast) -> None:
+    """The scripted endpoint's key is the word "scripted": masking it hid the model's name as
+    "***:call" (issue 33). Keys the harness supplies where none is needed are no secrets."""
+
+    def policy(messages: list[dict], tools: list[dict] | None) -> Any:
+        raise ScriptedHTTPError(413, "request body too large for scripted:call (key EMPTY)")
+
+    endpoint = scripted_endpoint(policy)
+    with contextlib.ExitStack() as stack:
+        env = SimpleNamespace(scripted_policies={"call": policy})
+        scripted = open_client(stack, "scripted:call", env=env, max_retries=0)
+        with pytest.raises(EndpointError) as info:
+            run_sync(scripted.complete(USER))
+        scripted.close()
+    assert "scripted:call" in str(info.value) and "***" not in str(info.value)
+    for key in ("EMPTY", "sk-no-key-required"):  # a local server's and the placeholder
+        client = Client("scripted:call", base_url=endpoint.base_url, api_key=key, max_retries=0, **fast_retry)
+        with pytest.raises(EndpointError) as info:
+            run_sync(client.complete(USER))
+        client.close()
+        assert "for scripted:call (key EMPTY)" in str(info.value)
+    client = Client("m", base_url=endpoint.base_url, api_key="scripted:call", max_retries=0, **fast_retry)
+    with pytest.raises(EndpointError) as info:  # a real key that happens to read so is still masked
+        run_sync(client.complete(USER))
+    client.close()
+    assert "too large for *** (key EMPTY)" in str(info.value)
+
+
 async def test_concurrency_limit_is_reached_not_exceeded(
     scripted_endpoint: Endpoints, fast_retry: Fast
 ) -> None:
@@ -348,6 +379,7 @@ def test_config_describes_the_client_without_secrets() -> None:
         "timeout": 5.0,
         "max_concurrency": 64,
         "headers": ["X-Org"],
+        "transport": client.transport,  # the parametrized default: aiohttp or openai
     }
 
 

@@ -14,6 +14,7 @@ from harness.aio import run_sync
 from harness.endpoint.client import Client
 from harness.errors import ConfigError, ResultsError
 from harness.results.eval_results import EvalResults, load_results
+from harness.results.exports import token_row
 from harness.scripted.endpoint import ScriptedEndpoint
 from harness.scripted.tokens import completion_ids, decode, logprob, prompt_ids
 from harness.types import Rollout
@@ -160,3 +161,23 @@ def test_preferences_from_one_rollout_per_example_are_refused_with_the_fix() -> 
     ]
     with pytest.raises(ResultsError, match=r"each of these 3 examples has at most one.*-r 2"):
         EvalResults(rollouts).to_dataset(format="preference")
+
+
+@pytest.mark.parametrize(("format", "flag"), [("nemo-rl", "mask_sample"), ("prime-rl", "is_filtered")])
+def test_trainer_exports_keep_every_rollout_and_flag_the_unscored(
+    results: EvalResults, format: str, flag: str
+) -> None:
+    rollouts = [r.model_copy(deep=True) for r in results.rollouts]
+    rollouts[1].reward = math.nan  # the judge failed after the model answered: tokens, no score
+    rollouts[1].error = "judge: no score in the reply"
+    lost = Rollout.model_validate({"example_id": 1, "rollout_index": 2, "completion": "", "error": "timeout"})
+    data = EvalResults([*rollouts, lost]).to_dataset(format=format)
+    tokens = EvalResults(rollouts).to_dataset(format="tokens")
+    assert len(data) == 5  # every rollout: groups keep their size
+    assert set(data.column_names) == {*tokens.column_names, flag, "filter_reason"}
+    assert data[flag] == [False, True, False, False, True]
+    assert math.isnan(data["reward"][1]) and math.isnan(data["reward"][4])  # never 0
+    assert data["filter_reason"] == [None, "judge: no score in the reply", None, None, "timeout"]
+    assert data["completion_ids"][1] == token_row(rollouts[1])["completion_ids"]  # its tokens, flagged
+    assert data["completion_ids"][4] == [] and data["prompt_ids"][4] == []
+    assert data["reward"][0] == rollouts[0].reward

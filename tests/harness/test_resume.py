@@ -19,6 +19,7 @@ import pytest
 
 from harness.evaluation import aevaluate
 from harness.types import Rollout
+from harness.views.html import summary_html
 from tests.helpers import FakeEnv, serve, sum_policy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -250,3 +251,23 @@ async def test_ctrl_c_marks_the_run_interrupted(tmp_path: Path, code: str) -> No
             FakeEnv(n=30), client, rollouts_per_example=2, output_dir=out, resume=True, progress=False
         )
     assert len(resumed.rollouts) == 60 and len(set(_keys(out / "results.jsonl"))) == 60
+
+
+async def test_a_resumed_runs_wall_time_is_reported_for_this_session_and_in_total(tmp_path: Path) -> None:
+    async with serve(sum_policy, latency=0.3) as (_, client):  # a slow first session
+        first = await aevaluate(FakeEnv(n=4), client, output_dir=tmp_path, concurrency=1, progress=False)
+    lines = (tmp_path / "results.jsonl").read_bytes().splitlines(keepends=True)
+    (tmp_path / "results.jsonl").write_bytes(lines[0])  # a crash after 1 of 4
+    async with serve(sum_policy) as (_, client):
+        resumed = await aevaluate(FakeEnv(n=4), client, output_dir=tmp_path, resume=True, progress=False)
+    session, total = resumed.summary.wall_seconds, resumed.summary.total_wall_seconds
+    assert first.summary.total_wall_seconds == first.summary.wall_seconds  # one session: one time
+    assert session is not None and total is not None and session < 0.3 < 1.2 < total
+    walls = [s["wall_seconds"] for s in resumed.metadata["sessions"]]
+    assert total == pytest.approx(sum(walls)) and walls[-1] == session
+    saved = json.loads((tmp_path / "metadata.json").read_text())["summary"]
+    assert (saved["wall_seconds"], saved["total_wall_seconds"]) == (session, total)
+    shown = resumed.table()  # this session's time and rate, then the run's over both sessions
+    text = "".join(str(cell) for column in shown.columns for cell in column._cells)
+    assert f"{session:.1f}s this session" in text and f"{total:.1f}s over all sessions" in text
+    assert f"{total:.1f}s over all sessions" in summary_html(resumed.summary)  # the report says so too

@@ -1,4 +1,4 @@
-"""Paired bootstrap intervals and sample sizes of two runs' difference, and where they are shown."""
+"""Paired intervals (Student's t, percentile bootstrap) and sample sizes of two runs' difference, and where they are shown."""
 
 from __future__ import annotations
 
@@ -12,7 +12,13 @@ from rich.console import Console
 
 from harness.results.compare import compare
 from harness.results.eval_results import EvalResults
-from harness.results.stats import bootstrap_interval, examples_needed, paired_difference, paired_values
+from harness.results.stats import (
+    bootstrap_interval,
+    examples_needed,
+    paired_difference,
+    paired_values,
+    t_interval,
+)
 from harness.views.report import comparison_html
 from harness.views.terminal import render_comparison
 
@@ -69,6 +75,33 @@ def test_interval_is_seeded() -> None:
     assert bootstrap_interval(values, seed=5) != bootstrap_interval(values, seed=6)
 
 
+def test_t_interval_by_hand() -> None:
+    # [0, 1, 2, 3]: mean 1.5, sd sqrt(5/3), t(0.975, 3) = 3.182446305 (tables).
+    low, high = t_interval([0.0, 1.0, 2.0, 3.0]) or (math.nan, math.nan)
+    half = 3.182446305 * math.sqrt(5 / 3) / 2
+    assert low == pytest.approx(1.5 - half, rel=1e-8) and high == pytest.approx(1.5 + half, rel=1e-8)
+    assert t_interval([1.0]) is None and t_interval([]) is None
+
+
+def test_t_interval_with_no_spread_is_that_value_and_flagged() -> None:
+    assert t_interval([0.25] * 7) == (0.25, 0.25)
+    diff = paired_difference("", {str(i): 0.0 for i in range(12)}, {str(i): 0.5 for i in range(12)})
+    assert (diff.low, diff.high, diff.no_spread) == (0.5, 0.5, True)
+    assert not diff.excludes_zero  # a zero-width interval says nothing about noise
+
+
+def test_small_comparisons_are_flagged_and_the_method_is_named() -> None:
+    a = {str(i): float(i % 2) for i in range(9)}
+    b = {str(i): float((i + 1) % 3 == 0) for i in range(9)}
+    assert paired_difference("", a, b).small_sample
+    assert not paired_difference("", a | {"9": 0.0}, b | {"9": 1.0}).small_sample
+    assert paired_difference("", a, b).method == "Student's t interval (8 degrees of freedom)"
+    boot = paired_difference("", a, b, interval="bootstrap", resamples=500)
+    assert boot.method.startswith("percentile bootstrap (500 resamples")
+    with pytest.raises(ValueError, match="interval must be one of 't', 'bootstrap'"):
+        paired_difference("", a, b, interval="bca")  # type: ignore[arg-type]
+
+
 def test_bad_settings_are_refused() -> None:
     with pytest.raises(ValueError, match="confidence must be between 0 and 1"):
         bootstrap_interval([1.0], confidence=95)
@@ -107,7 +140,7 @@ def test_paired_by_example_with_each_examples_rollouts_averaged_first() -> None:
     a = _results([("e1", 0, 0), ("e1", 1, 1), ("e2", 1, 1), ("e3", 0, 0), ("e4", 1, 1), ("e5", 1, 1)])
     b_rows = [("e1", 1, 1), ("e1", 1, 1), ("e2", 1, 1), ("e2", 0, 0), ("e3", 1, 1), ("e3", math.nan, 1)]
     b = _results([*b_rows, ("e5", math.nan, math.nan)])
-    comparison = compare(a, b, resamples=2000, seed=1)
+    comparison = compare(a, b, interval="bootstrap", resamples=2000, seed=1)
     reward, correct = comparison.differences
     assert [d.path for d in comparison.differences] == ["", "correct"]
     assert reward.num_pairs == 3 and reward.mean == pytest.approx(1 / 3)
@@ -119,7 +152,7 @@ def test_paired_by_example_with_each_examples_rollouts_averaged_first() -> None:
     assert comparison.num_shared == 4
     assert paired_values({"x": 0.2, "y": math.nan}, {"x": 0.5, "y": 1.0, "z": 1.0}) == [pytest.approx(0.3)]
     # The same runs and seed give the same interval.
-    assert compare(a, b, resamples=2000, seed=1).differences == comparison.differences
+    assert compare(a, b, interval="bootstrap", resamples=2000, seed=1).differences == comparison.differences
 
 
 def test_a_single_pair_has_no_spread_and_no_sample_size() -> None:
@@ -146,10 +179,11 @@ def test_terminal_shows_each_nodes_interval_and_sample_size() -> None:
     assert "paired B − A (40 examples in both runs)" in text
     row = next(line for line in text.splitlines() if "│ reward " in line and "[" in line)
     assert f"[{reward.low:+.3g}, {reward.high:+.3g}] ✓" in row and f"{reward.examples_needed:,}" in row
-    correct_row = next(line for line in text.splitlines() if "│   correct " in line and "[" in line)
-    assert "[+0, +0]" in correct_row and "∞" in correct_row and "✓" not in correct_row
+    correct_row = next(line for line in text.splitlines() if "│   correct " in line and "all" in line)
+    assert "all +0" in correct_row and "∞" in correct_row and "✓" not in correct_row
     flat = " ".join(text.split())
-    assert "4,000 resamples of examples" in flat and "80% power at α = 0.05" in flat
+    assert "95% Student's t interval (39 degrees of freedom)" in flat and "80% power at α = 0.05" in flat
+    assert "no spread to estimate an interval from" in flat
 
 
 def test_html_and_notebook_show_the_interval() -> None:

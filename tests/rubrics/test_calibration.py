@@ -237,3 +237,16 @@ async def test_sync_form_works_inside_a_running_loop_and_on_error_is_still_unsco
     )
     assert cal.num_scored == 2 and cal.accuracy == 1.0 and cal.confusion == ((1, 0), (0, 1))
     assert [i.reason for i in cal.items] == [None, "judge reply had no score", None]
+
+
+def test_a_judge_asked_several_times_is_sized_as_a_panel(
+    scripted_endpoint: EndpointFactory, fast_retry: dict[str, float]
+) -> None:
+    """samples=3: each sample is a judge of the panel; a judge that repeats itself is worth one."""
+    ep = scripted_endpoint(grader)
+    cal = calibrate(judge_at(ep, fast_retry, samples=3), BINARY[:10], probes=False)
+    assert cal.panel is not None and cal.panel.names == ("sample 1", "sample 2", "sample 3")
+    assert cal.panel.num_rollouts == 10
+    assert cal.panel.error_correlation == pytest.approx(1.0)
+    assert cal.panel.effective_judges == pytest.approx(1.0)
+    assert cal.corrected is None and cal.corrected_note is None  # no run given

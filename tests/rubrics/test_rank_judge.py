@@ -86,6 +86,36 @@ def test_label_scores_and_winners_parse() -> None:
         parse_winner("Both have merits.")
 
 
+def test_label_scores_read_numbers_with_exponents_whole() -> None:
+    assert parse_label_scores("SCORES: A=1e1, B=2.5E+0, C=-1e-1, D=.5, E=7.", "ABCDE") == {
+        "A": 10.0,
+        "B": 2.5,
+        "C": -0.1,
+        "D": 0.5,
+        "E": 7.0,
+    }
+    for reply in ("SCORES: A=1e400, B=3", '{"A": 1e400, "B": 3}', '{"A": NaN, "B": 3}'):
+        with pytest.raises(ScoringError, match="score for A is not a finite number"):
+            parse_label_scores(reply, "AB")
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        ("SCORES: A=1e400, B=3, C=4", "score for A is not a finite number"),
+        ("SCORES: A=2e1, B=3, C=4", "outside the range 0-10"),  # 20, not 2
+    ],
+)
+def test_a_non_finite_or_out_of_range_score_makes_the_group_nan_with_its_reason(
+    scripted_endpoint: EndpointFactory, fast_retry: dict[str, float], reply: str, reason: str
+) -> None:
+    ep = scripted_endpoint(lambda messages, tools: reply)
+    tree = WeightedSum({"rank": RankJudge(client=judge_client(ep, fast_retry), parse="scores")})
+    group = members("10", "7", "1")
+    assert all(math.isnan(s) for s in tree.score_group(group))
+    assert all(reason in r.score_errors["rank"] for r in group)
+
+
 def test_settings_are_checked() -> None:
     with pytest.raises(ConfigError, match="needs a judge"):
         RankJudge()

@@ -168,7 +168,11 @@ def test_reward_funcs_split_a_weighted_sum_with_weights() -> None:
     assert weights == [0.6, 0.2, 0.2]
     log = Recorder()
     assert call(funcs[1], [[{"role": "assistant", "content": "4"}]], **log.kwargs()) == [1.0]
-    assert log.metrics == {"rubric/format.short": 1.0, "rubric/format/unscored_frac": 0.0}
+    assert log.metrics == {
+        "rubric/format.short": 1.0,
+        "rubric/format/unscored_frac": 0.0,
+        "rubric/format/skipped_groups": 0.0,
+    }
 
 
 def test_reward_funcs_refuse_a_tree_that_is_not_a_weighted_sum() -> None:

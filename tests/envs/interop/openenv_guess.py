@@ -29,6 +29,8 @@ class GuessObservation(Observation):
 SLOW_GUESS = 14
 """A guess the environment answers only after SLOW_SECONDS (a hung server, for timeout tests)."""
 SLOW_SECONDS = 3.0
+FLOOD_BYTES = 40 * 2**20
+"""The size of the first observation when reset with `flood=True` (more than a client should read)."""
 
 
 class GuessEnvironment(Environment[GuessAction, GuessObservation, State]):
@@ -53,6 +55,8 @@ class GuessEnvironment(Environment[GuessAction, GuessObservation, State]):
     ) -> GuessObservation:
         self.secret = (7 * (seed or 0) + 5) % 16
         self._state = State(episode_id=episode_id, step_count=0)
+        if kwargs.get("flood"):
+            return GuessObservation(feedback="x" * FLOOD_BYTES)
         return GuessObservation(feedback="Guess my number, 0 to 15.")
 
     def step(self, action: GuessAction, timeout_s: float | None = None, **kwargs: Any) -> GuessObservation:

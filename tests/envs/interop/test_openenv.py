@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import http.server
 import json
 import math
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -300,3 +303,139 @@ async def test_a_server_at_its_session_limit_fails_the_extra_rollout_naming_the_
         and "lower the concurrency (-c) or raise the server's max_concurrent_envs" in errors[1]
     )
     assert _wait_closed(15) == 0
+
+
+@contextlib.contextmanager
+def _trickling_server(*, drip: float | None) -> Iterator[str]:
+    """A server on 127.0.0.1 whose every answer never ends: one byte every `drip` seconds of a
+    long body, or (drip None) bytes as fast as it can send, without a length."""
+    stop = threading.Event()
+
+    class Trickle(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            if drip is not None:
+                self.send_header("Content-Length", "100000")
+            self.end_headers()
+            with contextlib.suppress(OSError):
+                while not stop.is_set():
+                    self.wfile.write(b" " if drip is not None else b" " * 65536)
+                    self.wfile.flush()
+                    if drip is not None:
+                        stop.wait(drip)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Trickle)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        stop.set()
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+
+
+@pytest.mark.parametrize(
+    ("drip", "why"),
+    [
+        (2.0, r"no OpenEnv server answers at {} \(GET /schema: no whole answer within 10s\); start it"),
+        (
+            None,
+            r"{} does not speak OpenEnv's HTTP API: GET /schema: the answer is more than the 33,554,432 bytes",
+        ),
+    ],
+)
+def test_a_schema_that_never_ends_fails_within_one_deadline_and_size(drip: float | None, why: str) -> None:
+    with _trickling_server(drip=drip) as address, concurrent.futures.ThreadPoolExecutor(1) as pool:
+        started = time.monotonic()
+        attempt = pool.submit(from_openenv, address)
+        with pytest.raises(OpenEnvConnectError, match=why.format(re.escape(address))):
+            attempt.result(timeout=20)
+        assert time.monotonic() - started < 13
+
+
+async def test_an_observation_over_the_size_cap_fails_its_rollout(url: str) -> None:
+    env = from_openenv(
+        url,
+        dataset=[
+            {"question": "flood", "reset": {"seed": 0, "flood": True}},
+            {"question": "plain", "reset": {"seed": 1}},
+        ],
+    )
+    async with serve(bisect_tool_policy) as (_, client):
+        results = await aevaluate(env, client)
+    flooded, fine = results.rollouts
+    assert flooded.stop_reason == "error" and math.isnan(flooded.reward)
+    assert (
+        flooded.error is not None
+        and "answered reset with a message larger than the 33,554,432 bytes" in flooded.error
+    )
+    assert fine.error is None and fine.scores["final_reward"] == 1.0
+
+
+STEP_ANSWERS: list[dict[str, Any]] = [
+    {"reward": "1", "done": True},
+    {"reward": True, "done": True},
+    {"reward": 1.0, "done": "false"},
+    {"reward": 1.0, "done": True},
+]
+"""What the hand-written server below answers a step, by the seed of the reset."""
+
+
+@contextlib.contextmanager
+def _hand_written_server() -> Iterator[str]:
+    """An OpenEnv look-alike on 127.0.0.1 (its /schema and /ws) that answers each step with
+    STEP_ANSWERS[seed]: the wrong types a server we did not write may send."""
+    from websockets.sync.server import serve as serve_websockets
+
+    schema = {
+        "action": {"title": "GuessAction", "type": "object", "properties": {"guess": {"type": "integer"}}},
+        "observation": {"type": "object"},
+        "state": {"type": "object"},
+    }
+
+    def session(ws: Any) -> None:
+        seed = 0
+        for raw in ws:
+            message = json.loads(raw)
+            if message["type"] == "close":
+                return
+            if message["type"] == "reset":
+                seed = message["data"].get("seed", 0)
+                data = {"observation": {"feedback": "Guess my number."}, "reward": None, "done": False}
+            else:
+                data = {"observation": {"feedback": "correct"}, **STEP_ANSWERS[seed]}
+            ws.send(json.dumps({"type": "observation", "data": data}))
+
+    def schema_route(connection: Any, request: Any) -> Any:
+        return connection.respond(200, json.dumps(schema)) if request.path == "/schema" else None
+
+    with serve_websockets(session, "127.0.0.1", 0, process_request=schema_route) as server:
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield f"http://127.0.0.1:{server.socket.getsockname()[1]}"
+        finally:
+            server.shutdown()
+            thread.join(10)
+
+
+async def test_rewards_and_done_of_the_wrong_type_are_not_taken_for_numbers() -> None:
+    with _hand_written_server() as address:
+        env = from_openenv(address, num_examples=len(STEP_ANSWERS))
+        async with serve(bisect_tool_policy) as (_, client):
+            results = await aevaluate(env, client)
+    text, boolean, done_text, fine = sorted(results.rollouts, key=lambda r: r.info["seed"])
+    for rollout, shown in ((text, "reward='1' (str)"), (boolean, "reward=True (bool)")):
+        assert rollout.error is None and math.isnan(rollout.reward), rollout
+        reason = rollout.score_errors["step_reward"]
+        assert f"step 1 gave {shown}, not a finite real number" in reason
+    assert done_text.stop_reason == "error" and math.isnan(done_text.reward)
+    assert done_text.error is not None and "answered step with done='false' (str)" in done_text.error
+    assert "the field 'done' must be true or false" in done_text.error
+    assert fine.error is None and fine.reward == 1.0

@@ -3,21 +3,34 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import http.client
+import http.server
 import json
+import shutil
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from openenv.core.generic_client import GenericEnvClient
+from websockets.exceptions import ConnectionClosed
 
 from envs import load_environment
+from envs.interop.openenv_guard import check_origin
 from envs.interop.openenv_serve import openenv_app
+from harness.errors import ConfigError
 from tests.envs.interop.test_openenv import openenv_server
-from tests.helpers import rubric_serve
+from tests.helpers import RUBRIC, _free_port, rubric_serve, serving
 
 pytestmark = pytest.mark.timeout(120)
 REPO = Path(__file__).resolve().parents[3]
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 PROBE = f"import os; print(2 + 3, os.path.exists({str(REPO / 'README.md')!r}))"
 
 
@@ -117,3 +130,199 @@ async def test_a_whole_episode_reports_unscored_nodes_and_bad_requests(python_se
         final = await client.step({"content": "no idea"})
     assert final.done and final.observation["stop_reason"] == "completed"
     assert final.reward == 0.0 and final.observation["scores"]
+
+
+def _post(url: str, body: dict[str, Any], timeout: float = 10) -> tuple[int, Any]:
+    """POST `body` as JSON; the status and the answer (JSON when it is, else its text), an HTTP error's too."""
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}, method="POST"
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            status, text = response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        status, text = exc.code, exc.read().decode()
+    with contextlib.suppress(ValueError):
+        return status, json.loads(text)
+    return status, text
+
+
+def test_an_http_reset_never_blocks_the_server() -> None:
+    async def session(url: str) -> Any:
+        async with GenericEnvClient(base_url=url) as client:
+            return await client.reset(seed=1)
+
+    with rubric_serve("wordle") as url:
+        started = time.monotonic()
+        resetting = threading.Thread(target=_post, args=(f"{url}/reset", {"seed": 0}))
+        resetting.start()
+        time.sleep(0.5)  # the reset answered; the episode it set up is being released
+        with urllib.request.urlopen(f"{url}/health", timeout=10) as health:
+            assert health.status == 200
+        health_took = time.monotonic() - started
+        other = asyncio.run(session(url))
+        resetting.join(30)
+        took = time.monotonic() - started
+    assert not resetting.is_alive()
+    assert "Wordle" in other.observation["messages"][0]["content"]
+    assert health_took < 3 and took < 10, (health_took, took)
+
+
+def _ask(url: str, method: str, path: str, headers: dict[str, str], body: str = "") -> tuple[int, str]:
+    """One raw HTTP request (any Host header); the status and the text answered."""
+    parts = urllib.parse.urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=10)
+    try:
+        connection.request(method, path, body=body.encode() or None, headers=headers)
+        response = connection.getresponse()
+        return response.status, response.read().decode()
+    finally:
+        connection.close()
+
+
+def test_foreign_hosts_and_origins_are_refused_before_openenv(python_server: str) -> None:
+    port = urllib.parse.urlsplit(python_server).port
+    reset = ("POST", "/reset", '{"seed": 0}')
+    json_type = {"Content-Type": "application/json"}
+    status, text = _ask(python_server, *reset[:2], {**json_type, "Host": f"evil.test:{port}"}, reset[2])
+    assert status == 421 and "Invalid Host header 'evil.test:" in text and "rebinding" in text
+    # a page elsewhere, even on this machine: refused, and told how to allow it
+    for origin in ("http://evil.test", f"http://127.0.0.1:{port + 1}", "null", f"https://localhost:{port}"):
+        status, text = _ask(
+            python_server, *reset[:2], {"Content-Type": "text/plain", "Origin": origin}, reset[2]
+        )
+        assert status == 403 and f"--allow-origin {origin}" in text, (origin, status, text)
+    status, _ = _ask(python_server, "OPTIONS", "/reset", {"Origin": "http://evil.test"})
+    assert status == 403
+    upgrade = {
+        "Connection": "Upgrade",
+        "Upgrade": "websocket",
+        "Sec-WebSocket-Version": "13",
+        "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+    }
+    assert _ask(python_server, "GET", "/ws", {**upgrade, "Origin": "http://evil.test"})[0] == 403
+    assert _ask(python_server, "GET", "/ws", {**upgrade, "Host": "evil.test"})[0] == 421
+    # this server's own pages, and clients that send no Origin (OpenEnv's), go on
+    for origin in (f"http://127.0.0.1:{port}", f"http://localhost:{port}", None):
+        headers = {**json_type, **({"Origin": origin} if origin else {}), "Host": f"localhost:{port}"}
+        status, text = _ask(python_server, *reset[:2], headers, reset[2])
+        assert status == 200 and "run_python" in text, (origin, text)
+    assert _ask(python_server, "GET", "/ws", {**upgrade, "Origin": f"http://127.0.0.1:{port}"})[0] == 101
+
+
+PAGE = b"""<!doctype html><title>elsewhere</title><script>
+function viaWebSocket(url) {
+  return new Promise((resolve) => {
+    const ws = new WebSocket(url);
+    ws.onopen = () => ws.send(JSON.stringify({type: "reset", data: {seed: 0}}));
+    ws.onmessage = (event) => { resolve("answered " + event.data); ws.close(); };
+    ws.onerror = () => resolve("refused");
+  });
+}
+async function viaFetch(url) {
+  try {
+    const answer = await fetch(url, {method: "POST", headers: {"Content-Type": "application/json"},
+                                     body: JSON.stringify({seed: 0})});
+    return "answered " + answer.status + " " + await answer.text();
+  } catch (error) { return "refused " + error; }
+}
+</script>"""
+
+
+@contextlib.contextmanager
+def _page_server() -> Iterator[str]:
+    """A web page (PAGE) served on a free loopback port: an origin other than the server's."""
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(PAGE)))
+            self.end_headers()
+            self.wfile.write(PAGE)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+
+
+def test_a_page_of_another_origin_cannot_drive_the_server_in_chromium() -> None:
+    from playwright.sync_api import sync_playwright
+
+    with _page_server() as foreign, _page_server() as allowed:
+        with rubric_serve("python", "--allow-origin", allowed) as url, sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox"])
+            ws_url = url.replace("http://", "ws://") + "/ws"
+            try:
+                seen = {}
+                for origin in (foreign, allowed):
+                    page = browser.new_page()
+                    page.goto(origin)
+                    seen[origin] = (
+                        page.evaluate("url => viaWebSocket(url)", ws_url),
+                        page.evaluate("url => viaFetch(url)", f"{url}/reset"),
+                    )
+                    page.close()
+            finally:
+                browser.close()
+    assert seen[foreign] == ("refused", "refused TypeError: Failed to fetch"), seen[foreign]
+    by_socket, by_fetch = seen[allowed]
+    question = next(iter(load_environment("python").get_dataset()))["question"]
+    assert (
+        by_socket.startswith("answered ")
+        and question in json.loads(by_socket[9:])["data"]["observation"]["messages"][1]["content"]
+    )
+    assert by_fetch.startswith("answered 200 ") and "run_python" in by_fetch
+
+
+def test_idle_sessions_are_closed_and_free_their_slots() -> None:
+    async def sessions(url: str) -> None:
+        async with GenericEnvClient(base_url=url) as idle:
+            await idle.reset(seed=0)
+            async with GenericEnvClient(base_url=url) as refused:  # the one slot is taken
+                with pytest.raises((RuntimeError, ConnectionClosed)):  # OpenEnv says so, or just closes
+                    await refused.reset(seed=1)
+            await asyncio.sleep(2.5)  # idle for longer than --idle-timeout
+            async with GenericEnvClient(base_url=url) as other:
+                started = await other.reset(seed=1)
+                assert "Wordle" in started.observation["messages"][0]["content"]
+            with pytest.raises(
+                ConnectionClosed, match="1001.*session idle for more than 1s; open a new session"
+            ):
+                await idle.step({"content": "crane"})
+
+    with rubric_serve("wordle", "--max-sessions", "1", "--idle-timeout", "1") as url:
+        asyncio.run(sessions(url))
+
+
+def test_an_http_step_says_to_use_the_websocket_without_a_traceback() -> None:
+    port = _free_port()
+    with serving([str(RUBRIC), "serve", "wordle", "--port", str(port)], port) as server:
+        url = f"http://127.0.0.1:{port}"
+        assert _post(f"{url}/reset", {"seed": 0})[0] == 200
+        for _ in range(2):
+            status, answer = _post(f"{url}/step", {"action": {"content": "crane"}})
+            assert status == 409
+            assert answer["detail"].startswith("no episode is running for HTTP POST /step")
+            assert "Reset first and step over one WebSocket session at /ws" in answer["detail"]
+        _, err = server.stop()
+    assert "Traceback" not in err and "Exception" not in err and "Error" not in err, err
+
+
+def test_allowed_origins_and_the_idle_timeout_are_checked_before_serving() -> None:
+    assert check_origin(" HTTP://127.0.0.1:3000/ ") == "http://127.0.0.1:3000"
+    for wrong in ("127.0.0.1:3000", "http://127.0.0.1:*", "http://host/page", "ftp://host", "http://h:99999"):
+        with pytest.raises(ConfigError, match="is not a web origin; give scheme://host"):
+            check_origin(wrong)
+    for seconds in (0, -1, float("nan"), float("inf"), True):
+        with pytest.raises(ConfigError, match="idle_timeout must be a positive number of seconds"):
+            openenv_app(load_environment("wordle"), idle_timeout=seconds)

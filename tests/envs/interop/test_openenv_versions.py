@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import subprocess
 import urllib.error
 import urllib.request
@@ -22,34 +21,39 @@ from harness.evaluation import aevaluate
 from harness.scripted.endpoint import ScriptedEndpoint
 from tests.envs.interop import openenv_guess
 from tests.envs.interop.openenv_guess import bisect_tool_policy
-from tests.helpers import _free_port, rubric_serve, run, serve, serving
+from tests.helpers import (
+    OPENENV_SIDE_VERSION,
+    _free_port,
+    ensure_openenv_side_python,
+    openenv_side_venv,
+    rubric_serve,
+    run,
+    serve,
+    serving,
+)
 
 pytestmark = pytest.mark.timeout(180)
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
-SIDE_VERSION = "0.10.0"
+SIDE_VERSION = OPENENV_SIDE_VERSION
 SIDE_APP = "tests.envs.interop.openenv10_server:app"
-MAKE_SIDE_VENV = (
-    "python3 -m venv ~/venv-openenv10 && ~/venv-openenv10/bin/pip install 'openenv==0.10.0' "
-    "&& export RUBRIC_OPENENV_PYTHON=~/venv-openenv10/bin/python"
-)
 
 
 def side_python() -> str:
-    """The python of the venv holding OpenEnv 0.10 ($RUBRIC_OPENENV_PYTHON); the test fails without it."""
-    python = os.environ.get("RUBRIC_OPENENV_PYTHON")
-    if not python:
-        pytest.fail(
-            f"RUBRIC_OPENENV_PYTHON is unset: it names a python with openenv=={SIDE_VERSION} in its own venv; "
-            f"make it with: {MAKE_SIDE_VENV}",
-            pytrace=False,
-        )
+    """The python of the venv holding OpenEnv 0.10: $RUBRIC_OPENENV_PYTHON when set, else the
+    venv the test session keeps in the user's cache folder (tests/conftest.py makes it before
+    the first test, outside any test's timeout); the test fails when neither can be had."""
+    try:
+        python = ensure_openenv_side_python()
+    except RuntimeError as err:
+        pytest.fail(f"no OpenEnv {SIDE_VERSION} venv for the cross-version tests: {err}", pytrace=False)
     probe = "from importlib.metadata import version; print(version('openenv'))"
     found = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=60)
     if found.stdout.strip() != SIDE_VERSION:
         pytest.fail(
-            f"RUBRIC_OPENENV_PYTHON={python} has openenv {found.stdout.strip() or found.stderr.strip()[-200:]!r}, "
-            f"not {SIDE_VERSION}; make the venv with: {MAKE_SIDE_VENV}",
+            f"{python} has openenv {found.stdout.strip() or found.stderr.strip()[-200:]!r}, not {SIDE_VERSION}; "
+            f"unset RUBRIC_OPENENV_PYTHON to have the tests make {openenv_side_venv()}, or point it at "
+            f"a python with openenv=={SIDE_VERSION}",
             pytrace=False,
         )
     return python
