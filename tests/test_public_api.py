@@ -56,6 +56,7 @@ DOCUMENTED = {
         "AgentEpisodes", "AgentError", "AgentSetup", "BashAgent", "ClaudeCodeAgent", "CodexAgent", "CommandAgent",
         "MiniSweAgent", "OracleAgent", "command_passes", "file_contains", "get_agent",
     ],
+    "harness.runtimes": ["get_runtime", "Runtime", "Sandbox", "SyncSandbox", "ExecResult", "prune", "aprune"],
 }  # fmt: skip
 
 
