@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from harness.aio import Stopped
 from harness.defaults import DEFAULT_CONCURRENCY, DEFAULT_TRANSPORT, TRANSPORTS
 from harness.errors import RubricError
 from harness.text import escape_control
@@ -152,13 +154,16 @@ hub_option = click.option("--hub", "hub_url", help=HUB_HELP)
 @click.option("--seed", type=int, callback=limited, help="shuffle examples with this seed")
 @click.option("--max-turns", type=int, callback=limited, help="override the environment's max_turns")
 @click.option("--mcp", multiple=True, metavar="[PREFIX=]CMD|URL", help="add an MCP server's tools to the environment: a stdio command line ('npx -y @x/server') or a streamable-HTTP URL, PREFIX= naming its tools PREFIX_NAME; repeatable")  # fmt: skip
+@click.option("--agent", metavar="NAME", help="an agent plays each episode in a sandbox, its model calls recorded as turns: command:CMD ({instruction}, {instruction_file} filled in), bash, mini-swe-agent, codex, claude-code, oracle")  # fmt: skip
+@click.option("--agent-files", metavar="DIR", help="with --agent: a folder uploaded to /agent in each sandbox")  # fmt: skip
+@click.option("--runtime", metavar="SPEC", help="with --agent: the sandboxes' runtime: bwrap (default), bwrap:ROOTFS, docker:IMAGE, docker:DIR")  # fmt: skip
 @click.option("-t", "--max-tokens", type=int, callback=limited)
 @click.option("-T", "--temperature", type=float, callback=limited)
 @click.option("-S", "--sampling", callback=json_object, help="JSON object of extra sampling arguments")
 @click.option("-o", "--output-dir", help="results directory (default runs/<env>--<model>--<time>)")
 @click.option("--resume", metavar="DIR", help="continue an interrupted run in DIR; ENV, -m and the settings come from it")  # fmt: skip
 @click.option("--retry-errors", is_flag=True, help="with --resume: run the rollouts that errored again (their rows are replaced)")  # fmt: skip
-@click.option("--max-error-rate", type=float, metavar="F", callback=limited, help="exit non-zero when more than this share (0-1) of rollouts errored (default: when all did)")  # fmt: skip
+@click.option("--fail-on-error", type=float, is_flag=False, flag_value=0.0, metavar="[RATE]", callback=limited, help="exit non-zero when more than RATE of the rollouts errored: a share below 1 or a count from 1; bare: any error (default: only when all did)")  # fmt: skip
 @click.option("--no-progress", is_flag=True)
 @click.option("--workers", type=int, default=1, show_default=True, metavar="N", callback=limited, help="run rollouts in N worker processes (-c is the total across them)")  # fmt: skip
 @click.option("--ray", is_flag=False, flag_value="", metavar="ADDRESS", help="run the workers as Ray actors on the cluster at ADDRESS (no ADDRESS: a local Ray); needs pip install 'rubric-rl[ray]'")  # fmt: skip
@@ -166,7 +171,11 @@ hub_option = click.option("--hub", "hub_url", help=HUB_HELP)
 @click.pass_context
 def eval_command(ctx: click.Context, /, **o: Any) -> int:
     from envs.runs import RunRequest, prepare_run, run
+    from harness.results.summary import pass_warning
+    from harness.runtimes import prune as prune_sandboxes
     from harness.views.console import print_run, too_many_errors
+
+    prune_sandboxes()  # what a SIGKILLed earlier run left (owner dead); never anyone else's
 
     sampling = {
         **(o["sampling"] or {}),
@@ -178,6 +187,7 @@ def eval_command(ctx: click.Context, /, **o: Any) -> int:
     ray = {"executor": "ray", "ray_address": o["ray"] or None} if o["ray"] is not None else {}
     request = RunRequest(
         spec=o["env"], env_args=o["env_args"], mcp=list(o["mcp"]), model=o["model"], base_url=o["base_url"],
+        agent=o["agent"], agent_files=o["agent_files"], agent_runtime=o["runtime"],
         api_key_var=o["api_key_var"], sampling=sampling if o["sampling"] is not None or sampling else None,
         max_turns=o["max_turns"], output_dir=o["output_dir"], resume=o["resume"], retry_errors=o["retry_errors"],
         client_options={k: o[k] for k in ("max_retries", "timeout", "transport") if k in typed},
@@ -189,7 +199,10 @@ def eval_command(ctx: click.Context, /, **o: Any) -> int:
         ctx.meta["resume_flags"] = prepared.resume_flags()
         results, folder = run(prepared, warn=lambda change: say(f"rubric eval: warning: {change}", err=True))
     print_run(console(), results, folder)
-    failed = too_many_errors(results.summary, o["max_error_rate"])
+    doubt = pass_warning(results.summary)
+    if doubt:
+        say(f"rubric eval: warning: {doubt}", err=True)
+    failed = too_many_errors(results.summary, o["fail_on_error"])
     if failed:
         print(f"rubric eval: error: {failed}", file=sys.stderr)
     return 1 if failed else 0
@@ -297,6 +310,25 @@ def list_command() -> int:
     from envs.hub.install import installed_environments
 
     console().print(installed_table(installed_environments()))
+    return 0
+
+
+@command(help="list this machine's sandboxes (Docker, bwrap, local), or prune those whose owner died")
+@click.argument("action", type=click.Choice(["list", "prune"]), default="list")
+def sandboxes(action: str) -> int:
+    from harness.runtimes import list_sandboxes, prune
+
+    found = prune() if action == "prune" else list_sandboxes()
+    if not found:
+        print("no sandboxes of ours on this machine")
+    for record in found:
+        state = "running" if record["alive"] == "True" else "owner gone"
+        done = ", removed" if record["removed"] == "True" else ""
+        print(
+            f"{record['kind']:7} {record['id']:40} run {record['run'] or '?':14} owner {record['owner']:>7} {state}{done}"
+        )
+    if action == "prune":
+        print(f"removed {sum(r['removed'] == 'True' for r in found)} of {len(found)}")
     return 0
 
 
@@ -575,13 +607,14 @@ def main(argv: list[str] | None = None) -> int:
             raise
         say(f"rubric {name}: error: {exc}", err=True)
         return EXIT_USAGE if isinstance(exc, CliError) else 1
-    except (KeyboardInterrupt, click.Abort):
-        print(f"rubric {name}: interrupted; finished rollouts are kept", file=sys.stderr)
+    except (KeyboardInterrupt, click.Abort) as exc:  # Ctrl-C, or SIGTERM/SIGHUP (Stopped)
+        how = f"stopped by {signal.Signals(exc.signum).name}" if isinstance(exc, Stopped) else "interrupted"
+        print(f"rubric {name}: {how}; finished rollouts are kept", file=sys.stderr)
         if meta.get("run_dir") is not None:  # set by rubric eval once it knows its directory
             from harness.views.console import resume_hint
 
             print(resume_hint(meta["run_dir"], meta.get("resume_flags", ())), file=sys.stderr)
-        return 130
+        return 128 + (exc.signum if isinstance(exc, Stopped) else signal.SIGINT)  # as the shell reports it
     except BrokenPipeError:  # the reader went away (`rubric hub info X | head`): stop quietly
         with contextlib.suppress(OSError, ValueError):  # so Python's flush at exit does not fail
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

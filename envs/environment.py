@@ -20,10 +20,12 @@ import difflib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
+from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Unpack
 
 from envs import dataset as ds_utils
+from envs.agents import DEFAULT_RUNTIME, DEFAULT_TIMEOUT, Agent, AgentEpisodes, AgentSetup, get_agent
 from envs.conditions import stop_condition_names
 from envs.inputs import (
     AnswerParser,
@@ -103,6 +105,10 @@ class Environment:
     provenance: dict[str, Any] | None = None
     #: Policies for the scripted endpoint (`-m scripted:NAME` demos the environment offline).
     scripted_policies: Mapping[str, Any] = MappingProxyType({})
+    #: The agent that plays this environment's episodes in sandboxes (`set_agent`), or None
+    #: for the harness's own chat loop.
+    agent: AgentSetup | None = None
+    _agent_episodes: AgentEpisodes | None = None
     tools: list[ToolLike]
     mcp_servers: list[MCPServer]
     _tool_map: dict[str, ToolLike]
@@ -387,8 +393,11 @@ class Environment:
 
     async def preflight(self) -> None:
         """Fail now, with the fix, when the rubric cannot score at all (a judge with no key or
-        endpoint): called by `evaluate` before any rollout runs."""
+        endpoint), or its agent's runtime cannot make sandboxes: called by `evaluate` before any
+        rollout runs."""
         await self.rubric.acheck_ready()
+        if self._agent_episodes is not None:
+            await self._agent_episodes.check()
 
     def add_tools(self, tools: Sequence[ToolSource]) -> None:
         """Add tools after construction (`rubric eval --mcp`); names must stay unique."""
@@ -401,14 +410,72 @@ class Environment:
         self.mcp_servers = list(dict.fromkeys(t.server for t in tools if isinstance(t, MCPTool)))
 
     async def release_rollout(self, rollout: Rollout) -> None:
-        """Stop what this rollout alone held: its own MCP servers (`per_rollout=True`)."""
+        """Stop what this rollout alone held: its agent's sandbox, its own MCP servers (`per_rollout=True`)."""
+        if self._agent_episodes is not None:
+            await self._agent_episodes.release(rollout)
         for server in self.mcp_servers:
             await server.release_rollout(rollout)
 
     async def release(self) -> None:
-        """Stop what the run held on this event loop: the MCP servers started for it."""
+        """Stop what the run held on this event loop: agent sandboxes, the MCP servers started for it."""
+        if self._agent_episodes is not None:
+            await self._agent_episodes.release_all()
         for server in self.mcp_servers:
             await server.release()
+
+    # ------------------------------------------------------------------ agents
+
+    def set_agent(
+        self,
+        agent: str | Agent | None,
+        *,
+        runtime: str | None = None,
+        files: str | None = None,
+        timeout: float | None = None,
+        sandbox: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Play this environment's episodes with an agent in a sandbox (None: the chat loop again).
+
+        Each rollout's prompt becomes the agent's instruction; the agent runs in a fresh sandbox
+        of `runtime`, its model calls go through a capture proxy session to the run's model
+        and are recorded as the rollout's turns, and reward nodes may read the sandbox (a
+        `sandbox` parameter, `envs.agents.command_passes`, `file_contains`) before it closes.
+        `max_turns` caps the agent's model calls.
+
+        Args:
+            agent: "command:CMD", "bash", "mini-swe-agent", "codex", "claude-code", "oracle",
+                or an `envs.agents.Agent`.
+            runtime: Sandbox runtime spec ("bwrap" by default, "docker:IMAGE", ...).
+            files: A folder uploaded to /agent before the agent starts.
+            timeout: Seconds per episode (default 600).
+            sandbox: Limits of each sandbox (cpus, memory_mb, pids, disk_mb).
+        """
+        if agent is None:
+            self.agent, self._agent_episodes = None, None
+            return
+        setup = AgentSetup(
+            get_agent(agent),
+            runtime or DEFAULT_RUNTIME,
+            None if files is None else Path(files),
+            DEFAULT_TIMEOUT if timeout is None else timeout,
+            dict(sandbox or {}),
+        )
+        self.agent, self._agent_episodes = setup, AgentEpisodes(setup)
+
+    @property
+    def runs_episodes(self) -> bool:
+        """True when an agent plays the episodes (`harness.protocol.RunsEpisodes`)."""
+        return self.agent is not None
+
+    def instruction(self, rollout: Rollout) -> str:
+        """What an agent is asked to do: the text of the rollout's prompt (system, then user turns)."""
+        return "\n\n".join(m.text for m in rollout.prompt if m.role in ("system", "user") and m.text)
+
+    async def run_episode(self, rollout: Rollout, client: Any, sampling: Mapping[str, Any]) -> None:
+        """Let the agent play `rollout` in its sandbox (`harness.protocol.RunsEpisodes`)."""
+        if self._agent_episodes is None:
+            raise ConfigError("run_episode needs an agent: call env.set_agent(NAME) first")
+        await self._agent_episodes.run(rollout, client, sampling, self.instruction(rollout), self.max_turns)
 
     def parse_answer(self, rollout: Rollout) -> str | None:
         """The answer extracted from the final response by `parser` (the raw response without one)."""
@@ -429,18 +496,29 @@ class Environment:
             rollout.state["parsed_answer"] = None
             _add_error(rollout, f"parser failed: {type(exc).__name__}: {exc}")
 
-    def trl(self, *, split: str = "train", num_examples: int | None = None) -> TRLSpec:
+    def trl(
+        self,
+        *,
+        split: str = "train",
+        num_examples: int | None = None,
+        base_url: str | None = None,
+        model: str | None = None,
+    ) -> TRLSpec:
         """GRPOTrainer keyword arguments for this environment: `GRPOTrainer(..., **env.trl().kwargs)`.
 
         Args:
             split: "train" (default) or "eval" examples.
             num_examples: keep only the first n examples.
+            base_url / model: an agent environment's OpenAI-compatible server and model name
+                (default: the trainer's vLLM server and model).
 
         Returns:
             An `envs.trl_bridge.TRLSpec` with `train_dataset`, `reward_funcs`, and, with tools,
-            `environment_factory`; `.kwargs` holds them as a dict. Needs no TRL to build.
+            `environment_factory`, or for an agent environment `rollout_func` (its episodes
+            against `base_url`/`model`, default the trainer's vLLM server); `.kwargs` holds them
+            as a dict. Needs no TRL to build.
         """
-        return TRLSpec(self, split=split, num_examples=num_examples)
+        return TRLSpec(self, split=split, num_examples=num_examples, base_url=base_url, model=model)
 
     def verl(self, *, split: str = "train", num_examples: int | None = None) -> VerlSpec:
         """What verl needs to train on this environment: its dataset rows and its reward.
@@ -556,12 +634,25 @@ class Environment:
             identity["success"] = {"node": self.success[0], "threshold": self.success[1]}
         if self.mcp_servers:  # where the MCP tools come from (no key for environments without)
             identity["mcp_servers"] = [server.config() for server in self.mcp_servers]
+        if self.agent is not None:  # who played the episodes (no key for the chat loop)
+            identity["agent"] = self.agent.config()
         return identity
 
     # ------------------------------------------------------------------ running
 
-    async def aevaluate(self, model: Client | str, **options: Unpack[EvaluateOptions]) -> EvalResults:
+    async def aevaluate(
+        self,
+        model: Client | str,
+        *,
+        agent: str | Agent | None = None,
+        agent_files: str | None = None,
+        runtime: str | None = None,
+        **options: Unpack[EvaluateOptions],
+    ) -> EvalResults:
         """Evaluate with `model`; returns `EvalResults`.
+
+        With `agent` (and optionally `agent_files`, `runtime`), the agent plays every episode
+        in a sandbox (`set_agent`); it stays set on the environment.
 
         `model` is a `harness.Client`, a model name (endpoint and key from OPENAI_BASE_URL /
         OPENAI_API_KEY), or "scripted:POLICY": one of `scripted_policies` served on loopback
@@ -573,6 +664,12 @@ class Environment:
         from harness.endpoint.connect import open_client
         from harness.evaluation import DEFAULT_CONCURRENCY, aevaluate
 
+        if agent is not None:
+            self.set_agent(agent, runtime=runtime, files=agent_files)
+            if self.source is not None and isinstance(agent, str):  # workers build it again
+                self.source = self.source.with_agent(agent, files=agent_files, runtime=runtime)
+        elif agent_files is not None or runtime is not None:
+            raise ConfigError("agent_files= and runtime= go with agent=NAME (the agent they are for)")
         if isinstance(model, Client):
             return await aevaluate(self, model, **options)
         if not isinstance(model, str):
@@ -588,9 +685,19 @@ class Environment:
             finally:
                 await client.aclose()
 
-    def evaluate(self, model: Client | str, **options: Unpack[EvaluateOptions]) -> EvalResults:
+    def evaluate(
+        self,
+        model: Client | str,
+        *,
+        agent: str | Agent | None = None,
+        agent_files: str | None = None,
+        runtime: str | None = None,
+        **options: Unpack[EvaluateOptions],
+    ) -> EvalResults:
         """Synchronous `aevaluate` (works in scripts and inside Jupyter)."""
-        return run_sync(self.aevaluate(model, **options))
+        return run_sync(
+            self.aevaluate(model, agent=agent, agent_files=agent_files, runtime=runtime, **options)
+        )
 
     def __repr__(self) -> str:
         tools = f", tools=[{', '.join(self._tool_map)}]" if self.tools else ""

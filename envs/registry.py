@@ -209,6 +209,18 @@ def _provenance_of_name(name: str) -> dict[str, Any]:
     return provenance.of_module(_normalise(name))
 
 
+def _current_folder_importable() -> None:
+    """Let a spec that names a module (`vf:NAME`, `module:function`, a bare name) find it in the
+    current folder, as `file.py` and `openenv:module:app` (run with `python -m`) are found there,
+    whatever started us (the `rubric` script puts its own folder on sys.path, not this one).
+    The folder goes last, so an installed package of the same name still wins; worker
+    processes copy this sys.path."""
+    here = str(Path.cwd())
+    if not any(entry in ("", ".", here) for entry in sys.path):  # "": an interactive session's folder
+        sys.path.append(here)
+        importlib.invalidate_caches()
+
+
 def _resolve(spec: str) -> tuple[Any, str, str | None, dict[str, Any]]:
     """What builds the environment `spec` names: its loader, the spec to record (a path made
     absolute), its registered name (an installed one's, or a Verifiers package's) and where it
@@ -218,6 +230,8 @@ def _resolve(spec: str) -> tuple[Any, str, str | None, dict[str, Any]]:
     prefix, _, target = spec.partition(":")
     foreign = FOREIGN_SPECS.get(prefix) if target else None
     if foreign is not None:  # vf:NAME (found by Verifiers), openenv:URL, openenv:module:app
+        if foreign.names_module:
+            _current_folder_importable()
         loader = functools.partial(_from_import_path(foreign.loader), target)
         registered_name = target if foreign.names_module else None
         origin = provenance.of_module(
@@ -232,9 +246,11 @@ def _resolve(spec: str) -> tuple[Any, str, str | None, dict[str, Any]]:
         recorded_spec = str(Path(spec).resolve())  # so `rubric score` finds it from any directory
         origin = provenance.of_file(Path(spec))
     elif ":" in spec:
+        _current_folder_importable()
         loader = _from_import_path(spec)
         origin = provenance.of_module(spec.partition(":")[0])
     else:
+        _current_folder_importable()
         loader, registered_name = _from_name(spec)
         origin = _provenance_of_name(spec)
     return loader, recorded_spec, registered_name, origin
@@ -258,12 +274,24 @@ def _add_servers(env: Environment, texts: Sequence[str]) -> None:
         raise
 
 
-def load_environment(spec: str, *, mcp_servers: Sequence[str] | None = None, **kwargs: Any) -> Environment:
+def load_environment(
+    spec: str,
+    *,
+    mcp_servers: Sequence[str] | None = None,
+    agent: str | None = None,
+    agent_files: str | None = None,
+    agent_runtime: str | None = None,
+    **kwargs: Any,
+) -> Environment:
     """Build the environment `spec` names, passing `kwargs` to its `load_environment`.
 
     `mcp_servers` adds the tools of MCP servers to it (each a stdio command line or a
     streamable-HTTP URL, as `rubric eval --mcp` takes them; see `envs.mcp_server`); they are
     recorded with `kwargs` in `env.source`, so worker processes and resumed runs add them too.
+
+    `agent` (with `agent_files`, `agent_runtime`) lets an agent play the episodes in sandboxes
+    (`Environment.set_agent`, `rubric eval --agent NAME --agent-files DIR --runtime SPEC`);
+    recorded the same way.
 
     `spec` is an installed name (entry-point group `rubric.environments`), a path to a `.py`
     file defining `load_environment`, a package folder whose pyproject.toml declares the
@@ -293,8 +321,14 @@ def load_environment(spec: str, *, mcp_servers: Sequence[str] | None = None, **k
         )
     if mcp_servers:
         _add_servers(env, mcp_servers)
+    if agent is not None:
+        env.set_agent(agent, runtime=agent_runtime, files=agent_files)
+    elif agent_files is not None or agent_runtime is not None:
+        raise ConfigError("--agent-files and --runtime go with --agent NAME (the agent they are for)")
     # How to build it again (workers, TRL, resume) and where it came from (metadata.json).
     recorded = {**kwargs, "mcp_servers": list(mcp_servers)} if mcp_servers else dict(kwargs)
+    agent_kwargs = {"agent": agent, "agent_files": agent_files, "agent_runtime": agent_runtime}
+    recorded.update({k: v for k, v in agent_kwargs.items() if v is not None})
     env.source = EnvironmentSpec(recorded_spec, recorded)
     env.provenance = origin
     if registered_name is not None and not env._name_given:
@@ -331,6 +365,17 @@ class EnvironmentSpec:
             return load_environment(self.spec, **self.kwargs)
         finally:
             DEFER_DATASETS.reset(token)
+
+    def with_agent(
+        self, agent: str, *, files: str | None = None, runtime: str | None = None
+    ) -> EnvironmentSpec:
+        """This spec with an agent playing the episodes (what `load_environment(agent=...)` records)."""
+        kwargs = {k: v for k, v in self.kwargs.items() if k not in ("agent", "agent_files", "agent_runtime")}
+        kwargs["agent"] = agent
+        kwargs.update(
+            {k: v for k, v in (("agent_files", files), ("agent_runtime", runtime)) if v is not None}
+        )
+        return EnvironmentSpec(self.spec, kwargs)
 
     def __str__(self) -> str:
         arguments = ", ".join(f"{k}={v!r}" for k, v in self.kwargs.items())

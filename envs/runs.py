@@ -166,6 +166,8 @@ class RunRequest:
 
     Attributes:
         spec / env_args / mcp: the environment, its arguments, MCP servers to add.
+        agent / agent_files / agent_runtime: an agent to play the episodes in sandboxes
+            (`--agent`, `--agent-files`, `--runtime`).
         model / base_url / api_key_var: the endpoint (`harness.endpoint.connect.open_client`).
         sampling: extra sampling arguments (checked by `harness.endpoint.client.check_sampling`).
         max_turns: overrides the environment's.
@@ -179,6 +181,9 @@ class RunRequest:
     spec: str | None = None
     env_args: dict[str, Any] | None = None
     mcp: list[str] = field(default_factory=list)
+    agent: str | None = None
+    agent_files: str | None = None
+    agent_runtime: str | None = None
     model: str | None = None
     base_url: str | None = None
     api_key_var: str = DEFAULT_KEY_VAR
@@ -267,6 +272,12 @@ def _load(request: RunRequest) -> Environment:
     env_args = dict(request.env_args or {})
     if request.mcp:  # recorded with the environment's arguments, so workers and resumes get them too
         env_args["mcp_servers"] = [*env_args.get("mcp_servers", []), *request.mcp]
+    agent = {
+        "agent": request.agent,
+        "agent_files": request.agent_files,
+        "agent_runtime": request.agent_runtime,
+    }
+    env_args.update({k: v for k, v in agent.items() if v is not None})  # recorded the same way
     try:
         env = load_environment(request.spec, **env_args)
     except RubricError as exc:  # not found, unknown arguments, or the environment's code failed

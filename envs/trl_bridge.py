@@ -26,12 +26,13 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from envs.agents.training import AgentReward, AgentRolloutFunc
 from envs.tools.functions import Tool, ToolLike
 from envs.tools.schema import TOOL_INJECTED
 from harness.aio import run_sync
 from harness.errors import ConfigError
 from harness.types import FunctionCall, Message, Rollout, ToolCall, text_messages
-from rubrics.trl import TRLReward, as_trl_reward, as_trl_value
+from rubrics.trl import as_trl_reward, as_trl_value
 
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
@@ -293,16 +294,33 @@ class TRLSpec:
             column of the environment's dataset kept for the rubric.
         reward_funcs: the environment's rubric as a TRL reward function (a list of one).
         environment_factory: for an environment with tools, an `EnvironmentFactory`; else None.
+        rollout_func: for an environment played by an agent (`env.set_agent`), an
+            `envs.agents.training.AgentRolloutFunc` (then `reward_funcs` is its `AgentReward`).
     """
 
-    def __init__(self, env: Environment, *, split: str = "train", num_examples: int | None = None) -> None:
+    def __init__(
+        self,
+        env: Environment,
+        *,
+        split: str = "train",
+        num_examples: int | None = None,
+        base_url: str | None = None,
+        model: str | None = None,
+    ) -> None:
         self.env = env
         self.train_dataset: Dataset = train_dataset(env, split=split, num_examples=num_examples)
+        self.rollout_func: AgentRolloutFunc | None = None
+        if env.agent is not None:  # the agent plays each episode; its rubric reward rides along
+            rows = {json.dumps(row["prompt"], sort_keys=True, default=str): row for row in self.train_dataset}
+            self.rollout_func = AgentRolloutFunc(env, rows, base_url=base_url, model=model)
+            self.reward_funcs: list[Any] = [AgentReward()]
+            self.environment_factory: EnvironmentFactory | None = None
+            return
         reward = as_trl_reward(env.rubric, name=_class_name(env))
         if env.parser is not None:
             reward.prepare = PrepareForScoring(env)
-        self.reward_funcs: list[TRLReward] = [reward]
-        self.environment_factory: EnvironmentFactory | None = EnvironmentFactory(env) if env.tools else None
+        self.reward_funcs = [reward]
+        self.environment_factory = EnvironmentFactory(env) if env.tools else None
 
     @property
     def kwargs(self) -> dict[str, Any]:
@@ -310,6 +328,8 @@ class TRLSpec:
         out: dict[str, Any] = {"train_dataset": self.train_dataset, "reward_funcs": self.reward_funcs}
         if self.environment_factory is not None:
             out["environment_factory"] = self.environment_factory
+        if self.rollout_func is not None:
+            out["rollout_func"] = self.rollout_func
         return out
 
     def __repr__(self) -> str:

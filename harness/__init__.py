@@ -24,6 +24,7 @@ from harness.errors import (
     ResultsNotFoundError,
     RubricError,
     ScoringError,
+    TooManyErrorsError,
     UserCodeError,
     WorkerError,
 )
@@ -95,6 +96,7 @@ __all__ = [
     "Rollout",
     "RubricError",
     "ScoringError",
+    "TooManyErrorsError",
     "ToolCall",
     "TreeNode",
     "TurnTokens",

@@ -3,7 +3,9 @@
 Every sync entry point (`rubric(x)`, `env.evaluate(...)`) funnels through `run_sync`. The
 coroutine always runs on one long-lived background event loop, so it works the same in a
 script and inside Jupyter's already-running loop, and objects bound to a loop (HTTP
-connection pools) stay valid across calls.
+connection pools) stay valid across calls. While the main thread waits there, SIGTERM (what
+Slurm and Kubernetes send) and SIGHUP (a closed terminal) stop the work as Ctrl-C does
+(`Stopped`), so a run still ends with its status and summary.
 """
 
 from __future__ import annotations
@@ -13,15 +15,18 @@ import contextlib
 import contextvars
 import inspect
 import os
+import signal
 import socket
 import threading
 import urllib.parse
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from types import FrameType
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 CANCEL_GRACE_SECONDS = 10.0
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 _loop: asyncio.AbstractEventLoop | None = None
 _thread: threading.Thread | None = None
@@ -40,6 +45,52 @@ def _background_loop() -> asyncio.AbstractEventLoop:
             thread.start()
             _loop, _thread = loop, thread
         return _loop
+
+
+class Stopped(KeyboardInterrupt):
+    """The process was told to stop by a signal (SIGTERM, SIGHUP) while `run_sync` waited.
+
+    A KeyboardInterrupt, so everything that handles Ctrl-C (cancelling the work, recording an
+    "interrupted" run with its summary, ending worker processes) handles it the same way.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _stop_signals_interrupt() -> Iterator[None]:
+    """While the block runs, SIGTERM and SIGHUP raise `Stopped` in the main thread.
+
+    Only signals left at their default (which would end the process with no cleanup) are
+    taken: a handler of the caller's own, or SIGHUP ignored under `nohup`, stays in charge.
+    The first signal raises; later ones are ignored, so the cleanup gets its grace (Slurm and
+    Kubernetes send SIGKILL after theirs; `timeout` signals the process and then its group).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread can set handlers (and receives the signals)
+        return
+    stopping: list[int] = []
+    owner = os.getpid()
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        if os.getpid() != owner:  # a child forked meanwhile (multiprocessing) ends as by default
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        if not stopping:
+            stopping.append(signum)
+            raise Stopped(signum)
+
+    taken = [sig for sig in STOP_SIGNALS if signal.getsignal(sig) is signal.SIG_DFL]
+    for sig in taken:
+        signal.signal(sig, stop)
+    try:
+        yield
+    finally:
+        for sig in taken:
+            signal.signal(sig, signal.SIG_DFL)
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
@@ -75,14 +126,15 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         future = asyncio.run_coroutine_threadsafe(tracked(), loop)
     finally:
         _BLOCKED_LOOP.reset(token)
-    try:
-        return future.result()
-    except KeyboardInterrupt:
-        # Ctrl-C lands in this thread; cancel the work and give its cleanup (closing files,
-        # writing an "interrupted" status) a bounded moment before the interrupt propagates.
-        future.cancel()
-        finished.wait(timeout=CANCEL_GRACE_SECONDS)
-        raise
+    with _stop_signals_interrupt():
+        try:
+            return future.result()
+        except KeyboardInterrupt:  # Ctrl-C, or Stopped (SIGTERM, SIGHUP)
+            # It lands in this thread; cancel the work and give its cleanup (closing files,
+            # writing an "interrupted" status) a bounded moment before the interrupt propagates.
+            future.cancel()
+            finished.wait(timeout=CANCEL_GRACE_SECONDS)
+            raise
 
 
 def blocked_loop_serves(url: str) -> bool:
@@ -154,6 +206,8 @@ async def unreachable(base_url: str, timeout: float = 5.0) -> str | None:
 
 
 __all__ = [
+    "STOP_SIGNALS",
+    "Stopped",
     "blocked_loop_serves",
     "is_async_callable",
     "maybe_await",

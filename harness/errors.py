@@ -31,6 +31,7 @@ __all__ = [
     "ResultsWarning",
     "RubricError",
     "ScoringError",
+    "TooManyErrorsError",
     "UserCodeError",
     "WorkerError",
     "raised_at",
@@ -105,6 +106,15 @@ def raised_at(exc: BaseException) -> str:
 
 class ResultsError(RubricError, ValueError):
     """A results directory is unreadable, inconsistent, or not one `evaluate` wrote."""
+
+
+class TooManyErrorsError(RubricError):
+    """More rollouts errored than `evaluate(fail_on_error=...)` allows. The run finished and was
+    saved as usual; its results are on the error (`.results`)."""
+
+    def __init__(self, message: str, results: object) -> None:
+        super().__init__(message)
+        self.results = results
 
 
 class ResultsNotFoundError(ResultsError, FileNotFoundError):

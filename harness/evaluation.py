@@ -24,7 +24,7 @@ from typing import Any, TypedDict, Unpack
 from harness.aio import run_sync
 from harness.defaults import DEFAULT_CONCURRENCY
 from harness.endpoint.client import Client, check_sampling
-from harness.errors import ConfigError, ConfigTypeError, EndpointError, ResultsError
+from harness.errors import ConfigError, ConfigTypeError, EndpointError, ResultsError, TooManyErrorsError
 from harness.executors.groups import GroupScorer, run_scoring_groups
 from harness.executors.jobs import Plan
 from harness.executors.plan import plan_executor
@@ -47,6 +47,7 @@ from harness.results.storage import (
 from harness.results.summary import RunningSummary
 from harness.runner import rollout as run_rollout
 from harness.types import Rollout, jsonable
+from harness.views.console import too_many_errors
 from harness.views.progress import ProgressDisplay, RunStats
 
 # Arguments that only change how fast a run goes, so a resumed run may change them.
@@ -409,6 +410,7 @@ class EvaluateOptions(TypedDict, total=False):
     workers: int
     executor: str
     ray_address: str | None
+    fail_on_error: float | None
 
 
 async def aevaluate(
@@ -429,6 +431,7 @@ async def aevaluate(
     workers: int = 1,
     executor: str = "local",
     ray_address: str | None = None,
+    fail_on_error: float | None = None,
 ) -> EvalResults:
     """Run `rollouts_per_example` rollouts of each example of `env` against `client`.
 
@@ -460,6 +463,9 @@ async def aevaluate(
             `concurrency` is the total across them. Only this process writes results.
         executor: "local" (processes) or "ray" (Ray actors).
         ray_address: The Ray cluster for executor="ray" (None: a local one).
+        fail_on_error: Raise when more than this many rollouts errored, as Inspect's option:
+            a share below 1 (0: any error) or a count from 1 (None: never; the run always
+            finishes and is saved first).
 
     Returns:
         Every rollout of the run (resumed ones included) in dataset order, with its summary
@@ -468,6 +474,8 @@ async def aevaluate(
     Raises:
         ConfigError: An argument is out of range or the dataset's example ids are unusable.
         ResultsError: `output_dir` cannot be resumed with these settings.
+        TooManyErrorsError: More rollouts errored than `fail_on_error` allows (the results
+            are on it, as `.results`).
     """
     # Over 60 lines only through its signature and docstring: the body is the named steps.
     _check_arguments(env, client, num_examples, rollouts_per_example, concurrency)
@@ -477,6 +485,7 @@ async def aevaluate(
             "rollouts_per_example": rollouts_per_example,
             "concurrency": concurrency,
             "seed": seed,
+            "fail_on_error": fail_on_error,
         }
     )
     client.check_credentials()  # no key for OpenAI: one clear error, not N failed rollouts
@@ -532,12 +541,22 @@ async def aevaluate(
         work = _record_workers(run, executor, run_elsewhere(plan.jobs, on_finished))
     if groups is not None:  # scored when its last member finishes, saved whole
         work = run_scoring_groups(work, groups)
-    return await _finish(run, work, client, directory, progress=progress, max_k=rollouts_per_example)
+    results = await _finish(run, work, client, directory, progress=progress, max_k=rollouts_per_example)
+    failed = (
+        too_many_errors(results.summary, fail_on_error, "fail_on_error")
+        if fail_on_error is not None
+        else None
+    )
+    if failed:
+        where = f" (saved in {directory})" if directory else ""
+        raise TooManyErrorsError(f"{failed}; the results{where} are on this error as .results", results)
+    return results
 
 
 def evaluate(env: EnvironmentProtocol, client: Client, **options: Unpack[EvaluateOptions]) -> EvalResults:
     """`aevaluate`, synchronously: blocks until the run ends, and works inside a running event
-    loop too (a Jupyter cell), where it runs on a helper thread. Same options and results."""
+    loop too (a Jupyter cell), where it runs on a helper thread. Same options and results.
+    SIGTERM and SIGHUP stop it as Ctrl-C does (`harness.aio.Stopped`, a KeyboardInterrupt)."""
     return run_sync(aevaluate(env, client, **options))
 
 

@@ -31,7 +31,6 @@ INT_LIMITS: dict[str, tuple[int, int | None]] = {
 FLOAT_LIMITS: dict[str, tuple[float, float, bool]] = {
     "timeout": (0.0, 86400.0, False),  # "a positive number of seconds"
     "temperature": (0.0, 2.0, True),
-    "max_error_rate": (0.0, 1.0, True),
 }
 
 
@@ -40,6 +39,9 @@ def check_limit(name: str, value: object, spelled: str | None = None) -> None:
     if value is None:
         return
     flag = spelled or name
+    if name == "fail_on_error":
+        _check_fail_on_error(value, flag)
+        return
     if name in INT_LIMITS:
         least, most = INT_LIMITS[name]
         if isinstance(value, bool) or not isinstance(value, int):
@@ -59,10 +61,23 @@ def check_limit(name: str, value: object, spelled: str | None = None) -> None:
         raise ConfigError(f"{flag} must be {what}, got {value}")
 
 
+def _check_fail_on_error(value: object, flag: str) -> None:
+    """Inspect's meaning of fail_on_error: a share below 1, or a whole count of rollouts."""
+    if (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value >= 0
+    ):
+        if value < 1 or float(value).is_integer():
+            return
+    raise ConfigError(f"{flag} must be a share below 1 (0.1) or a count of rollouts (5), got {value}")
+
+
 def check_limits(values: Mapping[str, object], spelled: Mapping[str, str] | None = None) -> None:
     """`check_limit` for every setting in `values` that has limits (others are ignored)."""
     for name, value in values.items():
-        if name in INT_LIMITS or name in FLOAT_LIMITS:
+        if name in INT_LIMITS or name in FLOAT_LIMITS or name == "fail_on_error":
             check_limit(name, value, (spelled or {}).get(name))
 
 

@@ -95,6 +95,29 @@ class HoldsResources(Protocol):
 
 
 @runtime_checkable
+class RunsEpisodes(Protocol):
+    """Optional: an environment that plays its episodes itself (an agent program in a sandbox,
+    whose model calls reach `client` through a capture proxy) instead of the loop above.
+
+    When `runs_episodes` is true, `harness.rollout` awaits `run_episode(rollout, client,
+    sampling)` in place of the model/environment turns: it fills the conversation, `turns`,
+    `usage`, `turn_tokens` and `stop_reason` (or `error`), and must not raise for a failure
+    inside the episode. Scoring and `release_rollout` follow as for any rollout, so reward
+    nodes may read what the episode left (its sandbox) before it is released.
+    """
+
+    @property
+    def runs_episodes(self) -> bool: ...
+
+    async def run_episode(self, rollout: Rollout, client: Any, sampling: Mapping[str, Any]) -> None: ...
+
+
+def runs_episodes(env: object) -> bool:
+    """Whether `env` plays its episodes itself (see `RunsEpisodes`)."""
+    return isinstance(env, RunsEpisodes) and bool(env.runs_episodes)
+
+
+@runtime_checkable
 class Preflight(Protocol):
     """Optional: an environment that can tell, before any rollout, that it cannot run at all
     (its rubric's judge has no API key or no endpoint). `evaluate` awaits `preflight()` before
@@ -183,7 +206,9 @@ __all__ = [
     "Preflight",
     "Reloadable",
     "RescoresFailed",
+    "RunsEpisodes",
     "ScoresGroups",
     "protocol_members",
+    "runs_episodes",
     "scores_groups",
 ]

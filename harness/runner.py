@@ -14,7 +14,7 @@ from typing import Any
 
 from harness.endpoint.client import Client, is_context_length_error
 from harness.errors import EndpointError
-from harness.protocol import EnvironmentProtocol, HoldsResources
+from harness.protocol import EnvironmentProtocol, HoldsResources, RunsEpisodes, runs_episodes
 from harness.types import Rollout
 
 
@@ -62,7 +62,15 @@ async def rollout(
     params = {**env.sampling, **sampling} if sampling else dict(env.sampling)
     timing = {"generation": 0.0, "env": 0.0, "scoring": 0.0}
     try:
-        await _turns(env, client, r, params, timing)
+        if runs_episodes(env):
+            assert isinstance(env, RunsEpisodes)
+            t0 = time.perf_counter()
+            try:
+                await env.run_episode(r, client, params)
+            finally:
+                timing["generation"] = time.perf_counter() - t0
+        else:
+            await _turns(env, client, r, params, timing)
     except Exception as exc:  # env code (respond / env_response / stop conditions) raised
         r.stop_reason, r.error = "error", describe_error(exc)
     if r.error is None and score:

@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, Literal, TypedDict
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 Role = Literal["system", "user", "assistant", "tool", "developer"]
 
@@ -211,6 +211,19 @@ def _nan_if_none(value: Any) -> Any:
     return math.nan if value is None else value
 
 
+class LiveRef:
+    """A reference to a live object (a sandbox, a process) that copies of its holder share:
+    `copy.deepcopy` returns the same reference, never a copy of what it points at."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> LiveRef:
+        return self
+
+
 class Rollout(HtmlRepr, BaseModel):
     """The record of one episode: the conversation, how it ended, and how it scored.
 
@@ -249,6 +262,18 @@ class Rollout(HtmlRepr, BaseModel):
     turn_rewards: list[float] = Field(default_factory=list)
     # Token ids and logprobs per assistant turn, when the endpoint returns them.
     turn_tokens: list[TurnTokens] = Field(default_factory=list)
+    # A live resource of the episode that reward nodes may read before it is released (an
+    # agent's sandbox); never saved, never copied deep.
+    _sandbox: LiveRef | None = PrivateAttr(default=None)
+
+    @property
+    def sandbox(self) -> Any:
+        """The episode's sandbox while the rollout is being scored (an agent ran in it), else None."""
+        return self._sandbox.value if self._sandbox is not None else None
+
+    def attach_sandbox(self, sandbox: Any) -> None:
+        """Let reward nodes read `sandbox` (`rollout.sandbox`, a `sandbox` parameter); None detaches."""
+        self._sandbox = LiveRef(sandbox) if sandbox is not None else None
 
     @model_validator(mode="before")
     @classmethod

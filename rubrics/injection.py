@@ -21,6 +21,9 @@ from rubrics.scoring import ScoringError, snake_name
 from rubrics.turns import TURN_INJECTED, Turn
 
 MISSING = object()
+#: The parameter name that receives the rollout's live sandbox (`Rollout.sandbox`), while an
+#: agent's rollout is scored: not a dataset column, and not saved.
+SANDBOX = "sandbox"
 Getter = Callable[[Rollout], Any]
 
 
@@ -51,6 +54,24 @@ def _missing(leaf: str, field: str, rollout: Rollout) -> ScoringError:
         f"{leaf} asks for {field!r}, which this rollout does not have; available columns: {columns}; "
         f"rollout fields: {', '.join(INJECTED)}. Add the column to the dataset or give the parameter a default"
     )
+
+
+def sandbox_getter(leaf: str, default: Any) -> Getter:
+    """The rollout's live sandbox (an agent's, while it is scored)."""
+
+    def get_sandbox(r: Rollout) -> Any:
+        sandbox = r.sandbox
+        if sandbox is None:
+            if default is MISSING:
+                raise ScoringError(
+                    f"{leaf} asks for 'sandbox', but this rollout has none: it reads the sandbox an agent "
+                    "ran in, so run the environment with an agent (rubric eval --agent NAME, or "
+                    "env.evaluate(..., agent=NAME)), and score it before the sandbox is released"
+                )
+            return default
+        return sandbox
+
+    return get_sandbox
 
 
 def field_getter(leaf: str, field: str, default: Any) -> Getter:
@@ -130,6 +151,8 @@ def build_plan(fn: Callable[..., Any], leaf: str) -> Plan:
         default = MISSING if p.default is p.empty else p.default
         if p.name in INJECTED:
             getter = field_getter(leaf, p.name, default)
+        elif p.name == SANDBOX:
+            getter = sandbox_getter(leaf, default)
         else:
             getter = column_getter(leaf, p.name, default)
             if default is MISSING:
@@ -196,6 +219,8 @@ def turn_plan(fn: Callable[..., Any], leaf: str) -> tuple[list[tuple[str, TurnGe
             continue
         if p.name in INJECTED:
             base = field_getter(leaf, p.name, default)
+        elif p.name == SANDBOX:
+            base = sandbox_getter(leaf, default)
         else:
             base = column_getter(leaf, p.name, default)
             if default is MISSING:

@@ -3,7 +3,8 @@ with matching scripted-endpoint policies, so the rollout loop and evaluate are t
 `serve_pypiserver`, a real package index on 127.0.0.1 for the hub tests; `run`, the real
 `rubric` executable in a subprocess (`at_a_terminal`: with a terminal to answer it); `serving` /
 `rubric_serve`, a server in a subprocess; `code_block`, a README or docs/ code block by its content;
-`processes_with`, what a test left running; `build_rubric_wheel`, this project's wheel; and
+`processes_with`, what a test left running; `Reaped`, a command run under a subreaper, which lists
+every process it left behind; `build_rubric_wheel`, this project's wheel; and
 `ensure_openenv_side_python`, OpenEnv 0.10 in a cached venv of its own.
 
 Their own sanity tests live in tests/harness/test_helpers.py.
@@ -610,6 +611,96 @@ def rubric_serve(*args: str) -> Iterator[str]:
     out, err = server.stop()
     assert f"to OpenEnv clients at http://127.0.0.1:{port}" in out
     assert "Traceback" not in err
+
+
+# Runs COMMAND as a child subreaper (Linux): every process COMMAND leaves behind, even one that
+# started a session of its own, is re-parented here. Prints COMMAND's pid, waits for it, gives
+# what it left SETTLE seconds to go, then prints {"returncode": ..., "left": {pid: cmdline}} and
+# kills what is left. Arguments: SETTLE LOGFILE COMMAND...
+_SUBREAPER = """
+import ctypes, json, os, signal, subprocess, sys, time
+ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+settle, log = float(sys.argv[1]), open(sys.argv[2], "wb")
+child = subprocess.Popen(sys.argv[3:], stdout=log, stderr=subprocess.STDOUT)
+print(child.pid, flush=True)
+code = child.wait()
+
+def reap():
+    while True:
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                return
+        except ChildProcessError:
+            return
+
+def ours():
+    found = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            state, ppid = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()[:2]
+            cmdline = open(f"/proc/{entry}/cmdline", "rb").read().replace(b"\\0", b" ").decode()
+        except OSError:
+            continue
+        if int(ppid) == os.getpid() and state != "Z":
+            found[entry] = cmdline.strip()
+    return found
+
+deadline = time.monotonic() + settle
+while ours() and time.monotonic() < deadline:
+    reap()
+    time.sleep(0.1)
+left = ours()
+for pid in left:
+    os.kill(int(pid), signal.SIGKILL)
+time.sleep(0.2)
+reap()
+print(json.dumps({"returncode": code, "left": left}), flush=True)
+"""
+
+
+@dataclass
+class Reaped:
+    """A command run under a subreaper (`Reaped.start`), so that what it leaves behind is seen.
+
+    `pid` is the command's own pid (signal it); `finish()` waits for it and returns its exit
+    code and the processes it left (pid -> command line), which are then killed.
+    """
+
+    wrapper: subprocess.Popen[str]
+    pid: int
+    log: Path
+
+    @classmethod
+    def start(
+        cls,
+        command: list[str],
+        *,
+        log: Path,
+        cwd: Path,
+        env: Mapping[str, str] | None = None,
+        settle: float = 10,
+    ) -> Reaped:
+        wrapper = subprocess.Popen(
+            [sys.executable, "-c", _SUBREAPER, str(settle), str(log), *command],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=cwd,
+            env={**os.environ, **(env or {})},
+        )
+        assert wrapper.stdout is not None
+        return cls(wrapper, int(wrapper.stdout.readline()), log)
+
+    def running(self) -> bool:
+        try:
+            state = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return False
+        return state != "Z"
+
+    def finish(self, timeout: float = 120) -> tuple[int, dict[str, str]]:
+        out, _ = self.wrapper.communicate(timeout=timeout)
+        report = json.loads(out.strip().splitlines()[-1])
+        return report["returncode"], report["left"]
 
 
 def code_block(language: str, containing: str) -> str:

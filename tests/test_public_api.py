@@ -43,14 +43,20 @@ DOCUMENTED = {
         "EnvironmentSource", "run_sync", "Message", "Rollout", "ToolCall", "FunctionCall", "Usage",
         "TurnTokens", "TreeNode", "RubricError", "ConfigError", "ConfigTypeError", "EndpointError",
         "EnvironmentNotFoundError", "NotScoreableError", "ResultsError", "ResultsNotFoundError",
-        "ScoringError", "UserCodeError", "WorkerError", "CaptureProxy", "ProxyBudgets", "ProxySession",
-        "ProxyTurn", "RetokenizationSkew",
+        "ScoringError", "TooManyErrorsError", "UserCodeError", "WorkerError", "CaptureProxy", "ProxyBudgets",
+        "ProxySession", "ProxyTurn", "RetokenizationSkew",
     ],
     "harness.types": ["Message", "Rollout", "ToolCall", "Usage", "TurnTokens"],
     "harness.errors": ["ResultsWarning"],
     "harness.evaluation": ["EvaluateOptions", "evaluate", "aevaluate"],
     "harness.text": ["escape_control"],
-    "harness.scripted": ["ScriptedEndpoint", "StatefulPolicy", "scripted_policy", "SCRIPTED_PREFIX"],
+    "harness.scripted": ["ScriptedEndpoint", "ShellScript", "StatefulPolicy", "scripted_policy", "SCRIPTED_PREFIX"],
+    "envs.agents": [
+        "AGENTS", "AGENT_DIR", "DEFAULT_RUNTIME", "DEFAULT_TIMEOUT", "INSTRUCTION_FILE", "Agent", "AgentContext",
+        "AgentEpisodes", "AgentError", "AgentSetup", "BashAgent", "ClaudeCodeAgent", "CodexAgent", "CommandAgent",
+        "MiniSweAgent", "OracleAgent", "command_passes", "file_contains", "get_agent",
+    ],
+    "harness.runtimes": ["get_runtime", "Runtime", "Sandbox", "SyncSandbox", "ExecResult", "prune", "aprune"],
 }  # fmt: skip
 
 

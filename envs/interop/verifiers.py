@@ -199,7 +199,7 @@ def _raise_not_found(name: str, exc: ModuleNotFoundError) -> NoReturn:
     raise EnvironmentNotFoundError(
         f"no Verifiers environment package named {name!r} is installed (Verifiers imports it as "
         f"module {module!r}); install it (pip install {name}, or `prime env install OWNER/{name}`) "
-        "or put it on PYTHONPATH"
+        "or run from the folder that holds it (or put that folder on PYTHONPATH)"
     ) from None
 
 

@@ -53,6 +53,8 @@ class PythonEnv(ToolEnv):
         limits: Per-call limits (time, CPU, memory, output, disk, processes).
         network: Give the code the host's network (off by default).
         unsafe_sandbox: Run code without isolation where bubblewrap is missing (warns).
+        runtime: Run each program in a fresh sandbox of this runtime ("docker:IMAGE",
+            "bwrap", "bwrap:ROOTFS_DIR", ...; see `harness.runtimes`) instead of the built-in one.
         max_tool_calls: Calls run per model turn; each extra call gets a message saying so.
         **kwargs: `ToolEnv` arguments.
 
@@ -70,9 +72,10 @@ class PythonEnv(ToolEnv):
         network: bool = False,
         unsafe_sandbox: bool = False,
         max_tool_calls: int = 4,
+        runtime: str | None = None,
         **kwargs: Any,
     ) -> None:
-        self.sandbox = Sandbox(limits, network=network, unsafe=unsafe_sandbox)
+        self.sandbox = Sandbox(limits, network=network, unsafe=unsafe_sandbox, runtime=runtime)
         self.limits = self.sandbox.limits
         self.max_tool_calls = max_tool_calls
         description = (
@@ -252,6 +255,7 @@ def load_environment(
     max_tool_calls: int = 4,
     network: bool = False,
     unsafe_sandbox: bool = False,
+    runtime: str | None = None,
 ) -> PythonEnv:
     """The python environment over the bundled verified questions (or a .jsonl of your own).
 
@@ -276,6 +280,7 @@ def load_environment(
         limits=limits,
         network=network,
         unsafe_sandbox=unsafe_sandbox,
+        runtime=runtime,
         max_tool_calls=max_tool_calls,
         system_prompt=SYSTEM_PROMPT,
         max_turns=max_turns,

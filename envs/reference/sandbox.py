@@ -49,6 +49,7 @@ from pathlib import Path
 
 from envs.tools.functions import OUTPUT_LIMIT, truncation_note
 from harness.errors import ConfigError
+from harness.runtimes import Runtime, get_runtime
 
 # Runs in the child: apply limits, read the code from stdin, run it as __main__, and print
 # tracebacks without this bootstrap's own frame. Arguments: CPU s, address space, file size
@@ -362,6 +363,10 @@ class Sandbox:
         network: Give the code the host's network (off by default).
         unsafe: Run without isolation (a plain child process with rlimits), for machines
             without bubblewrap. Warns on every build.
+        runtime: Run each call in a fresh sandbox of this runtime instead (a spec such as
+            "docker:IMAGE", "bwrap", "bwrap:ROOTFS_DIR", or a `harness.runtimes.Runtime`); the
+            image needs python3. The same limits apply (processes, memory, disk, CPU seconds
+            and the wall clock); on Docker the code runs as user nobody (65534).
 
     Raises:
         SandboxUnavailableError: bubblewrap is missing or cannot create namespaces, and
@@ -369,11 +374,25 @@ class Sandbox:
             apply the process limit, and may not create a cgroup.
     """
 
-    def __init__(self, limits: SandboxLimits | None = None, *, network: bool = False, unsafe: bool = False):
+    def __init__(
+        self,
+        limits: SandboxLimits | None = None,
+        *,
+        network: bool = False,
+        unsafe: bool = False,
+        runtime: str | Runtime | None = None,
+    ):
         self.limits = limits or SandboxLimits()
         self.network = network
         self.unsafe = unsafe
         self._cgroups: dict[str, Path] = {}
+        self.runtime = get_runtime(runtime) if isinstance(runtime, str) else runtime
+        if self.runtime is not None:
+            if unsafe:
+                raise ConfigError(
+                    "pass either runtime= or unsafe_sandbox=True, not both (runtime='local' is the unsafe one)"
+                )
+            return
         if unsafe:
             remove_stale_scratch()
             warn_unsafe()
@@ -391,6 +410,8 @@ class Sandbox:
 
     def describe(self) -> str:
         """One line saying what isolates and limits each call."""
+        if self.runtime is not None:
+            return f"a fresh {self.runtime.describe()} sandbox per call"
         if self.unsafe:
             return "UNSAFE: a plain child process with rlimits; the code can read and write what you can"
         caps = "cgroup (processes, memory) + rlimits" if self._cgroups else "rlimits"
@@ -423,6 +444,8 @@ class Sandbox:
 
     async def run(self, code: str) -> RunResult:
         """Run `code` as a fresh program; stdout and stderr are merged into the result."""
+        if self.runtime is not None:
+            return await self._run_in_runtime(self.runtime, code)
         if self.unsafe:
             workdir = tempfile.mkdtemp(prefix=f"{UNSAFE_PREFIX}{os.getpid()}-")
             try:
@@ -441,6 +464,39 @@ class Sandbox:
             if cgroup is not None:
                 cgroup.remove()
         return _from_wrapper(result)
+
+    async def _run_in_runtime(self, runtime: Runtime, code: str) -> RunResult:
+        """One call in a fresh sandbox of `runtime`: the bootstrap reads the code on stdin."""
+        limits = self.limits
+        numbers = (limits.cpu_seconds, limits.memory_mb << 20, limits.disk_mb << 20, 0)
+        argv = ["python3", "-I", "-c", _BOOTSTRAP, *(str(n) for n in numbers)]
+        user = (
+            "65534:65534" if runtime.kind_name == "docker" else None
+        )  # nobody: the image's files stay its own
+        opened = runtime.sandbox(
+            memory_mb=limits.memory_mb + limits.disk_mb if limits.memory_mb else None,
+            pids=limits.max_processes,
+            disk_mb=limits.disk_mb,
+            network="host" if self.network else "none",
+            env={"HOME": SCRATCH, "TMPDIR": SCRATCH},
+            workdir=SCRATCH,
+        )
+        async with opened as box:
+            done = await box.exec(
+                ["/bin/sh", "-c", 'exec "$@" 2>&1', "sh", *argv],
+                stdin=code,
+                timeout=limits.timeout,
+                user=user,
+            )
+        output = done.stdout.encode()
+        return RunResult(
+            output=output[: limits.output_limit].decode("utf-8", errors="replace"),
+            returncode=done.exit_code,
+            timed_out=done.timed_out,
+            truncated=len(output) > limits.output_limit,
+            total_bytes=len(output),
+            limits=limits,
+        )
 
 
 def _from_wrapper(result: RunResult) -> RunResult:
@@ -530,9 +586,15 @@ async def _execute(
     )
 
 
-async def run_code(code: str, limits: SandboxLimits | None = None, *, unsafe: bool = False) -> RunResult:
-    """Run `code` once in a new `Sandbox(limits, unsafe=unsafe)`."""
-    return await Sandbox(limits, unsafe=unsafe).run(code)
+async def run_code(
+    code: str,
+    limits: SandboxLimits | None = None,
+    *,
+    unsafe: bool = False,
+    runtime: str | Runtime | None = None,
+) -> RunResult:
+    """Run `code` once in a new `Sandbox(limits, unsafe=unsafe, runtime=runtime)`."""
+    return await Sandbox(limits, unsafe=unsafe, runtime=runtime).run(code)
 
 
 __all__ = [

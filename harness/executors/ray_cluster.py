@@ -32,6 +32,10 @@ ACTOR_PREFIX = "rubric-worker"
 
 
 def _import_ray() -> Any:
+    # Ray's crash handler in this (the driver's) process takes SIGTERM and aborts the process 3 s
+    # later, cutting short the cleanup of a run stopped by SIGTERM (its status and summary, the
+    # actors): off unless the user turned it on. Read when ray is imported.
+    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
     try:
         import ray
     except ImportError:

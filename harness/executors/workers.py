@@ -33,8 +33,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
+from harness.aio import STOP_SIGNALS
 from harness.endpoint.client import Client, set_concurrency_share
 from harness.errors import ConfigError, WorkerError
 from harness.executors.scheduler import Job, PoolReport, WorkerLost, prefetch, run_jobs
@@ -425,9 +427,17 @@ async def _worker_main(read_fd: int, write_fd: int) -> None:
     writer.close()
 
 
+def _driver_stops_us(signum: int, frame: FrameType | None) -> None:
+    """A stop signal reached a worker: nothing to do, the driver ends the workers."""
+
+
 def main() -> None:
     """Entry point of a worker subprocess (`python -m harness.executors.workers`); the driver starts it."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the driver, which stops us
+    # Ctrl-C, SIGTERM and SIGHUP sent to the whole process group (a terminal, `timeout`, Slurm)
+    # reach the driver too, which stops us (and a driver that dies closes our stdin). A no-op
+    # handler, not SIG_IGN: an ignored signal stays ignored in what we start (tools, servers).
+    for sig in (signal.SIGINT, *STOP_SIGNALS):
+        signal.signal(sig, _driver_stops_us)
     read_fd, write_fd = _protocol_pipes()
     asyncio.run(_worker_main(read_fd, write_fd))
 

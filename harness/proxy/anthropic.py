@@ -112,8 +112,13 @@ def _system(system: object, t: Translator) -> list[Message]:
 
 def _message(message: Mapping[str, Any], where: str, t: Translator) -> list[Message]:
     role = message.get("role")
-    require(role in ("user", "assistant"), f"{where}.role must be 'user' or 'assistant', got {role!r}")
+    require(
+        role in ("user", "assistant", "system"),
+        f"{where}.role must be 'user', 'assistant' or 'system', got {role!r}",
+    )
     content = message.get("content")
+    if role == "system":  # Claude Code 2.1 sends reminders as system turns inside the conversation
+        return _system(content, t)
     if isinstance(content, str):
         return [Message(role="user" if role == "user" else "assistant", content=content)]
     blocks = [obj(b, f"{where}.content[{i}]") for i, b in enumerate(array(content, f"{where}.content"))]

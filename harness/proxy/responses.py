@@ -44,6 +44,7 @@ HINTS = frozenset(
     {
         "store", "include", "prompt_cache_key", "reasoning", "metadata", "service_tier", "user",
         "safety_identifier", "truncation", "stream_options", "prompt_cache_retention",
+        "client_metadata",  # Codex 0.169 sends its own ids here
     }
 )  # fmt: skip
 OWN = frozenset({"model", "input", "instructions", "tools", "tool_choice", "stream", "text"})

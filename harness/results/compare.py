@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from harness.errors import ResultsError
 from harness.results.eval_results import EvalResults
 from harness.results.stats import (
     DEFAULT_CONFIDENCE,
@@ -23,6 +24,7 @@ from harness.results.stats import (
     PairedDifference,
     paired_difference,
 )
+from harness.results.storage import section
 from harness.results.summary import mean_and_stderr
 from harness.types import HtmlRepr
 
@@ -124,7 +126,8 @@ def node_paths(results: EvalResults) -> list[str]:
 
 def _mean(values: Sequence[float]) -> float:
     kept = [v for v in values if not math.isnan(v)]
-    return math.fsum(kept) / len(kept) if kept else math.nan
+    mean = mean_and_stderr(kept)[0]  # huge scores too: no fsum overflow
+    return math.nan if mean is None else mean
 
 
 def _by_example(results: EvalResults) -> dict[str, list[int]]:
@@ -166,6 +169,19 @@ def _example_means(results: EvalResults, groups: dict[str, list[int]], path: str
     }
 
 
+def _check_comparable(a: EvalResults, b: EvalResults) -> None:
+    """Refuse runs of two environments: their examples and rubrics differ, so the tables would
+    be NaN and every shared example id a meaningless flip. Runs that do not record their
+    environment (results built in memory) are compared as they are."""
+    names = [section(run.metadata, "env").get("name") for run in (a, b)]
+    if all(isinstance(name, str) and name for name in names) and names[0] != names[1]:
+        raise ResultsError(
+            f"run A is of environment {names[0]!r} and run B of {names[1]!r}: their examples and "
+            f"rubrics differ, so there is nothing to compare; compare two runs of one environment, "
+            f"or view each on its own"
+        )
+
+
 def compare(
     a: EvalResults,
     b: EvalResults,
@@ -189,7 +205,11 @@ def compare(
     Returns:
         The comparison; `differences` are paired over the examples both runs scored, each
         example's rollouts averaged first.
+
+    Raises:
+        ResultsError: the runs are of two different environments (by their metadata).
     """
+    _check_comparable(a, b)
     paths = tuple(dict.fromkeys([*node_paths(a), *node_paths(b)]))
     nodes = tuple(_node_delta(a, b, path) for path in ("", *paths))
     groups_a, groups_b = _by_example(a), _by_example(b)

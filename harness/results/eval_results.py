@@ -25,7 +25,7 @@ from harness.results.storage import (
     section,
     write_atomic,
 )
-from harness.results.summary import Summary, node_note, summarize, wall_time
+from harness.results.summary import Summary, node_note, over_scored, pass_warning, summarize, wall_time
 from harness.text import safe_text
 from harness.types import HtmlRepr, Rollout
 
@@ -39,6 +39,8 @@ if TYPE_CHECKING:  # pragma: no cover
 def _fmt(value: float | None, digits: int = 4) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "n/a"
+    if abs(value) >= 1e6:  # a huge score in exponent form, not 300 digits
+        return f"{value:.{digits}g}"
     return f"{value:.{digits}f}"
 
 
@@ -323,8 +325,8 @@ class EvalResults(HtmlRepr):
         table.add_row("rollouts", f"{s.num_rollouts}{planned} ({s.num_examples} examples)")
         reward = _fmt(s.mean_reward)
         if s.reward_stderr is not None:
-            reward += f" ± {s.reward_stderr:.4f}"
-        table.add_row("mean reward", reward + f"  (over {s.num_scored} scored)")
+            reward += f" ± {_fmt(s.reward_stderr)}"
+        table.add_row("mean reward", reward + f"  ({over_scored(s)})")
         if s.num_groups.get(""):  # rollouts_per_example > 1: say how many groups teach nothing
             table.add_row("flat groups", node_note(s, "") + " (every rollout of the example scored alike)")
         for path, mean in s.node_means.items():
@@ -347,8 +349,9 @@ class EvalResults(HtmlRepr):
                 else ""
             )
             table.add_row(f"pass@{k}", _fmt(value) + (partial or fewer))
-        if s.pass_at_k and s.pass_criterion != "reward >= 1":
-            table.add_row("pass means", safe_text(s.pass_criterion))
+        if s.pass_at_k:  # always: "reward >= 1" reads as 0 for a rubric that tops out below 1
+            doubt = pass_warning(s)
+            table.add_row("pass means", safe_text(s.pass_criterion + (f"  ({doubt})" if doubt else "")))
         stops = ", ".join(f"{name} {n}" for name, n in s.stop_reasons.items()) or "-"
         table.add_row("stop reasons", safe_text(stops))
         table.add_row("errors", Text(str(s.num_errors), style="red" if s.num_errors else ""))

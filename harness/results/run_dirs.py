@@ -10,6 +10,7 @@ copy sits beside the results it re-scored, named by time.
 from __future__ import annotations
 
 import re
+import secrets
 import time
 from collections import Counter
 from pathlib import Path
@@ -28,8 +29,18 @@ def slug(text: str) -> str:
 
 
 def default_run_dir(env_name: str, model: str) -> Path:
-    """`runs/<env>--<model>--<YYYYmmdd-HHMMSS>` (relative to the working directory)."""
-    return RUNS_DIR / f"{slug(env_name)}--{slug(model)}--{time.strftime('%Y%m%d-%H%M%S')}"
+    """`runs/<env>--<model>--<YYYYmmdd-HHMMSS>-<6 hex>` (relative to the working directory).
+
+    Sorted by start time; the random tail keeps runs started in the same second (a job array,
+    two terminals) apart, where the time alone would send the second into the first's folder.
+    """
+    while True:
+        path = (
+            RUNS_DIR
+            / f"{slug(env_name)}--{slug(model)}--{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+        )
+        if not path.exists():
+            return path
 
 
 def new_run_dir(path: str | Path) -> Path:

@@ -42,6 +42,8 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Literal
 
+from harness.results.summary import mean_and_stderr
+
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_RESAMPLES = 4000
 DEFAULT_SEED = 0
@@ -144,7 +146,9 @@ def bootstrap_interval(
     step = max(1, _BLOCK // n)
     for start in range(0, resamples, step):
         count = min(step, resamples - start)
-        means[start : start + count] = data[rng.integers(0, n, size=(count, n), dtype=np.int32)].mean(axis=1)
+        drawn = data[rng.integers(0, n, size=(count, n), dtype=np.int32)]
+        with np.errstate(over="ignore"):  # huge scores: a resampled mean beyond the float range is inf
+            means[start : start + count] = drawn.mean(axis=1)
     tail = (1 - confidence) / 2
     low, high = np.quantile(means, [tail, 1 - tail])
     return float(low), float(high)
@@ -181,10 +185,12 @@ def t_interval(
 
 
 def _mean_sd(values: Sequence[float]) -> tuple[float, float]:
-    """The mean and sample standard deviation (n − 1) of at least two values."""
-    n = len(values)
-    mean = math.fsum(values) / n
-    return mean, math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
+    """The mean and sample standard deviation (n − 1) of at least two values (huge ones too:
+    `mean_and_stderr` never overflows)."""
+    mean, stderr = mean_and_stderr(values)
+    if mean is None or stderr is None:
+        return math.nan if mean is None else mean, math.nan
+    return mean, stderr * math.sqrt(len(values))
 
 
 @dataclass(frozen=True)
@@ -386,8 +392,8 @@ def paired_difference(
         raise ValueError(f"interval must be one of {', '.join(map(repr, INTERVALS))}, got {interval!r}")
     values = paired_values(a, b)
     n = len(values)
-    mean: float | None = math.fsum(values) / n if n else None
-    sd: float | None = _mean_sd(values)[1] if n > 1 else None
+    mean, stderr = mean_and_stderr(values)  # huge scores too: no fsum overflow
+    sd = stderr * math.sqrt(n) if stderr is not None else None
     if interval == "t":
         bounds = t_interval(values, confidence=confidence)
         if n == 1:  # one pair: a point, as the bootstrap gives, and flagged small by the views

@@ -16,6 +16,10 @@ Definitions:
   c of them passing), averaged over the examples with n >= k. A rollout *passes* when its
   reward >= 1.0 - 1e-9 (it earned the full reward), or, when the environment declares
   `success=(node, threshold)`, when that node's score reaches the threshold (Wordle: a win).
+  Views always say what a pass is. Nodes do not declare their reward range, so a tree that
+  cannot reach 1 is recognised by its rollouts: with the default criterion, no rollout passed
+  and the best reward is above 0 (some rollouts earned reward, none the full 1); then
+  `pass_warning` says so and points to `success=`.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from pydantic import AliasChoices, BaseModel, Field
 from harness.types import HtmlRepr, Rollout
 
 PASS_THRESHOLD = 1.0 - 1e-9
+DEFAULT_PASS_CRITERION = "reward >= 1"
 
 
 class Summary(HtmlRepr, BaseModel):
@@ -66,7 +71,9 @@ class Summary(HtmlRepr, BaseModel):
     # How many rollouts the run set out to make (more than `rollouts` when it was interrupted).
     planned: int | None = None
     # What counts as a pass for pass@k, e.g. "reward >= 1" (the default) or "grade.win >= 1".
-    pass_criterion: str = "reward >= 1"
+    pass_criterion: str = DEFAULT_PASS_CRITERION
+    # The highest reward of a scored rollout (None: none scored, or a summary from before it).
+    best_reward: float | None = None
     # Per node: rollouts it failed on (NaN); examples with >= 2 scored rollouts ("groups"), and
     # how many of them scored all alike (zero variance). The reward's are under "".
     node_failed: dict[str, int] = Field(default_factory=dict)
@@ -122,6 +129,12 @@ def wall_time(summary: Summary) -> str | None:
     return f"{wall:.1f}s{per_second}"
 
 
+def over_scored(summary: Summary) -> str:
+    """What the mean reward is over, errored rollouts named: "over 26 scored, 4 errored"."""
+    errored = f", {summary.num_errors:,} errored" if summary.num_errors else ""
+    return f"over {summary.num_scored:,} scored{errored}"
+
+
 def skip_reason(scores: Mapping[str, float], path: str, paths: Sequence[str]) -> str:
     """Why node `path` has no score on a rollout whose nodes in tree order are `paths`: a
     chain (Sequential) stops at a sibling scoring 0 or NaN, and the nodes after it never run."""
@@ -135,6 +148,20 @@ def skip_reason(scores: Mapping[str, float], path: str, paths: Sequence[str]) ->
     return "not run"
 
 
+def pass_warning(summary: Summary) -> str | None:
+    """Why pass@k may not mean what it seems (None when it does): with the default criterion,
+    no rollout reached reward 1 though some earned reward (see the module docstring)."""
+    best = summary.best_reward
+    if summary.pass_criterion != DEFAULT_PASS_CRITERION or not summary.pass_at_k or best is None:
+        return None
+    if not 0 < best < PASS_THRESHOLD:
+        return None
+    return (
+        f"no rollout reached reward 1 (the best: {best:.4g}), which pass@k counts as a pass; if this "
+        f"rubric's top reward is below 1, say what passes with success=(node, threshold)"
+    )
+
+
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased probability that at least one of k draws (without replacement) of n passes."""
     if k > n or k < 1:
@@ -145,15 +172,51 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 
 def mean_and_stderr(values: Sequence[float]) -> tuple[float | None, float | None]:
-    """Mean and standard error of the mean (None where undefined: no values / one value)."""
+    """Mean and standard error of the mean, for any floats a tree can produce.
+
+    None where undefined: no values, one value, or an infinite value (for the error). A mean
+    or error beyond the float range is inf; +inf and -inf together have a NaN mean. Never
+    raises: finite values whose sum or squares overflow are computed scaled (`_scaled`).
+    """
     n = len(values)
     if n == 0:
         return None, None
-    mean = math.fsum(values) / n
+    if not all(map(math.isfinite, values)):  # the mean is inf (one sign) or NaN, the error undefined
+        infinite = {v for v in values if math.isinf(v)}
+        return (infinite.pop() if len(infinite) == 1 and not any(map(math.isnan, values)) else math.nan), None
+    try:
+        mean = math.fsum(values) / n
+    except OverflowError:  # finite values whose sum leaves the float range: "intermediate overflow"
+        return _scaled(values)
     if n < 2:
         return mean, None
-    variance = math.fsum((v - mean) ** 2 for v in values) / (n - 1)
-    return mean, math.sqrt(variance / n)
+    try:
+        variance = math.fsum((v - mean) ** 2 for v in values) / (n - 1)
+    except OverflowError:  # a square out of range
+        return _scaled(values)
+    return (mean, math.sqrt(variance / n)) if math.isfinite(variance) else _scaled(values)
+
+
+def _scaled(values: Sequence[float]) -> tuple[float, float | None]:
+    """`mean_and_stderr` of finite values, computed on values divided by a power of two (exact,
+    but for digits far below the largest value) so that no sum or square overflows."""
+    n = len(values)
+    shift = math.frexp(max(abs(v) for v in values))[1]  # every |v| / 2**shift is below 1
+    small = [math.ldexp(v, -shift) for v in values]
+    mean = math.fsum(small) / n
+    stderr = None
+    if n > 1:
+        spread = math.sqrt(math.fsum((v - mean) ** 2 for v in small) / (n - 1) / n)
+        stderr = _unscale(spread, shift)
+    return _unscale(mean, shift), stderr
+
+
+def _unscale(value: float, shift: int) -> float:
+    """value * 2**shift; inf (with value's sign) where that is beyond the float range."""
+    try:
+        return math.ldexp(value, shift)
+    except OverflowError:
+        return math.copysign(math.inf, value)
 
 
 def _unscored_reasons(rollout: Rollout) -> set[str]:
@@ -270,7 +333,7 @@ class RunningSummary:
         return {p: n for p, n in counted.items() if n}, {p: flat[p] for p, n in counted.items() if n}
 
     def node_means(self, paths: list[str]) -> dict[str, float]:
-        return {p: math.fsum(self.node_values[p]) / len(self.node_values[p]) for p in paths}
+        return {p: mean for p in paths if (mean := mean_and_stderr(self.node_values[p])[0]) is not None}
 
     def node_stderrs(self, paths: list[str]) -> dict[str, float]:
         return {p: e for p in paths if (e := mean_and_stderr(self.node_values[p])[1]) is not None}
@@ -326,6 +389,7 @@ class RunningSummary:
             rollouts_per_second=rate,
             planned=planned,
             pass_criterion=f"{self.success_path or 'reward'} >= {self.success_threshold:g}",
+            best_reward=max(self.rewards) if self.rewards else None,
             node_failed={p: self.node_failed[p] for p in _tree_order(self.node_failed, node_order)},
             num_groups=num_groups,
             zero_variance_groups=flat,
@@ -369,7 +433,9 @@ __all__ = [
     "Summary",
     "mean_and_stderr",
     "node_note",
+    "over_scored",
     "pass_at_k",
+    "pass_warning",
     "skip_reason",
     "summarize",
     "wall_time",

@@ -58,15 +58,21 @@ def print_run(console: Console, results: EvalResults, output_dir: Path) -> None:
         )
 
 
-def too_many_errors(summary: Summary, limit: float | None) -> str | None:
-    """Why a run failed by its error rate (more than `limit` of its rollouts errored, or with
-    no limit all of them), or None when it did not."""
+def too_many_errors(
+    summary: Summary, fail_on_error: float | None, spelled: str = "--fail-on-error"
+) -> str | None:
+    """Why a run fails by its errors, or None when it does not. As Inspect's `fail_on_error`:
+    more than `fail_on_error` of its rollouts errored, a share when below 1 (0: any error) and
+    a count from 1 up; None (not given): every rollout errored. `spelled` names the setting."""
     errors, rollouts = summary.num_errors, summary.num_rollouts
-    too_many = errors > limit * rollouts if limit is not None else rollouts > 0 and errors == rollouts
-    if not too_many:
-        return None
-    allowed = f"more than --max-error-rate {limit:g}" if limit is not None else "every rollout"
-    return f"{errors} of {rollouts} rollouts errored ({allowed})"
+    if fail_on_error is None:
+        too_many, allowed = rollouts > 0 and errors == rollouts, "every rollout"
+    elif fail_on_error == 0:
+        too_many, allowed = errors > 0, f"{spelled}: any error"
+    else:
+        limit = fail_on_error * rollouts if fail_on_error < 1 else fail_on_error
+        too_many, allowed = errors > limit, f"more than {spelled} {fail_on_error:g}"
+    return f"{errors} of {rollouts} rollouts errored ({allowed})" if too_many else None
 
 
 def print_rescored(console: Console, old: EvalResults, new: EvalResults, out: Path) -> None:

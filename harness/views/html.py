@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.content import block_text, tool_content
 from harness.results.storage import run_title, section
-from harness.results.summary import node_note, skip_reason, wall_time
+from harness.results.summary import node_note, over_scored, pass_warning, skip_reason, wall_time
 from harness.types import Message, Rollout, TreeNode, register_html_view
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -148,7 +148,7 @@ def _node_rows(summary: Summary, nodes: Sequence[TreeNode] | None) -> list[str]:
 
 def _pass_rows(s: Summary) -> list[str]:
     """pass@k rows, each saying what it is over when not every rollout or example counts, and
-    what a pass means when it is not the default."""
+    what a pass means."""
     rows = []
     partial = (
         f" <span class='muted'>over the {s.num_scored:,} scored of {s.num_rollouts:,}</span>"
@@ -163,8 +163,10 @@ def _pass_rows(s: Summary) -> list[str]:
             else partial
         )
         rows.append(_row(f"pass@{k}", esc(fmt(v)) + fewer))
-    if s.pass_at_k and s.pass_criterion != "reward >= 1":
-        rows.append(_row("pass means", esc(s.pass_criterion)))
+    if s.pass_at_k:  # always: "reward >= 1" reads as 0 for a rubric that tops out below 1
+        doubt = pass_warning(s)
+        note = f" <span class='bad'>{esc(doubt)}</span>" if doubt else ""
+        rows.append(_row("pass means", esc(s.pass_criterion) + note))
     return rows
 
 
@@ -181,7 +183,7 @@ def summary_html(summary: Summary, nodes: Sequence[TreeNode] | None = None, stat
     )
     rows = [
         _row("rollouts", f"{count} ({s.num_examples:,} examples)"),
-        _row("mean reward", f"{reward} <span class='muted'>over {s.num_scored:,} scored</span>"),
+        _row("mean reward", f"{reward} <span class='muted'>{esc(over_scored(s))}</span>"),
     ]
     if s.num_groups.get(""):
         rows.append(

@@ -347,7 +347,7 @@ def test_errors_in_rollouts_are_said_and_fail_the_run_only_past_the_error_rate(t
         "-o",
         str(tmp_path / "run"),
         "--no-progress",
-        "--max-error-rate",
+        "--fail-on-error",
         "1",
         cwd=tmp_path,
     )

@@ -22,7 +22,14 @@ EVAL = ["eval", "gsm8k", "-m", "scripted:oracle", "--no-progress"]
         (["--timeout", "inf"], "--timeout must be a positive number up to 86400, got inf"),
         (["-T", "nan"], "-T/--temperature must be a number from 0 to 2, got nan"),
         (["--seed", "-1"], "--seed must be at least 0, got -1"),
-        (["--max-error-rate", "1.5"], "--max-error-rate must be a number from 0 to 1, got 1.5"),
+        (
+            ["--fail-on-error", "1.5"],
+            "--fail-on-error must be a share below 1 (0.1) or a count of rollouts (5), got 1.5",
+        ),
+        (
+            ["--fail-on-error", "nan"],
+            "--fail-on-error must be a share below 1 (0.1) or a count of rollouts (5), got nan",
+        ),
         (["--resume", "A", "-o", "B"], "-o/--output-dir B cannot be used with it"),
         (["-S", '{"stream": true}'], "-S/--sampling may not set 'stream'"),
         (["-S", '{"messages": []}'], "-S/--sampling may not set 'messages'"),

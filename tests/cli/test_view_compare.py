@@ -64,3 +64,26 @@ def test_picking_rollouts_of_two_runs_is_refused(tmp_path: Path) -> None:
     _eval(tmp_path, "scripted:oracle", "b")
     proc = run("view", "a", "b", "--worst", "2", cwd=tmp_path)
     assert proc.returncode == 2 and "view each run on its own" in proc.stderr
+
+
+def test_runs_of_two_environments_are_not_compared(tmp_path: Path) -> None:
+    _eval(tmp_path, "scripted:oracle", "g")
+    other = run(
+        "eval",
+        "wordle",
+        "-m",
+        "scripted:oracle",
+        "-a",
+        '{"num_games": 3}',
+        "-o",
+        "w",
+        "--no-progress",
+        cwd=tmp_path,
+    )
+    assert other.returncode == 0, other.stderr
+    said = "run A is of environment 'gsm8k' and run B of 'wordle': their examples and rubrics differ"
+    for extra in ([], ["--html"]):
+        proc = run("view", "g", "w", *extra, cwd=tmp_path)
+        assert proc.returncode != 0 and said in proc.stderr, (extra, proc.stdout, proc.stderr)
+        assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert not list(tmp_path.glob("compare--*.html"))

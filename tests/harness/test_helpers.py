@@ -1,13 +1,14 @@
-"""The shared helpers in tests/helpers.py: the fakes implement the protocol, their policies answer sensibly, `serving` reports a server that never listens."""
+"""The shared helpers in tests/helpers.py: the fakes implement the protocol, their policies answer sensibly, `serving` reports a server that never listens, `Reaped` sees what a command leaves behind."""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
 from harness.protocol import EnvironmentProtocol
-from tests.helpers import FakeEnv, MultiTurnFakeEnv, ToolFakeEnv, _free_port, bisect_policy, serving
+from tests.helpers import FakeEnv, MultiTurnFakeEnv, Reaped, ToolFakeEnv, _free_port, bisect_policy, serving
 
 
 def test_fakes_implement_the_protocol() -> None:
@@ -29,3 +30,16 @@ def test_serving_names_a_server_that_exits_before_it_listens() -> None:
     with pytest.raises(RuntimeError, match=r"did not start listening on \d+: \(.*'no such app\\n'\)"):
         with serving(crash, _free_port(), env={"WHY": "no such app"}, timeout=30):
             raise AssertionError("not reached")
+
+
+def test_reaped_names_what_a_command_leaves_behind_even_in_a_new_session(tmp_path: Path) -> None:
+    leaver = [
+        sys.executable,
+        "-c",
+        "import subprocess; subprocess.Popen(['sleep', '37'], start_new_session=True)",
+    ]
+    run = Reaped.start(leaver, log=tmp_path / "log", cwd=tmp_path, settle=1)
+    code, left = run.finish()
+    assert code == 0 and list(left.values()) == ["sleep 37"]
+    tidy = Reaped.start([sys.executable, "-c", "pass"], log=tmp_path / "log2", cwd=tmp_path, settle=1)
+    assert tidy.finish() == (0, {})

@@ -9,11 +9,13 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from harness.errors import EndpointError, ResultsError, ResultsWarning
+from harness.errors import ConfigError, EndpointError, ResultsError, ResultsWarning, TooManyErrorsError
 from harness.evaluation import aevaluate
+from harness.results.eval_results import EvalResults
 from harness.results.summary import summarize
 from harness.scripted.app import ScriptedHTTPError
 from harness.types import Rollout
@@ -75,7 +77,7 @@ async def test_a_401_after_successes_is_an_error_on_the_rollout_only(tmp_path: P
     assert [r.error is not None for r in results].count(True) == 1 and len(results) == 6
 
 
-def test_cli_early_stop_and_max_error_rate(tmp_path: Path) -> None:
+def test_cli_early_stop_and_fail_on_error(tmp_path: Path) -> None:
     env_file = tmp_path / "deny_env.py"
     env_file.write_text(
         textwrap.dedent(
@@ -112,10 +114,22 @@ def test_cli_early_stop_and_max_error_rate(tmp_path: Path) -> None:
     assert len(denied.stderr.strip().splitlines()) == 1
     assert len((tmp_path / "a" / "results.jsonl").read_text().splitlines()) <= 4  # not all 200
     common = ["eval", str(env_file), "-m", "scripted:some", "-n", "40", "--no-progress"]
-    strict = run(*common, "-o", str(tmp_path / "b"), "--max-error-rate", "0.01", cwd=tmp_path)
-    assert strict.returncode == 1 and "errored (more than --max-error-rate 0.01)" in strict.stderr
-    lenient = run(*common, "-o", str(tmp_path / "c"), "--max-error-rate", "0.9", cwd=tmp_path)
-    assert lenient.returncode == 0, lenient.stderr
+    first = run(*common, "-o", str(tmp_path / "b"), cwd=tmp_path)  # by default only all-errored fails
+    assert first.returncode == 0, first.stderr
+    errors = json.loads((tmp_path / "b" / "metadata.json").read_text())["summary"]["num_errors"]
+    assert 0 < errors < 10 and f"(over {40 - errors} scored, {errors} errored)" in first.stdout
+    for flag, code, why in (
+        (["--fail-on-error"], 1, "(--fail-on-error: any error)"),  # bare: any error
+        (["--fail-on-error", "0.01"], 1, "(more than --fail-on-error 0.01)"),  # a share
+        (["--fail-on-error", "0.9"], 0, ""),
+        (["--fail-on-error", str(errors - 1)], 1, f"(more than --fail-on-error {errors - 1})"),  # a count
+        (["--fail-on-error", str(errors)], 0, ""),
+    ):
+        proc = run(*common, "-o", str(tmp_path / f"c{len(flag)}{code}{flag[-1]}"), *flag, cwd=tmp_path)
+        assert proc.returncode == code, (flag, proc.stderr)
+        assert f"{errors} of 40 rollouts errored {why}" in proc.stderr if code else not proc.stderr
+    bad = run(*common, "-o", str(tmp_path / "d"), "--fail-on-error", "2.5", cwd=tmp_path)
+    assert bad.returncode == 2 and "must be a share below 1 (0.1) or a count of rollouts (5)" in bad.stderr
 
 
 def test_two_concurrent_resumes_one_writer(tmp_path: Path) -> None:
@@ -230,3 +244,29 @@ async def test_resume_reruns_the_rollouts_of_corrupt_lines(tmp_path: Path) -> No
             again = await aevaluate(FakeEnv(n=4), client, output_dir=out, resume=True, progress=False)
     assert sorted(r.key for r in again) == [(str(i), 0) for i in range(4)]
     assert again.metadata["sessions"][-1]["rollouts_planned"] == 1  # only the corrupt one ran again
+
+
+async def test_evaluate_fail_on_error_raises_with_the_results_after_saving(tmp_path: Path) -> None:
+    calls = 0
+
+    def two_bad(messages: Any, tools: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls <= 2:
+            raise ScriptedHTTPError(400, "bad request")
+        return sum_policy(messages, tools)
+
+    async with serve(two_bad) as (_, client):
+        with pytest.raises(
+            TooManyErrorsError, match=r"2 of 6 rollouts errored \(more than fail_on_error 1\)"
+        ) as caught:
+            await aevaluate(
+                FakeEnv(n=6), client, concurrency=1, progress=False, output_dir=tmp_path, fail_on_error=1
+            )
+        assert isinstance(caught.value.results, EvalResults) and len(caught.value.results.rollouts) == 6
+        assert json.loads((tmp_path / "metadata.json").read_text())["status"] == "completed"
+        calls = 0
+        kept = await aevaluate(FakeEnv(n=6), client, concurrency=1, progress=False, fail_on_error=0.5)
+        assert kept.summary.num_errors == 2
+        with pytest.raises(ConfigError, match="fail_on_error must be a share below 1"):
+            await aevaluate(FakeEnv(n=6), client, progress=False, fail_on_error=1.5)

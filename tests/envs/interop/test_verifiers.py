@@ -7,6 +7,7 @@ import json
 import math
 import os
 import re
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -421,3 +422,14 @@ def test_judges_are_rejected_with_the_replacement() -> None:
     config = vf.TaskConfig(judges=[{"id": "reference"}])
     with pytest.raises(ConfigError, match=r"plugs judges \(.*\).*rubrics.LLMJudge"):
         envs.from_verifiers(_Tasks(_JudgedTask(_Data(prompt="hi"), config)))
+
+
+def test_vf_name_is_found_in_the_current_folder_as_file_specs_are(tmp_path: Path) -> None:
+    shutil.copytree(PACKAGES / "vf_arith", tmp_path / "vf_arith")  # not on PYTHONPATH: only in the folder
+    with ScriptedEndpoint(_sum_reply) as endpoint:
+        proc = run(
+            "eval", "vf:vf_arith", "-a", '{"num_tasks": 2}', "-m", "scripted", "-b", endpoint.base_url,
+            "-o", "out", "--no-progress", cwd=tmp_path, env={"OPENAI_API_KEY": "local"},
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert len((tmp_path / "out" / "results.jsonl").read_text().splitlines()) == 2

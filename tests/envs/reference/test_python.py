@@ -4,6 +4,9 @@ scripted runs (the sandbox itself: tests/test_sandbox.py)."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,6 +15,7 @@ from envs.reference import make_python_questions, python_env
 from envs.reference.data import REPO_DATASETS, read_jsonl
 from envs.reference.sandbox import run_code
 from harness.types import Message
+from tests.harness.runtimes.conftest import DOCKER
 
 # ----------------------------------------------------------------------------- environment
 
@@ -105,3 +109,22 @@ def test_policies_need_reference_code():
     policy = python_env.make_policies([{"question": "2 + 2?", "answer": "4"}])["oracle"]
     with pytest.raises(LookupError, match="has no reference 'code'"):
         policy([{"role": "user", "content": "2 + 2?"}], None)
+
+
+@pytest.mark.docker
+def test_rubric_eval_python_on_docker_end_to_end(tmp_path: Path):
+    """`rubric eval python -a '{"runtime": "docker:IMAGE"}'`: every program runs in a fresh
+    container (as nobody, no network), the oracle scores 1, and no container outlives the run."""
+    out = tmp_path / "run"
+    done = subprocess.run(
+        ["rubric", "eval", "python", "-m", "scripted:oracle", "-n", "4", "--no-progress", "-o", str(out),
+         "-a", json.dumps({"runtime": DOCKER})],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "RUBRIC_RUN_ID": f"e2e-{tmp_path.name}"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert [row["reward"] for row in rows] == [1.0] * 4
+    assert f'"runtime": "{DOCKER}"' in (out / "metadata.json").read_text()  # recorded with the run
+    listed = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=rubric.run=e2e-{tmp_path.name}"],
+                            capture_output=True, text=True, check=True)  # fmt: skip
+    assert listed.stdout == ""

@@ -18,6 +18,7 @@ import pytest
 from envs.reference import python_env, sandbox
 from envs.reference.sandbox import Sandbox, SandboxLimits, SandboxUnavailableError, run_code
 from harness.types import Message
+from tests.harness.runtimes.conftest import DOCKER
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -62,21 +63,48 @@ def _sleeper(marker: str, seconds: int = 60) -> str:
     )
 
 
+# The attacks run three ways: the built-in per-call bubblewrap sandbox (runtime None), a fresh
+# sandbox of the bwrap runtime per call, and a fresh Docker container per call.
+RUNTIMES = [
+    pytest.param(None, id="builtin"),
+    pytest.param("bwrap", id="bwrap-runtime"),
+    pytest.param(DOCKER, id="docker", marks=pytest.mark.docker),
+]
+
+
+@pytest.fixture(params=RUNTIMES)
+def runtime(request: pytest.FixtureRequest) -> str | None:
+    return request.param  # type: ignore[no-any-return]
+
+
+def _host_file_seen(path: str) -> str:
+    """Code printing whether the sandbox sees the host's own `path` (same bytes), not just a file
+    of that name (a container image has its own /etc/shadow)."""
+    try:
+        digest = __import__("hashlib").sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        digest = "absent-on-host"
+    return (
+        f"(lambda p: __import__('os').access(p, 4) and __import__('hashlib').sha256(open(p, 'rb').read())"
+        f".hexdigest() == {digest!r})({path!r})"
+    )
+
+
 # ----------------------------------------------------------------------------- basics
 
 
-async def test_runs_code_in_a_scratch_folder_and_reports_errors():
-    result = await run_code("import os\nprint(6 * 7)\nprint(os.getcwd())")
+async def test_runs_code_in_a_scratch_folder_and_reports_errors(runtime: str | None):
+    result = await run_code("import os\nprint(6 * 7)\nprint(os.getcwd())", runtime=runtime)
     assert result.output.split() == ["42", "/tmp"] and result.returncode == 0
-    assert (await run_code("x = 1")).render() == "(no output)"
-    text = (await run_code("def f():\n    return 1 / 0\nf()")).render()
+    assert (await run_code("x = 1", runtime=runtime)).render() == "(no output)"
+    text = (await run_code("def f():\n    return 1 / 0\nf()", runtime=runtime)).render()
     assert "ZeroDivisionError: division by zero" in text and text.endswith("[exit code 1]")
     assert 'File "<cell>", line 3' in text and "exec(" not in text
-    assert (await run_code("import sys; sys.exit(3)")).render() == "[exit code 3]"
+    assert (await run_code("import sys; sys.exit(3)", runtime=runtime)).render() == "[exit code 3]"
 
 
-async def test_output_is_truncated_and_says_so():
-    result = await run_code("print('x' * 100000)", SandboxLimits(output_limit=100))
+async def test_output_is_truncated_and_says_so(runtime: str | None):
+    result = await run_code("print('x' * 100000)", SandboxLimits(output_limit=100), runtime=runtime)
     assert result.truncated and result.total_bytes == 100001 and result.output == "x" * 100
     assert result.render().endswith("[output truncated: showing the first 100 of 100001 bytes]")
 
@@ -100,7 +128,9 @@ def test_bad_limits():
 # ----------------------------------------------------------------------------- secrets and files
 
 
-async def test_parent_secrets_and_host_files_are_invisible(monkeypatch: pytest.MonkeyPatch):
+async def test_parent_secrets_and_host_files_are_invisible(
+    monkeypatch: pytest.MonkeyPatch, runtime: str | None
+):
     canary = _marker()
     monkeypatch.setenv("OPENAI_API_KEY", canary)
     code = textwrap.dedent(
@@ -112,16 +142,16 @@ async def test_parent_secrets_and_host_files_are_invisible(monkeypatch: pytest.M
                 seen.append(open(path, 'rb').read().decode(errors='replace'))
             except OSError:
                 pass
-        print({canary!r} in ''.join(seen), os.path.exists('/etc/shadow'), os.path.exists({str(REPO)!r}),
-              os.path.exists(os.path.expanduser('~root/.bashrc')), sorted(os.listdir('/proc'))[-3:])
+        print({canary!r} in ''.join(seen), {_host_file_seen("/etc/shadow")}, os.path.exists({str(REPO)!r}),
+              {_host_file_seen(os.path.expanduser("~root/.bashrc"))}, sorted(os.listdir('/proc'))[-3:])
         """
     )
-    result = await run_code(code)
+    result = await run_code(code, runtime=runtime)
     found, shadow, repo, home, _pids = result.output.split(maxsplit=4)
     assert (found, shadow, repo, home) == ("False", "False", "False", "False"), result.output
 
 
-async def test_writes_outside_scratch_fail_and_change_nothing(tmp_path: Path):
+async def test_writes_outside_scratch_fail_and_change_nothing(tmp_path: Path, runtime: str | None):
     target = REPO / "rubrics" / "__init__.py"
     before = target.read_bytes()
     code = textwrap.dedent(
@@ -136,21 +166,21 @@ async def test_writes_outside_scratch_fail_and_change_nothing(tmp_path: Path):
         open('/tmp/ok', 'w').write('scratch is writable'); print(open('/tmp/ok').read())
         """
     )
-    result = await run_code(code)
+    result = await run_code(code, runtime=runtime)
     assert "WROTE" not in result.output and "scratch is writable" in result.output
     assert target.read_bytes() == before and not (tmp_path / "x").exists()
 
 
-async def test_other_calls_and_rollouts_see_nothing_of_each_other():
-    box = Sandbox()
+async def test_other_calls_and_rollouts_see_nothing_of_each_other(runtime: str | None):
+    box = Sandbox(runtime=runtime)
     writer = "open('/tmp/secret.txt', 'w').write('a'); import time; time.sleep(1.5); print('wrote')"
     reader = "import os, time; time.sleep(0.5); print(sorted(os.listdir('/tmp')))"
-    wrote, read = await asyncio.gather(box.run(writer), Sandbox().run(reader))
+    wrote, read = await asyncio.gather(box.run(writer), Sandbox(runtime=runtime).run(reader))
     assert wrote.output.strip() == "wrote" and read.output.strip() == "[]"
     assert (await box.run("import os; print(os.listdir('.'))")).output.strip() == "[]"  # nothing survives
 
 
-async def test_no_network_unless_the_environment_opts_in():
+async def test_no_network_unless_the_environment_opts_in(runtime: str | None):
     server = socket.create_server(("127.0.0.1", 0))
     port = server.getsockname()[1]
     code = (
@@ -159,8 +189,8 @@ async def test_no_network_unless_the_environment_opts_in():
         "except OSError as exc:\n    print('refused', type(exc).__name__)\n"
     )
     try:
-        assert (await run_code(code)).output.startswith("refused")
-        assert (await Sandbox(network=True).run(code)).output.strip() == "connected"
+        assert (await run_code(code, runtime=runtime)).output.startswith("refused")
+        assert (await Sandbox(network=True, runtime=runtime).run(code)).output.strip() == "connected"
     finally:
         server.close()
 
@@ -168,47 +198,54 @@ async def test_no_network_unless_the_environment_opts_in():
 # ----------------------------------------------------------------------------- processes
 
 
-async def test_cannot_kill_the_harness():
+async def test_cannot_kill_the_harness(runtime: str | None):
     code = textwrap.dedent(
         f"""
         import os, signal
-        print('ppid', os.getppid())
+        print('ppid', os.getppid(), flush=True)
         for pid in ({os.getpid()}, {os.getppid()}):  # the harness and its parent, by host pid
             try:
-                os.kill(pid, signal.SIGKILL); print('killed', pid)
+                os.kill(pid, signal.SIGKILL); print('killed', pid, flush=True)
             except OSError as exc:
-                print('refused', type(exc).__name__)
-        os.kill(os.getppid(), signal.SIGKILL)  # the namespace's init: the sandbox's own, not ours
+                print('refused', type(exc).__name__, flush=True)
+        # The namespace's init (its own, not ours), or with ppid 0 (entered by nsenter or docker
+        # exec) kill(0): its own process group, i.e. itself.
+        os.kill(os.getppid(), signal.SIGKILL)
         print('still here')
         """
     )
-    result = await run_code(code)
+    result = await run_code(code, runtime=runtime)
     lines = result.output.splitlines()
-    assert lines[0] == "ppid 1" and lines[1:3] == ["refused ProcessLookupError"] * 2, result.render()
+    # ppid 1: the namespace's init; 0: entered from outside it (nsenter, docker exec)
+    assert lines[0] in ("ppid 1", "ppid 0") and lines[1:3] == ["refused ProcessLookupError"] * 2, (
+        result.render()
+    )
 
 
-async def test_setsid_background_process_does_not_survive_the_call():
+async def test_setsid_background_process_does_not_survive_the_call(runtime: str | None):
     marker = _marker()
-    result = await run_code(_sleeper(marker), SandboxLimits(timeout=10))
+    result = await run_code(_sleeper(marker), SandboxLimits(timeout=10), runtime=runtime)
     assert result.output.strip() == "started" and result.returncode == 0
     assert await _gone(marker), "a setsid child outlived the call"
 
 
-async def test_timeout_kills_the_whole_tree():
+async def test_timeout_kills_the_whole_tree(runtime: str | None):
     marker = _marker()
     started = time.monotonic()
-    result = await run_code(_sleeper(marker) + "while True:\n    pass\n", SandboxLimits(timeout=1.5))
+    result = await run_code(
+        _sleeper(marker) + "while True:\n    pass\n", SandboxLimits(timeout=1.5), runtime=runtime
+    )
     assert result.timed_out and result.output.startswith("started") and time.monotonic() - started < 6
     assert "[timed out after 1.5 s; the process was killed]" in result.render()
     assert await _gone(marker)
 
 
-def test_killing_the_harness_kills_the_sandbox(tmp_path: Path):
+def test_killing_the_harness_kills_the_sandbox(tmp_path: Path, runtime: str | None):
     marker = _marker()
     script = tmp_path / "run_one.py"
     script.write_text(
         "import asyncio\nfrom envs.reference.sandbox import run_code, SandboxLimits\n"
-        f"asyncio.run(run_code({_sleeper(marker) + 'import time; time.sleep(60)'!r}, SandboxLimits(timeout=60)))\n"
+        f"asyncio.run(run_code({_sleeper(marker) + 'import time; time.sleep(60)'!r}, SandboxLimits(timeout=60), runtime={runtime!r}))\n"
     )
     harness = subprocess.Popen([sys.executable, str(script)], cwd=REPO)
     try:
@@ -222,7 +259,7 @@ def test_killing_the_harness_kills_the_sandbox(tmp_path: Path):
     assert asyncio.run(_gone(marker)), "the sandbox outlived a SIGKILLed harness"
 
 
-async def test_fork_bomb_is_capped():
+async def test_fork_bomb_is_capped(runtime: str | None):
     code = textwrap.dedent(
         """
         import os, time
@@ -239,11 +276,11 @@ async def test_fork_bomb_is_capped():
         print(made)
         """
     )
-    result = await run_code(code, SandboxLimits(max_processes=16, timeout=15))
+    result = await run_code(code, SandboxLimits(max_processes=16, timeout=15), runtime=runtime)
     assert 0 < int(result.output.split()[-1]) < 16, result.render()
 
 
-async def test_memory_bomb_across_processes_is_capped():
+async def test_memory_bomb_across_processes_is_capped(runtime: str | None):
     # Six children each try to hold 150 MB under a 256 MB limit (one process alone is allowed).
     code = textwrap.dedent(
         """
@@ -266,16 +303,16 @@ async def test_memory_bomb_across_processes_is_capped():
         """
     )
     limits = SandboxLimits(memory_mb=256, timeout=30)
-    result = await run_code(code, limits)
+    result = await run_code(code, limits, runtime=runtime)
     # "held" counts allocations that succeeded at some moment: the cgroup's OOM killer may have
     # taken an earlier holder to make room. "kept" counts the blocks held at once, at the end.
     kept = result.output.count("kept")
     assert kept * 150 <= limits.memory_mb + limits.disk_mb, result.render()
-    single = await run_code("block = b'x' * (1 << 30)\nprint('allocated')", limits)
+    single = await run_code("block = b'x' * (1 << 30)\nprint('allocated')", limits, runtime=runtime)
     assert "MemoryError" in single.output and "allocated" not in single.output
 
 
-async def test_disk_bomb_is_capped_and_leaves_nothing():
+async def test_disk_bomb_is_capped_and_leaves_nothing(runtime: str | None):
     code = textwrap.dedent(
         """
         written = 0
@@ -289,13 +326,15 @@ async def test_disk_bomb_is_capped_and_leaves_nothing():
         """
     )
     started = time.monotonic()
-    result = await run_code(code, SandboxLimits(disk_mb=32, timeout=20))
+    result = await run_code(code, SandboxLimits(disk_mb=32, timeout=20), runtime=runtime)
     assert "stopped" in result.output and int(result.output.split()[-1]) <= 32, result.render()
     assert time.monotonic() - started < 15
 
 
-async def test_cpu_limit_kills_a_busy_loop():
-    result = await run_code("while True:\n    pass", SandboxLimits(timeout=20, cpu_seconds=1))
+async def test_cpu_limit_kills_a_busy_loop(runtime: str | None):
+    result = await run_code(
+        "while True:\n    pass", SandboxLimits(timeout=20, cpu_seconds=1), runtime=runtime
+    )
     assert not result.timed_out and result.returncode is not None and result.returncode < 0
     assert "SIGXCPU" in result.render() or "SIGKILL" in result.render()
 

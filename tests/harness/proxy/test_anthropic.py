@@ -155,7 +155,7 @@ async def test_claude_code_shaped_requests_over_raw_http(start_proxy: Start) -> 
     ("body", "says"),
     [
         ({"messages": [{"role": "user", "content": "x"}]}, "max_tokens: field required"),
-        ({"max_tokens": 5, "messages": [{"role": "system", "content": "x"}]}, "messages[0].role"),
+        ({"max_tokens": 5, "messages": [{"role": "tool", "content": "x"}]}, "messages[0].role"),
         ({"max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "document"}]}]}, "messages[0].content[0] of type 'document'"),
         ({"max_tokens": 5, "messages": [{"role": "user", "content": "x"}], "frobnicate": 1}, "frobnicate: extra inputs"),
     ],
@@ -166,6 +166,16 @@ async def test_bad_messages_requests_are_named(start_proxy: Start, body: dict[st
     status, raw = await _post(proxy, {"x-api-key": session.key}, body)
     assert status == 400 and says in json.loads(raw)["error"]["message"]
     assert session.turns[0].status == 400
+
+
+async def test_system_turns_inside_the_conversation_are_system_messages(start_proxy: Start) -> None:
+    """Claude Code 2.1 sends reminders as `system` turns among the messages (a 400 before)."""
+    proxy = await start_proxy()
+    session = proxy.open_session()
+    body = {"max_tokens": 5, "messages": [{"role": "user", "content": "x"}, {"role": "system", "content": [{"type": "text", "text": "remember"}]}]}  # fmt: skip
+    status, _ = await _post(proxy, {"x-api-key": session.key}, body)
+    assert status == 200
+    assert [(m.role, m.text) for m in session.turns[0].messages] == [("user", "x"), ("system", "remember")]
 
 
 async def test_tool_errors_images_and_stop_reasons_translate(start_proxy: Start) -> None:

@@ -28,6 +28,7 @@ CODEX_EXTRAS = {
     "store": False,
     "include": ["reasoning.encrypted_content"],
     "prompt_cache_key": "abc",
+    "client_metadata": {"session": "s1"},  # measured against the real Codex 0.169 (a 400 before)
     "reasoning": {"effort": "medium"},
     "parallel_tool_calls": False,
     "tool_choice": "auto",
@@ -134,6 +135,7 @@ async def test_codex_non_function_tools_are_refused_by_default_and_dropped_on_re
         "store",
         "include",
         "prompt_cache_key",
+        "client_metadata",
         "reasoning",
         "tools[1] (web_search)",
         "tools[2] (namespace 'multi_agent_v1')",

@@ -1,0 +1,157 @@
+"""Sandboxes an agent or model code lives in: one interface over Docker, bubblewrap and (by name) local.
+
+    runtime = get_runtime("docker:rubric-test-base:bookworm")   # or "bwrap", "bwrap:ROOTFS", "local"
+    async with runtime.sandbox(cpus=1, memory_mb=512, pids=64) as sb:
+        result = await sb.exec("python3 -c 'print(1 + 1)'", timeout=10)
+        await sb.write("notes.txt", "hi")
+        copy = await sb.fork()
+
+Spec grammar (the same for `--runtime SPEC`, environment arguments and Python):
+`docker:IMAGE`, `docker:PATH/TO/DIR` (a folder with a Dockerfile, built once per content hash),
+`bwrap` (the host's system read-only), `bwrap:ROOTFS_DIR` (a root filesystem folder), `local`
+(no isolation; warns). Every sandbox has no network by default; its only way out is a Unix socket
+whose host side is `sandbox.socket_path`. `prune()` / `rubric sandboxes prune` removes the
+sandboxes of owners that died (a SIGKILLed run) and never touches anything that is not ours.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from pathlib import Path
+
+from harness.aio import run_sync
+from harness.errors import ConfigError
+from harness.runtimes import cgroups
+from harness.runtimes.base import (
+    ExecResult,
+    Runtime,
+    RuntimeUnavailableError,
+    Sandbox,
+    SandboxConfig,
+    SandboxContext,
+    SandboxError,
+    SyncSandbox,
+)
+from harness.runtimes.bwrap import BwrapRuntime
+from harness.runtimes.docker import DockerRuntime, prune_containers
+from harness.runtimes.local import LocalRuntime
+from harness.runtimes.state import SandboxState, default_run_id, folder_owner, owner_alive, state_folders
+
+GRAMMAR = "docker:IMAGE, docker:PATH/TO/DIR (a build context), bwrap, bwrap:ROOTFS_DIR, local"
+
+
+def get_runtime(spec: str, *, run_id: str | None = None) -> Runtime:
+    """The runtime a spec names.
+
+    Args:
+        spec: `docker:IMAGE`, `docker:PATH/TO/DIR`, `bwrap`, `bwrap:ROOTFS_DIR` or `local`.
+        run_id: The run its sandboxes are labelled with (default: this process's).
+
+    Raises:
+        ConfigError: The spec is not in the grammar, or names a folder that does not exist.
+    """
+    run = run_id or default_run_id()
+    kind, _, rest = spec.partition(":")
+    if kind == "local" and not rest:
+        return LocalRuntime(spec, run)
+    if kind == "bwrap":
+        if not rest:
+            return BwrapRuntime(spec, run)
+        rootfs = Path(rest).expanduser()
+        if not rootfs.is_dir():
+            raise ConfigError(
+                f"runtime {spec!r}: root filesystem folder {rest!r} does not exist (make one with debootstrap)"
+            )
+        return BwrapRuntime(spec, run, rootfs=rootfs.resolve())
+    if kind == "docker" and rest:
+        folder = Path(rest).expanduser()
+        if folder.is_dir():
+            if not (folder / "Dockerfile").is_file():
+                raise ConfigError(f"runtime {spec!r}: folder {rest!r} has no Dockerfile to build")
+            return DockerRuntime(spec, run, context=folder.resolve())
+        if rest.startswith((".", "/", "~")):
+            raise ConfigError(f"runtime {spec!r}: build context folder {rest!r} does not exist")
+        return DockerRuntime(spec, run, image=rest)
+    raise ConfigError(f"unknown runtime {spec!r}; the runtimes are: {GRAMMAR}")
+
+
+def _local_records(*, dry_run: bool) -> list[dict[str, str]]:
+    """bwrap and local sandbox folders (with their processes) of this machine."""
+    records = []
+    for folder in state_folders():
+        state = SandboxState.load(folder)
+        owner = state.owner if state else folder_owner(folder)
+        alive = owner is not None and (
+            owner_alive(owner, state.owner_start) if state else os.path.exists(f"/proc/{owner}")
+        )
+        if state is not None and state.kind == "docker":  # listed with its container (labels)
+            if not alive and not dry_run:
+                state.remove()  # its container (if it got one) goes in prune_containers
+            continue
+        record = {"kind": state.kind if state else "?", "id": folder.name, "run": state.run_id if state else "",
+                  "owner": str(owner), "alive": str(alive), "removed": "False"}  # fmt: skip
+        if not alive and not dry_run:
+            for pid in state.pids if state else []:
+                with contextlib.suppress(OSError):  # only a bwrap of ours: check its command line
+                    if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].endswith(b"bwrap"):
+                        os.kill(pid, signal.SIGKILL)
+            (state or SandboxState(folder, "?", "", 0, "")).remove()
+            record["removed"] = "True"
+        records.append(record)
+    return records
+
+
+async def alist_sandboxes(*, docker: bool = True) -> list[dict[str, str]]:
+    """Every sandbox of ours on this machine (kind, id, run, owner, alive), removing nothing."""
+    found = _local_records(dry_run=True)
+    if docker:
+        found += await _docker_records(dry_run=True)
+    return found
+
+
+async def aprune(*, docker: bool = True) -> list[dict[str, str]]:
+    """Remove the sandboxes whose owner process is gone (bwrap processes and cgroups, host
+    folders, Docker containers and fork images labelled as ours); returns what was found."""
+    found = await _docker_records(dry_run=False) if docker else []
+    found += _local_records(dry_run=False)
+    cgroups.prune_groups()
+    return found
+
+
+async def _docker_records(*, dry_run: bool) -> list[dict[str, str]]:
+    try:
+        return await prune_containers(dry_run=dry_run)
+    except RuntimeUnavailableError:
+        return []  # no daemon (or no aiodocker): no containers of ours to find
+    except OSError:
+        return []
+
+
+def list_sandboxes(*, docker: bool = True) -> list[dict[str, str]]:
+    """Sync face of `alist_sandboxes`."""
+    return run_sync(alist_sandboxes(docker=docker))
+
+
+def prune(*, docker: bool = True) -> list[dict[str, str]]:
+    """Sync face of `aprune`."""
+    return run_sync(aprune(docker=docker))
+
+
+__all__ = [
+    "GRAMMAR",
+    "ExecResult",
+    "Runtime",
+    "RuntimeUnavailableError",
+    "Sandbox",
+    "SandboxConfig",
+    "SandboxContext",
+    "SandboxError",
+    "SyncSandbox",
+    "alist_sandboxes",
+    "aprune",
+    "get_runtime",
+    "list_sandboxes",
+    "prune",
+]

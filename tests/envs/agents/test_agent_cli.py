@@ -1,0 +1,81 @@
+"""`rubric eval ENV --agent ... --agent-files DIR --runtime SPEC`, with workers, resume and the views."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness.types import Rollout
+from harness.views.html import rollout_body_html
+from tests.envs.agents.conftest import DOCKER
+from tests.helpers import run
+
+ENV_FILE = """
+from envs import Environment
+from envs.agents import command_passes, file_contains
+from harness.scripted import ShellScript
+
+def load_environment():
+    rows = [{"prompt": f"Write hi into hello.txt (task {i})."} for i in range(3)]
+    rubric = {"file": file_contains("hello.txt", "hi"), "test": command_passes("test -s hello.txt")}
+    env = Environment(rows, rubric, name="file-task", max_turns=8)
+    env.scripted_policies = {"solve": ShellScript(["printf hi > hello.txt"], "the file is written")}
+    return env
+"""
+
+
+def rubric(*args: str) -> subprocess.CompletedProcess[str]:
+    return run(*args, cwd=Path.cwd(), timeout=300)
+
+
+@pytest.mark.parametrize(
+    "runtime",
+    [pytest.param("bwrap", id="bwrap"), pytest.param(DOCKER, id="docker", marks=pytest.mark.docker)],
+)
+def test_rubric_eval_runs_a_users_agent(tmp_path: Path, agent_files: Path, runtime: str) -> None:
+    env_file = tmp_path / "file_task.py"
+    env_file.write_text(ENV_FILE)
+    out = tmp_path / "run"
+    args = [
+        str(env_file),
+        "-m",
+        "scripted:solve",
+        "--agent",
+        "command:python3 /agent/chat.py {instruction_file}",
+    ]
+    args += [
+        "--agent-files",
+        str(agent_files),
+        "--runtime",
+        runtime,
+        "-n",
+        "2",
+        "--workers",
+        "2",
+        "-o",
+        str(out),
+    ]
+    done = rubric("eval", *args, "--no-progress")
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 and all(r["reward"] == 1.0 and r["stop_reason"] == "completed" for r in rows)
+    assert all(len(r["state"]["model_calls"]) == 2 for r in rows)
+    metadata = json.loads((out / "metadata.json").read_text())
+    assert metadata["env"]["agent"]["runtime"] == runtime
+    # Resume runs only the missing rollout, with the agent the run recorded.
+    (out / "results.jsonl").write_text(json.dumps(rows[0]) + "\n")
+    done = rubric("eval", "--resume", str(out), "--no-progress")
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 and rows[-1]["state"]["agent"]["name"] == "command" and rows[-1]["reward"] == 1.0
+    # The views show the agent's tool calls and the node details.
+    shown = rubric("view", str(out), "--rollout", "0")
+    assert shown.returncode == 0 and "printf hi > hello.txt" in shown.stdout, shown.stdout + shown.stderr
+    report = rubric("view", str(out), "--html")
+    assert report.returncode == 0, report.stderr
+    # What the report draws per rollout: the agent's tool call and the detail naming it.
+    body = rollout_body_html(Rollout.model_validate(rows[0]))
+    assert "printf hi &gt; hello.txt" in body and "call_" in body

@@ -1,0 +1,88 @@
+"""Reward nodes read the agent's sandbox before it closes; the oracle runs a task's reference solution."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from envs import Environment
+from envs.agents import AgentError, command_passes, file_contains
+from harness.errors import ConfigError
+from harness.runtimes import Sandbox
+from harness.scripted import ShellScript
+from rubrics.credit import returns_to_go
+
+TASK = "Write hi into hello.txt."
+SEEN: list[Any] = []
+
+
+async def wrote_hi(sandbox: Sandbox) -> float:
+    """A plain reward function with a `sandbox` parameter: it reads the file itself."""
+    SEEN.append(sandbox)
+    return 1.0 if (await sandbox.read("hello.txt")).decode() == "hi" else 0.0
+
+
+def test_plain_functions_and_nodes_read_the_sandbox_before_it_closes() -> None:
+    rubric = {
+        "fn": wrote_hi,
+        "test": command_passes("grep -qx hi hello.txt"),
+        "file": file_contains("hello.txt", "hi"),
+    }
+    env = Environment([{"prompt": TASK}], rubric, max_turns=4, credit=returns_to_go())
+    env.scripted_policies = {"solve": ShellScript(["printf hi > hello.txt"], "done")}
+    (r,) = env.evaluate("scripted:solve", agent="bash", progress=False).rollouts
+    assert r.error is None and r.reward == 1.0, (r.error, r.score_errors)
+    assert (
+        r.score_details["test"]["exit_code"] == 0
+        and r.score_details["test"]["command"] == "grep -qx hi hello.txt"
+    )
+    assert SEEN[-1].closed  # the function got the live sandbox, closed after scoring
+    assert len(r.turn_rewards) == r.turns == 2  # credit works on agent turns as on ours
+
+
+def test_a_sandbox_node_without_an_agent_names_the_fix() -> None:
+    env = Environment([{"prompt": TASK}], {"fn": wrote_hi, "file": file_contains("hello.txt")})
+    env.scripted_policies = {"answer": lambda messages, tools: "hi"}
+    (r,) = env.evaluate("scripted:answer", progress=False).rollouts
+    assert math.isnan(r.reward)
+    assert "run the environment with an agent" in r.score_errors["fn"]
+    assert "run the environment with an agent" in r.score_errors["file"]
+
+
+def test_oracle_runs_the_reference_solution(tmp_path: Path) -> None:
+    rows = [{"prompt": TASK, "solution": "printf hi > hello.txt"}, {"prompt": TASK}]
+    env = Environment(rows, file_contains("hello.txt", "hi"))
+    (solved, missing) = _oracle(env)
+    assert solved.error is None and solved.reward == 1.0 and solved.stop_reason == "completed"
+    assert solved.state["model_calls"] == []
+    assert missing.stop_reason == "error" and "needs the task's reference solution" in (missing.error or "")
+    # The hook for task folders: a solution.sh in --agent-files.
+    (tmp_path / "solution.sh").write_text("printf hi > hello.txt\n")
+    env2 = Environment([{"prompt": TASK}], file_contains("hello.txt", "hi"))
+    env2.set_agent("oracle", files=str(tmp_path))
+    env2.scripted_policies = {"none": lambda messages, tools: "unused"}
+    (r,) = env2.evaluate("scripted:none", progress=False).rollouts
+    assert r.reward == 1.0
+
+
+def _oracle(env: Environment) -> Any:
+    env.scripted_policies = {"none": lambda messages, tools: "unused"}
+    return env.evaluate("scripted:none", agent="oracle", progress=False).rollouts
+
+
+def test_bad_agent_settings_fail_before_any_rollout(tmp_path: Path) -> None:
+    env = Environment([{"prompt": TASK}], file_contains("hello.txt"))
+    with pytest.raises(AgentError, match="no agent 'nope'; the agents are: command:CMD, bash, claude-code"):
+        env.set_agent("nope")
+    with pytest.raises(
+        ConfigError, match="--runtime 'dock': unknown runtime 'dock'; the runtimes are: docker:IMAGE"
+    ):
+        env.set_agent("bash", runtime="dock")
+    with pytest.raises(ConfigError, match="is not a folder"):
+        env.set_agent("bash", files=str(tmp_path / "missing"))
+    with pytest.raises(AgentError, match="needs a command line"):
+        env.set_agent("command:")
+    assert env.agent is None

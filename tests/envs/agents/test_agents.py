@@ -1,0 +1,59 @@
+"""Agents play a file task in real sandboxes (bwrap and Docker), every model call a recorded turn."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.endpoint.client import Client
+from harness.scripted import ScriptedEndpoint
+from tests.envs.agents.conftest import RUNTIMES, task_env
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+@pytest.mark.parametrize(
+    "agent",
+    [
+        pytest.param("command:python3 /agent/chat.py {instruction_file}", id="own-chat"),
+        pytest.param("command:python3 /agent/messages.py {instruction_file}", id="own-messages"),
+        pytest.param("bash", id="bash"),
+    ],
+)
+def test_agent_finishes_file_task(runtime: str, agent: str, agent_files: Path) -> None:
+    env = task_env()
+    started = time.monotonic()
+    results = env.evaluate(
+        "scripted:solve", agent=agent, agent_files=str(agent_files), runtime=runtime, progress=False
+    )
+    seconds = time.monotonic() - started
+    (rollout,) = results.rollouts
+    assert rollout.error is None, rollout.error
+    assert rollout.stop_reason == "completed"
+    assert rollout.reward == 1.0
+    calls = rollout.state["model_calls"]
+    assert len(calls) == 2 and all(c["status"] == 200 for c in calls)  # the command, then the final answer
+    assert calls[0]["dialect"] == ("messages" if "messages" in agent else "chat")
+    assert rollout.turns == 2
+    (call,) = rollout.completion[0].tool_calls or []
+    assert "printf hi" in call.arguments
+    assert rollout.completion[-1].text == "the file is written"
+    # The score names the tool call that wrote the file.
+    detail = rollout.score_details[""]  # the root node
+    assert detail["content"] == "hi" and detail["turn"] == 0 and detail["tool_call"] == call.id
+    assert rollout.sandbox is None and math.isfinite(rollout.timing["total"])
+    print(f"{agent} on {runtime}: {seconds:.2f} s")
+
+
+def test_agent_turns_carry_the_engines_token_ids_chained() -> None:
+    env = task_env()
+    with ScriptedEndpoint(env.scripted_policies["solve"]) as endpoint:
+        client = Client("served", base_url=endpoint.base_url, return_token_ids=True)
+        (rollout,) = env.evaluate(client, agent="bash", progress=False).rollouts
+    first, second = rollout.turn_tokens
+    assert (first.turn, second.turn) == (0, 1)
+    # The second call's prompt continues the first call's prompt and sampled ids (no re-tokenisation).
+    sampled = first.prompt_token_ids + first.completion_token_ids
+    assert second.prompt_token_ids[: len(sampled)] == sampled

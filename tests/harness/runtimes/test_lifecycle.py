@@ -1,0 +1,187 @@
+"""harness.runtimes lifecycle: a SIGKILLed owner's sandboxes are pruned, and nothing else is (chaos test)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from harness.runtimes import aprune, get_runtime, list_sandboxes
+from harness.runtimes.cgroups import PREFIX as CGROUP_PREFIX
+from harness.runtimes.cgroups import parents
+from harness.runtimes.docker import client
+from harness.runtimes.state import LABEL, state_folders
+from tests.harness.runtimes.conftest import DOCKER, KINDS
+
+# A driver: opens 8 sandboxes at once and keeps them busy until it is killed.
+_DRIVER = r"""
+import asyncio, sys
+from harness.runtimes import get_runtime
+
+async def one(runtime, i):
+    async with runtime.sandbox(memory_mb=256, pids=64) as sb:
+        print("open", i, flush=True)
+        await sb.write("f.txt", "x" * 1000)
+        if i % 2 == 0:
+            await (await sb.fork()).exec("sleep 60")
+        await sb.exec("sleep 60 & sleep 60")
+
+async def main():
+    runtime = get_runtime(sys.argv[1], run_id=sys.argv[2])
+    await asyncio.gather(*(one(runtime, i) for i in range(8)))
+
+asyncio.run(main())
+"""
+
+
+def _bwrap_processes(marker: str) -> list[int]:
+    """Host pids of bwrap/nsenter processes whose command line mentions `marker`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argv and argv[0].endswith((b"bwrap", b"nsenter")) and any(marker.encode() in a for a in argv):
+                found.append(int(entry.name))
+    return found
+
+
+async def _containers(run_id: str) -> list[str]:
+    docker = client()
+    try:
+        listed = await docker.containers.list(all=True, filters={"label": [f"rubric.run={run_id}"]})
+        return [c.id for c in listed]
+    finally:
+        await docker.close()
+
+
+def _leftovers(pids: list[int]) -> list[str]:
+    folders = [
+        str(f) for f in state_folders() if any(f.name.startswith(f"rubric-sandbox-{p}-") for p in pids)
+    ]
+    groups = [
+        str(g) for parent in parents().values() for p in pids for g in parent.glob(f"{CGROUP_PREFIX}{p}-*")
+    ]
+    return folders + groups
+
+
+@pytest.mark.parametrize("spec", KINDS)
+async def test_chaos_sigkilled_drivers_leave_nothing_after_prune(spec: str) -> None:
+    """5 runs of 8 concurrent sandboxes (half of them forking), each driver SIGKILLed at a random
+    point (while sandboxes start, work or fork); then prune: no container, no bwrap process, no
+    host folder, no cgroup is left."""
+    rng = random.Random(36)
+    run_ids, pids = [], []
+    for _ in range(5):
+        run_id = f"chaos-{uuid.uuid4().hex[:8]}"
+        driver = subprocess.Popen(
+            [sys.executable, "-c", _DRIVER, spec, run_id],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONPATH": os.getcwd()},
+        )
+        await asyncio.sleep(rng.uniform(0.0, 2.5))
+        driver.send_signal(signal.SIGKILL)
+        driver.wait()
+        assert driver.stdout is not None
+        driver.stdout.close()
+        run_ids.append(run_id)
+        pids.append(driver.pid)
+    deadline = time.monotonic() + 10
+    while any(_bwrap_processes(f"rubric-sandbox-{p}-") for p in pids) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)  # --die-with-parent: the kernel ends them; give it a moment
+    await aprune()
+    assert _leftovers(pids) == []
+    assert [p for pid in pids for p in _bwrap_processes(f"rubric-sandbox-{pid}-")] == []
+    if spec == DOCKER:
+        assert [c for run_id in run_ids for c in await _containers(run_id)] == []
+    assert not [r for r in list_sandboxes() if r["run"] in run_ids]
+
+
+@pytest.mark.docker
+async def test_prune_never_touches_containers_that_are_not_ours_or_alive() -> None:
+    """A container without our labels, one labelled by another boot, and a live sandbox of ours
+    all survive prune."""
+    docker = client()
+    strangers = []
+    try:
+        for labels in (
+            {"app": "someone-else"},
+            {LABEL: "1", "rubric.owner": "1", "rubric.boot": "another-boot"},
+        ):
+            container = await docker.containers.create(
+                {
+                    "Image": DOCKER.split(":", 1)[1],
+                    "Cmd": ["sleep", "60"],
+                    "Labels": labels,
+                    "HostConfig": {"NetworkMode": "none"},
+                }
+            )
+            strangers.append(container)
+        async with get_runtime(DOCKER, run_id="alive-owner").sandbox() as sb:
+            await aprune()
+            assert (await sb.exec("echo still here")).stdout == "still here\n"
+            for container in strangers:
+                await container.show()  # raises when it was removed
+    finally:
+        for container in strangers:
+            await container.delete(force=True)
+        await docker.close()
+
+
+def test_cli_sandboxes_list_and_prune_after_a_sigkill() -> None:
+    run_id = f"cli-{uuid.uuid4().hex[:8]}"
+    driver = subprocess.Popen(
+        [sys.executable, "-c", _DRIVER, "bwrap", run_id],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
+    assert driver.stdout is not None
+    for _ in range(8):
+        driver.stdout.readline()
+    listed = subprocess.run(["rubric", "sandboxes", "list"], capture_output=True, text=True, check=True)
+    assert listed.stdout.count(run_id) >= 8 and "running" in listed.stdout
+    driver.kill()
+    driver.wait()
+    driver.stdout.close()
+    pruned = subprocess.run(["rubric", "sandboxes", "prune"], capture_output=True, text=True, check=True)
+    assert pruned.stdout.count(run_id) >= 8 and "owner gone, removed" in pruned.stdout
+    assert run_id not in subprocess.run(["rubric", "sandboxes"], capture_output=True, text=True).stdout
+    assert _leftovers([driver.pid]) == []
+
+
+@pytest.mark.docker
+async def test_a_sigkilled_owner_takes_its_containers_with_it_before_any_prune() -> None:
+    """Containers live by the owner's attach to their stdin: killed, the owner's connection
+    closes and the daemon removes them, with no prune."""
+    run_id = f"orphan-{uuid.uuid4().hex[:8]}"
+    driver = subprocess.Popen(
+        [sys.executable, "-c", _DRIVER, DOCKER, run_id],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
+    assert driver.stdout is not None
+    for _ in range(8):
+        driver.stdout.readline()
+    assert len(await _containers(run_id)) >= 8
+    driver.kill()
+    driver.wait()
+    driver.stdout.close()
+    deadline = time.monotonic() + 20
+    while await _containers(run_id) and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+    assert await _containers(run_id) == []
+    await aprune()  # the host folders (no process can remove its own after a SIGKILL)
+    assert _leftovers([driver.pid]) == []
