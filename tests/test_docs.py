@@ -36,25 +36,23 @@ def _runnable(page: str) -> list[str]:
     return [b for b in fenced_blocks(DOCS[page], "python") if not any(c in b for c in CLAIMED)]
 
 
-PAGES_WITH_EXAMPLES = [page for page in DOCS if _runnable(page)]
-
-
-def test_the_runner_finds_the_pages_examples() -> None:
-    assert "guides/environments.md" in PAGES_WITH_EXAMPLES  # where tools run: placement
-    assert "index.md" not in PAGES_WITH_EXAMPLES
-
-
-@pytest.mark.parametrize("page", PAGES_WITH_EXAMPLES)
-def test_page_examples_run_offline_with_no_api_key(
-    page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_examples_no_other_test_runs_run_offline_with_no_api_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{_free_port()}/v1")  # nothing listens
-    namespace: dict[str, Any] = {"__name__": "docs_example"}
-    for block in _runnable(page):
-        with contextlib.redirect_stdout(io.StringIO()):
-            exec(compile(block, f"<docs/{page}>", "exec"), namespace)
+    for page in DOCS:
+        namespace: dict[str, Any] = {"__name__": "docs_example"}
+        for block in _runnable(page):
+            with contextlib.redirect_stdout(io.StringIO()):
+                exec(compile(block, f"<docs/{page}>", "exec"), namespace)
+
+
+def test_a_block_fenced_with_attributes_is_shown_not_run() -> None:
+    page = DOCS["guides/sharing.md"]
+    assert '```python title="not run: a fragment of load_environment"\nenv.reward_fixtures' in page
+    assert not any("env.reward_fixtures = {" in b for b in fenced_blocks(page, "python"))
 
 
 def test_score_batch_example_continues_the_first_rubric() -> None:
