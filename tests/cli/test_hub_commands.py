@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cli import main
-from tests.helpers import HubServer
+from tests.helpers import HubServer, code_block
 
 
 def _one_line_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
@@ -69,12 +69,9 @@ def test_readme_publish_block_runs_as_written(
 ) -> None:
     """Build, push, search and info as README writes them; install and list run in a fresh venv
     in test_hub_end_to_end.py (here they would change this test's own environment)."""
-    import re
     import shlex
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    blocks = [b for b in re.findall(r"```bash\n(.*?)```", readme, flags=re.S) if "rubric build ./my-env" in b]
-    assert len(blocks) == 1
+    blocks = [code_block("bash", "rubric build ./my-env")]
     monkeypatch.chdir(tmp_path)
     assert main(["init", "my-env", "--kind", "tool"]) == 0
     for line in blocks[0].splitlines():
@@ -90,15 +87,13 @@ def test_readme_publish_block_runs_as_written(
 def test_readme_local_hub_block_runs_as_written_on_loopback_only(tmp_path: Path) -> None:
     """The README's hub set-up (less `pip install`) in bash: it makes its folder, and the index
     listens on 127.0.0.1 alone (read from /proc/net/tcp), answering the simple API."""
-    import re
     import subprocess
     import time
     import urllib.request
 
     from tests.helpers import _free_port
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    (block,) = [b for b in re.findall(r"```bash\n(.*?)```", readme, flags=re.S) if "pypi-server run" in b]
+    block = code_block("bash", "pypi-server run")
     port = _free_port()
     lines = [line for line in block.splitlines() if not line.startswith("pip install")]
     script = "\n".join(lines).replace("8080", str(port)) + "\necho $! > server.pid\n"

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from cli import main
+from tests.helpers import code_block
 
 
 def test_init_then_eval_the_folder_then_check(
@@ -49,12 +50,9 @@ def test_bad_input_is_one_line(argv: list[str], expected: str, capsys: pytest.Ca
 def test_readme_share_block_runs_as_written(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import re
     import shlex
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    blocks = [b for b in re.findall(r"```bash\n(.*?)```", readme, flags=re.S) if "rubric init my-env" in b]
-    assert len(blocks) == 1
+    blocks = [code_block("bash", "rubric init my-env")]
     monkeypatch.chdir(tmp_path)
     for line in blocks[0].splitlines():
         argv = shlex.split(line.split("#")[0])

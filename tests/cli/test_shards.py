@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import code_block
+
 RUBRIC = shutil.which("rubric")
 pytestmark = pytest.mark.skipif(RUBRIC is None, reason="the rubric console script is not installed")
 
@@ -91,10 +93,8 @@ def test_shard_and_merge_errors_are_one_line(
 
 
 def test_readme_shard_example_runs_as_written(tmp_path: Path) -> None:
-    import re
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    [block] = [b for b in re.findall(r"```bash\n(.*?)```", readme, flags=re.S) if "rubric merge" in b]
+    block = code_block("bash", "rubric merge")
     for line in block.strip().splitlines():
         command = line.split("#")[0].split()
         assert command[0] == "rubric"

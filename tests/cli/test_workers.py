@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import code_block
+
 RUBRIC = shutil.which("rubric")
 pytestmark = pytest.mark.skipif(RUBRIC is None, reason="the rubric console script is not installed")
 
@@ -104,10 +106,8 @@ def test_unreachable_ray_address_is_one_line(tmp_path: Path) -> None:
 
 
 def test_readme_workers_example_runs_as_written(tmp_path: Path) -> None:
-    import re
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    [block] = [b for b in re.findall(r"```bash\n(.*?)```", readme, flags=re.S) if "--workers 2" in b]
+    block = code_block("bash", "--workers 2")
     command = block.strip().split()
     proc = run(*command[1:], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import copy
 import logging
-import re
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +21,7 @@ from envs.tools.placement import (
 from harness.endpoint.client import Client
 from harness.errors import ConfigError
 from harness.scripted.endpoint import ScriptedEndpoint
+from tests.helpers import code_block
 
 FAST = INLINE_MAX_SECONDS / 10
 SLOW = INLINE_MAX_SECONDS * 10
@@ -276,8 +275,5 @@ async def test_blocking_tool_in_some_rollouts_does_not_delay_the_others() -> Non
 
 
 def test_readme_placement_example_runs_as_written(capsys: pytest.CaptureFixture[str]) -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    blocks = [b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.S) if "blocking=True" in b]
-    assert len(blocks) == 1
-    exec(compile(blocks[0], "<README>", "exec"), {})
+    exec(compile(code_block("python", "@tool(blocking=True"), "<docs>", "exec"), {})
     assert capsys.readouterr().out.strip() == "thread inline"
