@@ -121,6 +121,13 @@ def histogram_svg(values: Iterable[float], *, bins: int = 10, width: int = 300, 
 # ------------------------------------------------------------------------------- summary
 
 
+def _indent(pixels: int) -> str:
+    """The inline style of a tree's name cell: indented by depth and left-aligned in the cell
+    itself, since a notebook front end right-aligns table cells with rules that outrank `STYLE`
+    (or strips `STYLE` from an untrusted notebook), and right-aligned indents read backwards."""
+    return f"padding-left:{pixels}px;text-align:left"
+
+
 def _row(label: str, value: str, cls: str = "") -> str:
     """One summary row; `value` is HTML the caller built from escaped parts."""
     return f'<tr><th>{esc(label)}</th><td class="num {esc(cls)}">{value}</td></tr>'
@@ -140,7 +147,7 @@ def _node_rows(summary: Summary, nodes: Sequence[TreeNode] | None) -> list[str]:
         value += f" <span class='muted'>{esc(note)}</span>" if note else ""
         name = esc(path.rsplit(".", 1)[-1])
         rows.append(
-            f'<tr><td style="padding-left:{depth * 14}px" title="{esc(path)}">{name}</td>'
+            f'<tr><td style="{_indent(depth * 14)}" title="{esc(path)}">{name}</td>'
             f'<td class="num">{value}</td></tr>'
         )
     return rows
@@ -428,10 +435,10 @@ def tree_html(
         )
         rows.append(
             f'<tr class="{"nan" if is_nan else ""}" data-path="{esc(path)}">'
-            f'<td style="padding-left:{4 + depth * 16}px"><b>{esc(name)}</b> <span class="muted">{head}</span></td>'
+            f'<td style="{_indent(4 + depth * 16)}"><b>{esc(name)}</b> <span class="muted">{head}</span></td>'
             f'<td class="muted">{note}</td><td class="num score">{shown}</td><td>{extra}</td></tr>'
         )
-    header = "<tr><th>node</th><th>weight</th><th class='num'>score</th><th>why / detail</th></tr>"
+    header = f'<tr><th style="{_indent(4)}">node</th><th>weight</th><th class="num">score</th><th>why / detail</th></tr>'
     return f'<table class="tree">{header}{"".join(rows)}</table>'
 
 
