@@ -269,7 +269,7 @@ def groups_html(
     rollouts: Sequence[Rollout], nodes: Sequence[TreeNode] | None, *, limit: int = 5, answers: bool = True
 ) -> str:
     """Each example's rollouts side by side (the first `limit` examples with more than one):
-    the final answer (unless `answers=False`: the static report keeps model text in its
+    the model's response (unless `answers=False`: the static report keeps model text in its
     compressed panels), the reward and every node's score, group nodes marked; "" when no
     example has two rollouts."""
     groups: dict[str, list[Rollout]] = {}
@@ -286,8 +286,8 @@ def groups_html(
     for group in shown:
         group = sorted(group, key=lambda r: r.rollout_index)
         head = "".join(f'<th class="num">#{r.rollout_index}</th>' for r in group)
-        answer = "".join(f"<td><pre>{esc((r.response or r.error or '')[:300])}</pre></td>" for r in group)
-        rows = [f"<tr><th>answer</th>{answer}</tr>"] if answers else []
+        response = "".join(f"<td><pre>{esc((r.response or r.error or '')[:300])}</pre></td>" for r in group)
+        rows = [f"<tr><th>response</th>{response}</tr>"] if answers else []
         label = "reward (group)" if marks.get("") else "reward"
         rows.append(
             f"<tr><th>{label}</th>{''.join(_score_cell(r.reward, r.score_errors.get('', r.error or '')) for r in group)}</tr>"
