@@ -266,12 +266,18 @@ def scores_table_html(rollouts: Sequence[Rollout], paths: Sequence[str], *, limi
 
 
 def groups_html(
-    rollouts: Sequence[Rollout], nodes: Sequence[TreeNode] | None, *, limit: int = 5, answers: bool = True
+    rollouts: Sequence[Rollout],
+    nodes: Sequence[TreeNode] | None,
+    *,
+    limit: int = 5,
+    answers: bool = True,
+    folded: bool = False,
 ) -> str:
     """Each example's rollouts side by side (the first `limit` examples with more than one):
     the model's response (unless `answers=False`: the static report keeps model text in its
     compressed panels), the reward and every node's score, group nodes marked; "" when no
-    example has two rollouts."""
+    example has two rollouts. `folded` puts the tables in a closed `<details>` under their
+    heading (the static report, where the rollout table comes first)."""
     groups: dict[str, list[Rollout]] = {}
     for r in rollouts:
         groups.setdefault(str(r.example_id), []).append(r)
@@ -305,7 +311,10 @@ def groups_html(
         )
     more = sum(1 for g in groups.values() if len(g) > 1) - len(shown)
     tail = f'<p class="muted">{more:,} more groups</p>' if more > 0 else ""
-    return f'<div class="head">groups: each example\'s rollouts side by side</div>{"".join(tables)}{tail}'
+    heading = "groups: each example's rollouts side by side"
+    if folded:
+        return f'<details class="groups"><summary class="head">{heading}</summary>{"".join(tables)}{tail}</details>'
+    return f'<div class="head">{heading}</div>{"".join(tables)}{tail}'
 
 
 def _score_cell(value: float, reason: str) -> str:

@@ -222,3 +222,20 @@ def test_the_rubric_tree_reads_left_to_right_in_a_notebook(browser: Any, trusted
     )
     assert [x - starts[0] for x in starts] == [0, 16, 16, 32]
     page.close()
+
+
+def test_the_report_shows_rollouts_first_and_folds_the_groups(browser: Any, tmp_path: Path) -> None:
+    out = write_report(_run(wrong_every=3), tmp_path / "report.html")
+    page, problems = _open(browser, out)
+    groups = page.locator("details.groups")
+    assert groups.count() == 1 and groups.get_attribute("open") is None
+    assert page.locator("details.groups table.items").count() == 20
+    assert not page.locator("details.groups table.items >> nth=0").is_visible()
+    rollouts, folded = (
+        page.eval_on_selector(sel, "e => e.getBoundingClientRect().top")
+        for sel in ("#rows", "details.groups")
+    )
+    assert rollouts < 900 and rollouts < folded  # the rollout table on the first screen, groups below
+    page.click("details.groups > summary")
+    assert page.locator("details.groups table.items >> nth=0").is_visible()
+    assert problems == []
