@@ -556,8 +556,9 @@ class Environment:
         """
         from harness.endpoint.client import Client
         from harness.endpoint.connect import open_client
-        from harness.evaluation import DEFAULT_CONCURRENCY, aevaluate
+        from harness.evaluation import DEFAULT_CONCURRENCY, aevaluate, check_evaluate_options
 
+        check_evaluate_options(options, f"{type(self).__name__}.aevaluate")
         if isinstance(model, Client):
             return await aevaluate(self, model, **options)
         if not isinstance(model, str):
@@ -575,6 +576,9 @@ class Environment:
 
     def evaluate(self, model: Client | str, **options: Unpack[EvaluateOptions]) -> EvalResults:
         """Synchronous `aevaluate` (works in scripts and inside Jupyter)."""
+        from harness.evaluation import check_evaluate_options
+
+        check_evaluate_options(options, f"{type(self).__name__}.evaluate")
         return run_sync(self.aevaluate(model, **options))
 
     def __repr__(self) -> str:

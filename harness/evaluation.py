@@ -12,6 +12,7 @@ run, summarise) whose steps share the run's state; results, executors and views 
 from __future__ import annotations
 
 import asyncio
+import difflib
 import json
 import math
 import sys
@@ -402,6 +403,27 @@ class EvaluateOptions(TypedDict, total=False):
     ray_address: str | None
 
 
+def check_evaluate_options(options: Mapping[str, object], where: str) -> None:
+    """Raise for a keyword `aevaluate` does not take, naming the closest one it does (Python's
+    own error names only the misspelt keyword, from deep inside the call).
+
+    Args:
+        options: The keyword arguments given to `where`.
+        where: The function they were given to, for the message (e.g. "env.evaluate").
+
+    Raises:
+        ConfigTypeError: An option is not one of `EvaluateOptions`.
+    """
+    known = list(EvaluateOptions.__annotations__)
+    for name in options:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ConfigTypeError(
+                f"{where}() has no option {name!r}; {hint}its options are: {', '.join(known)}"
+            )
+
+
 async def aevaluate(
     env: EnvironmentProtocol,
     client: Client,
@@ -529,6 +551,7 @@ async def aevaluate(
 def evaluate(env: EnvironmentProtocol, client: Client, **options: Unpack[EvaluateOptions]) -> EvalResults:
     """`aevaluate`, synchronously: blocks until the run ends, and works inside a running event
     loop too (a Jupyter cell), where it runs on a helper thread. Same options and results."""
+    check_evaluate_options(options, "evaluate")
     return run_sync(aevaluate(env, client, **options))
 
 
@@ -592,4 +615,11 @@ async def _finish(
     return results
 
 
-__all__ = ["DEFAULT_CONCURRENCY", "EvaluateOptions", "aevaluate", "evaluate", "run_in_process"]
+__all__ = [
+    "DEFAULT_CONCURRENCY",
+    "EvaluateOptions",
+    "aevaluate",
+    "check_evaluate_options",
+    "evaluate",
+    "run_in_process",
+]
