@@ -405,9 +405,12 @@ class Environment:
             await server.release_rollout(rollout)
 
     async def release(self) -> None:
-        """Stop what the run held on this event loop: the MCP servers started for it."""
+        """Stop what the run held on this event loop: the MCP servers started for it and the
+        rubric's judge connections (a pool left open warns "Unclosed client session" once its
+        loop is gone)."""
         for server in self.mcp_servers:
             await server.release()
+        await self.rubric.aclose()
 
     def parse_answer(self, rollout: Rollout) -> str | None:
         """The answer extracted from the final response by `parser` (the raw response without one)."""

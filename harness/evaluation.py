@@ -372,11 +372,18 @@ async def run_in_process(
             if client.refused is not None:
                 return  # the endpoint refuses this key or model: every request would fail alike
 
+    async with asyncio.TaskGroup() as group:
+        for _ in range(concurrency):
+            group.create_task(worker())
+
+
+async def _then_release(env: EnvironmentProtocol, work: Coroutine[Any, Any, None]) -> None:
+    """Await the run's `work` (rollouts, then group scoring), then, however it ended, let the
+    environment stop what it started on this loop: MCP servers, its judges' HTTP pools. Last,
+    so that no group judged after the rollouts reopens a pool."""
     try:
-        async with asyncio.TaskGroup() as group:
-            for _ in range(concurrency):
-                group.create_task(worker())
-    finally:  # ended, failed or interrupted: stop what the environment started (MCP servers)
+        await work
+    finally:
         if isinstance(env, HoldsResources):
             await env.release()
 
@@ -545,6 +552,7 @@ async def aevaluate(
         work = _record_workers(run, executor, run_elsewhere(plan.jobs, on_finished))
     if groups is not None:  # scored when its last member finishes, saved whole
         work = run_scoring_groups(work, groups)
+    work = _then_release(env, work)
     return await _finish(run, work, client, directory, progress=progress, max_k=rollouts_per_example)
 
 

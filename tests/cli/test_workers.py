@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.scripted.endpoint import ScriptedEndpoint
+
 RUBRIC = shutil.which("rubric")
 pytestmark = pytest.mark.skipif(RUBRIC is None, reason="the rubric console script is not installed")
 
@@ -116,3 +118,32 @@ def test_readme_workers_example_runs_as_written(tmp_path: Path) -> None:
         "workers"
     ]
     assert [w["concurrency"] for w in workers["workers"]] == [64, 64]
+
+
+JUDGED_ENV = """
+import os
+
+from envs import SingleTurnEnv
+from rubrics import LLMJudge
+
+
+def load_environment() -> SingleTurnEnv:
+    judge = LLMJudge("Is {{ response }} right?", model="judge", base_url=os.environ["JUDGE_URL"], api_key="k")
+    env = SingleTurnEnv([{"question": f"Say {i}.", "answer": str(i)} for i in range(6)], judge, name="judged")
+    env.scripted_policies = {"echo": lambda messages, tools: messages[-1]["content"][4:-1]}
+    return env
+"""
+
+
+def test_workers_close_their_judges_pools(tmp_path: Path) -> None:
+    # A pool left open when a worker's loop ends is reported as it exits, on its stderr.
+    (tmp_path / "judged.py").write_text(JUDGED_ENV)
+    with ScriptedEndpoint(lambda messages, tools: "1") as judge:
+        proc = run(
+            "eval", "judged.py", "-m", "scripted:echo", "--workers", "2", "-o", "out", "--no-progress",
+            cwd=tmp_path, env={"JUDGE_URL": judge.base_url},
+        )  # fmt: skip
+        assert judge.stats.requests == 6
+    assert proc.returncode == 0, proc.stderr
+    assert "6 (6 examples)" in proc.stdout and "1.0000" in proc.stdout
+    assert "Unclosed" not in proc.stderr, proc.stderr
