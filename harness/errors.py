@@ -33,6 +33,7 @@ __all__ = [
     "ScoringError",
     "UserCodeError",
     "WorkerError",
+    "WorkersHint",
     "raised_at",
 ]
 
@@ -113,3 +114,8 @@ class ResultsNotFoundError(ResultsError, FileNotFoundError):
 
 class ResultsWarning(UserWarning):
     """A results file was readable only in part: corrupt lines skipped or repeats ignored."""
+
+
+class WorkersHint(RuntimeWarning):
+    """Worker processes cannot speed this run up (too few rollouts per worker, or the endpoint
+    is the limit): said once, before the run, with what to do instead."""

@@ -17,6 +17,7 @@ import json
 import math
 import sys
 import time
+import warnings
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,10 +26,10 @@ from typing import Any, TypedDict, Unpack
 from harness.aio import run_sync
 from harness.defaults import DEFAULT_CONCURRENCY
 from harness.endpoint.client import Client, check_sampling
-from harness.errors import ConfigError, ConfigTypeError, EndpointError, ResultsError
+from harness.errors import ConfigError, ConfigTypeError, EndpointError, ResultsError, WorkersHint
 from harness.executors.groups import GroupScorer, run_scoring_groups
 from harness.executors.jobs import Plan
-from harness.executors.plan import plan_executor
+from harness.executors.plan import plan_executor, workers_hint
 from harness.executors.scheduler import Job, PoolReport
 from harness.executors.workers import peak_rss_mib
 from harness.limits import check_limits, check_planned
@@ -537,6 +538,12 @@ async def aevaluate(
     current = {"env": jsonable(env.config()), "model": jsonable(client.config()), "arguments": arguments}
     directory = Path(output_dir) if output_dir is not None else None
     run = _open_run(env, directory, current, plan, sharding, resume=resume, overwrite=overwrite)
+    if run_elsewhere is not None:  # said before any rollout runs, once
+        hint = workers_hint(
+            workers=workers, rollouts=len(plan.jobs), concurrency=concurrency, base_url=client.base_url
+        )
+        if hint is not None:
+            warnings.warn(hint, WorkersHint, stacklevel=2)
     groups = GroupScorer.of(env, rollouts_per_example, run.finished)  # None: rollouts score alone
     on_finished = groups.add if groups is not None else run.finished
     if run_elsewhere is None:

@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from harness.executors.plan import workers_hint
 from harness.scripted.endpoint import ScriptedEndpoint
 
 RUBRIC = shutil.which("rubric")
 pytestmark = pytest.mark.skipif(RUBRIC is None, reason="the rubric console script is not installed")
+LOCAL = "http://127.0.0.1:1/v1"  # where the scripted endpoint listens: loopback
 
 
 def run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -48,8 +50,22 @@ def test_more_workers_than_cpus_warns_in_one_line_and_runs(tmp_path: Path) -> No
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.strip().splitlines() == [
         f"rubric: warning: workers={workers} is more than the {os.cpu_count()} CPUs here; "
-        f"they will share CPUs (allowed, but {os.cpu_count()} is usually as fast)"
+        f"they will share CPUs (allowed, but {os.cpu_count()} is usually as fast)",
+        f"rubric: warning: {workers_hint(workers=int(workers), rollouts=4, concurrency=int(workers), base_url=LOCAL)}",
     ]
+
+
+def test_a_small_run_with_workers_says_in_one_line_that_they_cannot_help(tmp_path: Path) -> None:
+    proc = run(
+        "eval", "gsm8k", "-m", "scripted:oracle", "-n", "30", "--workers", "2", "-o", "out", "--no-progress",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith(
+        "rubric: warning: workers=2 will not speed up 30 rollouts: each worker takes seconds"
+    )
+    assert line.endswith("so run this one without them") and "30 (30 examples)" in proc.stdout
 
 
 @pytest.mark.parametrize(
