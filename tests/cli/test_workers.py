@@ -152,14 +152,15 @@ def load_environment() -> SingleTurnEnv:
 
 
 def test_workers_close_their_judges_pools(tmp_path: Path) -> None:
-    # A pool left open when a worker's loop ends is reported as it exits, on its stderr.
+    # A pool left open when a worker's loop ends is reported as it exits, on its stderr; so is
+    # any other transport left open, with ResourceWarnings shown.
     (tmp_path / "judged.py").write_text(JUDGED_ENV)
     with ScriptedEndpoint(lambda messages, tools: "1") as judge:
         proc = run(
             "eval", "judged.py", "-m", "scripted:echo", "--workers", "2", "-o", "out", "--no-progress",
-            cwd=tmp_path, env={"JUDGE_URL": judge.base_url},
+            cwd=tmp_path, env={"JUDGE_URL": judge.base_url, "PYTHONWARNINGS": "always::ResourceWarning"},
         )  # fmt: skip
         assert judge.stats.requests == 6
     assert proc.returncode == 0, proc.stderr
     assert "6 (6 examples)" in proc.stdout and "1.0000" in proc.stdout
-    assert "Unclosed" not in proc.stderr, proc.stderr
+    assert "nclosed" not in proc.stderr and "ResourceWarning" not in proc.stderr, proc.stderr
