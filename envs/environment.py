@@ -417,11 +417,14 @@ class Environment:
             await server.release_rollout(rollout)
 
     async def release(self) -> None:
-        """Stop what the run held on this event loop: agent sandboxes, the MCP servers started for it."""
+        """Stop what the run held on this event loop: agent sandboxes, the MCP servers started for
+        it and the rubric's judge connections (a pool left open warns "Unclosed client session"
+        once its loop is gone)."""
         if self._agent_episodes is not None:
             await self._agent_episodes.release_all()
         for server in self.mcp_servers:
             await server.release()
+        await self.rubric.aclose()
 
     # ------------------------------------------------------------------ agents
 
@@ -662,8 +665,9 @@ class Environment:
         """
         from harness.endpoint.client import Client
         from harness.endpoint.connect import open_client
-        from harness.evaluation import DEFAULT_CONCURRENCY, aevaluate
+        from harness.evaluation import DEFAULT_CONCURRENCY, aevaluate, check_evaluate_options
 
+        check_evaluate_options(options, f"{type(self).__name__}.aevaluate")
         if agent is not None:
             self.set_agent(agent, runtime=runtime, files=agent_files)
             if self.source is not None and isinstance(agent, str):  # workers build it again
@@ -695,6 +699,9 @@ class Environment:
         **options: Unpack[EvaluateOptions],
     ) -> EvalResults:
         """Synchronous `aevaluate` (works in scripts and inside Jupyter)."""
+        from harness.evaluation import check_evaluate_options
+
+        check_evaluate_options(options, f"{type(self).__name__}.evaluate")
         return run_sync(
             self.aevaluate(model, agent=agent, agent_files=agent_files, runtime=runtime, **options)
         )

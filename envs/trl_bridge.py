@@ -292,7 +292,8 @@ class TRLSpec:
         train_dataset: a Hugging Face Dataset whose `prompt` column holds the messages the
             model sees (system prompt and rendered template included), with every other
             column of the environment's dataset kept for the rubric.
-        reward_funcs: the environment's rubric as a TRL reward function (a list of one).
+        reward_funcs: the environment's rubric as a TRL reward function (a list of one), named
+            after the rubric (TRL logs `rewards/<rubric name>/mean`).
         environment_factory: for an environment with tools, an `EnvironmentFactory`; else None.
         rollout_func: for an environment played by an agent (`env.set_agent`), an
             `envs.agents.training.AgentRolloutFunc` (then `reward_funcs` is its `AgentReward`).
@@ -316,7 +317,7 @@ class TRLSpec:
             self.reward_funcs: list[Any] = [AgentReward()]
             self.environment_factory: EnvironmentFactory | None = None
             return
-        reward = as_trl_reward(env.rubric, name=_class_name(env))
+        reward = as_trl_reward(env.rubric)  # named after the rubric, as `rubric.as_trl_reward()` is
         if env.parser is not None:
             reward.prepare = PrepareForScoring(env)
         self.reward_funcs = [reward]

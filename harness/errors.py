@@ -34,6 +34,7 @@ __all__ = [
     "TooManyErrorsError",
     "UserCodeError",
     "WorkerError",
+    "WorkersHint",
     "raised_at",
 ]
 
@@ -123,3 +124,8 @@ class ResultsNotFoundError(ResultsError, FileNotFoundError):
 
 class ResultsWarning(UserWarning):
     """A results file was readable only in part: corrupt lines skipped or repeats ignored."""
+
+
+class WorkersHint(RuntimeWarning):
+    """Worker processes cannot speed this run up (too few rollouts per worker, or the endpoint
+    is the limit): said once, before the run, with what to do instead."""

@@ -12,10 +12,12 @@ run, summarise) whose steps share the run's state; results, executors and views 
 from __future__ import annotations
 
 import asyncio
+import difflib
 import json
 import math
 import sys
 import time
+import warnings
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,10 +26,17 @@ from typing import Any, TypedDict, Unpack
 from harness.aio import run_sync
 from harness.defaults import DEFAULT_CONCURRENCY
 from harness.endpoint.client import Client, check_sampling
-from harness.errors import ConfigError, ConfigTypeError, EndpointError, ResultsError, TooManyErrorsError
+from harness.errors import (
+    ConfigError,
+    ConfigTypeError,
+    EndpointError,
+    ResultsError,
+    TooManyErrorsError,
+    WorkersHint,
+)
 from harness.executors.groups import GroupScorer, run_scoring_groups
 from harness.executors.jobs import Plan
-from harness.executors.plan import plan_executor
+from harness.executors.plan import plan_executor, workers_hint
 from harness.executors.scheduler import Job, PoolReport
 from harness.executors.workers import peak_rss_mib
 from harness.limits import check_limits, check_planned
@@ -381,11 +390,18 @@ async def run_in_process(
             if client.refused is not None:
                 return  # the endpoint refuses this key or model: every request would fail alike
 
+    async with asyncio.TaskGroup() as group:
+        for _ in range(concurrency):
+            group.create_task(worker())
+
+
+async def _then_release(env: EnvironmentProtocol, work: Coroutine[Any, Any, None]) -> None:
+    """Await the run's `work` (rollouts, then group scoring), then, however it ended, let the
+    environment stop what it started on this loop: MCP servers, its judges' HTTP pools. Last,
+    so that no group judged after the rollouts reopens a pool."""
     try:
-        async with asyncio.TaskGroup() as group:
-            for _ in range(concurrency):
-                group.create_task(worker())
-    finally:  # ended, failed or interrupted: stop what the environment started (MCP servers)
+        await work
+    finally:
         if isinstance(env, HoldsResources):
             await env.release()
 
@@ -411,6 +427,27 @@ class EvaluateOptions(TypedDict, total=False):
     executor: str
     ray_address: str | None
     fail_on_error: float | None
+
+
+def check_evaluate_options(options: Mapping[str, object], where: str) -> None:
+    """Raise for a keyword `aevaluate` does not take, naming the closest one it does (Python's
+    own error names only the misspelt keyword, from deep inside the call).
+
+    Args:
+        options: The keyword arguments given to `where`.
+        where: The function they were given to, for the message (e.g. "env.evaluate").
+
+    Raises:
+        ConfigTypeError: An option is not one of `EvaluateOptions`.
+    """
+    known = list(EvaluateOptions.__annotations__)
+    for name in options:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ConfigTypeError(
+                f"{where}() has no option {name!r}; {hint}its options are: {', '.join(known)}"
+            )
 
 
 async def aevaluate(
@@ -526,6 +563,12 @@ async def aevaluate(
     current = {"env": jsonable(env.config()), "model": jsonable(client.config()), "arguments": arguments}
     directory = Path(output_dir) if output_dir is not None else None
     run = _open_run(env, directory, current, plan, sharding, resume=resume, overwrite=overwrite)
+    if run_elsewhere is not None:  # said before any rollout runs, once
+        hint = workers_hint(
+            workers=workers, rollouts=len(plan.jobs), concurrency=concurrency, base_url=client.base_url
+        )
+        if hint is not None:
+            warnings.warn(hint, WorkersHint, stacklevel=2)
     groups = GroupScorer.of(env, rollouts_per_example, run.finished)  # None: rollouts score alone
     on_finished = groups.add if groups is not None else run.finished
     if run_elsewhere is None:
@@ -541,6 +584,7 @@ async def aevaluate(
         work = _record_workers(run, executor, run_elsewhere(plan.jobs, on_finished))
     if groups is not None:  # scored when its last member finishes, saved whole
         work = run_scoring_groups(work, groups)
+    work = _then_release(env, work)
     results = await _finish(run, work, client, directory, progress=progress, max_k=rollouts_per_example)
     failed = (
         too_many_errors(results.summary, fail_on_error, "fail_on_error")
@@ -557,6 +601,7 @@ def evaluate(env: EnvironmentProtocol, client: Client, **options: Unpack[Evaluat
     """`aevaluate`, synchronously: blocks until the run ends, and works inside a running event
     loop too (a Jupyter cell), where it runs on a helper thread. Same options and results.
     SIGTERM and SIGHUP stop it as Ctrl-C does (`harness.aio.Stopped`, a KeyboardInterrupt)."""
+    check_evaluate_options(options, "evaluate")
     return run_sync(aevaluate(env, client, **options))
 
 
@@ -620,4 +665,11 @@ async def _finish(
     return results
 
 
-__all__ = ["DEFAULT_CONCURRENCY", "EvaluateOptions", "aevaluate", "evaluate", "run_in_process"]
+__all__ = [
+    "DEFAULT_CONCURRENCY",
+    "EvaluateOptions",
+    "aevaluate",
+    "check_evaluate_options",
+    "evaluate",
+    "run_in_process",
+]

@@ -436,6 +436,17 @@ class Rubric:
         """This node's own readiness check at dotted `path` (judges override it); nothing for most."""
         return None
 
+    async def aclose(self) -> None:
+        """Close the connections this node and its descendants opened (a judge's HTTP pool),
+        on the running event loop, which owns them; a node used again reconnects.
+        `Environment.release()` calls it when a run ends, so no pool outlives its loop."""
+        for node in [self, *self.rubrics()]:
+            await node._close_own()
+
+    async def _close_own(self) -> None:
+        """Close this node's own connections (judges override it); nothing for most."""
+        return None
+
     def score_batch(
         self, rollouts: Iterable[Rollout | Mapping[str, Any]], *, concurrency: int = DEFAULT_CONCURRENCY
     ) -> ScoredBatch:

@@ -269,6 +269,8 @@ class XMLFormat:
 
     A field may accept alternative tags, as in Verifiers: `("code", "answer")` is the field
     "code" (the first name), written as `<code>` or `<answer>`; either counts, once.
+    `answer_field` names a field (the answer is whichever of its tags was written) or, as in
+    Verifiers, one alternative tag (the answer is that tag's content only).
     """
 
     def __init__(
@@ -295,8 +297,11 @@ class XMLFormat:
                 self._field_of[tag] = tags[0]
             self.alternatives[tags[0]] = tuple(tags)
         names = list(self.alternatives)
-        if answer_field is not None and answer_field not in names:
-            raise ConfigError(f"answer_field {answer_field!r} is not one of the fields {names}")
+        if answer_field is not None and answer_field not in self._field_of:
+            raise ConfigError(
+                f"answer_field {answer_field!r} is not one of the fields {names} or their alternative tags "
+                f"{[tag for tag in self._field_of if tag not in self.alternatives]}"
+            )
         self.fields: list[str] = names
         self.answer_field: str = answer_field or names[-1]
         self.allow_text_outside = allow_text_outside
@@ -314,21 +319,27 @@ class XMLFormat:
         top = [s for s in _outermost(scan.spans) if s.name in self._field_of]
         return top, scan, start, end
 
+    def _contents(self, text: str | None) -> list[tuple[str, str]]:
+        """(tag, stripped content) of each top-level element of a declared tag, in order."""
+        if not text:
+            return []
+        top, _, start, _ = self._top_level(text)
+        return [(s.name, text[start + s.content_start : start + s.content_end].strip()) for s in top]
+
     def parse(self, text: str | None) -> dict[str, str | None]:
         """Each field's content (the last top-level occurrence, stripped) or None."""
         values: dict[str, str | None] = {name: None for name in self.fields}
-        if not text:
-            return values
-        top, _, start, _ = self._top_level(text)
-        for span in top:
-            values[self._field_of[span.name]] = text[
-                start + span.content_start : start + span.content_end
-            ].strip()
+        for tag, content in self._contents(text):
+            values[self._field_of[tag]] = content
         return values
 
     def parse_answer(self, text: str | None) -> str | None:
         """The answer field's content: what an environment's `parser=` hands to rewards."""
-        return self.parse(text)[self.answer_field]
+        if self.answer_field in self.alternatives:
+            return self.parse(text)[self.answer_field]
+        # An alternative tag named as the answer (Verifiers' semantics): that tag's content only.
+        found = [content for tag, content in self._contents(text) if tag == self.answer_field]
+        return found[-1] if found else None
 
     __call__ = parse_answer
 

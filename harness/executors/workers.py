@@ -382,7 +382,9 @@ def _protocol_pipes() -> tuple[int, int]:
 async def _worker_main(read_fd: int, write_fd: int) -> None:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=2**26)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb"))
+    pipe, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb")
+    )
     transport, protocol = await loop.connect_write_pipe(
         asyncio.streams.FlowControlMixin, os.fdopen(write_fd, "wb")
     )
@@ -395,6 +397,7 @@ async def _worker_main(read_fd: int, write_fd: int) -> None:
     except Exception as exc:
         writer.write(_frame(("error", str(exc) if isinstance(exc, WorkerError) else repr(exc))))
         await writer.drain()
+        pipe.close()
         return
     writer.write(_frame(("ready", os.getpid())))
 
@@ -419,7 +422,9 @@ async def _worker_main(read_fd: int, write_fd: int) -> None:
     except asyncio.IncompleteReadError:  # the driver is gone: stop at once
         for task in tasks:
             task.cancel()
+        pipe.close()
         return
+    pipe.close()  # "stop" was the last frame; closed here, it is not left to the garbage collector
     await asyncio.gather(*tasks)
     report = await runtime.close()
     writer.write(_frame(("bye", None, report)))

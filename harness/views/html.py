@@ -121,6 +121,13 @@ def histogram_svg(values: Iterable[float], *, bins: int = 10, width: int = 300, 
 # ------------------------------------------------------------------------------- summary
 
 
+def _indent(pixels: int) -> str:
+    """The inline style of a tree's name cell: indented by depth and left-aligned in the cell
+    itself, since a notebook front end right-aligns table cells with rules that outrank `STYLE`
+    (or strips `STYLE` from an untrusted notebook), and right-aligned indents read backwards."""
+    return f"padding-left:{pixels}px;text-align:left"
+
+
 def _row(label: str, value: str, cls: str = "") -> str:
     """One summary row; `value` is HTML the caller built from escaped parts."""
     return f'<tr><th>{esc(label)}</th><td class="num {esc(cls)}">{value}</td></tr>'
@@ -140,7 +147,7 @@ def _node_rows(summary: Summary, nodes: Sequence[TreeNode] | None) -> list[str]:
         value += f" <span class='muted'>{esc(note)}</span>" if note else ""
         name = esc(path.rsplit(".", 1)[-1])
         rows.append(
-            f'<tr><td style="padding-left:{depth * 14}px" title="{esc(path)}">{name}</td>'
+            f'<tr><td style="{_indent(depth * 14)}" title="{esc(path)}">{name}</td>'
             f'<td class="num">{value}</td></tr>'
         )
     return rows
@@ -260,12 +267,18 @@ def scores_table_html(rollouts: Sequence[Rollout], paths: Sequence[str], *, limi
 
 
 def groups_html(
-    rollouts: Sequence[Rollout], nodes: Sequence[TreeNode] | None, *, limit: int = 5, answers: bool = True
+    rollouts: Sequence[Rollout],
+    nodes: Sequence[TreeNode] | None,
+    *,
+    limit: int = 5,
+    answers: bool = True,
+    folded: bool = False,
 ) -> str:
     """Each example's rollouts side by side (the first `limit` examples with more than one):
-    the final answer (unless `answers=False`: the static report keeps model text in its
+    the model's response (unless `answers=False`: the static report keeps model text in its
     compressed panels), the reward and every node's score, group nodes marked; "" when no
-    example has two rollouts."""
+    example has two rollouts. `folded` puts the tables in a closed `<details>` under their
+    heading (the static report, where the rollout table comes first)."""
     groups: dict[str, list[Rollout]] = {}
     for r in rollouts:
         groups.setdefault(str(r.example_id), []).append(r)
@@ -280,8 +293,8 @@ def groups_html(
     for group in shown:
         group = sorted(group, key=lambda r: r.rollout_index)
         head = "".join(f'<th class="num">#{r.rollout_index}</th>' for r in group)
-        answer = "".join(f"<td><pre>{esc((r.response or r.error or '')[:300])}</pre></td>" for r in group)
-        rows = [f"<tr><th>answer</th>{answer}</tr>"] if answers else []
+        response = "".join(f"<td><pre>{esc((r.response or r.error or '')[:300])}</pre></td>" for r in group)
+        rows = [f"<tr><th>response</th>{response}</tr>"] if answers else []
         label = "reward (group)" if marks.get("") else "reward"
         rows.append(
             f"<tr><th>{label}</th>{''.join(_score_cell(r.reward, r.score_errors.get('', r.error or '')) for r in group)}</tr>"
@@ -299,7 +312,10 @@ def groups_html(
         )
     more = sum(1 for g in groups.values() if len(g) > 1) - len(shown)
     tail = f'<p class="muted">{more:,} more groups</p>' if more > 0 else ""
-    return f'<div class="head">groups: each example\'s rollouts side by side</div>{"".join(tables)}{tail}'
+    heading = "groups: each example's rollouts side by side"
+    if folded:
+        return f'<details class="groups"><summary class="head">{heading}</summary>{"".join(tables)}{tail}</details>'
+    return f'<div class="head">{heading}</div>{"".join(tables)}{tail}'
 
 
 def _score_cell(value: float, reason: str) -> str:
@@ -429,10 +445,10 @@ def tree_html(
         )
         rows.append(
             f'<tr class="{"nan" if is_nan else ""}" data-path="{esc(path)}">'
-            f'<td style="padding-left:{4 + depth * 16}px"><b>{esc(name)}</b> <span class="muted">{head}</span></td>'
+            f'<td style="{_indent(4 + depth * 16)}"><b>{esc(name)}</b> <span class="muted">{head}</span></td>'
             f'<td class="muted">{note}</td><td class="num score">{shown}</td><td>{extra}</td></tr>'
         )
-    header = "<tr><th>node</th><th>weight</th><th class='num'>score</th><th>why / detail</th></tr>"
+    header = f'<tr><th style="{_indent(4)}">node</th><th>weight</th><th class="num">score</th><th>why / detail</th></tr>'
     return f'<table class="tree">{header}{"".join(rows)}</table>'
 
 

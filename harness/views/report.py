@@ -106,15 +106,16 @@ def _row(i: int, r: Rollout, paths: Sequence[str]) -> list[Any]:
 
 def report_html(results: EvalResults) -> str:
     """One run as a self-contained HTML page: header, summary with histogram, a sortable and
-    filterable rollout table, and a panel per rollout (conversation and reward tree)."""
+    filterable rollout table, a panel per rollout (conversation and reward tree), then the
+    groups of repeated examples side by side, folded."""
     nodes = _nodes_of(results)
     paths = node_paths(results)
     summary = summary_html(results.summary, nodes, results.metadata.get("status"))
     body = (
         f'<header>{_header_html(results)}</header><section class="grid"><div>{summary}</div>'
         f"<div>{histogram_svg(r.reward for r in results.rollouts)}</div></section>"
-        f"<section>{groups_html(results.rollouts, nodes, limit=20, answers=False)}</section>"
         '<section id="app"></section><section id="panel"></section>'
+        f"<section>{groups_html(results.rollouts, nodes, limit=20, answers=False, folded=True)}</section>"
     )
     data = {
         "mode": "run",

@@ -322,8 +322,8 @@ class LLMJudge(Rubric):
     cache_info = staticmethod(cache_info)
     clear_cache = staticmethod(clear_cache)
 
-    async def aclose(self) -> None:
-        """Close the HTTP pool of a Client this judge built itself."""
+    async def _close_own(self) -> None:
+        """Close the HTTP pool of a Client this judge built itself (one given to it is the giver's)."""
         client = self.__dict__["_client"]
         if client is not None and self.__dict__["_owns_client"]:
             await client.aclose()

@@ -141,10 +141,11 @@ class CriteriaJudge(Rubric):
             if key in judge_kwargs:
                 raise ConfigError(f"criteria(...) sets {key}= itself; it cannot be overridden")
         super().__init__(name=name, on_error=on_error)
+        self.__dict__["_shared_client"] = None  # the pool built here, which `aclose` closes
         if judge_kwargs.get("client") is None and judge_kwargs.get("model"):
             from harness.endpoint.client import Client  # one connection pool shared by every criterion
 
-            judge_kwargs["client"] = Client(
+            judge_kwargs["client"] = self.__dict__["_shared_client"] = Client(
                 judge_kwargs.pop("model"),
                 judge_kwargs.pop("base_url", None),
                 judge_kwargs.pop("api_key", None),
@@ -160,6 +161,12 @@ class CriteriaJudge(Rubric):
                 **judge_kwargs,
             )
             self.add_rubric(f"criterion_{i}", child)
+
+    async def _close_own(self) -> None:
+        """Close the one pool this node built for its criteria (a client given to it is the giver's)."""
+        client = self.__dict__["_shared_client"]
+        if client is not None:
+            await client.aclose()
 
     def criteria(self) -> list[tuple[str, float]]:
         """The (text, points) list, in order."""

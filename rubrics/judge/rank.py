@@ -113,6 +113,12 @@ class GroupJudge(GroupRubric):
             state["_client"] = None  # rebuilt lazily after unpickling (TRL workers)
         return state
 
+    async def _close_own(self) -> None:
+        """Close the HTTP pool of a Client this judge built itself (one given to it is the giver's)."""
+        client = self.__dict__["_client"]
+        if client is not None and self.__dict__["_owns_client"]:
+            await client.aclose()
+
     @property
     def client(self) -> Client:
         """The judge's Client (built on first use from `model`, `base_url` and env vars)."""

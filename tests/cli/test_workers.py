@@ -10,10 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from harness.executors.plan import workers_hint
+from harness.scripted.endpoint import ScriptedEndpoint
 from tests.helpers import code_block
 
 RUBRIC = shutil.which("rubric")
 pytestmark = pytest.mark.skipif(RUBRIC is None, reason="the rubric console script is not installed")
+LOCAL = "http://127.0.0.1:1/v1"  # where the scripted endpoint listens: loopback
 
 
 def run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -48,8 +51,22 @@ def test_more_workers_than_cpus_warns_in_one_line_and_runs(tmp_path: Path) -> No
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.strip().splitlines() == [
         f"rubric: warning: workers={workers} is more than the {os.cpu_count()} CPUs here; "
-        f"they will share CPUs (allowed, but {os.cpu_count()} is usually as fast)"
+        f"they will share CPUs (allowed, but {os.cpu_count()} is usually as fast)",
+        f"rubric: warning: {workers_hint(workers=int(workers), rollouts=4, concurrency=int(workers), base_url=LOCAL)}",
     ]
+
+
+def test_a_small_run_with_workers_says_in_one_line_that_they_cannot_help(tmp_path: Path) -> None:
+    proc = run(
+        "eval", "gsm8k", "-m", "scripted:oracle", "-n", "30", "--workers", "2", "-o", "out", "--no-progress",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith(
+        "rubric: warning: workers=2 will not speed up 30 rollouts: each worker takes seconds"
+    )
+    assert line.endswith("so run this one without them") and "30 (30 examples)" in proc.stdout
 
 
 @pytest.mark.parametrize(
@@ -116,3 +133,33 @@ def test_readme_workers_example_runs_as_written(tmp_path: Path) -> None:
         "workers"
     ]
     assert [w["concurrency"] for w in workers["workers"]] == [64, 64]
+
+
+JUDGED_ENV = """
+import os
+
+from envs import SingleTurnEnv
+from rubrics import LLMJudge
+
+
+def load_environment() -> SingleTurnEnv:
+    judge = LLMJudge("Is {{ response }} right?", model="judge", base_url=os.environ["JUDGE_URL"], api_key="k")
+    env = SingleTurnEnv([{"question": f"Say {i}.", "answer": str(i)} for i in range(6)], judge, name="judged")
+    env.scripted_policies = {"echo": lambda messages, tools: messages[-1]["content"][4:-1]}
+    return env
+"""
+
+
+def test_workers_close_their_judges_pools(tmp_path: Path) -> None:
+    # A pool left open when a worker's loop ends is reported as it exits, on its stderr; so is
+    # any other transport left open, with ResourceWarnings shown.
+    (tmp_path / "judged.py").write_text(JUDGED_ENV)
+    with ScriptedEndpoint(lambda messages, tools: "1") as judge:
+        proc = run(
+            "eval", "judged.py", "-m", "scripted:echo", "--workers", "2", "-o", "out", "--no-progress",
+            cwd=tmp_path, env={"JUDGE_URL": judge.base_url, "PYTHONWARNINGS": "always::ResourceWarning"},
+        )  # fmt: skip
+        assert judge.stats.requests == 6
+    assert proc.returncode == 0, proc.stderr
+    assert "6 (6 examples)" in proc.stdout and "1.0000" in proc.stdout
+    assert "nclosed" not in proc.stderr and "ResourceWarning" not in proc.stderr, proc.stderr

@@ -45,7 +45,9 @@ def concise(response: str) -> float:
 def dictionary_env() -> ToolEnv:
     """The tool environment of these tests (loadable by spec, so its factory pickles by spec)."""
     rows = [{"question": "What is a cat?", "answer": "cat"}, {"question": "What is a dog?", "answer": "dog"}]
-    rubric = WeightedSum({"used_lookup": used_lookup, "concise": concise}, weights=[0.5, 0.5])
+    rubric = WeightedSum(
+        {"used_lookup": used_lookup, "concise": concise}, weights=[0.5, 0.5], name="looked_up"
+    )
     return ToolEnv(
         rows, rubric, tools=[lookup, count_letters], system_prompt="Use the tools.", name="dictionary"
     )
@@ -62,7 +64,7 @@ def test_spec_attributes_are_trainer_kwargs_with_formatted_prompts() -> None:
         {"role": "user", "content": "What is a cat?"},
     ]
     assert row["answer"] == "cat" and "example_id" in row
-    assert spec.reward_funcs[0].__name__ == "dictionary"
+    assert spec.reward_funcs[0].__name__ == "looked_up"  # the rubric's name, as as_trl_reward() has it
 
 
 def test_single_turn_env_has_no_environment_factory() -> None:
@@ -71,6 +73,9 @@ def test_single_turn_env_has_no_environment_factory() -> None:
     )
     spec = env.trl()
     assert spec.environment_factory is None and "environment_factory" not in spec.kwargs
+    assert (
+        spec.reward_funcs[0].__name__ == "concise" == env.rubric.as_trl_reward().__name__
+    )  # not "SingleTurnEnv"
     assert spec.train_dataset[0]["prompt"] == [{"role": "user", "content": "Q: q {{x}}"}]
 
 
@@ -165,6 +170,6 @@ def test_grpo_trainer_runs_the_tool_environment(tmp_path: Path) -> None:
             logged.setdefault(key, []).append(value)
     assert logged["tools/call_frequency"] == [1.0, 1.0]
     # Example 0 asks about "cat" (looked up: 0.5 + 0.5), example 1 about "dog" (only concise: 0.5).
-    assert logged["rewards/dictionary/mean"] == [1.0, 0.5]
+    assert logged["rewards/looked_up/mean"] == [1.0, 0.5]  # named after the rubric
     assert logged["rubric/used_lookup"] == [1.0, 0.0]
     assert logged["rubric/concise"] == [1.0, 1.0]

@@ -10,12 +10,14 @@ from typing import Any
 
 import pytest
 
-from harness.endpoint.client import Client
+from envs import SingleTurnEnv
+from harness.endpoint.client import Client, open_clients
 from harness.evaluation import aevaluate
 from harness.results.eval_results import load_results
 from harness.scripted.endpoint import ScriptedHTTPError
 from harness.types import Rollout
 from harness.views.progress import ProgressDisplay, RunStats
+from rubrics import LLMJudge, RankJudge, WeightedSum, judges
 from tests.helpers import (
     FakeEnv,
     MultiTurnFakeEnv,
@@ -24,6 +26,7 @@ from tests.helpers import (
     serve,
     sum_policy,
 )
+from tests.rubrics.test_rank_judge import closeness_ranking
 
 
 async def test_batch_of_single_turn_rollouts() -> None:
@@ -248,3 +251,25 @@ async def test_a_fixed_pool_of_workers_not_one_task_per_rollout() -> None:
     # The workers, the test's own task, at most one task per pooled connection (aiohttp's),
     # and a little slack: never ~300.
     assert max(seen) <= 5 + 5 + 3
+
+
+async def test_a_run_closes_the_pools_its_judges_opened(scripted_endpoint: Any) -> None:
+    """A judge's HTTP pool belongs to the run's event loop: left open, it warns "Unclosed
+    client session" once that loop is gone (a second asyncio.run, a worker process exiting)."""
+    number = scripted_endpoint(lambda messages, tools: "1")
+    met = scripted_endpoint(lambda messages, tools: '{"met": true}')
+    ranks = scripted_endpoint(closeness_ranking)
+    judge = LLMJudge(
+        "Is {{ response }} right?", model="j", base_url=number.base_url, api_key="k", cache=False
+    )
+    listed = judges.criteria(["Names a number"], model="c", base_url=met.base_url, api_key="k", cache=False)
+    ranked = RankJudge(model="r", base_url=ranks.base_url, api_key="k")  # scored by the driver, per group
+    env = SingleTurnEnv(
+        [{"question": "Name a number near 10.", "answer": "10"}],
+        WeightedSum({"judge": judge, "criteria": listed, "rank": ranked}),
+    )
+    async with serve(lambda messages, tools: "10") as (_, client):
+        results = await aevaluate(env, client, rollouts_per_example=3, progress=False)
+        assert results.summary.num_scored == 3 and number.stats.requests == met.stats.requests == 3
+        assert ranks.stats.requests == 1
+        assert open_clients() == [client]  # the judges' three pools are closed, on the run's loop

@@ -76,6 +76,7 @@ def test_groups_side_by_side_in_the_notebook_repr_and_the_report() -> None:
     page = results._repr_html_()
     assert "groups: each example's rollouts side by side" in page
     assert "rel (group)" in page and "1 failed · 2 of 3 groups flat" in page
+    assert "<th>response</th>" in page and "<th>answer</th>" not in page  # the model's, not the dataset's
     assert "<b>boom</b>" not in page and "&lt;b&gt;boom&lt;/b&gt;" in page  # model text is escaped
     assert 'title="ValueError: cannot measure &lt;b&gt;' in page
     report = report_html(results)

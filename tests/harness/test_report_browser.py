@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +14,7 @@ from envs import SingleTurnEnv
 from harness.aio import run_sync
 from harness.evaluation import aevaluate
 from harness.results.eval_results import EvalResults
+from harness.types import Rollout
 from harness.views.report import write_report
 from rubrics import Gate, WeightedSum
 from tests.helpers import serve
@@ -190,4 +192,50 @@ def test_comparison_shows_flipped_nodes_side_by_side(browser: Any, tmp_path: Pat
     flips = page.inner_text("#panel table.flips")
     assert "correct" in flips and "flipped" in flips
     page.screenshot(path=str(tmp_path / "compare.png"), full_page=False)
+    assert problems == []
+
+
+# JupyterLab's rendermime stylesheet right-aligns every table cell of an output; the classic
+# notebook's `.rendered_html` rules do the same.
+NOTEBOOK_CSS = ".jp-RenderedHTMLCommon td,.jp-RenderedHTMLCommon th{text-align:right;padding:0.5em}"
+
+
+@pytest.mark.parametrize("trusted", [True, False], ids=["trusted", "untrusted"])
+def test_the_rubric_tree_reads_left_to_right_in_a_notebook(browser: Any, trusted: bool) -> None:
+    tree = WeightedSum({"correct": correct, "brief": Gate(short, 0.5)}, weights=[0.7, 0.3])
+    tree(Rollout.model_validate({"completion": "3", "answer": "3"}))
+    fragment = tree._repr_html_()
+    if not trusted:  # an untrusted notebook's sanitizer drops <style> elements, keeps style attributes
+        fragment = re.sub(r"<style>.*?</style>", "", fragment, flags=re.S)
+    page = browser.new_page()
+    page.set_content(
+        f"<html><head><style>{NOTEBOOK_CSS}</style></head>"
+        f'<body><div class="jp-RenderedHTMLCommon">{fragment}</div></body></html>'
+    )
+    aligns = page.eval_on_selector_all(
+        "table.tree tr > :first-child", "cells => cells.map(c => getComputedStyle(c).textAlign)"
+    )
+    assert aligns == ["left"] * 5  # the header, the root and its children, the gate's child
+    # Each level starts one indent right of its parent: the nesting reads forwards.
+    starts = page.eval_on_selector_all(
+        "table.tree td:first-child b", "names => names.map(b => Math.round(b.getBoundingClientRect().left))"
+    )
+    assert [x - starts[0] for x in starts] == [0, 16, 16, 32]
+    page.close()
+
+
+def test_the_report_shows_rollouts_first_and_folds_the_groups(browser: Any, tmp_path: Path) -> None:
+    out = write_report(_run(wrong_every=3), tmp_path / "report.html")
+    page, problems = _open(browser, out)
+    groups = page.locator("details.groups")
+    assert groups.count() == 1 and groups.get_attribute("open") is None
+    assert page.locator("details.groups table.items").count() == 20
+    assert not page.locator("details.groups table.items >> nth=0").is_visible()
+    rollouts, folded = (
+        page.eval_on_selector(sel, "e => e.getBoundingClientRect().top")
+        for sel in ("#rows", "details.groups")
+    )
+    assert rollouts < 900 and rollouts < folded  # the rollout table on the first screen, groups below
+    page.click("details.groups > summary")
+    assert page.locator("details.groups table.items >> nth=0").is_visible()
     assert problems == []

@@ -5,14 +5,16 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness.endpoint.client import concurrency_share, set_concurrency_share
-from harness.errors import ConfigError, WorkerError
+from harness.errors import ConfigError, WorkerError, WorkersHint
 from harness.evaluation import aevaluate
+from harness.executors.plan import workers_hint
 from harness.executors.workers import check_workers, split_evenly
 from harness.types import Rollout
 from tests.helpers import FakeEnv, FakeSource, load_fake, serve, sum_policy
@@ -178,6 +180,40 @@ def test_more_workers_than_cpus_warns() -> None:
     cpus = os.cpu_count() or 1
     with pytest.warns(RuntimeWarning, match=f"more than the {cpus} CPUs"):
         assert check_workers(cpus + 1, 64) == cpus + 1
+
+
+def test_workers_hint_says_when_workers_cannot_help() -> None:
+    local, remote = "http://127.0.0.1:8000/v1", "https://api.example.com/v1"
+    few = workers_hint(workers=2, rollouts=60, concurrency=64, base_url=local)
+    assert few is not None and few.startswith(
+        "workers=2 will not speed up 60 rollouts: each worker takes seconds"
+    )
+    assert "from about 1,000 rollouts per worker" in few
+    slow = workers_hint(workers=4, rollouts=40_000, concurrency=64, base_url=remote)
+    assert slow is not None and slow.startswith("workers=4 will not speed up this run: at concurrency 64,")
+    assert "api.example.com delivers at most 128 completions/s" in slow and "raise concurrency" in slow
+    assert (
+        workers_hint(workers=4, rollouts=40_000, concurrency=64, base_url=local) is None
+    )  # may be CPU-bound
+    assert workers_hint(workers=4, rollouts=40_000, concurrency=1024, base_url=remote) is None
+    assert workers_hint(workers=1, rollouts=10, concurrency=64, base_url=local) is None
+
+
+async def test_a_small_run_with_workers_says_so_before_any_rollout(tmp_path: Path) -> None:
+    said: list[tuple[str, int]] = []
+    async with serve(sum_policy, max_concurrency=8) as (endpoint, client):
+
+        def record(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+            said.append((str(message), endpoint.stats.requests))
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", WorkersHint)
+            warnings.showwarning = record
+            results = await aevaluate(
+                load_fake("fake", n=6), client, concurrency=8, workers=2, output_dir=tmp_path, progress=False
+            )
+    assert results.summary.num_rollouts == 6
+    assert said == [(workers_hint(workers=2, rollouts=6, concurrency=8, base_url=client.base_url), 0)]
 
 
 async def test_bad_executor_settings_are_config_errors() -> None:

@@ -25,6 +25,30 @@ def test_a_field_accepts_its_alternative_tags_once() -> None:
     assert fmt.format(think="a", code="b") == "<think>\na\n</think>\n<code>\nb\n</code>"
 
 
+def test_an_alternative_tag_may_be_the_answer_field_as_in_verifiers() -> None:
+    # Verifiers' own test fixture: XMLParser(fields=["reasoning", ("code", "answer")], answer_field="answer")
+    fmt = XMLFormat(["reasoning", ("code", "answer")], answer_field="answer")
+    assert fmt.fields == ["reasoning", "code"] and fmt.answer_field == "answer"
+    assert fmt.parse_answer("<reasoning>r</reasoning>\n<answer>42</answer>") == "42"
+    assert (
+        fmt.parse_answer("<reasoning>r</reasoning>\n<code>print(1)</code>") is None
+    )  # <code> is not <answer>
+    assert fmt.parse("<reasoning>r</reasoning><answer>42</answer>") == {"reasoning": "r", "code": "42"}
+    assert (
+        fmt.format_reward("<reasoning>r</reasoning>\n<code>print(1)</code>") == 1.0
+    )  # still the field's tag
+    # Naming the field itself takes whichever of its tags was written.
+    assert (
+        XMLFormat(["reasoning", ("code", "answer")], answer_field="code").parse_answer("<answer>7</answer>")
+        == "7"
+    )
+    with pytest.raises(
+        ConfigError,
+        match=r"'final' is not one of the fields \['reasoning', 'code'\] or their alternative tags \['answer'\]",
+    ):
+        XMLFormat(["reasoning", ("code", "answer")], answer_field="final")
+
+
 def test_think_format_reward_has_verifiers_semantics() -> None:
     think = ThinkFormat()
     assert think.format_reward("<think>\nreasoning\n</think>\nThe answer is 4.") == 1.0

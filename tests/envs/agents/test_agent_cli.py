@@ -65,9 +65,16 @@ def test_rubric_eval_runs_a_users_agent(tmp_path: Path, agent_files: Path, runti
     assert all(len(r["state"]["model_calls"]) == 2 for r in rows)
     metadata = json.loads((out / "metadata.json").read_text())
     assert metadata["env"]["agent"]["runtime"] == runtime
-    # Resume runs only the missing rollout, with the agent the run recorded.
+    # Resume runs only the missing rollout, with the agent the run recorded: a results folder's
+    # agent is a command, so it is used only when passed again (the refusal prints the -a).
     (out / "results.jsonl").write_text(json.dumps(rows[0]) + "\n")
-    done = rubric("eval", "--resume", str(out), "--no-progress")
+    refused = rubric("eval", "--resume", str(out), "--no-progress")
+    assert (
+        refused.returncode == 2
+        and "a results folder's arguments are used only if you pass them" in refused.stderr
+    )
+    recorded = {"agent": args[4], "agent_files": str(agent_files), "agent_runtime": runtime}
+    done = rubric("eval", "--resume", str(out), "-a", json.dumps(recorded), "--no-progress")
     assert done.returncode == 0, done.stderr
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and rows[-1]["state"]["agent"]["name"] == "command" and rows[-1]["reward"] == 1.0
