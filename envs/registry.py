@@ -303,6 +303,17 @@ def load_environment(
     checked against its `load_environment` signature before it runs (an unknown name is a
     ConfigTypeError listing the accepted ones).
 
+    Args:
+        spec: what to load (the forms above).
+        mcp_servers: MCP servers whose tools are added (stdio command lines or URLs).
+        agent: an agent that plays the episodes in sandboxes (`rubric eval --agent`).
+        agent_files: a folder mounted at /agent for `agent`.
+        agent_runtime: where the agent's sandboxes run (`--runtime`, e.g. "bwrap").
+        **kwargs: the environment's own arguments.
+
+    Returns:
+        The built `Environment`.
+
     Raises:
         EnvironmentNotFoundError: Nothing is installed or importable under `spec`.
         ConfigTypeError: An argument the environment does not take, or its `load_environment`

@@ -284,7 +284,19 @@ def audit(
     concurrency: int = DEFAULT_CONCURRENCY,
     seed: int | None = None,
 ) -> AuditReport:
-    """Synchronous `aaudit` (works in scripts and inside a running event loop, as in Jupyter)."""
+    """Synchronous `aaudit` (works in scripts and inside a running event loop, as in Jupyter).
+
+    Args:
+        env: The environment to audit.
+        num_examples: Dataset rows to probe.
+        judge_model: Model for every `LLMJudge` node during the audit (see `aaudit`).
+        judge_base_url: Endpoint of `judge_model`.
+        concurrency: Probe rollouts in flight at once.
+        seed: Shuffle the rows with this seed before taking `num_examples`.
+
+    Returns:
+        The `AuditReport`, as `aaudit` returns it.
+    """
     return run_sync(
         aaudit(
             env,

@@ -224,6 +224,16 @@ class Tool:
     thread (for tools that wait on I/O, locks or processes, or may hang); `blocking=False`
     always runs inline (for tools known to be fast; an inline call cannot be abandoned at its
     timeout, so an overrun is reported as a timeout when the call returns).
+
+    Args:
+        fn: the function (sync or `async def`); its type hints and Google-style docstring
+            make the JSON schema the model sees.
+        name: the name the model calls it by (default: the function's name).
+        description: what the model reads about it (default: the docstring's summary).
+        timeout: seconds a call may take before it is reported as a timeout (None: no limit).
+        strict: ask for OpenAI's strict schema mode (every argument required, no extras).
+        blocking: True: always in a worker thread; False: always on the event loop; None
+            (default): measured, then placed (see above).
     """
 
     def __init__(
@@ -455,7 +465,21 @@ def tool(
     blocking: bool | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Decorator form of `Tool.from_function`: `@tool`, `@tool(name=..., timeout=..., blocking=...)`
-    or `tool(fn, blocking=True)`."""
+    or `tool(fn, blocking=True)`.
+
+    Args:
+        fn: the function; without it, `tool(...)` returns a decorator (sync or `async def`); its type hints and Google-style docstring
+            make the JSON schema the model sees.
+        name: the name the model calls it by (default: the function's name).
+        description: what the model reads about it (default: the docstring's summary).
+        timeout: seconds a call may take before it is reported as a timeout (None: no limit).
+        strict: ask for OpenAI's strict schema mode (every argument required, no extras).
+        blocking: True: always in a worker thread; False: always on the event loop; None
+            (default): measured, then placed (see `Tool`).
+
+    Returns:
+        The `Tool`, or a decorator making one when `fn` is not given.
+    """
     options: dict[str, Any] = {
         "name": name,
         "description": description,
