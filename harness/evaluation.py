@@ -600,7 +600,17 @@ async def aevaluate(
 def evaluate(env: EnvironmentProtocol, client: Client, **options: Unpack[EvaluateOptions]) -> EvalResults:
     """`aevaluate`, synchronously: blocks until the run ends, and works inside a running event
     loop too (a Jupyter cell), where it runs on a helper thread. Same options and results.
-    SIGTERM and SIGHUP stop it as Ctrl-C does (`harness.aio.Stopped`, a KeyboardInterrupt)."""
+    SIGTERM and SIGHUP stop it as Ctrl-C does (`harness.aio.Stopped`, a KeyboardInterrupt).
+
+    Args:
+        env: The environment (anything implementing `harness.protocol.EnvironmentProtocol`).
+        client: The endpoint client.
+        **options: `aevaluate`'s options (`num_examples`, `rollouts_per_example`,
+            `concurrency`, `output_dir`, `resume`, ...), each described there.
+
+    Returns:
+        The run's `EvalResults`.
+    """
     check_evaluate_options(options, "evaluate")
     return run_sync(aevaluate(env, client, **options))
 

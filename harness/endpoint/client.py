@@ -197,6 +197,21 @@ class Client:
     on another loop. Close it before its loop ends (`async with client:` or `await
     client.aclose()`), e.g. at the end of each `asyncio.run`: a pool whose loop is gone can
     no longer close its sockets. Sync calls all share one loop, so they need no closing.
+
+    Args:
+        model: The model name sent with each request.
+        base_url: The endpoint's base URL (default: OPENAI_BASE_URL, else OpenAI's).
+        api_key: The endpoint's key (default: OPENAI_API_KEY).
+        max_concurrency: Most requests in flight at once.
+        max_retries: Retries of a failed request (429, 5xx, timeouts, dropped connections).
+        timeout: Seconds a request may take in all.
+        sampling: Default request arguments (see above).
+        headers: Extra HTTP headers sent with each request.
+        backoff_base: First retry's backoff, in seconds (test knob).
+        backoff_max: Longest backoff between retries, in seconds (test knob).
+        retry_after_max: Longest wait a server's Retry-After may ask for, in seconds.
+        return_token_ids: Ask for token ids and logprobs the vLLM way (see above).
+        transport: "aiohttp" (default), "openai", or your own `openai.AsyncOpenAI`.
     """
 
     def __init__(
