@@ -408,10 +408,10 @@ class DockerRuntime(Runtime):
 
 async def build_context(folder: Path) -> str:
     """Build `folder` (a Dockerfile inside) as `rubric-build:<content hash>`, unless already built."""
+    tag = f"rubric-build:{context_hash(folder)[:16]}"
+    docker = client()  # first: without the [docker] extra it raises RuntimeUnavailableError
     from aiodocker.exceptions import DockerError  # optional extra [docker], imported where used
 
-    tag = f"rubric-build:{context_hash(folder)[:16]}"
-    docker = client()
     logs: list[str] = []
     failure = ""
     try:
@@ -440,9 +440,9 @@ async def prune_containers(*, dry_run: bool = False) -> list[dict[str, str]]:
     Ours: labelled `rubric.sandbox` and made on this boot of this machine. Returns one record per
     container found (id, run, owner, alive, removed).
     """
+    docker = client()  # first: without the [docker] extra it raises RuntimeUnavailableError
     from aiodocker.exceptions import DockerError  # optional extra [docker], imported where used
 
-    docker = client()
     found: list[dict[str, str]] = []
     try:
         listed = await docker.containers.list(all=True, filters={"label": [LABEL]})
