@@ -64,6 +64,14 @@ def test_score_batch_example_continues_the_first_rubric() -> None:
     assert "[1.0, 0.2]" in out.getvalue()
 
 
+def test_readme_is_short_and_its_links_into_docs_resolve() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 200
+    links = re.findall(r"\]\((docs/[^)#]+)", readme)
+    assert {"docs/index.md", "docs/reference/rubrics.md", "docs/guides/security.md"} <= set(links)
+    assert [link for link in links if not (ROOT / link).is_file()] == []
+
+
 def test_docs_say_how_to_read_and_publish_the_site() -> None:
     assert "mkdocs serve" in DOCS["index.md"] and "mkdocs gh-deploy" in DOCS["index.md"]
 
