@@ -62,6 +62,10 @@ FOREIGN_SPECS: dict[str, ForeignSpec] = {
         "envs.interop.openenv:from_openenv",
         "an OpenEnv environment (a server to connect to, or an app to start)",
     ),
+    "harbor": ForeignSpec(
+        "envs.harbor.environment:load_environment",
+        "Harbor tasks (a task folder or a folder of them)",
+    ),
 }
 
 
