@@ -180,3 +180,15 @@ def test_rubric_eval_harbor_dataset_with_the_scripted_policy(tmp_path: Path) -> 
     assert done.returncode == 0, done.stderr
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert sorted(r["example_id"] for r in rows) == TASKS and all(r["reward"] == 1.0 for r in rows)
+
+
+@pytest.mark.docker
+def test_rubric_eval_oracle_needs_no_model_and_records_the_path(tmp_path: Path) -> None:
+    shutil.copytree(SHIPPED / "write-greeting", tmp_path / "tasks" / "write-greeting")
+    out = tmp_path / "run"
+    done = run("eval", "harbor:tasks", "--agent", "oracle", "-o", str(out), "--no-progress", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (row,) = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert row["reward"] == 1.0 and row["state"]["model_calls"] == []
+    metadata = json.loads((out / "metadata.json").read_text())
+    assert f"harbor:{tmp_path / 'tasks'}" in json.dumps(metadata)
