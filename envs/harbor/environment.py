@@ -94,6 +94,8 @@ class HarborEnvironment(Environment):
             for row in rows
             if "error" not in row["info"][INFO_KEY]
         }
+        #: The task folders that cannot be read: name -> why (their rollouts fail with it).
+        self.broken = {row["example_id"]: row["info"][INFO_KEY]["error"] for row in rows if "error" in row["info"][INFO_KEY]}  # fmt: skip
         super().__init__(rows, rubric or HarborVerifier(), name=name or Path(path).resolve().name)
         self.runtime_override: str | None = None
         self._per_task: dict[str, AgentEpisodes] = {}

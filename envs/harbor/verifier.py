@@ -77,10 +77,13 @@ class HarborVerifier(Rubric):
 
     Args:
         name: The node's name (default "harbor_verifier").
+        empty_first: Empty /tests and /logs/verifier before the tests run (default). False
+            only to audit a task as a runner that does not would run it (`rubric audit`).
     """
 
-    def __init__(self, *, name: str | None = None) -> None:
+    def __init__(self, *, name: str | None = None, empty_first: bool = True) -> None:
         super().__init__(name=name or "harbor_verifier")
+        self.empty_first = empty_first
 
     async def forward(self, rollout: Rollout) -> float:
         task = rollout.info.get(INFO_KEY)
@@ -94,9 +97,8 @@ class HarborVerifier(Rubric):
             raise ScoringError(
                 "HarborVerifier runs the task's tests in the agent's sandbox, but this rollout has none"
             )
-        reset = await sandbox.exec(
-            f"rm -rf {TESTS_DIR} {LOGS_DIR} && mkdir -p {TESTS_DIR} {LOGS_DIR}", timeout=60, user="0"
-        )
+        emptied = f"rm -rf {TESTS_DIR} {LOGS_DIR} && " if self.empty_first else ""
+        reset = await sandbox.exec(f"{emptied}mkdir -p {TESTS_DIR} {LOGS_DIR}", timeout=60, user="0")
         if not reset.ok:
             raise ScoringError(
                 f"cannot empty {TESTS_DIR} and {LOGS_DIR} in the sandbox: {reset.stderr.strip()[-300:]}"

@@ -192,3 +192,40 @@ def test_rubric_eval_oracle_needs_no_model_and_records_the_path(tmp_path: Path) 
     assert row["reward"] == 1.0 and row["state"]["model_calls"] == []
     metadata = json.loads((out / "metadata.json").read_text())
     assert f"harbor:{tmp_path / 'tasks'}" in json.dumps(metadata)
+
+
+@pytest.mark.docker
+def test_rubric_init_harbor_scaffold_passes_rubric_check(tmp_path: Path) -> None:
+    made = run("init", "my-task", "--harbor", "--base-image", IMAGE, "--dir", str(tmp_path), cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert (tmp_path / "my-task" / "tests" / "test.sh").is_file()
+    checked = run("check", str(tmp_path / "my-task"), cwd=tmp_path, timeout=300)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    for name in ("oracle", "do-nothing", "image-leak", "planted-reward"):
+        assert f"ok   my-task: {name}" in checked.stdout, checked.stdout
+
+
+@pytest.mark.docker
+def test_rubric_audit_flags_the_three_task_hacks(tmp_path: Path) -> None:
+    shutil.copytree(SHIPPED / "write-greeting", tmp_path / "write-greeting")
+    make_task(tmp_path, "free-reward", "echo 1 > /logs/verifier/reward.txt", solve="true")
+    # The verifier trusts whatever reward file it finds: it writes one only on success.
+    trusting = "[ -f /app/done ] && echo 1 > /logs/verifier/reward.txt; true"
+    make_task(tmp_path, "trusting-verifier", trusting, solve="mkdir -p /app && touch /app/done")
+    leaky = shutil.copytree(SHIPPED / "write-greeting", tmp_path / "leaky-image")
+    shutil.copy(leaky / "solution" / "solve.sh", leaky / "environment" / "solve.sh")
+    (leaky / "environment" / "Dockerfile").write_text(
+        f"FROM {IMAGE}\nWORKDIR /app\nCOPY solve.sh /opt/solve.sh\n"
+    )
+    done = run("audit", f"harbor:{tmp_path}", "--strict", cwd=tmp_path, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert "FAIL free-reward: do-nothing: reward 1.0" in lines, done.stdout
+    assert any(
+        line.startswith("FAIL leaky-image: image-leak: solution/solve.sh at /opt/solve.sh") for line in lines
+    )
+    assert any(
+        line.startswith("FAIL trusting-verifier: planted-reward: scores 1 with a planted") for line in lines
+    )
+    assert not any("FAIL write-greeting" in line for line in lines), done.stdout
+    assert "1 tasks passed, 3 flagged" in done.stdout
