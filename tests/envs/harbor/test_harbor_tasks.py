@@ -229,3 +229,17 @@ def test_rubric_audit_flags_the_three_task_hacks(tmp_path: Path) -> None:
     )
     assert not any("FAIL write-greeting" in line for line in lines), done.stdout
     assert "1 tasks passed, 3 flagged" in done.stdout
+
+
+@pytest.mark.docker
+def test_a_task_whose_image_lacks_bash_says_so(tmp_path: Path) -> None:
+    folder = make_task(tmp_path, "no-bash", "echo 1 > /logs/verifier/reward.txt", solve="true")
+    (folder / "task.toml").write_text("")
+    (folder / "environment").mkdir()
+    (folder / "environment" / "Dockerfile").write_text(f"FROM {IMAGE}\nRUN rm -f /bin/bash /usr/bin/bash\n")
+    env = from_harbor(folder)
+    (oracle,) = env.evaluate("scripted:harbor", agent="oracle", progress=False).rollouts
+    assert math.isnan(oracle.reward) and "bash" in (oracle.error or ""), oracle.error
+    (nothing,) = env.evaluate("scripted:harbor", agent="command:true", progress=False).rollouts
+    assert math.isnan(nothing.reward)
+    assert "has no bash" in json.dumps(nothing.score_errors), nothing.score_errors
