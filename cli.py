@@ -17,6 +17,7 @@ import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -381,11 +382,22 @@ def mcp(env: str, env_args: dict[str, Any] | None, port: int | None) -> int:
 @click.argument("name", metavar="NAME")
 @click.option("--dir", "parent", default=".", help="folder to create NAME/ in (default: here)")
 @click.option("--kind", type=click.Choice(["single", "tool", "multi", "mcp"]), default="single", show_default=True, help="single-turn, tool calls, multi-turn, or tool calls to an MCP server shipped in the package")  # fmt: skip
-def init(name: str, parent: str, kind: KindOption) -> int:
+@click.option("--harbor", is_flag=True, help="write a Harbor task folder instead (task.toml, instruction.md, environment/, tests/, solution/)")  # fmt: skip
+@click.option("--base-image", default=None, metavar="IMAGE", help="with --harbor: the image its Dockerfile starts FROM (default debian:bookworm-slim)")  # fmt: skip
+def init(name: str, parent: str, kind: KindOption, harbor: bool, base_image: str | None) -> int:
     from envs.hub import init_package
     from envs.hub.display import created_lines
 
     with usage_errors():
+        if harbor:
+            from envs.harbor.scaffold import DEFAULT_BASE_IMAGE, init_task
+
+            for path in init_task(name, parent, base_image or DEFAULT_BASE_IMAGE):
+                say(f"created {path}")
+            say(f"next: rubric check {Path(parent) / name}  (the oracle scores 1, doing nothing scores 0)")
+            return 0
+        if base_image is not None:
+            raise CliError("--base-image goes with --harbor")
         say(created_lines(init_package(name, parent, kind), kind))
     return 0
 
@@ -393,13 +405,29 @@ def init(name: str, parent: str, kind: KindOption) -> int:
 @command(help="run the checks a hub entry must pass (non-zero exit on failure)")
 @click.argument("package", metavar="[DIR]", default=".")
 def check(package: str) -> int:
+    from envs.harbor.task import is_task
     from envs.hub import check_package
     from envs.hub.display import check_lines
 
+    if is_task(Path(package)):  # a Harbor task folder: its own checks, in Docker
+        return _check_harbor(package)
     with usage_errors():
         report = check_package(package)
     print("\n".join(check_lines(report)))
     return 0 if report.ok else 1
+
+
+def _check_harbor(path: str) -> int:
+    """Print the checks of Harbor tasks (`envs.harbor.audit`); 1 when one fails."""
+    from envs.harbor.audit import check_tasks
+
+    with usage_errors():
+        checks = check_tasks(path)
+    for found in checks:
+        say("\n".join(found.lines()))
+    failed = sum(not c.ok for c in checks)
+    say(f"{len(checks) - failed} tasks passed, {failed} flagged")
+    return 1 if failed else 0
 
 
 no_isolation = click.option("--no-isolation", is_flag=True, help="build with the backend installed here")
@@ -538,6 +566,10 @@ def calibrate(env: str, labels: str, env_args: dict[str, Any] | None, run_dir: s
 def audit(env: str, env_args: dict[str, Any] | None, strict: bool, json_out: str | None, html_out: str | None, **o: Any) -> int:  # fmt: skip
     from envs.auditing import audit as run_audit
     from envs.auditing.views import show_audit
+
+    if env.startswith("harbor:"):  # Harbor tasks: the task hacks, in Docker
+        failed = _check_harbor(env.partition(":")[2])
+        return failed if strict else 0
 
     with usage_errors():
         report = run_audit(load(env, env_args), **o)

@@ -27,6 +27,7 @@ from envs.verl_bridge import VerlSpec
 
 if TYPE_CHECKING:  # pragma: no cover
     from envs.auditing import aaudit, audit
+    from envs.harbor import from_harbor
     from envs.interop.openenv import from_openenv
     from envs.interop.openenv_serve import serve_openenv
     from envs.interop.verifiers import from_verifiers
@@ -37,6 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover
 _LAZY_ATTRS = {
     "audit": "envs.auditing",
     "aaudit": "envs.auditing",
+    "from_harbor": "envs.harbor",
     "from_openenv": "envs.interop.openenv",
     "from_verifiers": "envs.interop.verifiers",
     "serve_openenv": "envs.interop.openenv_serve",
@@ -66,6 +68,7 @@ __all__ = [
     "aaudit",
     "audit",
     "call_tool",
+    "from_harbor",
     "from_openenv",
     "from_verifiers",
     "list_environments",

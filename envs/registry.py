@@ -49,6 +49,8 @@ class ForeignSpec:
     kind: str
     #: The rest of the spec is a module name (an installed package), whose provenance is recorded.
     names_module: bool = False
+    #: The rest of the spec is a local path, recorded absolute (workers, resume from elsewhere).
+    names_path: bool = False
 
 
 #: Spec prefixes naming another framework's environments.
@@ -61,6 +63,11 @@ FOREIGN_SPECS: dict[str, ForeignSpec] = {
     "openenv": ForeignSpec(
         "envs.interop.openenv:from_openenv",
         "an OpenEnv environment (a server to connect to, or an app to start)",
+    ),
+    "harbor": ForeignSpec(
+        "envs.harbor.environment:load_environment",
+        "Harbor tasks (a task folder or a folder of them)",
+        names_path=True,
     ),
 }
 
@@ -234,6 +241,8 @@ def _resolve(spec: str) -> tuple[Any, str, str | None, dict[str, Any]]:
             _current_folder_importable()
         loader = functools.partial(_from_import_path(foreign.loader), target)
         registered_name = target if foreign.names_module else None
+        if foreign.names_path:
+            recorded_spec = f"{prefix}:{Path(target).expanduser().resolve()}"
         origin = provenance.of_module(
             target.replace("-", "_") if foreign.names_module else foreign.loader.partition(":")[0]
         )

@@ -48,6 +48,10 @@ Confirm = Callable[[str], bool | None]
 
 #: Settings a resumed run takes from the folder's `arguments` when they are not given again
 #: (`workers` as processes: a Ray address is never taken from a folder, pass --ray again).
+#: The model name a run with `--agent oracle` and no `-m` records (the oracle calls no model).
+ORACLE_MODEL = "oracle"
+#: Its endpoint: the discard port of loopback (nothing answers; nothing asks).
+ORACLE_URL = "http://127.0.0.1:9/v1"
 RECORDED_SETTINGS = (
     "num_examples",
     "seed",
@@ -203,6 +207,8 @@ def _complete(request: RunRequest, confirm: Confirm | None = None) -> RunRequest
     `_agreed_endpoint`)."""
     named = request.spec is not None and request.model is not None
     if request.resume is None:
+        if request.spec is not None and request.model is None and request.agent == "oracle":
+            return replace(request, model=ORACLE_MODEL, base_url=request.base_url or ORACLE_URL)
         if not named:
             raise ConfigError("the following arguments are required: ENV and -m/--model (or --resume DIR)")
         return request
@@ -368,7 +374,7 @@ async def arun(
             env=env,
             base_url=request.base_url,
             api_key_var=request.api_key_var,
-            check=True,
+            check=not (request.agent == "oracle" and request.model == ORACLE_MODEL),
             scripted_process=True,
             max_concurrency=request.options.get("concurrency", DEFAULT_CONCURRENCY),
             **request.client_options,

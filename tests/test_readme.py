@@ -50,7 +50,10 @@ def test_judge_example_runs_as_written_against_a_local_judge(monkeypatch: pytest
         out = io.StringIO()
         namespace: dict[str, object] = {}
         with contextlib.redirect_stdout(out):
-            exec(compile(code_block("python", "LLMJudge("), "<README>", "exec"), namespace)
+            exec(
+                compile(code_block("python", 'judges.correctness(model="gpt-4.1-mini")'), "<README>", "exec"),
+                namespace,
+            )
     rubric = namespace["rubric"]
     assert [name for name, _ in rubric.named_children()] == ["correct", "helpful"]
     assert "model='gpt-4.1-mini', parse='number', score_range=(0, 10)" in repr(rubric)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -101,8 +102,15 @@ class AgentEpisodes:
     """Runs an environment's episodes with one `AgentSetup`; holds each rollout's sandbox
     until `release(rollout)` (after scoring)."""
 
-    def __init__(self, setup: AgentSetup) -> None:
+    def __init__(
+        self, setup: AgentSetup, *, workdir: str | None = None, require_model_call: bool = True
+    ) -> None:
         self.setup = setup
+        #: The sandboxes' working directory (None: the runtime's default), e.g. an image's WORKDIR.
+        self.workdir = workdir
+        #: False where a verifier judges what the agent left (Harbor tasks): an agent that exits 0
+        #: without calling the model is then scored as it stands (recorded as `no_model_call`).
+        self.require_model_call = require_model_call
         try:  # a spec outside the grammar fails here, before any rollout
             self.runtime: Runtime = get_runtime(setup.agent.runtime_spec(setup.runtime))
         except ConfigError as exc:
@@ -121,7 +129,10 @@ class AgentEpisodes:
         setup = self.setup
         limits = {k: setup.sandbox[k] for k in _SANDBOX_KEYS if k in setup.sandbox}
         mounts = await amounts(setup.agent)
-        sandbox = await self.runtime.open(SandboxConfig(**limits, mounts=mounts))
+        config = SandboxConfig(**limits, mounts=mounts)
+        if self.workdir:
+            config = dataclasses.replace(config, workdir=self.workdir)
+        sandbox = await self.runtime.open(config)
         self._live[id(rollout)] = sandbox
         rollout.attach_sandbox(sandbox)
         try:
@@ -185,7 +196,7 @@ class AgentEpisodes:
             await proxy.aclose()
         session.record_into(rollout)
         record.update(exit_code=exit_code, timed_out=timed_out, **await _outputs(sandbox))
-        _conclude(rollout, agent, session, exit_code, timed_out)
+        _conclude(rollout, agent, session, exit_code, timed_out, self.require_model_call)
 
     async def _execute(
         self, sandbox: Sandbox, session: ProxySession, ctx: AgentContext, command: str
@@ -242,7 +253,12 @@ async def _outputs(sandbox: Sandbox) -> dict[str, Any]:
 
 
 def _conclude(
-    rollout: Rollout, agent: Agent, session: ProxySession, exit_code: int | None, timed_out: bool
+    rollout: Rollout,
+    agent: Agent,
+    session: ProxySession,
+    exit_code: int | None,
+    timed_out: bool,
+    require_model_call: bool = True,
 ) -> None:
     """The stop reason (or error) of a finished agent episode."""
     if session.stop_reason is not None and session.stop_reason != "closed":
@@ -262,7 +278,9 @@ def _conclude(
             f"{': ' + last[-1][:300] if last else ''}{said}"
         )
         return
-    if agent.calls_model and session.num_answered == 0:
+    if agent.calls_model and session.num_answered == 0 and not require_model_call:
+        state["no_model_call"] = True
+    elif agent.calls_model and session.num_answered == 0:
         rollout.stop_reason = "error"
         rollout.error = (
             f"AgentError: agent {agent.name!r} exited 0 but made no model call that was answered"

@@ -19,7 +19,9 @@ def test_the_readme_judge_block_without_a_key_is_one_loud_error(monkeypatch: pyt
     with pytest.raises(
         ConfigError, match=r"judge '.*' \(model 'gpt-4.1-mini' at https://api.openai.com/v1\) has no API key"
     ):
-        exec(compile(code_block("python", "LLMJudge("), "<README>", "exec"), {})
+        exec(
+            compile(code_block("python", 'judges.correctness(model="gpt-4.1-mini")'), "<README>", "exec"), {}
+        )
 
 
 def test_a_judge_whose_endpoint_is_down_fails_before_scoring() -> None:
