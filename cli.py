@@ -418,8 +418,8 @@ def check(package: str) -> int:
 
 
 def _check_harbor(path: str) -> int:
-    """Print the checks of Harbor tasks (`envs.harbor.audit`); 1 when one fails."""
-    from envs.harbor.audit import check_tasks
+    """Print the checks of Harbor tasks (`envs.harbor.task_audit`); 1 when one fails."""
+    from envs.harbor.task_audit import check_tasks
 
     with usage_errors():
         checks = check_tasks(path)

@@ -32,7 +32,7 @@ DOCUMENTED = {
         "Environment", "SingleTurnEnv", "ToolEnv", "MultiTurnEnv", "tool", "Tool", "ToolResult",
         "call_tool", "stop", "mcp_server", "load_environment", "list_environments",
         "RegisteredEnvironment", "EnvironmentNotFoundError", "EnvironmentSpec", "TRLSpec", "VerlSpec",
-        "audit", "aaudit", "from_verifiers", "from_openenv", "serve_openenv",
+        "audit", "aaudit", "from_verifiers", "from_openenv", "from_harbor", "serve_openenv",
     ],
     "envs.auditing": ["audit", "aaudit", "AuditReport", "Flag", "Cell", "ProbeInfo", "Probe", "PROBES"],
     "envs.interop.openenv": ["OpenEnvStepReward", "OpenEnvFinalReward", "OpenEnvConnectError", "from_openenv"],
