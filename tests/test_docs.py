@@ -42,11 +42,14 @@ def test_examples_no_other_test_runs_run_offline_with_no_api_key(
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{_free_port()}/v1")  # nothing listens
+    ran = 0
     for page in DOCS:
         namespace: dict[str, Any] = {"__name__": "docs_example"}
         for block in _runnable(page):
             with contextlib.redirect_stdout(io.StringIO()):
                 exec(compile(block, f"<docs/{page}>", "exec"), namespace)
+            ran += 1
+    assert ran > 0, f"no docs example ran: is the runnable-block convention still read?"
 
 
 def test_a_block_fenced_with_attributes_is_shown_not_run() -> None:

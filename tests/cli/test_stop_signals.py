@@ -14,7 +14,7 @@ from harness.scripted.endpoint import ScriptedEndpoint
 from tests.helpers import RUBRIC, Reaped
 
 
-def _stop_mid_run(tmp_path: Path, sig: signal.Signals, *extra: str, latency: float = 0.05) -> None:
+def _check_stopped_mid_run(tmp_path: Path, sig: signal.Signals, *extra: str, latency: float = 0.05) -> None:
     """Start `rubric eval`, send `sig` once some rollouts are saved, and check how it ended."""
     out = tmp_path / "out"
     with ScriptedEndpoint(lambda messages, tools: "The answer is 4.", latency=latency) as endpoint:
@@ -45,8 +45,8 @@ def _stop_mid_run(tmp_path: Path, sig: signal.Signals, *extra: str, latency: flo
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_a_stop_signal_ends_the_run_as_ctrl_c_does(tmp_path: Path, sig: signal.Signals, workers: str) -> None:
-    _stop_mid_run(tmp_path, sig, "--workers", workers)
+    _check_stopped_mid_run(tmp_path, sig, "--workers", workers)
 
 
 def test_a_stop_signal_ends_a_ray_run_too(tmp_path: Path) -> None:
-    _stop_mid_run(tmp_path, signal.SIGTERM, "--workers", "2", "--ray", latency=0.1)
+    _check_stopped_mid_run(tmp_path, signal.SIGTERM, "--workers", "2", "--ray", latency=0.1)
