@@ -19,7 +19,17 @@ _MARK = "__rubric_stop__"
 
 
 def stop(fn: F) -> F:
-    """Decorator: `fn(self, rollout) -> bool` ends the episode with stop_reason `fn.__name__`."""
+    """Decorator: `fn(self, rollout) -> bool` ends the episode with stop_reason `fn.__name__`.
+
+    Args:
+        fn: The method to mark as a stop condition.
+
+    Returns:
+        `fn` itself, marked.
+
+    Raises:
+        ConfigTypeError: `fn` is not callable.
+    """
     if not callable(fn):
         raise ConfigTypeError(f"@stop decorates a method (self, rollout) -> bool, got {type(fn).__name__}")
     setattr(fn, _MARK, True)

@@ -512,8 +512,9 @@ class Environment:
         Args:
             split: "train" (default) or "eval" examples.
             num_examples: keep only the first n examples.
-            base_url / model: an agent environment's OpenAI-compatible server and model name
-                (default: the trainer's vLLM server and model).
+            base_url: an agent environment's OpenAI-compatible server (default: the trainer's
+                vLLM server).
+            model: an agent environment's model name there (default: the trainer's model).
 
         Returns:
             An `envs.trl_bridge.TRLSpec` with `train_dataset`, `reward_funcs`, and, with tools,

@@ -19,7 +19,13 @@ from harness.errors import ConfigError
 
 
 class SingleTurnEnv(Environment):
-    """One assistant turn and no tools; `max_turns` is always 1."""
+    """One assistant turn and no tools; `max_turns` is always 1.
+
+    Args:
+        dataset: The rows to run, as for `Environment`.
+        rubric: What scores a rollout, as for `Environment`.
+        **kwargs: Any other `Environment` argument (no `tools`; `max_turns` only 1).
+    """
 
     default_max_turns: ClassVar[int] = 1
 
@@ -40,6 +46,11 @@ class ToolEnv(Environment):
     """The model may call `tools`; the episode ends when it answers without a tool call.
 
     `max_turns` (default 10) bounds a model that never stops calling tools.
+
+    Args:
+        dataset: The rows to run, as for `Environment`.
+        rubric: What scores a rollout, as for `Environment`.
+        **kwargs: Any other `Environment` argument; `tools` is required.
     """
 
     default_max_turns: ClassVar[int] = 10
@@ -65,6 +76,11 @@ class MultiTurnEnv(Environment):
     What sets it apart from `Environment`: `max_turns` defaults to 10, and a class that does
     not override `env_response` is rejected at construction, since every episode would end
     after the model's first answer (that is `SingleTurnEnv`, or `ToolEnv` with tools).
+
+    Args:
+        dataset: The rows to run, as for `Environment`.
+        rubric: What scores a rollout, as for `Environment`.
+        **kwargs: Any other `Environment` argument.
     """
 
     default_max_turns: ClassVar[int] = 10

@@ -74,7 +74,14 @@ FOREIGN_SPECS: dict[str, ForeignSpec] = {
 
 @dataclass(frozen=True)
 class RegisteredEnvironment:
-    """One installed environment: its name, the entry point target and who provides it."""
+    """One installed environment: its name, the entry point target and who provides it.
+
+    Args:
+        name: The environment's name (its entry point's).
+        value: The entry point's target, `module:function`.
+        distribution: The installed distribution that provides it, when known.
+        version: That distribution's version, when known.
+    """
 
     name: str
     value: str

@@ -297,6 +297,14 @@ class TRLSpec:
         environment_factory: for an environment with tools, an `EnvironmentFactory`; else None.
         rollout_func: for an environment played by an agent (`env.set_agent`), an
             `envs.agents.training.AgentRolloutFunc` (then `reward_funcs` is its `AgentReward`).
+
+    Args:
+        env: The environment to train on.
+        split: The dataset split the training prompts come from.
+        num_examples: Use only the first this many examples (None: all).
+        base_url: For an agent-played environment, the OpenAI-compatible server the agents'
+            calls go to (default: the trainer's vLLM server).
+        model: For an agent-played environment, the model name there (default: the trainer's).
     """
 
     def __init__(

@@ -32,6 +32,11 @@ class VerlSpec:
         reward_fn: the environment's rubric as verl's reward function (NaN where unscored).
         overrides: the Hydra overrides that point verl at `reward_fn` once it is saved in a
             file as `compute_score` (see the README's verl section).
+
+    Args:
+        env: The environment to train on.
+        split: The dataset split the training prompts come from.
+        num_examples: Use only the first this many examples (None: all).
     """
 
     def __init__(self, env: Environment, *, split: str = "train", num_examples: int | None = None) -> None:

@@ -98,6 +98,15 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
 
     Called from the background loop's own thread (a sync call nested inside async code
     that is itself running there) it would deadlock, so that case raises instead.
+
+    Args:
+        coro: The coroutine to run to completion.
+
+    Returns:
+        What `coro` returned.
+
+    Raises:
+        RuntimeError: Called from the background loop's own thread.
     """
     loop = _background_loop()
     if threading.current_thread() is _thread:

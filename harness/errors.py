@@ -70,6 +70,9 @@ class ScoringError(RubricError):
 class EndpointError(RubricError):
     """The endpoint failed for good: retries exhausted, or a 4xx that retrying cannot fix.
 
+    Args:
+        message: What failed, for people.
+
     Attributes:
         status: The HTTP status of the last attempt, or None when no response came.
         attempts: How many requests were made.
@@ -111,7 +114,12 @@ class ResultsError(RubricError, ValueError):
 
 class TooManyErrorsError(RubricError):
     """More rollouts errored than `evaluate(fail_on_error=...)` allows. The run finished and was
-    saved as usual; its results are on the error (`.results`)."""
+    saved as usual; its results are on the error (`.results`).
+
+    Args:
+        message: How many rollouts errored, against the allowance.
+        results: The finished run's results (an `EvalResults`).
+    """
 
     def __init__(self, message: str, results: object) -> None:
         super().__init__(message)

@@ -52,6 +52,17 @@ async def rollout(
     their reward stays NaN so an outage never reads as a wrong answer.
     Timing (seconds) lands in `rollout.timing`: generation, env (tools, feedback and stop
     checks), scoring, total.
+
+    Args:
+        env: The environment that sets up, runs and scores the episode.
+        client: The model endpoint the assistant turns come from.
+        example: One row of the environment's dataset.
+        rollout_index: Which rollout of this example this is (0-based).
+        sampling: Sampling parameters merged over `env.sampling` for this episode.
+        score: Whether to score the rollout now (False leaves it for a group scorer).
+
+    Returns:
+        The finished rollout; one that failed carries `stop_reason="error"` and NaN reward.
     """
     started = time.perf_counter()
     try:

@@ -49,7 +49,12 @@ class _ReadByKey(BaseModel):
 
 
 class FunctionCall(_ReadByKey):
-    """The function part of an OpenAI tool call; `arguments` is the raw JSON text."""
+    """The function part of an OpenAI tool call; `arguments` is the raw JSON text.
+
+    Attributes:
+        name: The tool's name.
+        arguments: The arguments as JSON text (a dict or list given is dumped to JSON).
+    """
 
     model_config = ConfigDict(extra="allow")
 
@@ -67,7 +72,13 @@ class FunctionCall(_ReadByKey):
 
 
 class ToolCall(_ReadByKey):
-    """One tool call made by the assistant (OpenAI shape)."""
+    """One tool call made by the assistant (OpenAI shape).
+
+    Attributes:
+        id: The call's id, which the tool's reply message refers to.
+        type: The call's type (always "function" in OpenAI's shape).
+        function: The tool's name and arguments.
+    """
 
     model_config = ConfigDict(extra="allow")
 
@@ -89,6 +100,13 @@ class Message(_ReadByKey):
 
     Read it as attributes (`message.content`) or, like an OpenAI message dict, by key
     (`message["content"]`, `message.get("reasoning_content")`).
+
+    Attributes:
+        role: Who speaks: "system", "user", "assistant", "tool" or "developer".
+        content: The text, or a list of content parts; None for a tool-call-only turn.
+        tool_calls: The assistant's tool calls, if any.
+        tool_call_id: For a tool message, the id of the call it answers.
+        name: For a tool message, the tool's name.
     """
 
     model_config = ConfigDict(extra="allow")
@@ -114,7 +132,12 @@ class Message(_ReadByKey):
 
 
 class Usage(BaseModel):
-    """Token counts; add two with `+`."""
+    """Token counts; add two with `+`.
+
+    Attributes:
+        prompt_tokens: Tokens in the prompts sent.
+        completion_tokens: Tokens generated.
+    """
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -135,6 +158,12 @@ class TurnTokens(BaseModel):
 
     Kept exactly as returned (never re-tokenized from text), so training sees the tokens the
     policy sampled. `turn` is the index among the rollout's assistant turns.
+
+    Attributes:
+        turn: The index of the turn among the rollout's assistant turns.
+        prompt_token_ids: The token ids of the prompt the model saw.
+        completion_token_ids: The token ids the model generated.
+        logprobs: The log-probability of each generated token, when returned.
     """
 
     turn: int

@@ -66,7 +66,12 @@ from rubrics.turns import finish_turns, score_turns
 
 
 class IncompatibleKeys(NamedTuple):
-    """What `load_state_dict(strict=False)` could not match, as torch reports it."""
+    """What `load_state_dict(strict=False)` could not match, as torch reports it.
+
+    Attributes:
+        missing_keys: Entries of the tree that the state dict has no value for.
+        unexpected_keys: Entries of the state dict that match nothing in the tree.
+    """
 
     missing_keys: list[str]
     unexpected_keys: list[str]

@@ -186,7 +186,12 @@ def coerce_sync(raw: Any, node: Rubric) -> float:
 
 
 class RemovableHandle:
-    """Returned by hook registration; `.remove()` detaches the hook (idempotent)."""
+    """Returned by hook registration; `.remove()` detaches the hook (idempotent).
+
+    Args:
+        hooks: The registry the hook was added to, by id.
+        key: The hook's id in `hooks`.
+    """
 
     __slots__ = ("_hooks", "_key")
 

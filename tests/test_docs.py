@@ -49,7 +49,7 @@ def test_examples_no_other_test_runs_run_offline_with_no_api_key(
             with contextlib.redirect_stdout(io.StringIO()):
                 exec(compile(block, f"<docs/{page}>", "exec"), namespace)
             ran += 1
-    assert ran > 0, f"no docs example ran: is the runnable-block convention still read?"
+    assert ran > 0, "no docs example ran: is the runnable-block convention still read?"
 
 
 def test_a_block_fenced_with_attributes_is_shown_not_run() -> None:

@@ -51,7 +51,15 @@ _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 class ToolResult(BaseModel):
-    """The outcome of one tool call: `content` is what the model sees; `error` is set on failure."""
+    """The outcome of one tool call: `content` is what the model sees; `error` is set on failure.
+
+    Attributes:
+        content: The text the model sees.
+        name: The tool's name ("" when the call was too malformed to name one).
+        error: Why the call failed, if it did.
+        tool_call_id: The id of the call this answers.
+        parts: The content blocks as the tool returned them (MCP tools); None for Python tools.
+    """
 
     content: str
     name: str
@@ -506,6 +514,15 @@ async def call_tool(
     """Run one assistant tool call against `tools`; never raises for the model's mistakes.
 
     The result carries the call's id, so `result.to_message()` is the reply to send back.
+
+    Args:
+        tools: The available tools by name.
+        tool_call: The assistant's tool call (a `ToolCall` or its dict).
+        state: The rollout's state, passed to a tool that takes `state` (default: `rollout.state`).
+        rollout: The rollout, passed to a tool that takes `rollout`.
+
+    Returns:
+        The tool's output, or an error result the model can read.
     """
     if not isinstance(tool_call, ToolCall):
         try:

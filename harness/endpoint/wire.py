@@ -63,7 +63,15 @@ class Choice(BaseModel):
 
 
 class Completion(BaseModel):
-    """What `Client.complete` returns: the choices, their token usage, and the endpoint's ids."""
+    """What `Client.complete` returns: the choices, their token usage, and the endpoint's ids.
+
+    Attributes:
+        choices: The generated choices (one per `n`).
+        usage: The tokens the request used.
+        model: The model name the endpoint reported.
+        id: The endpoint's id for the completion.
+        prompt_token_ids: The prompt's token ids, when the endpoint returned them.
+    """
 
     choices: list[Choice]
     usage: Usage = Field(default_factory=Usage)

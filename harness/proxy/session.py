@@ -41,6 +41,13 @@ class RetokenizationSkew(BaseModel):
     unchanged (then the prompt ids are chained); `exact` when the engine re-tokenised that
     history into exactly the ids it had produced. `common_prefix` counts the leading ids the
     two agree on; `length_delta` is the re-tokenised history's length minus the chained one's.
+
+    Attributes:
+        previous_turn: The index of the turn whose history is compared.
+        extends: The agent sent back that turn's conversation and reply unchanged.
+        exact: The re-tokenised history equals the ids the engine had produced.
+        common_prefix: How many leading ids the two agree on.
+        length_delta: The re-tokenised history's length minus the chained one's.
     """
 
     previous_turn: int
@@ -51,7 +58,26 @@ class RetokenizationSkew(BaseModel):
 
 
 class ProxyTurn(BaseModel):
-    """One model call through the proxy, as the agent made it and as the engine answered."""
+    """One model call through the proxy, as the agent made it and as the engine answered.
+
+    Attributes:
+        index: The call's position in its session (0-based).
+        dialect: The wire format the agent spoke ("chat", "responses" or "anthropic").
+        model: The model the agent asked for.
+        stream: Whether the agent asked for a streamed answer.
+        messages: The conversation sent, as chat messages.
+        tools: The tool schemas sent.
+        params: The sampling and other parameters passed on.
+        reply: The engine's answer, once it came.
+        finish_reason: Why generation stopped.
+        usage: The tokens the call used.
+        tokens: The turn's token ids, when the engine returned them.
+        skew: How the engine's ids for the history compare with those it sampled.
+        status: The HTTP status the agent got; 0 while the call is in flight.
+        error: Why the call failed, if it did.
+        dropped: Provider hints left out of the call upstream.
+        timing: Seconds: `start` (since the session began), `total`, `upstream`, `proxy_cpu`.
+    """
 
     index: int
     dialect: str
@@ -88,7 +114,16 @@ class ProxyTurn(BaseModel):
 @dataclass(frozen=True)
 class ProxyBudgets:
     """Limits on one session: model calls, tokens (prompt + completion, summed over calls)
-    and wall-clock seconds since it opened. None means no limit."""
+    and wall-clock seconds since it opened. None means no limit.
+
+    Args:
+        max_turns: Most model calls in the session (an integer >= 1).
+        max_tokens: Most prompt + completion tokens, summed over its calls (an integer >= 1).
+        max_seconds: Most wall-clock seconds since the session opened (positive, finite).
+
+    Raises:
+        ConfigError: A limit is neither None nor a valid value.
+    """
 
     max_turns: int | None = None
     max_tokens: int | None = None
@@ -114,6 +149,10 @@ class ProxySession:
     Read `turns` while or after the agent runs; `stop_reason` is set when a budget ended the
     episode (`max_turns`, `max_tokens`, `timeout`), and `wait_stopped()` returns then.
     `record_into(rollout)` copies the calls onto a rollout.
+
+    Args:
+        name: The session's name (its rollout's), shown in its repr.
+        budgets: The limits that end the session's episode.
     """
 
     def __init__(self, name: str, budgets: ProxyBudgets) -> None:

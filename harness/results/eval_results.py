@@ -108,7 +108,13 @@ class EvalResults(HtmlRepr):
     """The rollouts of a run, its `summary` (harness.results.summary.Summary) and its `metadata`.
 
     In Jupyter it draws as the summary table (node means in tree order, with standard errors)
-    beside a reward histogram (`harness.views.html.results_html`)."""
+    beside a reward histogram (`harness.views.html.results_html`).
+
+    Args:
+        rollouts: The run's rollouts (`Rollout` objects or their dicts, validated).
+        metadata: The run's metadata (model, environment, settings, ...).
+        summary: A summary computed already; None computes it from the rollouts when asked.
+    """
 
     html_kind: ClassVar[str] = "results"
 
@@ -404,6 +410,12 @@ def load_results(path: str | Path) -> EvalResults:
 
     A torn last line (the run was killed mid-write) is skipped, not repaired: reading never
     changes the files.
+
+    Args:
+        path: A run directory or a results .jsonl file.
+
+    Returns:
+        The run's rollouts with its metadata.
     """
     path = Path(path)
     if path.is_file():

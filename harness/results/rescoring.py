@@ -114,7 +114,17 @@ def rescore(
     concurrency: int = DEFAULT_CONCURRENCY,
     failed_only: bool = False,
 ) -> EvalResults:
-    """Synchronous `arescore` (works in scripts and inside Jupyter)."""
+    """Synchronous `arescore` (works in scripts and inside Jupyter).
+
+    Args:
+        results: A run, e.g. from `harness.load_results(DIR)`.
+        env: The environment whose `score` (its rubric) grades the copies.
+        concurrency: Most rollouts (or groups) scored at once.
+        failed_only: Score again only the nodes that failed (NaN).
+
+    Returns:
+        The re-scored copy of `results` (see `arescore`).
+    """
     return run_sync(arescore(results, env, concurrency=concurrency, failed_only=failed_only))
 
 

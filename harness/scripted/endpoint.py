@@ -56,14 +56,31 @@ class ScriptedEndpoint:
     answers that status; any other exception answers 500 with the exception's message.
 
     Faults (rates in [0, 1], drawn from `random.Random(seed)`, one draw per request):
-      latency: seconds before answering (or a (low, high) range); non-blocking.
-      rate_drop / rate_hang / rate_429 / rate_500: exclusive outcomes of one request: close
-        the socket unanswered / stay silent `hang_seconds` / 429 with `Retry-After:
-        retry_after` / 500. Their sum must be <= 1.
-      rate_malformed_tool_json: cut the JSON of tool-call arguments in half.
-      fail_first: deterministic script for the first requests: an int N (N x 500) or a list
-        of statuses and "drop" / "hang" / "malformed", consumed before any random fault.
-      record: keep every request body in `stats.bodies` (for tests that inspect the client).
+    `rate_drop`, `rate_hang`, `rate_429` and `rate_500` are exclusive outcomes of one
+    request, so their sum must be <= 1.
+
+    Args:
+        policy: Answers each request: `policy(messages, tools)` (see above).
+        host: The address to listen on.
+        port: The port to listen on; 0 picks any free port.
+        model: The model name the server reports and answers with.
+        latency: Seconds before answering (or a (low, high) range); non-blocking.
+        rate_429: Chance of a 429 with `Retry-After: retry_after`.
+        rate_500: Chance of a 500.
+        retry_after: The `Retry-After` seconds a 429 carries.
+        rate_hang: Chance of staying silent for `hang_seconds`.
+        hang_seconds: How long a hung request stays silent.
+        rate_malformed_tool_json: Chance of cutting the JSON of tool-call arguments in half.
+        rate_drop: Chance of closing the socket unanswered.
+        seed: Seeds the `random.Random` the faults are drawn from.
+        fail_first: Deterministic script for the first requests: an int N (N x 500) or a list
+            of statuses and "drop" / "hang" / "malformed", consumed before any random fault.
+        record: Keep every request body in `stats.bodies` (for tests that inspect the client).
+        process: Serve from a forked child process instead of a background thread.
+        backlog: The listening socket's connection backlog.
+
+    Raises:
+        ValueError: `port` is not 0 or a port number.
     """
 
     def __init__(

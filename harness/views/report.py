@@ -185,7 +185,16 @@ def report_path(source: str | Path, other: str | Path | None = None, out: str | 
 
 
 def write_report(results: EvalResults, out: str | Path, *, other: EvalResults | None = None) -> Path:
-    """Write `report_html(results)`, or with `other` the comparison of the two, to `out`."""
+    """Write `report_html(results)`, or with `other` the comparison of the two, to `out`.
+
+    Args:
+        results: The run to report on.
+        out: The HTML file to write (its parent folders are created).
+        other: A second run to compare `results` with, if any.
+
+    Returns:
+        The path written.
+    """
     path = Path(out)
     text = report_html(results) if other is None else comparison_html(results, other)
     path.parent.mkdir(parents=True, exist_ok=True)
