@@ -257,7 +257,31 @@ class Rollout(HtmlRepr, BaseModel):
     """The record of one episode: the conversation, how it ended, and how it scored.
 
     In Jupyter it draws as the conversation, tool calls and results, and the reward tree with
-    reasons (`harness.views.html.rollout_html`)."""
+    reasons (`harness.views.html.rollout_html`).
+
+    Attributes:
+        example_id: The id of the dataset example the episode ran.
+        rollout_index: Which rollout of that example this is (0-based).
+        prompt: The messages the model was first given.
+        completion: Everything after the prompt: the model's turns, tool results, replies.
+        answer: The example's reference answer, if it has one.
+        info: The example's extra columns.
+        task: The example's task label, if any.
+        state: Per-episode state the environment and tools keep.
+        turns: How many assistant turns ran.
+        stop_reason: Why the episode ended (e.g. "completed", "max_turns", "error").
+        error: What went wrong, when the episode failed.
+        usage: Tokens the policy model used.
+        judge_usage: Tokens the rubric's judges spent on this rollout.
+        timing: Seconds spent: generation, env, scoring, total.
+        reward: The root score; NaN while unscored.
+        scores: Every node's score by dotted path.
+        score_errors: Why a node is unscored, by dotted path.
+        score_details: Per-node extras, such as a judge's raw reply.
+        turn_scores: Per-turn scores by node path (the root under "").
+        turn_rewards: The credit-assigned reward per assistant turn.
+        turn_tokens: Token ids and logprobs per assistant turn, when the endpoint returns them.
+    """
 
     html_kind: ClassVar[str] = "rollout"
 

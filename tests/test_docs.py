@@ -191,3 +191,50 @@ def test_no_page_has_a_console_error(browser: Any, site: str) -> None:
         page.close()
         problems += seen
     assert problems == []
+
+
+def _undocumented_args() -> list[str]:
+    """Each exported function or class whose signature has a parameter missing from `Args:`.
+
+    A data model (pydantic, NamedTuple) may list its fields under `Attributes:` instead, since
+    griffe (mkdocs --strict) rejects `Args:` entries it cannot find in their signature.
+    """
+    import inspect
+
+    import docstring_parser
+
+    offenders = []
+    for package in ("rubrics", "envs", "harness"):
+        module = importlib.import_module(package)
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if not (inspect.isclass(obj) or inspect.isfunction(obj)):
+                continue
+            try:
+                signature = inspect.signature(obj)
+            except (TypeError, ValueError):
+                continue
+            docs = [inspect.getdoc(obj) or ""]
+            if inspect.isclass(obj) and "__init__" in vars(obj):
+                docs.append(inspect.getdoc(vars(obj)["__init__"]) or "")
+            documented = {
+                p.arg_name.split(" ")[0].lstrip("*")
+                for doc in docs
+                for p in docstring_parser.parse(doc, docstring_parser.DocstringStyle.GOOGLE).params
+            }
+            missing = [
+                p.name
+                for p in signature.parameters.values()
+                if p.name not in ("self", "cls")
+                and not p.name.startswith("_")
+                and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+                and p.name not in documented
+            ]
+            if missing:
+                offenders.append(f"{package}.{name}: {', '.join(missing)}")
+    return offenders
+
+
+def test_every_public_name_documents_each_parameter_under_args() -> None:
+    offenders = _undocumented_args()
+    assert offenders == [], "parameters missing from Args:\n" + "\n".join(offenders)

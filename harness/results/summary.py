@@ -39,7 +39,36 @@ DEFAULT_PASS_CRITERION = "reward >= 1"
 
 
 class Summary(HtmlRepr, BaseModel):
-    """Aggregate statistics of a set of rollouts (see the module docstring for definitions)."""
+    """Aggregate statistics of a set of rollouts (see the module docstring for definitions).
+
+    Attributes:
+        num_rollouts: How many rollouts there are.
+        num_examples: How many distinct examples they ran.
+        num_scored: How many rollouts have a reward (not NaN).
+        mean_reward: The mean reward over scored rollouts (None: none scored).
+        reward_stderr: The standard error of that mean.
+        node_means: Each node's mean score by dotted path.
+        pass_at_k: pass@k by k.
+        pass_at_k_examples: How many examples each pass@k is over.
+        stop_reasons: How many rollouts ended for each stop reason.
+        num_errors: How many rollouts errored.
+        num_unscored: How many rollouts have a NaN reward.
+        unscored_reasons: The commonest reasons rollouts were unscored, with their counts.
+        prompt_tokens: Prompt tokens the policy used, summed.
+        completion_tokens: Completion tokens the policy generated, summed.
+        judge_prompt_tokens: Prompt tokens the judges used, summed.
+        judge_completion_tokens: Completion tokens the judges generated, summed.
+        wall_seconds: This session's wall-clock time.
+        rollouts_per_second: This session's rollouts per second of wall time.
+        total_wall_seconds: A resumed run's wall time over all its sessions.
+        node_stderrs: The standard error of each node's mean (where it has two scores or more).
+        planned: How many rollouts the run set out to make.
+        pass_criterion: What counts as a pass for pass@k, e.g. "reward >= 1".
+        best_reward: The highest reward of a scored rollout.
+        node_failed: Per node, how many rollouts it scored NaN on (the reward's under "").
+        num_groups: Per node, how many examples have at least two scored rollouts.
+        zero_variance_groups: Per node, how many of those groups scored all alike.
+    """
 
     html_kind: ClassVar[str] = "summary"
 

@@ -37,7 +37,24 @@ def _one_of(field: str, value: Any, options: Sequence[str]) -> str:
 
 
 class JudgeConfig(BaseModel):
-    """What an LLMJudge asks, of whom, and how it reads the reply (see `LLMJudge` for each)."""
+    """What an LLMJudge asks, of whom, and how it reads the reply (see `LLMJudge` for each).
+
+    Attributes:
+        prompt: The jinja2 template over the rollout's fields that the judge is sent.
+        system_prompt: A system message sent before the rendered `prompt` (none by default).
+        model: The judge's model name.
+        base_url: The judge endpoint's base URL (default: OPENAI_BASE_URL).
+        parse: How the reply is read: "number", "choice" or "json".
+        choices: Label -> score for `parse="choice"`.
+        score_range: The judge's scale, rescaled to [0, 1].
+        pattern: A regex whose first group is the number or label, replacing the defaults.
+        json_key: The field holding the score for `parse="json"`.
+        samples: How many times to ask.
+        reduce: How samples combine: mean, median or majority.
+        cache: Answer identical requests once per process.
+        sampling: Request arguments (temperature and the like).
+        variables: Constants the template may name, inserted as safely as rollout values.
+    """
 
     model_config = ConfigDict(validate_assignment=True, extra="forbid")
 
