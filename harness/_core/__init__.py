@@ -1,0 +1,1 @@
+"""Core: private to harness."""

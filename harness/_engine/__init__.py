@@ -1,0 +1,1 @@
+"""Engine: private to harness."""
