@@ -3,6 +3,9 @@
 Writing a judge prompt that resists prompt injection, ends in a parseable verdict and
 grades what you meant takes iteration; these templates are that iteration done once.
 Every keyword of `LLMJudge` (model, client, samples, on_error, ...) passes through.
+
+`JudgeCache` is where judges keep their answers: `JudgeCache.shared` (every judge's, unless
+given its own with `cache=JudgeCache()`), read with `.info()` and emptied with `.clear()`.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any
 
 from harness._core.errors import ConfigError
 from harness._core.types import Rollout
+from rubrics._judge.cache import CacheInfo, JudgeCache
 from rubrics._judge.llm import LLMJudge
 from rubrics._module import Rubric, ScoringError
 
@@ -213,8 +217,10 @@ def criteria(items: Sequence[str | tuple[str, float]], **kwargs: Any) -> Criteri
 __all__ = [
     "CORRECTNESS_TEMPLATE",
     "CRITERION_TEMPLATE",
+    "CacheInfo",
     "CriteriaJudge",
     "CriterionJudge",
+    "JudgeCache",
     "correctness",
     "criteria",
 ]

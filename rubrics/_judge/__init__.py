@@ -4,7 +4,7 @@
 - `config`: its settings, checked at construction (`JudgeConfig`).
 - `prompt`: the jinja2 template over a rollout's fields, and which fields it needs.
 - `verdicts`: reading a verdict from a reply (number, choice map, JSON) and rescaling it.
-- `cache`: one answer per identical question, shared by every judge of the process.
+- `cache`: `JudgeCache`, one answer per identical question (`JudgeCache.shared` unless a judge has its own).
 - `presets`: ready-made judges (`rubrics.judges`: correctness, weighted criteria).
 - `calibration`: a judge measured against human labels (`calibrate`), read by `labels`,
   figured by `agreement` (kappa, rho, confusion), probed by `probes`, drawn by `calibration_view`.

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from harness._core.errors import ConfigError
 from rubrics._judge.prompt import TEMPLATE_FIELDS, JudgeTemplate
-from rubrics._judge.verdicts import PARSE_MODES, REDUCTIONS
+from rubrics._judge.verdicts import PARSE_MODES, REDUCTIONS, ParseMode, Reduce
 
 
 @functools.lru_cache(maxsize=1024)
@@ -51,7 +51,7 @@ class JudgeConfig(BaseModel):
         json_key: The field holding the score for `parse="json"`.
         samples: How many times to ask.
         reduce: How samples combine: mean, median or majority.
-        cache: Answer identical requests once per process.
+        cache: Answer identical requests once, from the judge's `answer_cache`.
         sampling: Request arguments (temperature and the like).
         variables: Constants the template may name, inserted as safely as rollout values.
     """
@@ -62,13 +62,13 @@ class JudgeConfig(BaseModel):
     system_prompt: str | None = None
     model: str
     base_url: str | None = None
-    parse: str = "number"
+    parse: ParseMode = "number"
     choices: dict[str, float] | None = None
     score_range: tuple[float, float] = (0.0, 1.0)
     pattern: str | None = None
     json_key: str = "score"
     samples: int = 1
-    reduce: str = "mean"
+    reduce: Reduce = "mean"
     cache: bool = True
     sampling: dict[str, Any] = Field(default_factory=dict)
     variables: dict[str, Any] = Field(default_factory=dict)
@@ -206,7 +206,10 @@ class JudgeConfig(BaseModel):
     @classmethod
     def _cache(cls, value: Any) -> bool:
         if not isinstance(value, bool):
-            raise ConfigError(f"LLMJudge cache must be True or False, got {value!r}")
+            raise ConfigError(
+                f"LLMJudge cache must be True or False, got {value!r} "
+                "(a judge gets its own JudgeCache when built: LLMJudge(..., cache=JudgeCache()))"
+            )
         return value
 
     @field_validator("sampling", mode="before")
