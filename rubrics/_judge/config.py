@@ -14,7 +14,7 @@ import functools
 import math
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -34,6 +34,43 @@ def _one_of(field: str, value: Any, options: Sequence[str]) -> str:
     if value not in options:
         raise ConfigError(f"LLMJudge {field}={value!r}; use one of {', '.join(options)}")
     return str(value)
+
+
+class JudgeSettings(TypedDict, total=False):
+    """Settings to change on a judge (`LLMJudge.configure`, `JudgeConfig.replace`): any of
+    `JudgeConfig`'s fields, each validated as at construction.
+
+    Attributes:
+        prompt: The jinja2 template over the rollout's fields that the judge is sent.
+        system_prompt: A system message sent before the rendered `prompt`.
+        model: The judge's model name.
+        base_url: The judge endpoint's base URL.
+        parse: How the reply is read: "number", "choice" or "json".
+        choices: Label -> score for `parse="choice"`.
+        score_range: The judge's scale, rescaled to [0, 1].
+        pattern: A regex whose first group is the number or label.
+        json_key: The field holding the score for `parse="json"`.
+        samples: How many times to ask.
+        reduce: How samples combine: mean, median or majority.
+        cache: Answer identical requests once.
+        sampling: Request arguments (temperature and the like).
+        variables: Constants the template may name.
+    """
+
+    prompt: str
+    system_prompt: str | None
+    model: str
+    base_url: str | None
+    parse: ParseMode
+    choices: Mapping[str, float] | None
+    score_range: tuple[float, float]
+    pattern: str | None
+    json_key: str
+    samples: int
+    reduce: Reduce
+    cache: bool
+    sampling: Mapping[str, Any]
+    variables: Mapping[str, Any]
 
 
 class JudgeConfig(BaseModel):
@@ -81,8 +118,12 @@ class JudgeConfig(BaseModel):
         except ValidationError as exc:
             raise config_error(exc) from None
 
-    def replace(self, **changes: Any) -> JudgeConfig:
-        """A copy with `changes`, each validated as at construction (self is unchanged)."""
+    def replace(self, **changes: Unpack[JudgeSettings]) -> JudgeConfig:
+        """A copy with `changes`, each validated as at construction (self is unchanged).
+
+        Args:
+            **changes: The fields to change (see `JudgeSettings`).
+        """
         return self.build({**dict(self), **changes})
 
     def check(self) -> None:

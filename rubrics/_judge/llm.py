@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, NoReturn, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, NoReturn, TypedDict, TypeVar, Unpack, overload
 
 from harness._core.aio import unreachable
 from harness._core.defaults import DEFAULT_BASE_URL
 from harness._core.errors import ConfigError, EndpointError
 from harness._core.types import Rollout
 from rubrics._judge.cache import Answer, JudgeCache, ask
-from rubrics._judge.config import JudgeConfig, compile_template
+from rubrics._judge.config import JudgeConfig, JudgeSettings, compile_template
 from rubrics._judge.prompt import JudgeTemplate, MissingFieldError, rollout_fields
 from rubrics._judge.verdicts import (
     ParseMode,
@@ -70,7 +70,48 @@ class Setting(Generic[T]):
         return value
 
     def __set__(self, judge: LLMJudge, value: T) -> None:
-        judge._use_config(judge._config.replace(**{self.name: value}))
+        judge._use_config(JudgeConfig.build({**dict(judge._config), self.name: value}))
+
+
+class JudgeOptions(TypedDict, total=False):
+    """`LLMJudge`'s keyword arguments besides `prompt`, `name` and `on_error`, for functions
+    that build judges and pass them on (`rubrics.judges.correctness`, `criteria`).
+
+    Attributes:
+        model: The judge's model name.
+        client: A ready `harness.Client` (instead of `model`).
+        system_prompt: A system message sent before the rendered prompt.
+        parse: How the reply is read: "number", "choice" or "json".
+        choices: Label -> score for `parse="choice"`.
+        score_range: The judge's scale, rescaled to [0, 1].
+        pattern: A regex whose first group is the number or label.
+        json_key: The field holding the score for `parse="json"`.
+        samples: How many times to ask.
+        reduce: How samples combine: mean, median or majority.
+        cache: True, False or a `JudgeCache` of the judge's own.
+        sampling: Request arguments.
+        base_url: The judge endpoint's base URL when built from `model`.
+        api_key: The judge endpoint's key when built from `model`.
+        client_options: Further `harness.Client` arguments when built from `model`.
+        variables: Constants the template may name.
+    """
+
+    model: str | None
+    client: Client | None
+    system_prompt: str | None
+    parse: ParseMode
+    choices: Mapping[str, float] | None
+    score_range: tuple[float, float]
+    pattern: str | None
+    json_key: str
+    samples: int
+    reduce: Reduce
+    cache: bool | JudgeCache
+    sampling: Mapping[str, Any] | None
+    base_url: str | None
+    api_key: str | None
+    client_options: Mapping[str, Any] | None
+    variables: Mapping[str, Any] | None
 
 
 class LLMJudge(Rubric):
@@ -205,12 +246,15 @@ class LLMJudge(Rubric):
         """The judge's settings (read-only here: assign `judge.<field>` or call `configure`)."""
         return self._config.model_copy(deep=True)
 
-    def configure(self, **changes: Any) -> None:
+    def configure(self, **changes: Unpack[JudgeSettings]) -> None:
         """Change several settings at once, validated together; a bad one changes nothing.
 
         Use it for settings that only make sense together (`parse="choice"` with `choices`).
         Assigning one attribute (`judge.samples = 3`) validates that field alone, and the
         rules tying fields together are checked again before the next request.
+
+        Args:
+            **changes: The settings to change (see `rubrics.judges.JudgeSettings`).
         """
         config = self._config.replace(**changes)
         config.check()
@@ -425,4 +469,4 @@ class LLMJudge(Rubric):
         return ", ".join(parts)
 
 
-__all__ = ["DEFAULT_SYSTEM_PROMPT", "LLMJudge"]
+__all__ = ["DEFAULT_SYSTEM_PROMPT", "JudgeOptions", "LLMJudge"]
