@@ -3,7 +3,7 @@
 Every failure a user can cause (unknown environment, bad JSON, unreachable endpoint, missing
 key variable, existing output directory) is one clear line naming the fix and a non-zero exit
 (2 for a usage error), with the traceback only under `--debug`. What commands print lives with
-the views (`harness.views.console`, `envs.hub.display`). Commands import the packages when
+the views (`harness._views.console`, `envs.hub._display`). Commands import the packages when
 they run, so `rubric --help` starts fast.
 """
 
@@ -22,16 +22,16 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from harness.aio import Stopped
-from harness.defaults import DEFAULT_CONCURRENCY, DEFAULT_TRANSPORT, TRANSPORTS
-from harness.errors import RubricError
-from harness.text import escape_control
+from harness import RubricError
+from harness._core.aio import Stopped
+from harness._core.defaults import DEFAULT_CONCURRENCY, DEFAULT_TRANSPORT, TRANSPORTS
+from harness._core.text import escape_control
 
 if TYPE_CHECKING:  # pragma: no cover
     from envs import Environment
-    from envs.hub.scaffold import KindOption
-    from envs.project import BumpPart
-    from harness.results.eval_results import EvalResults
+    from envs._project import BumpPart
+    from envs.hub._scaffold import KindOption
+    from harness import EvalResults
 
 EXIT_USAGE = 2
 HUB_HELP = "index URL (default: $RUBRIC_HUB_URL), e.g. http://127.0.0.1:8080"
@@ -75,8 +75,8 @@ def json_object(ctx: click.Context, param: click.Parameter, text: str | None) ->
 
 
 def limited(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    """The value, checked against `harness.limits` and named as typed (a count for --worst/--best)."""
-    from harness.limits import check_limits
+    """The value, checked against `harness._core.limits` and named as typed (a count for --worst/--best)."""
+    from harness._core.limits import check_limits
 
     if param.name in ("worst", "best") and value is not None and value < 1:
         raise CliError(f"{'/'.join(param.opts)} must be a count of at least 1, got {value}")
@@ -95,7 +95,7 @@ def load(spec: str, env_args: dict[str, Any] | None) -> Environment:
 
 
 def load_run(path: str) -> EvalResults:
-    from harness.results.eval_results import load_results
+    from harness import load_results
 
     with usage_errors():
         return load_results(path)
@@ -171,10 +171,10 @@ hub_option = click.option("--hub", "hub_url", help=HUB_HELP)
 @click.option("--shard", metavar="I/N", help="run only slice I of N (from 0) of the examples; join with `rubric merge`")  # fmt: skip
 @click.pass_context
 def eval_command(ctx: click.Context, /, **o: Any) -> int:
-    from envs.runs import RunRequest, prepare_run, run
-    from harness.results.summary import pass_warning
+    from envs._runs import RunRequest, prepare_run, run
+    from harness._core.summary import pass_warning
+    from harness._views.console import print_run, too_many_errors
     from harness.runtimes import prune as prune_sandboxes
-    from harness.views.console import print_run, too_many_errors
 
     prune_sandboxes()  # what a SIGKILLed earlier run left (owner dead); never anyone else's
 
@@ -221,10 +221,11 @@ def eval_command(ctx: click.Context, /, **o: Any) -> int:
     "--rescored", is_flag=True, help="show the newest re-scored results of DIR (results.rescored-*.jsonl)"
 )
 def view(run_dir: str, other: str | None, html: str | None, rescored: bool, **pick: Any) -> int:
-    from envs.provenance import describe
-    from harness.results.run_dirs import newest_rescored
-    from harness.views.report import report_path, write_report
-    from harness.views.terminal import show_run
+    from envs._provenance import describe
+    from harness import write_report
+    from harness._core.run_dirs import newest_rescored
+    from harness._views.report import report_path
+    from harness._views.terminal import show_run
 
     with usage_errors():
         run_dir = str(newest_rescored(run_dir)) if rescored else run_dir
@@ -269,9 +270,9 @@ def score(
     concurrency: int,
     failed_only: bool,
 ) -> int:
-    from envs.runs import rescoring_environment
-    from harness.results.rescoring import rescore_to
-    from harness.views.console import print_rescored
+    from envs._runs import rescoring_environment
+    from harness._results.rescoring import rescore_to
+    from harness._views.console import print_rescored
 
     results = load_run(run_dir)
     with usage_errors():
@@ -296,8 +297,8 @@ def score(
 @click.argument("output", metavar="OUT")
 @click.argument("dirs", metavar="DIR...", nargs=-1, required=True)
 def merge(output: str, dirs: tuple[str, ...]) -> int:
-    from harness.results.sharding import merge_results
-    from harness.views.console import print_merge
+    from harness import merge_results
+    from harness._views.console import print_merge
 
     with usage_errors():
         report = merge_results(output, dirs)
@@ -307,8 +308,8 @@ def merge(output: str, dirs: tuple[str, ...]) -> int:
 
 @command(name="list", help="list installed environments")
 def list_command() -> int:
-    from envs.hub.display import installed_table
-    from envs.hub.install import installed_environments
+    from envs.hub._display import installed_table
+    from envs.hub._install import installed_environments
 
     console().print(installed_table(installed_environments()))
     return 0
@@ -343,7 +344,8 @@ def sandboxes(action: str) -> int:
 @click.option("--rate-429", type=float, default=0.0)
 @click.option("--rate-500", type=float, default=0.0)
 def endpoint(policy: str, env_spec: str | None, env_args: dict[str, Any] | None, **server: Any) -> int:
-    from harness.scripted.endpoint import ScriptedEndpoint, scripted_policy
+    from harness import ScriptedEndpoint
+    from harness.scripted import scripted_policy
 
     env_spec, name = policy.split(":", 1) if ":" in policy else (env_spec, policy)
     if not env_spec:
@@ -363,7 +365,7 @@ def endpoint(policy: str, env_spec: str | None, env_args: dict[str, Any] | None,
 @env_args
 @click.option("--port", type=int, help="serve streamable HTTP on 127.0.0.1:PORT/mcp instead of stdio")
 def mcp(env: str, env_args: dict[str, Any] | None, port: int | None) -> int:
-    from envs.mcp_serve import HOST, PATH, serve_mcp
+    from envs._mcp_serve import HOST, PATH, serve_mcp
 
     served = load(env, env_args)
     if port is not None and not 0 < port < 65536:
@@ -386,11 +388,11 @@ def mcp(env: str, env_args: dict[str, Any] | None, port: int | None) -> int:
 @click.option("--base-image", default=None, metavar="IMAGE", help="with --harbor: the image its Dockerfile starts FROM (default debian:bookworm-slim)")  # fmt: skip
 def init(name: str, parent: str, kind: KindOption, harbor: bool, base_image: str | None) -> int:
     from envs.hub import init_package
-    from envs.hub.display import created_lines
+    from envs.hub._display import created_lines
 
     with usage_errors():
         if harbor:
-            from envs.harbor.scaffold import DEFAULT_BASE_IMAGE, init_task
+            from envs._harbor.scaffold import DEFAULT_BASE_IMAGE, init_task
 
             for path in init_task(name, parent, base_image or DEFAULT_BASE_IMAGE):
                 say(f"created {path}")
@@ -405,9 +407,9 @@ def init(name: str, parent: str, kind: KindOption, harbor: bool, base_image: str
 @command(help="run the checks a hub entry must pass (non-zero exit on failure)")
 @click.argument("package", metavar="[DIR]", default=".")
 def check(package: str) -> int:
-    from envs.harbor.task import is_task
+    from envs._harbor.task import is_task
     from envs.hub import check_package
-    from envs.hub.display import check_lines
+    from envs.hub._display import check_lines
 
     if is_task(Path(package)):  # a Harbor task folder: its own checks, in Docker
         return _check_harbor(package)
@@ -418,8 +420,8 @@ def check(package: str) -> int:
 
 
 def _check_harbor(path: str) -> int:
-    """Print the checks of Harbor tasks (`envs.harbor.task_audit`); 1 when one fails."""
-    from envs.harbor.task_audit import check_tasks
+    """Print the checks of Harbor tasks (`envs._harbor.task_audit`); 1 when one fails."""
+    from envs._harbor.task_audit import check_tasks
 
     with usage_errors():
         checks = check_tasks(path)
@@ -437,8 +439,8 @@ no_isolation = click.option("--no-isolation", is_flag=True, help="build with the
 @click.argument("package", metavar="[DIR]", default=".")
 @no_isolation
 def build(package: str, no_isolation: bool) -> int:
-    from envs.hub.build import build_package
-    from envs.hub.display import built_lines
+    from envs.hub._build import build_package
+    from envs.hub._display import built_lines
 
     with usage_errors():
         say(built_lines(build_package(package, isolation=not no_isolation)))
@@ -453,8 +455,8 @@ def build(package: str, no_isolation: bool) -> int:
     "--bump", type=click.Choice(["patch", "minor", "major"]), help="raise the version and rebuild first"
 )
 def push(package: str, no_isolation: bool, hub_url: str | None, bump: BumpPart | None) -> int:
-    from envs.hub.display import pushed_lines
-    from envs.hub.publish import push_package
+    from envs.hub._display import pushed_lines
+    from envs.hub._publish import push_package
 
     with usage_errors():
         say(pushed_lines(push_package(package, hub=hub_url, bump=bump, isolation=not no_isolation)))
@@ -465,8 +467,8 @@ def push(package: str, no_isolation: bool, hub_url: str | None, bump: BumpPart |
 @click.argument("spec", metavar="NAME[==VERSION]")
 @hub_option
 def install(spec: str, hub_url: str | None) -> int:
-    from envs.hub.display import installed_lines
-    from envs.hub.install import install as install_package
+    from envs.hub._display import installed_lines
+    from envs.hub._install import install as install_package
 
     with usage_errors():
         say(installed_lines(install_package(spec, hub=hub_url)))
@@ -483,8 +485,8 @@ def hub() -> None:
 @click.option("--tag", help="only entries with this tag")
 @hub_option
 def search(query: str | None, tag: str | None, hub_url: str | None) -> int:
-    from envs.hub.display import show_entries
-    from envs.hub.index import search as search_hub
+    from envs.hub._display import show_entries
+    from envs.hub._index import search as search_hub
 
     with usage_errors():
         entries = search_hub(query, tag=tag, hub=hub_url)
@@ -499,8 +501,8 @@ def search(query: str | None, tag: str | None, hub_url: str | None) -> int:
 @click.argument("name", metavar="NAME")
 @hub_option
 def info(name: str, hub_url: str | None) -> int:
-    from envs.hub.display import show_entries
-    from envs.hub.index import info as hub_info
+    from envs.hub._display import show_entries
+    from envs.hub._index import info as hub_info
 
     with usage_errors():
         say(show_entries([hub_info(name, hub=hub_url)], full=True, note=lambda line: say(line, err=True)))
@@ -526,10 +528,10 @@ def info(name: str, hub_url: str | None) -> int:
 @click.option("--run", "run_dir", metavar="DIR", help="the run the labels were drawn from (a random sample of its rollouts): correct the judge's mean over it by the labels; rows name example_id and rollout_index")  # fmt: skip
 @click.option("-c", "--concurrency", type=int, default=DEFAULT_CONCURRENCY, show_default=True, callback=limited, help="labelled rows scored at once")  # fmt: skip
 def calibrate(env: str, labels: str, env_args: dict[str, Any] | None, run_dir: str | None, **o: Any) -> int:
-    from harness.results.eval_results import load_results
-    from rubrics.judge.calibration import calibrate as measure
-    from rubrics.judge.calibration import find_judge
-    from rubrics.judge.llm import LLMJudge
+    from harness import load_results
+    from rubrics import LLMJudge
+    from rubrics.calibration import calibrate as measure
+    from rubrics.calibration import find_judge
 
     if (o["price_prompt"] is None) != (o["price_completion"] is None):
         raise CliError("give both --price-prompt and --price-completion (USD per token), or neither")
@@ -564,8 +566,8 @@ def calibrate(env: str, labels: str, env_args: dict[str, Any] | None, run_dir: s
 @click.option("--html", "html_out", is_flag=False, flag_value="", metavar="OUT", help="write an HTML report (default ./audit--ENV.html)")  # fmt: skip
 @click.option("--strict", is_flag=True, help="exit 1 when anything is flagged (for CI)")
 def audit(env: str, env_args: dict[str, Any] | None, strict: bool, json_out: str | None, html_out: str | None, **o: Any) -> int:  # fmt: skip
-    from envs.auditing import audit as run_audit
-    from envs.auditing.views import show_audit
+    from envs import audit as run_audit
+    from envs._auditing.views import show_audit
 
     if env.startswith("harbor:"):  # Harbor tasks: the task hacks, in Docker
         failed = _check_harbor(env.partition(":")[2])
@@ -596,8 +598,8 @@ def serve(
     allow_origins: tuple[str, ...],
     idle_timeout: float,
 ) -> int:
-    from envs.interop.openenv_guard import check_idle_timeout, check_origin
-    from envs.interop.openenv_serve import serve_openenv
+    from envs import serve_openenv
+    from envs._interop.openenv_guard import check_idle_timeout, check_origin
 
     allow_origins = tuple(check_origin(origin) for origin in allow_origins)
     check_idle_timeout(idle_timeout, "--idle-timeout")
@@ -643,7 +645,7 @@ def main(argv: list[str] | None = None) -> int:
         how = f"stopped by {signal.Signals(exc.signum).name}" if isinstance(exc, Stopped) else "interrupted"
         print(f"rubric {name}: {how}; finished rollouts are kept", file=sys.stderr)
         if meta.get("run_dir") is not None:  # set by rubric eval once it knows its directory
-            from harness.views.console import resume_hint
+            from harness._views.console import resume_hint
 
             print(resume_hint(meta["run_dir"], meta.get("resume_flags", ())), file=sys.stderr)
         return 128 + (exc.signum if isinstance(exc, Stopped) else signal.SIGINT)  # as the shell reports it

@@ -16,11 +16,8 @@ import argparse
 import re
 from typing import Any
 
-from harness.endpoint.client import Client
-from harness.scripted.endpoint import ScriptedEndpoint
-from harness.types import Rollout
-from rubrics import LLMJudge, Rubric
-from rubrics.judge.rank import PairwiseJudge, RankJudge
+from harness import Client, Rollout, ScriptedEndpoint
+from rubrics import LLMJudge, PairwiseJudge, RankJudge, Rubric
 
 CANDIDATE = re.compile(r"Candidate ([A-Z]):\n<candidate>\n(.*?)\n</candidate>", re.DOTALL)
 ANSWER = "The answer is 42, because six sevens make forty-two."

@@ -24,7 +24,7 @@ def` tool, which runs on the loop just as the bare loop's call does; nothing wri
 "harness+sdk" (the same through the openai SDK transport, `transport="openai"`), "harness+disk" (the same with output_dir: every rollout appended to
 results.jsonl), "harness+sync" (the same plain `def add` as the bare loop, as most users
 write tools, with the default placement: timed in a worker thread until proven fast, then
-inline; see envs/tools/placement.py), "harness+thread" (the plain `def add` pinned to a worker
+inline; see envs/_tools/placement.py), "harness+thread" (the plain `def add` pinned to a worker
 thread with blocking=True: what the thread hop per call costs on a CPU-saturated loop).
 Each (config, variant) runs `--repeats` times, interleaved; the median is reported, with
 rollouts/s and CPU per completion (each rollout is two completions).
@@ -206,7 +206,7 @@ def _bench_tool(variant: str) -> Any:
 
 async def _harness(base_url: str, concurrency: int, n: int, variant: str) -> dict[str, float]:
     from envs import ToolEnv
-    from harness.endpoint.client import Client
+    from harness import Client
 
     def correct(response: str, answer: str) -> float:
         return float(response == answer)
@@ -275,7 +275,7 @@ Verdict = tuple[str, str, bool]  # config, target, met
 
 
 def _measure(concurrency: int, latency: float, variants: list[str], repeats: int, n: int) -> Medians:
-    from harness.scripted.endpoint import ScriptedEndpoint
+    from harness import ScriptedEndpoint
 
     with ScriptedEndpoint(policy, latency=latency, process=True, model="scripted") as endpoint:
         runs: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
@@ -393,9 +393,8 @@ def _first_line_watch(path: Path) -> tuple[Any, dict[str, float]]:
 
 async def _scale(variant: str, base_url: str, n: int, per_example: int = 1) -> dict[str, float]:
     from envs import load_environment as load
-    from harness.endpoint.client import Client
-    from harness.evaluation import aevaluate
-    from harness.executors.workers import peak_rss_mib
+    from harness import Client, aevaluate
+    from harness._engine.executors.workers import peak_rss_mib
 
     concurrency = SCALE_CONFIG[0]
     env = load(str(Path(__file__).resolve()), n=n // per_example)
@@ -441,7 +440,7 @@ async def _scale(variant: str, base_url: str, n: int, per_example: int = 1) -> d
 
 
 def _scale_main(n: int, repeats: int) -> None:
-    from harness.scripted.endpoint import ScriptedEndpoint
+    from harness import ScriptedEndpoint
 
     concurrency, latency = SCALE_CONFIG
     variants = list(SCALE_VARIANTS)
@@ -497,7 +496,7 @@ def _scale_main(n: int, repeats: int) -> None:
 # Both runs use the same 2,000 examples (1 and 100 rollouts each), write results.jsonl, and run
 # in a fresh process against the scripted endpoint (256 @ 0 ms); "workers=2" is the same with
 # two worker processes (the driver only schedules, writes and summarises). The driver keeps a
-# running summary and at most `harness.evaluation.KEPT_IN_MEMORY` rollouts, and reads the
+# running summary and at most `harness._engine.evaluation.KEPT_IN_MEMORY` rollouts, and reads the
 # rollouts back from results.jsonl when asked. Target: peak RSS at 200,000 within 50 MB of 2,000.
 MEMORY_SIZES = (2_000, 200_000)
 MEMORY_EXAMPLES = 2_000
@@ -505,7 +504,7 @@ MEMORY_TARGET_MB = 50.0
 
 
 def _memory_main() -> None:
-    from harness.scripted.endpoint import ScriptedEndpoint
+    from harness import ScriptedEndpoint
 
     print(
         f"memory: driver peak RSS, {MEMORY_EXAMPLES:,} examples, 256 @ 0 ms, endpoint in its own process; {_load()}"

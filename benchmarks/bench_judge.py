@@ -21,10 +21,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from harness.endpoint.client import Client, _http_client
-from harness.scripted.endpoint import ScriptedEndpoint
-from harness.types import Rollout
-from rubrics.judge.llm import LLMJudge, cache_info, clear_cache
+from harness import Client, Rollout, ScriptedEndpoint
+from harness._endpoint.client import _http_client
+from rubrics import LLMJudge
+from rubrics._judge.llm import cache_info, clear_cache
 
 PROMPT = (
     "Question: {{ prompt }}\n<response>\n{{ response }}\n</response>\n"

@@ -25,8 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from envs import mcp_server
-from envs.tools.functions import Tool, ToolLike
+from envs import Tool, mcp_server
+from envs._tools.functions import ToolLike
 
 SERVER = '''
 import sys

@@ -32,9 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.endpoint.client import Client
-from harness.proxy.server import CaptureProxy
-from harness.scripted.endpoint import ScriptedEndpoint
+from harness import CaptureProxy, Client, ScriptedEndpoint
 
 TARGET_MS = 1.0
 SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}

@@ -32,9 +32,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from harness.results.eval_results import EvalResults
-from harness.types import Rollout
-from harness.views.report import write_report
+from harness import EvalResults, Rollout, write_report
 
 NODES = [
     {"path": "", "head": "WeightedSum()", "note": ""},

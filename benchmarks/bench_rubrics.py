@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from harness.types import Rollout
+from harness import Rollout
 from rubrics import WeightedSum
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from envs.reference.sandbox import Sandbox
+from envs.reference._sandbox import Sandbox
 
 CODE = "print(sum(range(1000)))"
 

@@ -20,8 +20,8 @@ import multiprocessing
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from harness.endpoint.client import Client, _http_client
-from harness.scripted.endpoint import ScriptedEndpoint
+from harness import Client, ScriptedEndpoint
+from harness._endpoint.client import _http_client
 
 MESSAGES = [{"role": "user", "content": "what is two plus two"}]
 BODY = json.dumps({"model": "m", "messages": MESSAGES}).encode()

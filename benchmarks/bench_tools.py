@@ -7,7 +7,7 @@ Run: python benchmarks/bench_tools.py [--calls N] [--builds N]
    of calling the function directly in the same run (sync and async tools). For sync tools
    the parts are reported on their own (validation only, a bare run_in_executor) and the tool
    is called both with its default placement (inline once its calls proved fast, see
-   envs/tools/placement.py) and pinned to a worker thread with blocking=True, so the cost of the
+   envs/_tools/placement.py) and pinned to a worker thread with blocking=True, so the cost of the
    thread hop is visible.
 """
 
@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pydantic import BaseModel, Field
 
-from envs.tools.functions import Tool
-from envs.tools.placement import thread_pool
+from envs import Tool
+from envs._tools.placement import thread_pool
 
 
 class Unit(enum.Enum):

@@ -1,63 +1,43 @@
 """Environments: a dataset, a prompt format, optional tools and a rubric, run by `harness`.
 
-`Environment` (and its presets `SingleTurnEnv`, `ToolEnv`, `MultiTurnEnv`) implements
-`harness.protocol.EnvironmentProtocol`; `load_environment` finds installed environment
-packages by name. `datasets` is imported only when a dataset is actually built.
+Everything a user needs is exported here (`__all__`, checked by `tests/test_public_api.py`);
+the public modules are `envs.hub` (sharing environments as packages), `envs.reference` (the
+built-in environments) and `envs.agents` (CLI agents as policies). The rest is private:
+`_environment` and `_presets` (the Environment and its kinds), `_registry` (finding one by
+name), `_tools/` (tools from type hints, MCP servers), `_dataset`, `_auditing/`, `_harbor/`
+(Harbor task folders), `_interop/` (OpenEnv and Verifiers), `_runs` (the CLI's run driver).
+Imports `rubrics`, the harness foundation, its client and runtimes, and the `harness` package.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
-from envs.conditions import stop
-from envs.environment import Environment
-from envs.presets import MultiTurnEnv, SingleTurnEnv, ToolEnv
-from envs.registry import (
+from envs._auditing import aaudit, audit
+from envs._conditions import stop
+from envs._environment import Environment
+from envs._harbor import from_harbor
+from envs._interop.openenv import OpenEnvFinalReward, OpenEnvStepReward, from_openenv
+from envs._interop.openenv_serve import serve_openenv
+from envs._interop.verifiers import from_verifiers
+from envs._presets import MultiTurnEnv, SingleTurnEnv, ToolEnv
+from envs._registry import (
     EnvironmentNotFoundError,
     EnvironmentSpec,
     RegisteredEnvironment,
     list_environments,
     load_environment,
 )
-from envs.tools.functions import Tool, ToolResult, call_tool, tool
-from envs.tools.mcp import mcp_server
-from envs.trl_bridge import TRLSpec
-from envs.verl_bridge import VerlSpec
-
-if TYPE_CHECKING:  # pragma: no cover
-    from envs.auditing import aaudit, audit
-    from envs.harbor import from_harbor
-    from envs.interop.openenv import from_openenv
-    from envs.interop.openenv_serve import serve_openenv
-    from envs.interop.verifiers import from_verifiers
-
-# The audit (the HTTP stack and the scripted endpoint) and other frameworks' environments and
-# ours served to them (envs.interop: above the registry and the reference environments, which
-# import this package) load only when first used.
-_LAZY_ATTRS = {
-    "audit": "envs.auditing",
-    "aaudit": "envs.auditing",
-    "from_harbor": "envs.harbor",
-    "from_openenv": "envs.interop.openenv",
-    "from_verifiers": "envs.interop.verifiers",
-    "serve_openenv": "envs.interop.openenv_serve",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY_ATTRS:
-        raise AttributeError(f"module 'envs' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY_ATTRS[name]), name)
-    globals()[name] = value
-    return value
-
+from envs._tools.functions import Tool, ToolResult, call_tool, tool
+from envs._tools.mcp import mcp_server
+from envs._trl_bridge import TRLSpec
+from envs._verl_bridge import VerlSpec
 
 __all__ = [
     "Environment",
     "EnvironmentNotFoundError",
     "EnvironmentSpec",
     "MultiTurnEnv",
+    "OpenEnvFinalReward",
+    "OpenEnvStepReward",
     "RegisteredEnvironment",
     "SingleTurnEnv",
     "TRLSpec",

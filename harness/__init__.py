@@ -1,12 +1,19 @@
-"""Talking to OpenAI-compatible endpoints and running rollouts: the engine.
+"""Talking to OpenAI-compatible endpoints and running rollouts: the harness's front door.
 
-Here: the data model (`types`), the error tree (`errors`), the rollout loop (`runner`), a
-whole run (`evaluation`), what an environment must provide (`protocol`) and the limits of a
-run's settings (`limits`). Around it: `endpoint/` (the client and the wire format),
-`proxy/` (the capture proxy agents call instead of a provider), `results/` (a run on disk),
-`views/` (what people look at), `executors/` (workers, Ray) and `scripted/` (a fake endpoint).
-Never imports `rubrics` or `envs`. Names are imported lazily so that `rubric --help` does not
-pay for `openai`/`datasets`.
+Everything a user needs is exported here (`__all__`, checked by `tests/test_public_api.py`);
+`harness.runtimes` (sandboxes), `harness.proxy` (the capture proxy) and `harness.scripted`
+(a scripted endpoint for tests and offline demos) are its public modules. The rest is private:
+
+- `_core`: the foundation (the data model, errors, async helpers, defaults, protocols, the run
+  summary and statistics, the run directory, the score formatter); imports nothing else.
+- `_endpoint`: the client and its transport, beside the foundation.
+- `_engine`: the rollout runner, `evaluate` and the executors (workers, Ray).
+- `_results` and `_views`: a run on disk, read back, compared, exported; and what people see.
+
+`rubrics` and `envs` import the foundation directly and everything above it through this
+package. So that `import rubrics` loads neither the engine nor the views, the names above the
+foundation are loaded on first use (`__getattr__`); the foundation's names are plain imports.
+Never imports `rubrics` or `envs`.
 """
 
 from __future__ import annotations
@@ -14,7 +21,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import (
+from harness._core.aio import run_sync
+from harness._core.display import provide_html_views
+from harness._core.errors import (
     ConfigError,
     ConfigTypeError,
     EndpointError,
@@ -28,50 +37,47 @@ from harness.errors import (
     UserCodeError,
     WorkerError,
 )
-from harness.types import FunctionCall, Message, Rollout, ToolCall, TreeNode, TurnTokens, Usage
-from harness.views import compare_html as _compare_html
-from harness.views import html as _html
-
-_LAZY = {
-    "Client": "harness.endpoint.client",
-    "Completion": "harness.endpoint.client",
-    "rollout": "harness.runner",
-    "evaluate": "harness.evaluation",
-    "aevaluate": "harness.evaluation",
-    "EvaluateOptions": "harness.evaluation",
-    "rescore": "harness.results.rescoring",
-    "arescore": "harness.results.rescoring",
-    "EvalResults": "harness.results.eval_results",
-    "load_results": "harness.results.eval_results",
-    "Summary": "harness.results.summary",
-    "merge_results": "harness.results.sharding",
-    "MergeReport": "harness.results.sharding",
-    "write_report": "harness.views.report",
-    "ScriptedEndpoint": "harness.scripted.endpoint",
-    "EnvironmentProtocol": "harness.protocol",
-    "EnvironmentSource": "harness.protocol",
-    "run_sync": "harness.aio",
-    "CaptureProxy": "harness.proxy.server",
-    "ProxyBudgets": "harness.proxy.session",
-    "ProxySession": "harness.proxy.session",
-    "ProxyTurn": "harness.proxy.session",
-    "RetokenizationSkew": "harness.proxy.session",
-}
+from harness._core.options import EvaluateOptions, Shard
+from harness._core.protocol import EnvironmentProtocol, EnvironmentSource
+from harness._core.summary import Summary
+from harness._core.types import FunctionCall, Message, Rollout, ToolCall, TreeNode, TurnTokens, Usage
 
 if TYPE_CHECKING:  # pragma: no cover
-    from harness.aio import run_sync
-    from harness.endpoint.client import Client, Completion
-    from harness.evaluation import EvaluateOptions, aevaluate, evaluate
-    from harness.protocol import EnvironmentProtocol, EnvironmentSource
-    from harness.proxy.server import CaptureProxy
-    from harness.proxy.session import ProxyBudgets, ProxySession, ProxyTurn, RetokenizationSkew
-    from harness.results.eval_results import EvalResults, load_results
-    from harness.results.rescoring import arescore, rescore
-    from harness.results.sharding import MergeReport, merge_results
-    from harness.results.summary import Summary
-    from harness.runner import rollout
-    from harness.scripted.endpoint import ScriptedEndpoint
-    from harness.views.report import write_report
+    from harness._endpoint.client import Client, Completion
+    from harness._engine.evaluation import aevaluate, evaluate
+    from harness._engine.runner import rollout
+    from harness._results.eval_results import EvalResults, load_results
+    from harness._results.rescoring import arescore, rescore
+    from harness._results.sharding import MergeReport, merge_results
+    from harness._views.report import write_report
+    from harness.proxy import CaptureProxy, ProxyBudgets, ProxySession, ProxyTurn, RetokenizationSkew
+    from harness.scripted import ScriptedEndpoint
+
+# Above the foundation: loaded on first use (see the module docstring).
+_LAZY = {
+    "CaptureProxy": "harness.proxy",
+    "Client": "harness._endpoint.client",
+    "Completion": "harness._endpoint.client",
+    "EvalResults": "harness._results.eval_results",
+    "MergeReport": "harness._results.sharding",
+    "ProxyBudgets": "harness.proxy",
+    "ProxySession": "harness.proxy",
+    "ProxyTurn": "harness.proxy",
+    "RetokenizationSkew": "harness.proxy",
+    "ScriptedEndpoint": "harness.scripted",
+    "aevaluate": "harness._engine.evaluation",
+    "arescore": "harness._results.rescoring",
+    "evaluate": "harness._engine.evaluation",
+    "load_results": "harness._results.eval_results",
+    "merge_results": "harness._results.sharding",
+    "rescore": "harness._results.rescoring",
+    "rollout": "harness._engine.runner",
+    "write_report": "harness._views.report",
+}
+
+# The views draw the foundation's objects in notebooks; they register themselves when first needed.
+provide_html_views("harness._views.html")
+provide_html_views("harness._views.compare_html")
 
 
 def __getattr__(name: str) -> Any:
@@ -84,18 +90,33 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "CaptureProxy",
+    "Client",
+    "Completion",
     "ConfigError",
     "ConfigTypeError",
     "EndpointError",
     "EnvironmentNotFoundError",
+    "EnvironmentProtocol",
+    "EnvironmentSource",
+    "EvalResults",
+    "EvaluateOptions",
     "FunctionCall",
+    "MergeReport",
     "Message",
     "NotScoreableError",
+    "ProxyBudgets",
+    "ProxySession",
+    "ProxyTurn",
     "ResultsError",
     "ResultsNotFoundError",
+    "RetokenizationSkew",
     "Rollout",
     "RubricError",
     "ScoringError",
+    "ScriptedEndpoint",
+    "Shard",
+    "Summary",
     "TooManyErrorsError",
     "ToolCall",
     "TreeNode",
@@ -103,5 +124,13 @@ __all__ = [
     "Usage",
     "UserCodeError",
     "WorkerError",
-    *_LAZY,
+    "aevaluate",
+    "arescore",
+    "evaluate",
+    "load_results",
+    "merge_results",
+    "rescore",
+    "rollout",
+    "run_sync",
+    "write_report",
 ]

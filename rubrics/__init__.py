@@ -4,62 +4,39 @@
     rubric = WeightedSum({"correct": correct, "format": Gate(has_tags, 1.0)}, weights=[0.8, 0.2])
     rubric({"completion": "...", "answer": "42"})     # -> float; rollout.scores has every node
 
-`LLMJudge` and the `judges` / `parsers` modules load lazily, on first use.
-
-Inside: `module` (the Rubric tree), `containers`, `leaf` (reward functions as nodes, with
-`injection` filling their arguments), `turns` (per-turn scoring), `judge/` (LLMJudge, its
-prompt, verdict parsing, cache and the ready-made `judges`), `parsers`, `credit` (per-turn
-rewards), `trl` and `verl` (trees as TRL and verl reward functions), `render` and `batch`
-(what people see).
-May import `harness` (the data model, errors, client and views); never `envs`.
+Everything a user needs is exported here (`__all__`, checked by `tests/test_public_api.py`);
+the public modules are `rubrics.judges` (ready-made judges), `rubrics.parsers`,
+`rubrics.credit` (per-turn rewards) and `rubrics.calibration` (a judge against human labels).
+The rest is private: `_module` (the Rubric tree), `_containers`, `_leaf` (reward functions as
+nodes, with `_injection` filling their arguments), `_scoring` (the one scoring path),
+`_turns`, `_group`, `_judge/` (LLMJudge, its prompt, verdicts and cache), `_trl` and `_verl`,
+`_render` and `_batch`.
+Imports the harness foundation, its client and the `harness` package; never `envs`.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-from typing import TYPE_CHECKING, Any
-
-from harness.types import Rollout
-from rubrics.batch import ScoredBatch
-from rubrics.containers import Gate, RubricDict, RubricList, Sequential, WeightedSum
-from rubrics.leaf import FunctionRubric, reward
-from rubrics.module import IncompatibleKeys, RemovableHandle, Rubric, ScoringError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from rubrics import parsers
-    from rubrics.group import GroupRubric, Relative, relative
-    from rubrics.judge import presets as judges
-    from rubrics.judge.config import JudgeConfig
-    from rubrics.judge.llm import LLMJudge
-    from rubrics.judge.rank import PairwiseJudge, RankJudge
-
-_LAZY_ATTRS = {"LLMJudge": "rubrics.judge.llm", "JudgeConfig": "rubrics.judge.config"}
-_LAZY_ATTRS.update({"GroupRubric": "rubrics.group", "Relative": "rubrics.group", "relative": "rubrics.group"})
-_LAZY_ATTRS.update({"RankJudge": "rubrics.judge.rank", "PairwiseJudge": "rubrics.judge.rank"})
-_LAZY_MODULES = {"judges": "rubrics.judge.presets", "parsers": "rubrics.parsers"}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY_MODULES:
-        value = importlib.import_module(_LAZY_MODULES[name])
-    elif name in _LAZY_ATTRS:
-        value = getattr(importlib.import_module(_LAZY_ATTRS[name]), name)
-    else:
-        raise AttributeError(f"module 'rubrics' has no attribute {name!r}")
-    globals()[name] = value
-    return value
-
-
-def _available(module: str) -> bool:
-    # `from rubrics import *` must not fail while a lazily loaded module is absent.
-    return importlib.util.find_spec(module) is not None
-
+from harness._core.types import Rollout
+from rubrics import credit, judges, parsers
+from rubrics._batch import ScoredBatch
+from rubrics._containers import Gate, RubricDict, RubricList, Sequential, WeightedSum
+from rubrics._group import GroupRubric, Relative, relative
+from rubrics._judge.config import JudgeConfig
+from rubrics._judge.llm import LLMJudge
+from rubrics._judge.rank import PairwiseJudge, RankJudge
+from rubrics._leaf import FunctionRubric, reward
+from rubrics._module import IncompatibleKeys, RemovableHandle, Rubric, ScoringError
 
 __all__ = [
     "FunctionRubric",
     "Gate",
+    "GroupRubric",
     "IncompatibleKeys",
+    "JudgeConfig",
+    "LLMJudge",
+    "PairwiseJudge",
+    "RankJudge",
+    "Relative",
     "RemovableHandle",
     "Rollout",
     "Rubric",
@@ -69,7 +46,9 @@ __all__ = [
     "ScoringError",
     "Sequential",
     "WeightedSum",
+    "credit",
+    "judges",
+    "parsers",
+    "relative",
     "reward",
-    *(name for name, module in _LAZY_ATTRS.items() if _available(module)),
-    *(name for name, module in _LAZY_MODULES.items() if _available(module)),
 ]

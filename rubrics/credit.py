@@ -30,9 +30,9 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from harness.errors import ConfigError
-from harness.types import Rollout
-from rubrics.turns import num_turns
+from harness._core.errors import ConfigError
+from harness._core.types import Rollout
+from rubrics._turns import num_turns
 
 Credit = Callable[[Rollout], Sequence[float]]
 

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.errors import ConfigError, ConfigTypeError
-from rubrics.leaf import reward as make_leaf
+from harness._core.errors import ConfigError, ConfigTypeError
+from rubrics._leaf import reward as make_leaf
 
 _THINK = "think"
 _TAG_NAME = re.compile(r"^[A-Za-z_][\w.\-]*$")

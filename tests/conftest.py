@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from harness.endpoint.client import open_clients
-from harness.scripted.endpoint import ScriptedEndpoint
+from harness import ScriptedEndpoint
+from harness._endpoint.client import open_clients
 from tests.helpers import HubServer, ensure_openenv_side_python, openenv_side_venv, serve_pypiserver
 
 # The OpenEnv cross-version tests run OpenEnv 0.10 from a venv of its own (it cannot sit beside

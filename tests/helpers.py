@@ -1,4 +1,4 @@
-"""Shared fakes for tests: small environments implementing harness.protocol.EnvironmentProtocol,
+"""Shared fakes for tests: small environments implementing harness._core.protocol.EnvironmentProtocol,
 with matching scripted-endpoint policies, so the rollout loop and evaluate are tested without `envs`;
 `serve_pypiserver`, a real package index on 127.0.0.1 for the hub tests; `run`, the real
 `rubric` executable in a subprocess (`at_a_terminal`: with a terminal to answer it); `serving` /
@@ -36,7 +36,7 @@ from typing import Any
 import filelock
 import platformdirs
 
-from harness.types import Message, Rollout
+from harness import Message, Rollout
 
 
 class FakeEnv:
@@ -187,7 +187,7 @@ class MultiTurnFakeEnv(FakeEnv):
 
 @dataclass(frozen=True)
 class FakeSource:
-    """How a worker builds a SpecFakeEnv again (`harness.protocol.EnvironmentSource`)."""
+    """How a worker builds a SpecFakeEnv again (`harness._core.protocol.EnvironmentSource`)."""
 
     spec: str
     kwargs: dict[str, Any] = field(default_factory=dict)
@@ -326,8 +326,7 @@ async def serve(
 ) -> AsyncIterator[tuple[Any, Any]]:
     """A scripted endpoint on 127.0.0.1 and a real harness Client (near-instant retry backoff)
     pointed at it."""
-    from harness.endpoint.client import Client
-    from harness.scripted.endpoint import ScriptedEndpoint
+    from harness import Client, ScriptedEndpoint
 
     with ScriptedEndpoint(policy, **endpoint_kwargs) as endpoint:
         async with Client(

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from rubrics.judge.labels import MAX_FILE_BYTES, MAX_LINE_BYTES
+from rubrics._judge.labels import MAX_FILE_BYTES, MAX_LINE_BYTES
 from tests.helpers import DOCS, DOCUMENTED, README, code_block
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,8 +33,8 @@ def test_first_rubric_example_prints_what_readme_says() -> None:
 
 
 def test_judge_example_runs_as_written_against_a_local_judge(monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness.scripted.endpoint import ScriptedEndpoint
-    from rubrics.judge.llm import clear_cache
+    from harness import ScriptedEndpoint
+    from rubrics._judge.llm import clear_cache
 
     seen: list[str] = []
 
@@ -176,7 +176,7 @@ def test_mcp_example_runs_a_server_written_with_the_sdk(
 def test_calibration_example_runs_offline_and_prints_what_readme_says(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from rubrics.judge.llm import clear_cache
+    from rubrics._judge.llm import clear_cache
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # the judge's local endpoint needs no key
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
@@ -213,7 +213,7 @@ def test_verifiers_example_runs_as_written() -> None:
 def test_openenv_client_example_runs_a_server_written_with_openenv(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from harness.scripted.endpoint import ScriptedEndpoint
+    from harness import ScriptedEndpoint
 
     def count(messages: list[dict[str, Any]], tools: Any) -> dict[str, Any]:
         said = sum(1 for m in messages if m["role"] == "tool")
@@ -271,7 +271,7 @@ def test_openenv_serve_example_plays_python_with_openenv_client(tmp_path: Path) 
 def test_comparing_within_a_group_example_prints_what_readme_says(monkeypatch: pytest.MonkeyPatch) -> None:
     import re
 
-    from harness.scripted.endpoint import ScriptedEndpoint
+    from harness import ScriptedEndpoint
 
     def rank_judge(messages: list[dict[str, Any]], tools: Any) -> str:
         """Exactly the answer first, then answers holding it, then the rest."""

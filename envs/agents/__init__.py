@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from envs.agents.base import AGENT_DIR, INSTRUCTION_FILE, Agent, AgentContext, AgentError
-from envs.agents.builtin import BashAgent, CommandAgent, OracleAgent
-from envs.agents.checks import command_passes, file_contains
-from envs.agents.episode import DEFAULT_RUNTIME, DEFAULT_TIMEOUT, AgentEpisodes, AgentSetup
-from envs.agents.installed import ClaudeCodeAgent, CodexAgent, MiniSweAgent
+from envs.agents._base import AGENT_DIR, INSTRUCTION_FILE, Agent, AgentContext, AgentError
+from envs.agents._builtin import BashAgent, CommandAgent, OracleAgent
+from envs.agents._checks import command_passes, file_contains
+from envs.agents._episode import DEFAULT_RUNTIME, DEFAULT_TIMEOUT, AgentEpisodes, AgentSetup
+from envs.agents._installed import ClaudeCodeAgent, CodexAgent, MiniSweAgent
 
 #: The agents by name (`command:CMD` takes its command after the colon).
 AGENTS: dict[str, Callable[[], Agent]] = {

@@ -8,10 +8,10 @@ function here is what the matching `rubric` command calls.
 
 from __future__ import annotations
 
-from envs.hub.card import Card, HubRecord, Needs, RubricNode, parse_card, summarize_rubric
-from envs.hub.checks import CheckReport, CheckResult, acheck_package, check_package
-from envs.hub.scaffold import init_package
-from envs.project import CARD_FILE, HubError, PackageName, Project
+from envs._project import CARD_FILE, HubError, PackageName, Project
+from envs.hub._card import Card, HubRecord, Needs, RubricNode, parse_card, summarize_rubric
+from envs.hub._checks import CheckReport, CheckResult, acheck_package, check_package
+from envs.hub._scaffold import init_package
 
 __all__ = [
     "CARD_FILE",

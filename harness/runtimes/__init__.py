@@ -21,10 +21,10 @@ import os
 import signal
 from pathlib import Path
 
-from harness.aio import run_sync
-from harness.errors import ConfigError
-from harness.runtimes import cgroups
-from harness.runtimes.base import (
+from harness._core.aio import run_sync
+from harness._core.errors import ConfigError
+from harness.runtimes import _cgroups as cgroups
+from harness.runtimes._base import (
     ExecResult,
     Runtime,
     RuntimeUnavailableError,
@@ -34,10 +34,10 @@ from harness.runtimes.base import (
     SandboxError,
     SyncSandbox,
 )
-from harness.runtimes.bwrap import BwrapRuntime
-from harness.runtimes.docker import DockerRuntime, prune_containers
-from harness.runtimes.local import LocalRuntime
-from harness.runtimes.state import SandboxState, default_run_id, folder_owner, owner_alive, state_folders
+from harness.runtimes._bwrap import BwrapRuntime
+from harness.runtimes._docker import DockerRuntime, prune_containers
+from harness.runtimes._local import LocalRuntime
+from harness.runtimes._state import SandboxState, default_run_id, folder_owner, owner_alive, state_folders
 
 GRAMMAR = "docker:IMAGE, docker:PATH/TO/DIR (a build context), bwrap, bwrap:ROOTFS_DIR, local"
 

@@ -10,7 +10,7 @@ May import the harness core only; the engine never imports it (clients reach it 
 so it could live in its own distribution.
 """
 
-from harness.scripted.agents import ShellScript
-from harness.scripted.endpoint import SCRIPTED_PREFIX, ScriptedEndpoint, StatefulPolicy, scripted_policy
+from harness.scripted._agents import ShellScript
+from harness.scripted._endpoint import SCRIPTED_PREFIX, ScriptedEndpoint, StatefulPolicy, scripted_policy
 
 __all__ = ["SCRIPTED_PREFIX", "ScriptedEndpoint", "ShellScript", "StatefulPolicy", "scripted_policy"]

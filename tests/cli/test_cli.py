@@ -193,7 +193,7 @@ def test_score_rescores_into_a_new_file_without_model_calls(tmp_path: Path) -> N
     # A rubric change: an environment file whose rubric gives 1.0 only to answers of 0 tokens or more (always 1).
     env_file = tmp_path / "always_one.py"
     env_file.write_text(
-        "from envs.reference.gsm8k import load_environment as base\n"
+        "from envs.reference._gsm8k import load_environment as base\n"
         "from rubrics import reward\n\n"
         "def load_environment(**kwargs):\n"
         "    env = base(**kwargs)\n"

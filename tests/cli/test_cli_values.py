@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import ConfigError
-from harness.limits import check_planned
+from harness import ConfigError
+from harness._core.limits import check_planned
 from tests.helpers import run
 
 EVAL = ["eval", "gsm8k", "-m", "scripted:oracle", "--no-progress"]
@@ -64,8 +64,7 @@ def test_a_run_too_large_in_total_is_refused_before_it_starts() -> None:
 
 
 def test_evaluate_applies_the_same_limits(tmp_path: Path) -> None:
-    from harness.endpoint.client import Client
-    from harness.evaluation import evaluate
+    from harness import Client, evaluate
     from tests.helpers import FakeEnv
 
     client = Client("m", base_url="http://127.0.0.1:9/v1", api_key="x")

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from harness.scripted.endpoint import ScriptedEndpoint
+from harness import ScriptedEndpoint
 from tests.rubrics.test_rank_judge import closeness_ranking
 
 RUBRIC = shutil.which("rubric")
@@ -29,7 +29,7 @@ ENV_FILE = textwrap.dedent(
 
     from envs import SingleTurnEnv
     from rubrics import WeightedSum
-    from rubrics.judge.rank import RankJudge
+    from rubrics._judge.rank import RankJudge
 
     ROWS = [{"question": f"Name a number near 10 ({i}).", "answer": "10"} for i in range(3)]
 

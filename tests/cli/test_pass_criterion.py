@@ -6,8 +6,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from harness.results.eval_results import EvalResults
-from harness.types import Rollout
+from harness import EvalResults, Rollout
 from tests.helpers import run
 
 # A judge at weight 0.2 on a 0-10 scale, as the issue found it: a perfect answer earns 0.2.

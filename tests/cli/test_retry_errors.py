@@ -16,7 +16,7 @@ from tests.helpers import RUBRIC, run
 ENV_FILE = """
 import os, time
 from envs import SingleTurnEnv
-from harness.scripted.endpoint import ScriptedHTTPError
+from harness.scripted._endpoint import ScriptedHTTPError
 
 
 def flaky(messages, tools):

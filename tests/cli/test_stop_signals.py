@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.scripted.endpoint import ScriptedEndpoint
+from harness import ScriptedEndpoint
 from tests.helpers import RUBRIC, Reaped
 
 

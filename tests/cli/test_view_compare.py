@@ -6,8 +6,8 @@ import json
 import math
 from pathlib import Path
 
-from harness.results.compare import compare
-from harness.results.eval_results import load_results
+from harness import load_results
+from harness._results.compare import compare
 from tests.helpers import run
 
 

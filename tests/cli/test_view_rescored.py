@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.results.eval_results import load_results
+from harness import load_results
 from tests.helpers import run
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.executors.plan import workers_hint
-from harness.scripted.endpoint import ScriptedEndpoint
+from harness import ScriptedEndpoint
+from harness._engine.executors.plan import workers_hint
 from tests.helpers import code_block
 
 RUBRIC = shutil.which("rubric")

@@ -12,10 +12,8 @@ from typing import Any
 import pytest
 
 from envs import SingleTurnEnv, ToolEnv, aaudit, audit, load_environment
-from envs.auditing.probes import INJECTION, MANY_CALLS, substitute, wrong_answer
-from harness.endpoint.client import Client
-from harness.errors import ConfigError
-from harness.scripted.endpoint import ScriptedEndpoint
+from envs._auditing.probes import INJECTION, MANY_CALLS, substitute, wrong_answer
+from harness import Client, ConfigError, ScriptedEndpoint
 from rubrics import LLMJudge, WeightedSum
 from rubrics.parsers import extract_xml
 
@@ -374,7 +372,7 @@ def test_substitute_changes_whole_answers_only() -> None:
 def test_readme_table_is_what_rubric_audit_gsm8k_prints() -> None:
     from rich.console import Console
 
-    from envs.auditing.views import audit_table
+    from envs._auditing.views import audit_table
     from tests.helpers import code_block
 
     console = Console(width=100, record=True, file=io.StringIO(), color_system=None)

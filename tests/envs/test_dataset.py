@@ -9,7 +9,7 @@ import pytest
 
 from datasets import Dataset, DatasetDict
 from envs import Environment
-from harness.types import Message
+from harness import Message
 
 ROWS = [
     {"question": "1+1?", "answer": "2", "difficulty": "easy"},

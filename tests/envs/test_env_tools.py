@@ -9,7 +9,7 @@ import time
 import pytest
 
 from envs import Environment, Tool, ToolEnv, tool
-from harness.types import Message, Rollout
+from harness import Message, Rollout
 
 ROWS = [{"question": "What is the weather in Paris and Rome?", "answer": "sunny"}]
 

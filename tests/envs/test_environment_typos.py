@@ -6,9 +6,7 @@ import pytest
 
 import harness
 from envs import SingleTurnEnv
-from harness import Client
-from harness.aio import run_sync
-from harness.errors import ConfigError, ConfigTypeError
+from harness import Client, ConfigError, ConfigTypeError, run_sync
 
 
 def test_a_misspelt_parameter_names_the_fields_and_the_closest_one() -> None:

@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from envs import SingleTurnEnv, ToolEnv
-from harness.endpoint.client import Client
-from harness.scripted.endpoint import ScriptedEndpoint
+from harness import Client, ScriptedEndpoint
 
 ROWS = [{"question": f"{i}+{i}?", "answer": str(2 * i)} for i in range(4)]
 

@@ -8,11 +8,9 @@ from typing import Any
 import pytest
 
 from envs import SingleTurnEnv, load_environment
-from harness.endpoint.client import Client
-from harness.errors import ConfigError
-from harness.scripted.endpoint import ScriptedEndpoint
+from harness import Client, ConfigError, ScriptedEndpoint
 from rubrics import LLMJudge, WeightedSum
-from rubrics.judge.llm import clear_cache
+from rubrics._judge.llm import clear_cache
 
 
 def test_scripted_policy_runs_offline_like_the_cli(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -71,7 +69,7 @@ def test_judge_tokens_are_kept_apart_from_the_policy(monkeypatch: pytest.MonkeyP
 def test_evaluate_options_are_exactly_the_keywords_of_harness_evaluate() -> None:
     import inspect
 
-    from harness.evaluation import EvaluateOptions, aevaluate
+    from harness import EvaluateOptions, aevaluate
 
     keywords = {
         name
@@ -82,7 +80,7 @@ def test_evaluate_options_are_exactly_the_keywords_of_harness_evaluate() -> None
 
 
 def test_a_model_that_is_neither_a_client_nor_a_name_is_refused_by_name() -> None:
-    from harness.errors import ConfigTypeError
+    from harness import ConfigTypeError
 
     env = load_environment("gsm8k", num_examples=2)
     with pytest.raises(ConfigTypeError, match="model must be a harness.Client, a model name"):

@@ -21,11 +21,10 @@ from mcp.client import Client as SDKClient
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from envs import ToolEnv, mcp_server
-from envs.tools import mcp as mcp_module
-from envs.tools.functions import OUTPUT_LIMIT
-from envs.tools.mcp import MCPStartError, MCPTool
-from harness.aio import run_sync
-from harness.errors import ConfigError
+from envs._tools import mcp as mcp_module
+from envs._tools.functions import OUTPUT_LIMIT
+from envs._tools.mcp import MCPStartError, MCPTool
+from harness import ConfigError, run_sync
 from tests.helpers import _free_port, processes_with, run, serve
 
 pytestmark = pytest.mark.timeout(120)
@@ -363,7 +362,7 @@ def test_a_sigkilled_rubric_eval_leaves_no_server_behind(tmp_path: Path) -> None
 async def test_trl_environment_methods_take_the_servers_parameters() -> None:
     import inspect
 
-    from envs.trl_bridge import environment_class
+    from envs._trl_bridge import environment_class
 
     env = ToolEnv(
         [{"question": "What is 2+3?", "answer": "5"}], lambda response: 1.0, tools=[mcp_server(COMMAND)]
@@ -480,8 +479,8 @@ def _picture_then_answer(messages: list[dict[str, Any]], tools: Any) -> Any:
 async def test_views_show_the_content_blocks_a_tool_returned() -> None:
     from rich.console import Console
 
-    from harness.views.html import rollout_html
-    from harness.views.terminal import render_rollout
+    from harness._views.html import rollout_html
+    from harness._views.terminal import render_rollout
 
     env = ToolEnv(
         [{"question": "Draw a dot.", "answer": "a red dot"}],

@@ -14,9 +14,7 @@ import pytest
 
 import rubrics
 from envs import Environment, MultiTurnEnv, SingleTurnEnv, ToolEnv, stop
-from harness.errors import ConfigError, ConfigTypeError
-from harness.protocol import EnvironmentProtocol
-from harness.types import Message, Rollout
+from harness import ConfigError, ConfigTypeError, EnvironmentProtocol, Message, Rollout
 
 ROWS = [{"question": "Guess my number (1-10).", "answer": "7"}]
 

@@ -7,8 +7,7 @@ import math
 from pathlib import Path
 
 from envs import SingleTurnEnv
-from harness.endpoint.client import Client
-from harness.scripted.endpoint import ScriptedEndpoint
+from harness import Client, ScriptedEndpoint
 from rubrics import WeightedSum
 
 ROWS = [{"question": f"{i}?", "answer": str(i)} for i in range(4)]

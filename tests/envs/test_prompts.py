@@ -7,7 +7,7 @@ import json
 import pytest
 
 from envs import Environment, SingleTurnEnv
-from harness.types import Rollout
+from harness import Rollout
 
 
 def exact(response: str, answer: str) -> float:

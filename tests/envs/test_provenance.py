@@ -1,4 +1,4 @@
-"""envs.provenance: where a loaded environment came from, and how a change shows on resume and in view."""
+"""envs._provenance: where a loaded environment came from, and how a change shows on resume and in view."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 
 from cli import main
 from envs import load_environment
+from envs._provenance import changes, describe
 from envs.hub import init_package
-from envs.provenance import changes, describe
 
 
 def test_an_installed_name_records_its_distribution_and_version() -> None:
@@ -20,10 +20,10 @@ def test_an_installed_name_records_its_distribution_and_version() -> None:
         "source": "distribution",
         "distribution": "rubric-rl",
         "version": version("rubric-rl"),
-        "entry_point": "envs.reference.gsm8k:load_environment",
+        "entry_point": "envs.reference._gsm8k:load_environment",
     }
     assert describe(env.provenance) == (
-        f"rubric-rl {version('rubric-rl')} (installed distribution, envs.reference.gsm8k:load_environment)"
+        f"rubric-rl {version('rubric-rl')} (installed distribution, envs.reference._gsm8k:load_environment)"
     )
 
 
@@ -52,9 +52,9 @@ def test_a_file_records_a_hash_of_its_source(tmp_path: Path) -> None:
 
 
 def test_module_function_records_the_distribution_that_provides_it() -> None:
-    env = load_environment("envs.reference.gsm8k:load_environment", num_examples=2)
+    env = load_environment("envs.reference._gsm8k:load_environment", num_examples=2)
     assert (
-        env.provenance["distribution"] == "rubric-rl" and env.provenance["module"] == "envs.reference.gsm8k"
+        env.provenance["distribution"] == "rubric-rl" and env.provenance["module"] == "envs.reference._gsm8k"
     )
 
 

@@ -1,4 +1,4 @@
-"""`envs.runs`: what `rubric eval` does, from Python; `resume(DIR)` needs nothing else (issue 19.2)."""
+"""`envs._runs`: what `rubric eval` does, from Python; `resume(DIR)` needs nothing else (issue 19.2)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from envs.runs import RunRequest, prepare_run, recorded_run, resume, run
-from harness.errors import ConfigError
+from envs._runs import RunRequest, prepare_run, recorded_run, resume, run
+from harness import ConfigError
 
 
 def _request(folder: Path, **options: object) -> RunRequest:

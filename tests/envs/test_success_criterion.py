@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from envs import SingleTurnEnv, load_environment
-from harness.errors import ConfigError
-from harness.results.eval_results import load_results
+from harness import ConfigError, load_results
 from rubrics import WeightedSum
 from tests.helpers import run
 

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from envs.tools.functions import Tool, ToolResult, call_tool, serialize_result, tool
-from harness.types import Rollout, ToolCall
+from envs import Tool, ToolResult, call_tool, tool
+from envs._tools.functions import serialize_result
+from harness import Rollout, ToolCall
 
 
 @tool

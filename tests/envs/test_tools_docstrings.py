@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import functools
 
-from envs.tools.docstrings import DocInfo, docs_of, parse_docstring
-from envs.tools.functions import Tool
+from envs import Tool
+from envs._tools.docstrings import DocInfo, docs_of, parse_docstring
 
 
 def google(city: str, days: int = 1) -> str:

@@ -11,16 +11,14 @@ from typing import Any
 import pytest
 
 from envs import Tool, ToolEnv, tool
-from envs.tools.placement import (
+from envs._tools.placement import (
     INLINE_MAX_SECONDS,
     PIN_AFTER_SLOW_CALLS,
     PROMOTE_AFTER_CALLS,
     SLOW_WINDOW,
     Placement,
 )
-from harness.endpoint.client import Client
-from harness.errors import ConfigError
-from harness.scripted.endpoint import ScriptedEndpoint
+from harness import Client, ConfigError, ScriptedEndpoint
 from tests.helpers import code_block
 
 FAST = INLINE_MAX_SECONDS / 10
@@ -190,7 +188,7 @@ async def test_promoted_tool_that_hangs_inline_is_reported_and_moved_to_threads(
         return "done"
 
     await promote(maybe_hang)
-    with caplog.at_level(logging.WARNING, logger="envs.tools.functions"):
+    with caplog.at_level(logging.WARNING, logger="envs._tools.functions"):
         result = await maybe_hang.call({"hang": True})
     assert result.error == "timed out after 0.3 s"  # its late result is dropped
     assert "'maybe_hang' has blocked the event loop" in caplog.text and "blocking=True" in caplog.text

@@ -13,7 +13,7 @@ import pytest
 from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
-from envs.tools.functions import Tool, tool
+from envs import Tool, tool
 
 
 def params(fn: Callable[..., object], **kw: object) -> dict:

@@ -11,7 +11,7 @@ import pytest
 from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
-from envs.tools.functions import Tool
+from envs import Tool
 
 ALLOWED = {
     "type",

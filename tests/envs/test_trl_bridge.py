@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from envs import SingleTurnEnv, ToolEnv, load_environment
-from envs.trl_bridge import EnvironmentFactory, TRLEnvironment, TRLSpec
-from harness.errors import ConfigError
+from envs import SingleTurnEnv, ToolEnv, TRLSpec, load_environment
+from envs._trl_bridge import EnvironmentFactory, TRLEnvironment
+from harness import ConfigError
 from rubrics import WeightedSum
 from tests.helpers import grpo_config, tiny_chat_model
 

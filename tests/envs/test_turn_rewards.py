@@ -8,11 +8,7 @@ from typing import Any
 import pytest
 
 from envs import MultiTurnEnv
-from harness.endpoint.client import Client
-from harness.errors import ConfigError
-from harness.results.eval_results import load_results
-from harness.scripted.endpoint import ScriptedEndpoint
-from harness.types import Message, Rollout
+from harness import Client, ConfigError, Message, Rollout, ScriptedEndpoint, load_results
 from rubrics import WeightedSum, reward
 from rubrics.credit import discounted, returns_to_go
 
@@ -94,6 +90,6 @@ def test_rollout_views_show_turn_rewards() -> None:
     r.turn_scores = {"": [0.5], "closer": [1.0]}
     html = r._repr_html_()
     assert "turn rewards: <code>0.5</code>" in html and "turn scores closer: <code>1</code>" in html
-    from harness.results.eval_results import EvalResults
+    from harness import EvalResults
 
     assert EvalResults([r]).to_pandas()["turn_rewards"].tolist() == [[0.5]]

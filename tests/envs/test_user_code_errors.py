@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 
 from envs import SingleTurnEnv, load_environment
-from harness.errors import ConfigError, UserCodeError
-from harness.types import Rollout
+from harness import ConfigError, Rollout, UserCodeError
 from rubrics import reward
 
 

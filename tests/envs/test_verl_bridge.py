@@ -3,7 +3,7 @@
 verl's trainer (RayPPOTrainer) cannot run here: its only rollout backends are vLLM, SGLang and
 TensorRT-LLM servers (`verl.workers.rollout.base._ROLLOUT_REGISTRY`), none installable without
 CUDA. The step below chains verl's own pieces instead: `HFRollout` generates with the tiny model,
-the `batch` reward manager scores with the environment's rubric, `rubrics.verl.grpo_advantages`
+the `batch` reward manager scores with the environment's rubric, `rubrics._verl.grpo_advantages`
 runs verl's GRPO on the scored rows, and verl's `compute_policy_loss_vanilla` is back-propagated.
 """
 
@@ -20,12 +20,9 @@ import pytest
 import torch
 
 from envs import SingleTurnEnv
-from harness.endpoint.client import Client
-from harness.errors import ConfigError
-from harness.scripted.endpoint import ScriptedEndpoint
-from rubrics import LLMJudge, WeightedSum
-from rubrics.group import relative
-from rubrics.verl import grpo_advantages
+from harness import Client, ConfigError, ScriptedEndpoint
+from rubrics import LLMJudge, WeightedSum, relative
+from rubrics._verl import grpo_advantages
 from tests.helpers import tiny_chat_model
 
 ROWS = [{"question": "What is 2 + 2?", "answer": "4"}, {"question": "What is 3 + 3?", "answer": "6"}]

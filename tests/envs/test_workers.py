@@ -7,11 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from envs import load_environment
-from envs.registry import EnvironmentSpec
-from harness.endpoint.client import Client
-from harness.evaluation import aevaluate
-from harness.scripted.endpoint import ScriptedEndpoint
+from envs import EnvironmentSpec, load_environment
+from harness import Client, ScriptedEndpoint, aevaluate
 from tests.helpers import sum_policy
 
 pytestmark = pytest.mark.timeout(120)

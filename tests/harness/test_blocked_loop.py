@@ -6,9 +6,8 @@ import asyncio
 import math
 import time
 
-from harness.aio import blocked_loop_serves
-from harness.endpoint.client import Client
-from harness.types import Rollout
+from harness import Client, Rollout
+from harness._core.aio import blocked_loop_serves
 from rubrics import LLMJudge
 
 
@@ -42,7 +41,7 @@ async def test_sync_judge_against_a_server_on_the_blocked_loop_fails_at_once() -
 
 
 async def test_a_server_in_another_thread_is_not_suspected() -> None:
-    from harness.scripted.endpoint import ScriptedEndpoint
+    from harness import ScriptedEndpoint
 
     with ScriptedEndpoint(lambda messages, tools: "Score: 1") as endpoint:
         judge = LLMJudge(

@@ -1,4 +1,4 @@
-"""The server supervisor (harness/child.py) run for real: what it leaves behind on each exit path."""
+"""The server supervisor (harness/_core/child.py) run for real: what it leaves behind on each exit path."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.child import wrap
+from harness._core.child import wrap
 from tests.helpers import processes_with
 
 pytestmark = pytest.mark.timeout(60)

@@ -16,13 +16,12 @@ from typing import Any
 
 import pytest
 
-import harness.endpoint.client as client_module
-from harness.aio import run_sync
-from harness.endpoint.client import TRANSPORTS, Client, Completion, EndpointError
-from harness.endpoint.connect import open_client
-from harness.endpoint.retry import parse_retry_after
-from harness.scripted.endpoint import ScriptedEndpoint, ScriptedHTTPError
-from harness.types import Message, ToolCall, Usage
+import harness._endpoint.client as client_module
+from harness import Client, Completion, EndpointError, Message, ScriptedEndpoint, ToolCall, Usage, run_sync
+from harness._endpoint.client import TRANSPORTS
+from harness._endpoint.connect import open_client
+from harness._endpoint.retry import parse_retry_after
+from harness.scripted._endpoint import ScriptedHTTPError
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -231,7 +230,7 @@ async def test_key_never_in_errors_repr_config_or_logs(
 
     endpoint = scripted_endpoint(policy)
     client = Client("m", base_url=endpoint.base_url, api_key=KEY, max_retries=1, **fast_retry)
-    with caplog.at_level(logging.DEBUG, logger="harness.endpoint.client"):
+    with caplog.at_level(logging.DEBUG, logger="harness._endpoint.client"):
         for content in ("retry", "auth"):
             with pytest.raises(EndpointError) as info:
                 await client.complete([{"role": "user", "content": content}])

@@ -9,9 +9,9 @@ from collections.abc import Callable
 
 import pytest
 
-import harness.endpoint.client as client_module
-from harness.endpoint.client import TRANSPORTS, Client
-from harness.errors import EndpointError
+import harness._endpoint.client as client_module
+from harness import Client, EndpointError
+from harness._endpoint.client import TRANSPORTS
 from tests.helpers import raw_server
 
 

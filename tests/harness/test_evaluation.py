@@ -11,12 +11,10 @@ from typing import Any
 import pytest
 
 from envs import SingleTurnEnv
-from harness.endpoint.client import Client, open_clients
-from harness.evaluation import aevaluate
-from harness.results.eval_results import load_results
-from harness.scripted.endpoint import ScriptedHTTPError
-from harness.types import Rollout
-from harness.views.progress import ProgressDisplay, RunStats
+from harness import Client, Rollout, aevaluate, load_results
+from harness._endpoint.client import open_clients
+from harness._views.progress import ProgressDisplay, RunStats
+from harness.scripted._endpoint import ScriptedHTTPError
 from rubrics import LLMJudge, RankJudge, WeightedSum, judges
 from tests.helpers import (
     FakeEnv,

@@ -9,10 +9,7 @@ from pathlib import Path
 import pytest
 
 from envs import MultiTurnEnv, SingleTurnEnv, ToolEnv, stop
-from harness.endpoint.client import Client
-from harness.evaluation import aevaluate
-from harness.results.eval_results import load_results
-from harness.types import Rollout
+from harness import Client, Rollout, aevaluate, load_results
 from rubrics import WeightedSum
 from tests.helpers import bisect_policy, serve, sum_policy
 
@@ -86,7 +83,7 @@ async def test_multi_turn_env_with_stop_condition_and_max_turns() -> None:
 
 def test_sync_env_evaluate_streams_and_resumes(tmp_path: Path) -> None:
     env = SingleTurnEnv(ROWS, correct)
-    from harness.scripted.endpoint import ScriptedEndpoint
+    from harness import ScriptedEndpoint
 
     with ScriptedEndpoint(sum_policy) as endpoint:
         client = Client("scripted", base_url=endpoint.base_url, max_retries=0)
@@ -102,7 +99,7 @@ async def test_sync_env_evaluate_inside_a_running_loop_with_a_model_name(
 ) -> None:
     # What a notebook does: a sync call while an event loop is running in this thread, with
     # the endpoint taken from OPENAI_BASE_URL / OPENAI_API_KEY.
-    from harness.scripted.endpoint import ScriptedEndpoint
+    from harness import ScriptedEndpoint
 
     env = ToolEnv(ROWS, correct, tools=[add], name="adder")
     with ScriptedEndpoint(sum_policy) as endpoint:

@@ -10,14 +10,18 @@ from typing import Any
 import pytest
 
 from envs import ToolEnv
-from harness.aio import run_sync
-from harness.endpoint.client import Client
-from harness.errors import ConfigError, ResultsError
-from harness.results.eval_results import EvalResults, load_results
-from harness.results.exports import token_row
-from harness.scripted.endpoint import ScriptedEndpoint
-from harness.scripted.tokens import completion_ids, decode, logprob, prompt_ids
-from harness.types import Rollout
+from harness import (
+    Client,
+    ConfigError,
+    EvalResults,
+    ResultsError,
+    Rollout,
+    ScriptedEndpoint,
+    load_results,
+    run_sync,
+)
+from harness._results.exports import token_row
+from harness.scripted._tokens import completion_ids, decode, logprob, prompt_ids
 
 ROWS = [{"question": "Double 3.", "answer": "6"}, {"question": "Double 5.", "answer": "10"}]
 

@@ -6,14 +6,12 @@ import math
 
 from rich.console import Console
 
-from harness.results.eval_results import EvalResults
-from harness.results.summary import node_note, summarize
-from harness.types import Rollout
-from harness.views.html import groups_html
-from harness.views.report import report_html
-from rubrics import WeightedSum
-from rubrics.group import relative
-from rubrics.render import tree_nodes
+from harness import EvalResults, Rollout
+from harness._core.summary import node_note, summarize
+from harness._views.html import groups_html
+from harness._views.report import report_html
+from rubrics import WeightedSum, relative
+from rubrics._render import tree_nodes
 
 
 def correct(response: str, answer: str) -> float:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import envs
-from harness.types import Rollout
+from harness import Rollout
 
 ENV_FILE = textwrap.dedent(
     '''
@@ -20,9 +20,9 @@ ENV_FILE = textwrap.dedent(
     import threading
 
     from envs import SingleTurnEnv
-    from harness.scripted.app import ScriptedHTTPError
+    from harness.scripted._app import ScriptedHTTPError
     from rubrics import WeightedSum
-    from rubrics.group import relative
+    from rubrics._group import relative
 
     ROWS = [{"question": f"question {i}", "answer": "x"} for i in range(6)]
 

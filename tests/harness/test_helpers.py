@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.protocol import EnvironmentProtocol
+from harness import EnvironmentProtocol
 from tests.helpers import FakeEnv, MultiTurnFakeEnv, Reaped, ToolFakeEnv, _free_port, bisect_policy, serving
 
 

@@ -11,11 +11,9 @@ from pathlib import Path
 import pytest
 
 from envs import SingleTurnEnv
-from harness.evaluation import aevaluate
-from harness.results.eval_results import EvalResults, load_results
-from harness.results.summary import summarize
-from harness.types import Rollout
-from harness.views.html import histogram_svg, json_script, rollout_html, tree_from_metadata, tree_html
+from harness import EvalResults, Rollout, aevaluate, load_results
+from harness._core.summary import summarize
+from harness._views.html import histogram_svg, json_script, rollout_html, tree_from_metadata, tree_html
 from rubrics import Gate, WeightedSum
 from tests.helpers import serve
 

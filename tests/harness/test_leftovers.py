@@ -24,7 +24,7 @@ def test_scripted_endpoint_child_dies_with_a_sigkilled_parent() -> None:
     script = textwrap.dedent(
         """
         import time
-        from harness.scripted.endpoint import ScriptedEndpoint
+        from harness.scripted._endpoint import ScriptedEndpoint
         endpoint = ScriptedEndpoint(lambda messages, tools: "ok", process=True).start()
         print(endpoint._child.pid, flush=True)
         time.sleep(60)

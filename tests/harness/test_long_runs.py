@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import evaluation
-from harness.evaluation import aevaluate
-from harness.results.eval_results import load_results
+from harness import aevaluate, load_results
+from harness._engine import evaluation
 from tests.helpers import FakeEnv, serve, sum_policy
 
 

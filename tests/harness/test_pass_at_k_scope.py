@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from harness.types import Rollout
+from harness import Rollout
 
 
 def test_pass_at_k_says_it_counts_only_the_scored_rollouts() -> None:
     from rich.console import Console
 
-    from harness.results.eval_results import EvalResults
+    from harness import EvalResults
 
     rollouts = [Rollout(example_id=i, rollout_index=0, reward=1.0, stop_reason="completed") for i in range(2)]
     rollouts.append(Rollout(example_id=9, rollout_index=0, stop_reason="error", error="EndpointError: down"))
@@ -23,7 +23,7 @@ def test_pass_at_k_says_it_counts_only_the_scored_rollouts() -> None:
 def test_a_slice_that_cuts_an_example_says_pass_at_k_leaves_it_out() -> None:
     from rich.console import Console
 
-    from harness.results.eval_results import EvalResults
+    from harness import EvalResults
 
     rollouts = [
         Rollout(example_id=e, rollout_index=k, reward=1.0 if k == 0 else 0.0, stop_reason="completed")

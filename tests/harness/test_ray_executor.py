@@ -10,9 +10,7 @@ from typing import Any
 
 import pytest
 
-from harness.errors import ConfigError
-from harness.evaluation import aevaluate
-from harness.types import Rollout
+from harness import ConfigError, Rollout, aevaluate
 from tests.helpers import load_fake, serve, sum_policy
 
 if os.environ.get("CI") != "true":  # CI installs the [ray] extra and always runs these
@@ -48,7 +46,7 @@ async def test_unreachable_ray_address_is_one_clear_error(tmp_path: Path) -> Non
 
 
 async def _kill_one_actor(ray: Any, results_file: Path, after: int) -> str:
-    from harness.executors.ray_cluster import ACTOR_PREFIX
+    from harness._engine.executors.ray_cluster import ACTOR_PREFIX
 
     while not results_file.exists() or len(results_file.read_bytes().splitlines()) < after:
         await asyncio.sleep(0.05)

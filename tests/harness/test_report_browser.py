@@ -11,11 +11,7 @@ from typing import Any
 import pytest
 
 from envs import SingleTurnEnv
-from harness.aio import run_sync
-from harness.evaluation import aevaluate
-from harness.results.eval_results import EvalResults
-from harness.types import Rollout
-from harness.views.report import write_report
+from harness import EvalResults, Rollout, aevaluate, run_sync, write_report
 from rubrics import Gate, WeightedSum
 from tests.helpers import serve
 

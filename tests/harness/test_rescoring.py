@@ -6,11 +6,7 @@ import math
 
 import pytest
 
-from harness import arescore, rescore
-from harness.errors import ConfigError
-from harness.results.eval_results import EvalResults
-from harness.results.summary import Summary
-from harness.types import Rollout
+from harness import ConfigError, EvalResults, Rollout, Summary, arescore, rescore
 from tests.helpers import FakeEnv
 
 

@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import ResultsWarning
-from harness.results.eval_results import EvalResults, load_results
-from harness.results.summary import mean_and_stderr, pass_at_k, summarize
-from harness.types import Rollout, Usage
+from harness import EvalResults, Rollout, Usage, load_results
+from harness._core.errors import ResultsWarning
+from harness._core.summary import mean_and_stderr, pass_at_k, summarize
 
 
 def _r(example: int | str, index: int, reward: float, **kw: object) -> Rollout:

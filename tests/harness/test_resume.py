@@ -17,9 +17,8 @@ from typing import Any
 
 import pytest
 
-from harness.evaluation import aevaluate
-from harness.types import Rollout
-from harness.views.html import summary_html
+from harness import Rollout, aevaluate
+from harness._views.html import summary_html
 from tests.helpers import FakeEnv, serve, sum_policy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,7 +102,7 @@ async def test_resume_with_different_settings_is_a_clear_error(
 
 
 async def test_resume_with_a_different_model_is_an_error_but_concurrency_may_change(tmp_path: Path) -> None:
-    from harness.endpoint.client import Client
+    from harness import Client
 
     async with serve(sum_policy) as (endpoint, client):
         await aevaluate(FakeEnv(n=3), client, output_dir=tmp_path, concurrency=2, progress=False)
@@ -144,8 +143,8 @@ async def test_rollouts_not_in_the_plan_are_refused(tmp_path: Path) -> None:
 _CHILD = textwrap.dedent(
     """
     import asyncio, sys
-    from harness.endpoint.client import Client
-    from harness.evaluation import aevaluate
+    from harness._endpoint.client import Client
+    from harness._engine.evaluation import aevaluate
     from tests.helpers import FakeEnv
 
     async def main():
@@ -196,9 +195,9 @@ def _keys_tolerant(path: Path) -> list[tuple[str, int]]:
 _CHILD_SYNC = textwrap.dedent(
     """
     import sys
-    from harness.aio import run_sync
-    from harness.endpoint.client import Client
-    from harness.evaluation import aevaluate
+    from harness._core.aio import run_sync
+    from harness._endpoint.client import Client
+    from harness._engine.evaluation import aevaluate
     from tests.helpers import FakeEnv
 
     client = Client("scripted", base_url=sys.argv[1], max_retries=0)

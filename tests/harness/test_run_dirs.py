@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.results import run_dirs
+from harness._core import run_dirs
 from tests.helpers import RUBRIC
 
 

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import ResultsError
-from harness.results.eval_results import load_results
-from harness.results.storage import RESULTS_FILE, open_owned
+from harness import ResultsError, load_results
+from harness._core.storage import RESULTS_FILE, open_owned
 from tests.helpers import run
 
 PRECIOUS = "precious\nsecond line without newline"

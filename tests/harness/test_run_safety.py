@@ -13,12 +13,18 @@ from typing import Any
 
 import pytest
 
-from harness.errors import ConfigError, EndpointError, ResultsError, ResultsWarning, TooManyErrorsError
-from harness.evaluation import aevaluate
-from harness.results.eval_results import EvalResults
-from harness.results.summary import summarize
-from harness.scripted.app import ScriptedHTTPError
-from harness.types import Rollout
+from harness import (
+    ConfigError,
+    EndpointError,
+    EvalResults,
+    ResultsError,
+    Rollout,
+    TooManyErrorsError,
+    aevaluate,
+)
+from harness._core.errors import ResultsWarning
+from harness._core.summary import summarize
+from harness.scripted._app import ScriptedHTTPError
 from tests.helpers import FakeEnv, run, serve, sum_policy
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,8 +88,8 @@ def test_cli_early_stop_and_fail_on_error(tmp_path: Path) -> None:
     env_file.write_text(
         textwrap.dedent(
             """
-            from envs.reference.gsm8k import load_environment as base
-            from harness.scripted.app import ScriptedHTTPError
+            from envs.reference._gsm8k import load_environment as base
+            from harness.scripted._app import ScriptedHTTPError
 
             def load_environment(**kwargs):
                 env = base(**kwargs)
@@ -138,7 +144,7 @@ def test_two_concurrent_resumes_one_writer(tmp_path: Path) -> None:
         textwrap.dedent(
             """
             import time
-            from envs.reference.gsm8k import load_environment as base
+            from envs.reference._gsm8k import load_environment as base
 
             def load_environment(**kwargs):
                 env = base(**kwargs)
@@ -208,7 +214,7 @@ async def test_metadata_is_finalized_even_when_the_summary_fails(
     def broken(*args: object, **kwargs: object) -> object:
         raise ZeroDivisionError("summary bug")
 
-    monkeypatch.setattr("harness.evaluation.RunningSummary.summary", broken)
+    monkeypatch.setattr("harness._engine.evaluation.RunningSummary.summary", broken)
     async with serve(sum_policy) as (_, client):
         with pytest.raises(ZeroDivisionError):
             await aevaluate(FakeEnv(n=3), client, output_dir=tmp_path / "broken", progress=False)
@@ -218,7 +224,7 @@ async def test_metadata_is_finalized_even_when_the_summary_fails(
 
 
 async def test_a_locked_directory_is_refused_in_process(tmp_path: Path) -> None:
-    from harness.results.storage import RunLock
+    from harness._core.storage import RunLock
 
     lock = RunLock(tmp_path / "run")
     (tmp_path / "run").mkdir()

@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from harness.endpoint.client import is_context_length_error
-from harness.runner import describe_error, rollout
-from harness.scripted.endpoint import ScriptedHTTPError
+from harness import rollout
+from harness._core.errors import describe_error
+from harness._endpoint.client import is_context_length_error
+from harness.scripted._endpoint import ScriptedHTTPError
 from tests.helpers import (
     FakeEnv,
     MultiTurnFakeEnv,

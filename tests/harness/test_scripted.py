@@ -14,7 +14,8 @@ from typing import Any
 import openai
 import pytest
 
-from harness.scripted.endpoint import ScriptedEndpoint, ScriptedHTTPError
+from harness import ScriptedEndpoint
+from harness.scripted._endpoint import ScriptedHTTPError
 
 pytestmark = pytest.mark.timeout(30)
 Endpoints = Callable[..., ScriptedEndpoint]  # the conftest fixture factory

@@ -7,10 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import ConfigError, ResultsError, ResultsWarning
-from harness.evaluation import aevaluate
-from harness.results.eval_results import load_results
-from harness.results.sharding import Shard, merge_results
+from harness import ConfigError, ResultsError, Shard, aevaluate, load_results, merge_results
+from harness._core.errors import ResultsWarning
 from tests.helpers import FakeEnv, serve, sum_policy
 
 

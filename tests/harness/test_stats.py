@@ -10,17 +10,17 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from harness.results.compare import compare
-from harness.results.eval_results import EvalResults
-from harness.results.stats import (
+from harness import EvalResults
+from harness._core.stats import (
     bootstrap_interval,
     examples_needed,
     paired_difference,
     paired_values,
     t_interval,
 )
-from harness.views.report import comparison_html
-from harness.views.terminal import render_comparison
+from harness._results.compare import compare
+from harness._views.report import comparison_html
+from harness._views.terminal import render_comparison
 
 
 def _results(rows: list[tuple[str, float, float]]) -> EvalResults:

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 _SCRIPT = textwrap.dedent(
     """
     import asyncio, os, signal, sys
-    from harness.aio import Stopped, run_sync
+    from harness._core.aio import Stopped, run_sync
 
     sig = getattr(signal, sys.argv[1])
     mode = sys.argv[2]

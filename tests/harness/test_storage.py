@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import ResultsError, ResultsWarning
-from harness.results.eval_results import load_results
-from harness.results.storage import RESULTS_FILE, RunLock, iter_rollouts, prepare_directory, write_json_atomic
-from harness.types import Rollout
+from harness import ResultsError, Rollout, load_results
+from harness._core.errors import ResultsWarning
+from harness._core.storage import RESULTS_FILE, RunLock, iter_rollouts, prepare_directory, write_json_atomic
 
 
 def _line(example_id: int | str, index: int = 0, reward: float = 1.0) -> str:
@@ -57,7 +56,7 @@ def test_second_writer_is_refused_with_the_holders_pid(tmp_path: Path) -> None:
                 f"""
                 import sys, time
                 from pathlib import Path
-                from harness.results.storage import RunLock
+                from harness._core.storage import RunLock
                 lock = RunLock(Path({str(tmp_path)!r}))
                 lock.acquire()
                 print('locked', flush=True)

@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from harness.results.eval_results import load_results
-from harness.types import Rollout
+from harness import Rollout, load_results
 from tests.helpers import run
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

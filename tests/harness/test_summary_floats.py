@@ -10,8 +10,8 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.results.summary import mean_and_stderr, summarize
-from harness.types import Rollout
+from harness import Rollout
+from harness._core.summary import mean_and_stderr, summarize
 from tests.helpers import run
 
 HUGE_ENV = """

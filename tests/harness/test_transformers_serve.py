@@ -24,10 +24,7 @@ from typing import Any
 import pytest
 
 from envs import MultiTurnEnv, SingleTurnEnv, ToolEnv
-from harness.endpoint.client import Client
-from harness.errors import ConfigError
-from harness.results.eval_results import load_results
-from harness.types import Rollout
+from harness import Client, ConfigError, Rollout, load_results
 from rubrics import LLMJudge, WeightedSum
 from tests.helpers import _free_port, tiny_chat_model
 

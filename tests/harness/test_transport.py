@@ -14,10 +14,9 @@ from typing import Any
 import openai
 import pytest
 
-import harness.endpoint.transport as transport_module
-from harness.endpoint.client import TRANSPORTS, Client, Completion
-from harness.errors import ConfigError, ConfigTypeError, EndpointError
-from harness.scripted.endpoint import ScriptedEndpoint
+import harness._endpoint.transport as transport_module
+from harness import Client, Completion, ConfigError, ConfigTypeError, EndpointError, ScriptedEndpoint
+from harness._endpoint.client import TRANSPORTS
 from tests.helpers import raw_server
 
 pytestmark = pytest.mark.timeout(60)

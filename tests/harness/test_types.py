@@ -1,10 +1,10 @@
-"""harness.types: messages read by key as OpenAI message dicts are."""
+"""harness._core.types: messages read by key as OpenAI message dicts are."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness.types import Message, Rollout
+from harness import Message, Rollout
 
 
 def _tool_turn() -> Message:

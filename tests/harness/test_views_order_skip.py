@@ -7,8 +7,8 @@ import re
 
 from rich.console import Console
 
-from harness.views.html import rollout_html
-from harness.views.terminal import render_rollout
+from harness._views.html import rollout_html
+from harness._views.terminal import render_rollout
 from rubrics import Sequential, WeightedSum
 
 

@@ -11,12 +11,11 @@ from typing import Any
 
 import pytest
 
-from harness.endpoint.client import concurrency_share, set_concurrency_share
-from harness.errors import ConfigError, WorkerError, WorkersHint
-from harness.evaluation import aevaluate
-from harness.executors.plan import workers_hint
-from harness.executors.workers import check_workers, split_evenly
-from harness.types import Rollout
+from harness import ConfigError, Rollout, WorkerError, aevaluate
+from harness._core.errors import WorkersHint
+from harness._endpoint.client import concurrency_share, set_concurrency_share
+from harness._engine.executors.plan import workers_hint
+from harness._engine.executors.workers import check_workers, split_evenly
 from tests.helpers import FakeEnv, FakeSource, load_fake, serve, sum_policy
 
 pytestmark = pytest.mark.timeout(120)
@@ -42,7 +41,7 @@ def _worker_children() -> list[int]:
             continue
         ppid = int(stat.rsplit(")", 1)[1].split()[1])
         state = stat.rsplit(")", 1)[1].split()[0]
-        if ppid == os.getpid() and b"harness.executors.workers" in cmdline and state != "Z":
+        if ppid == os.getpid() and b"harness._engine.executors.workers" in cmdline and state != "Z":
             found.append(int(entry))
     return found
 

@@ -12,14 +12,12 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from harness.endpoint.client import Client
-from harness.errors import ConfigError
-from harness.scripted.endpoint import ScriptedEndpoint
+from harness import Client, ConfigError, ScriptedEndpoint
 from rubrics import LLMJudge, WeightedSum
-from rubrics.judge import agreement
-from rubrics.judge.calibration import acalibrate, calibrate, find_judge
-from rubrics.judge.llm import clear_cache
-from rubrics.judge.probes import FILLER
+from rubrics._judge import agreement
+from rubrics._judge.llm import clear_cache
+from rubrics._judge.probes import FILLER
+from rubrics.calibration import acalibrate, calibrate, find_judge
 
 EndpointFactory = Callable[..., ScriptedEndpoint]
 PROMPT = "Question: {{ prompt }}\n<response>\n{{ response }}\n</response>\nReference: {{ answer }}"

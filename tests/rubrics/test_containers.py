@@ -8,8 +8,7 @@ import time
 
 import pytest
 
-from harness.errors import ConfigError, ConfigTypeError, NotScoreableError, RubricError
-from harness.types import Rollout
+from harness import ConfigError, ConfigTypeError, NotScoreableError, Rollout, RubricError
 from rubrics import Gate, Rubric, RubricDict, RubricList, Sequential, WeightedSum, reward
 
 

@@ -10,8 +10,7 @@ import pickle
 import numpy as np
 import pytest
 
-from harness.errors import ConfigError
-from harness.types import Rollout
+from harness import ConfigError, Rollout
 from rubrics.credit import assign_credit, fixed_horizon_advantages, progress_delta
 
 # ----------------------------------------------------------------------------- the stopping task

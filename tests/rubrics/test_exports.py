@@ -17,9 +17,7 @@ def test_star_import_and_public_names() -> None:
         assert name in namespace
 
 
-@pytest.mark.parametrize(
-    ("name", "module"), [("parsers", "rubrics.parsers"), ("judges", "rubrics.judge.presets")]
-)
+@pytest.mark.parametrize(("name", "module"), [("parsers", "rubrics.parsers"), ("judges", "rubrics.judges")])
 def test_lazy_modules_load_on_first_use_when_present(name: str, module: str) -> None:
     if importlib.util.find_spec(module) is None:
         with pytest.raises(ModuleNotFoundError):
@@ -29,11 +27,11 @@ def test_lazy_modules_load_on_first_use_when_present(name: str, module: str) -> 
 
 
 def test_llm_judge_is_exported_lazily_when_present() -> None:
-    if importlib.util.find_spec("rubrics.judge.llm") is None:
+    if importlib.util.find_spec("rubrics._judge.llm") is None:
         with pytest.raises(ModuleNotFoundError):
             rubrics.LLMJudge
     else:
-        assert rubrics.LLMJudge is importlib.import_module("rubrics.judge.llm").LLMJudge
+        assert rubrics.LLMJudge is importlib.import_module("rubrics._judge.llm").LLMJudge
 
 
 def test_unknown_attribute_is_an_attribute_error() -> None:

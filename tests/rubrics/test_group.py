@@ -6,10 +6,9 @@ import math
 
 import pytest
 
-from harness.errors import ConfigError, ConfigTypeError
-from harness.types import Rollout
-from rubrics import Rubric, Sequential, WeightedSum, reward
-from rubrics.group import GroupRubric, relative, relative_scores
+from harness import ConfigError, ConfigTypeError, Rollout
+from rubrics import GroupRubric, Rubric, Sequential, WeightedSum, relative, reward
+from rubrics._group import relative_scores
 
 
 def length(response: str) -> float:

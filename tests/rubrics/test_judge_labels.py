@@ -1,4 +1,4 @@
-"""`rubrics.judge.labels.read_labels`: a malformed labels file is one clear line naming the row
+"""`rubrics._judge.labels.read_labels`: a malformed labels file is one clear line naming the row
 and field, read with bounds (issue 33)."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import ConfigError
-from rubrics.judge.labels import MAX_LINE_BYTES, read_labels
+from harness import ConfigError
+from rubrics._judge.labels import MAX_LINE_BYTES, read_labels
 
 
 def _file(tmp_path: Path, *rows: object) -> Path:

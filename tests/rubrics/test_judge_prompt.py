@@ -11,11 +11,9 @@ from typing import Any
 
 import pytest
 
-from harness.endpoint.client import Client
-from harness.scripted.endpoint import ScriptedEndpoint
-from harness.types import Rollout
+from harness import Client, Rollout, ScriptedEndpoint
 from rubrics import judges
-from rubrics.judge.llm import clear_cache
+from rubrics._judge.llm import clear_cache
 
 EndpointFactory = Callable[..., ScriptedEndpoint]
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.errors import ConfigError
-from harness.types import Rollout
+from harness import ConfigError, Rollout
 from rubrics import LLMJudge, WeightedSum
 from tests.helpers import _free_port, code_block, run
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rubrics.judge.verdicts import (
+from rubrics._judge.verdicts import (
     VerdictError,
     parse_choice,
     parse_json,

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from harness.types import Rollout
+from harness import Rollout
 from rubrics import FunctionRubric, Rubric, WeightedSum, reward
 
 

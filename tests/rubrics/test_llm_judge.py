@@ -10,13 +10,10 @@ from typing import Any
 
 import pytest
 
-from harness.endpoint.client import Client
-from harness.errors import ConfigError
-from harness.scripted.endpoint import ScriptedEndpoint, ScriptedHTTPError
-from harness.types import Rollout
-from rubrics import LLMJudge, WeightedSum
-from rubrics.judge.config import JudgeConfig
-from rubrics.judge.llm import cache_info, clear_cache
+from harness import Client, ConfigError, Rollout, ScriptedEndpoint
+from harness.scripted._endpoint import ScriptedHTTPError
+from rubrics import JudgeConfig, LLMJudge, WeightedSum
+from rubrics._judge.llm import cache_info, clear_cache
 
 EndpointFactory = Callable[..., ScriptedEndpoint]
 

@@ -8,9 +8,8 @@ import random
 
 import pytest
 
-from harness.types import Rollout
-from rubrics import Gate, Rubric, ScoringError, Sequential, WeightedSum, reward
-from rubrics.module import IncompatibleKeys
+from harness import Rollout
+from rubrics import Gate, IncompatibleKeys, Rubric, ScoringError, Sequential, WeightedSum, reward
 
 
 def blank(**extra: object) -> Rollout:

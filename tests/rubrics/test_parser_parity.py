@@ -7,7 +7,7 @@ import pickle
 
 import pytest
 
-from harness.errors import ConfigError, ConfigTypeError
+from harness import ConfigError, ConfigTypeError
 from rubrics import WeightedSum
 from rubrics.parsers import ThinkFormat, XMLFormat, extract_boxed, extract_xml, strip_think
 

@@ -10,12 +10,9 @@ from typing import Any
 
 import pytest
 
-from harness.endpoint.client import Client
-from harness.errors import ConfigError, ScoringError
-from harness.scripted.endpoint import ScriptedEndpoint
-from harness.types import Rollout
-from rubrics import WeightedSum
-from rubrics.judge.rank import PairwiseJudge, RankJudge, parse_label_scores, parse_ranking, parse_winner
+from harness import Client, ConfigError, Rollout, ScoringError, ScriptedEndpoint
+from rubrics import PairwiseJudge, RankJudge, WeightedSum
+from rubrics._judge.rank import parse_label_scores, parse_ranking, parse_winner
 
 EndpointFactory = Callable[..., ScriptedEndpoint]
 CANDIDATE = re.compile(r"Candidate ([A-Z]):\n<candidate>\n(.*?)\n</candidate>", re.DOTALL)

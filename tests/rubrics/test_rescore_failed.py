@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 import math
 
-from harness.types import Rollout
-from rubrics import WeightedSum
-from rubrics.group import relative
+from harness import Rollout
+from rubrics import WeightedSum, relative
 
 
 class Flaky:

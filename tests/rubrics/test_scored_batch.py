@@ -8,8 +8,7 @@ import pickle
 
 import pytest
 
-from rubrics import Gate, WeightedSum, reward
-from rubrics.batch import ScoredBatch
+from rubrics import Gate, ScoredBatch, WeightedSum, reward
 
 
 @reward

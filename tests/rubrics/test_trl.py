@@ -12,11 +12,9 @@ from typing import Any
 import pytest
 
 from envs import SingleTurnEnv
-from harness.endpoint.client import Client
-from harness.errors import ConfigError
-from harness.scripted.endpoint import ScriptedEndpoint
+from harness import Client, ConfigError, ScriptedEndpoint
 from rubrics import Gate, LLMJudge, Sequential, WeightedSum, reward
-from rubrics.trl import AsyncTRLReward, TRLReward, rollouts_from_batch
+from rubrics._trl import AsyncTRLReward, TRLReward, rollouts_from_batch
 from tests.helpers import grpo_config, tiny_chat_model
 
 PROMPTS = [[{"role": "user", "content": "What is 2 + 2?"}], [{"role": "user", "content": "What is 3 + 3?"}]]

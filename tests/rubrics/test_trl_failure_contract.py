@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import torch
 
-from harness.scripted.endpoint import ScriptedEndpoint
-from rubrics.trl import as_trl_reward
+from harness import ScriptedEndpoint
+from rubrics._trl import as_trl_reward
 from tests.helpers import grpo_config, tiny_chat_model
 from tests.rubrics.test_verl import FAILED, GROUPS, SIZE, grade_of, judge, make_tree
 

@@ -10,11 +10,8 @@ from typing import Any
 import pytest
 
 from envs import SingleTurnEnv
-from harness.endpoint.client import Client
-from harness.scripted.endpoint import ScriptedEndpoint
-from rubrics import LLMJudge, WeightedSum
-from rubrics.group import relative
-from rubrics.judge.rank import RankJudge
+from harness import Client, ScriptedEndpoint
+from rubrics import LLMJudge, RankJudge, WeightedSum, relative
 from tests.helpers import grpo_config, tiny_chat_model
 from tests.rubrics.test_trl import Recorder, _logged
 

@@ -7,7 +7,7 @@ import pickle
 
 import pytest
 
-from harness.types import Rollout
+from harness import Rollout
 from rubrics import Gate, reward
 from rubrics.credit import assign_credit, discounted, returns_to_go
 

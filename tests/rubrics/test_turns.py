@@ -10,11 +10,10 @@ from typing import Any
 
 import pytest
 
-from harness.errors import ConfigError
-from harness.types import Message, Rollout
+from harness import ConfigError, Message, Rollout
 from rubrics import Gate, Rubric, Sequential, WeightedSum, reward
+from rubrics._turns import Turn
 from rubrics.credit import assign_credit, discounted, outcome, returns_to_go
-from rubrics.turns import Turn
 
 
 def episode(*replies: str, answer: str = "win", outcome_label: str | None = None) -> Rollout:

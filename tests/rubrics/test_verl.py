@@ -1,4 +1,4 @@
-"""rubrics.verl: verl's batch reward manager scoring with a rubric tree, and the failure contract
+"""rubrics._verl: verl's batch reward manager scoring with a rubric tree, and the failure contract
 proven with verl's own GRPO advantage and policy-loss code on a real DataProto."""
 
 from __future__ import annotations
@@ -12,10 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from harness.endpoint.client import Client
-from harness.scripted.endpoint import ScriptedEndpoint
+from harness import Client, ScriptedEndpoint
 from rubrics import LLMJudge, WeightedSum
-from rubrics.verl import SCORED_KEY, as_verl_reward, grpo_advantages
+from rubrics._verl import SCORED_KEY, as_verl_reward, grpo_advantages
 from tests.helpers import tiny_chat_model
 
 GROUPS, SIZE = 10, 5
@@ -192,7 +191,7 @@ def test_registered_estimator_is_what_verls_trainer_calls(
     from verl.trainer.config import AlgoConfig
     from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 
-    from rubrics.verl import masked_grpo_advantage, register_advantage_estimator
+    from rubrics._verl import masked_grpo_advantage, register_advantage_estimator
 
     data, _, clean = batches
     name = register_advantage_estimator()

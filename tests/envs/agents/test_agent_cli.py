@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.types import Rollout
-from harness.views.html import rollout_body_html
+from harness import Rollout
+from harness._views.html import rollout_body_html
 from tests.envs.agents.conftest import DOCKER
 from tests.helpers import run
 

@@ -10,7 +10,7 @@ import pytest
 
 from envs import Environment
 from envs.agents import AgentError, command_passes, file_contains
-from harness.errors import ConfigError
+from harness import ConfigError
 from harness.runtimes import Sandbox
 from harness.scripted import ShellScript
 from rubrics.credit import returns_to_go

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.errors import ConfigError
+from harness import ConfigError
 from harness.scripted import ScriptedEndpoint
 from tests.envs.agents.conftest import task_env
 from tests.helpers import grpo_config, tiny_chat_model

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.endpoint.client import Client
+from harness import Client
 from harness.scripted import ScriptedEndpoint
 from tests.envs.agents.conftest import RUNTIMES, task_env
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from harness import Rollout
 from harness.runtimes import list_sandboxes
-from harness.types import Rollout
 from tests.envs.agents.conftest import CHAT_AGENT, DOCKER, task_env
 
 # An agent that misbehaves as argv[1] says, with the proxy's answers on its stderr.

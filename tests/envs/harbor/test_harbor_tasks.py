@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from envs import from_harbor, load_environment
-from envs.harbor import HarborTaskError, HarborVerifier, load_task, parse_reward
-from rubrics import WeightedSum
-from rubrics.scoring import ScoringError
+from envs._harbor import HarborTaskError, HarborVerifier, load_task, parse_reward
+from rubrics import ScoringError, WeightedSum
 from tests.helpers import run
 
 SHIPPED = Path(__file__).resolve().parents[3] / "datasets" / "harbor"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from envs.hub.card import MAX_CARD_BYTES
+from envs.hub._card import MAX_CARD_BYTES
 from tests.helpers import RUBRIC, HubServer, run
 
 # ANSI colour, OSC 8 hyperlink, OSC window title, BEL, NUL, right-to-left override, rich markup.
@@ -76,7 +76,7 @@ def test_search_and_info_print_no_raw_control_text(hostile_hub: HubServer, tmp_p
     env = {"RUBRIC_HUB_URL": hostile_hub.url}
     # The CLI in a child that reports its own peak memory on its last stderr line.
     measure = (
-        "import sys; from cli import main; from harness.executors.workers import peak_rss_mib; "
+        "import sys; from cli import main; from harness._engine.executors.workers import peak_rss_mib; "
         "code = main(['hub', 'search']); sys.stderr.write(f'PEAK_MIB {peak_rss_mib()}'); sys.exit(code)"
     )
     search = subprocess.run(

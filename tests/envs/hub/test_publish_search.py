@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from envs.hub import HubError, init_package
-from envs.hub.build import build_package
-from envs.hub.index import Hub, info, search
-from envs.hub.publish import push_package
+from envs.hub._build import build_package
+from envs.hub._index import Hub, info, search
+from envs.hub._publish import push_package
 from tests.helpers import HubServer
 
 

@@ -19,14 +19,12 @@ import pytest
 import uvicorn
 
 from envs import from_openenv
-from envs.interop.openenv import (
+from envs._interop.openenv import (
     OpenEnvConnectError,
     OpenEnvFinalReward,
     OpenEnvStepReward,
 )
-from harness.errors import ConfigError
-from harness.evaluation import aevaluate
-from harness.scripted.endpoint import ScriptedEndpoint
+from harness import ConfigError, ScriptedEndpoint, aevaluate
 from rubrics import WeightedSum
 from rubrics.credit import returns_to_go
 from tests.envs.interop import openenv_guess

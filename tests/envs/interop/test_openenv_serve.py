@@ -22,9 +22,9 @@ from openenv.core.generic_client import GenericEnvClient
 from websockets.exceptions import ConnectionClosed
 
 from envs import load_environment
-from envs.interop.openenv_guard import check_origin
-from envs.interop.openenv_serve import openenv_app
-from harness.errors import ConfigError
+from envs._interop.openenv_guard import check_origin
+from envs._interop.openenv_serve import openenv_app
+from harness import ConfigError
 from tests.envs.interop.test_openenv import openenv_server
 from tests.helpers import RUBRIC, _free_port, rubric_serve, serving
 

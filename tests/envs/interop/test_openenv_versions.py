@@ -15,10 +15,8 @@ from typing import Any
 import pytest
 
 from envs import from_openenv, load_environment
-from envs.interop.openenv import OpenEnvConnectError
-from harness.errors import ConfigError
-from harness.evaluation import aevaluate
-from harness.scripted.endpoint import ScriptedEndpoint
+from envs._interop.openenv import OpenEnvConnectError
+from harness import ConfigError, ScriptedEndpoint, aevaluate
 from tests.envs.interop import openenv_guess
 from tests.envs.interop.openenv_guess import bisect_tool_policy
 from tests.helpers import (

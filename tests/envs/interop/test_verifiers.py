@@ -19,9 +19,7 @@ from verifiers.v1.state import State
 from verifiers.v1.trace import AgentInfo, TraceTask
 
 import envs
-from harness.errors import ConfigError, ConfigTypeError, EnvironmentNotFoundError
-from harness.scripted.endpoint import ScriptedEndpoint
-from harness.types import Message, Rollout
+from harness import ConfigError, ConfigTypeError, EnvironmentNotFoundError, Message, Rollout, ScriptedEndpoint
 from tests.helpers import run
 
 PACKAGES = Path(__file__).parent / "vf_packages"

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import envs
-from envs.reference import data
-from envs.reference.scripting import (
+from envs.reference import _data as data
+from envs.reference._scripting import (
     RowLookup,
     first_user_text,
     message_text,
@@ -90,7 +90,7 @@ def test_registry_rejects_unknown_arguments():
 
 
 def test_evaluate_with_an_unknown_policy_names_the_available_ones() -> None:
-    from harness.errors import ConfigError
+    from harness import ConfigError
 
     env = envs.load_environment("gsm8k")
     with pytest.raises(ConfigError, match=r"no scripted policy 'psychic' \(available: noisy, oracle\)"):

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from envs.reference import gsm8k, make_gsm8k
-from envs.reference.data import REPO_DATASETS, read_jsonl
+from envs.reference import _gsm8k as gsm8k
+from envs.reference import _make_gsm8k as make_gsm8k
+from envs.reference._data import REPO_DATASETS, read_jsonl
 
 
 @pytest.mark.parametrize(
@@ -68,7 +69,7 @@ def test_rubric_weights_correctness_over_format(reply, reward):
 
 
 def test_rubric_records_each_node():
-    from harness.types import Rollout
+    from harness import Rollout
 
     rollout = Rollout.model_validate({"completion": "#### 5", "answer": "6"})
     gsm8k.make_rubric()(rollout)

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from envs.reference import make_python_questions, python_env
-from envs.reference.data import REPO_DATASETS, read_jsonl
-from envs.reference.sandbox import run_code
-from harness.types import Message
+from envs.reference import _make_python_questions as make_python_questions
+from envs.reference import _python_env as python_env
+from envs.reference._data import REPO_DATASETS, read_jsonl
+from envs.reference._sandbox import run_code
+from harness import Message
 from tests.harness.runtimes.conftest import DOCKER
 
 # ----------------------------------------------------------------------------- environment

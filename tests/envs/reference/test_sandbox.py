@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from envs.reference import python_env, sandbox
-from envs.reference.sandbox import Sandbox, SandboxLimits, SandboxUnavailableError, run_code
-from harness.types import Message
+from envs.reference import _python_env as python_env
+from envs.reference import _sandbox as sandbox
+from envs.reference._sandbox import Sandbox, SandboxLimits, SandboxUnavailableError, run_code
+from harness import Message
 from tests.harness.runtimes.conftest import DOCKER
 
 REPO = Path(__file__).resolve().parents[3]
@@ -244,7 +245,7 @@ def test_killing_the_harness_kills_the_sandbox(tmp_path: Path, runtime: str | No
     marker = _marker()
     script = tmp_path / "run_one.py"
     script.write_text(
-        "import asyncio\nfrom envs.reference.sandbox import run_code, SandboxLimits\n"
+        "import asyncio\nfrom envs.reference._sandbox import run_code, SandboxLimits\n"
         f"asyncio.run(run_code({_sleeper(marker) + 'import time; time.sleep(60)'!r}, SandboxLimits(timeout=60), runtime={runtime!r}))\n"
     )
     harness = subprocess.Popen([sys.executable, str(script)], cwd=REPO)
@@ -413,7 +414,7 @@ def test_a_base_install_answer_key_and_packages_are_invisible(tmp_path: Path) ->
         textwrap.dedent(
             f"""
             import asyncio, os
-            from envs.reference.sandbox import run_code
+            from envs.reference._sandbox import run_code
             print("host", open({str(key)!r}).read().strip(), os.path.isdir({str(envs_dir)!r}))
             code = (
                 "import os, json\\n"

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from envs.reference import wordle
-from harness import run_sync
-from harness.types import Message, Rollout
+from envs.reference import _wordle as wordle
+from harness import Message, Rollout, run_sync
 
 
 @pytest.mark.parametrize(

@@ -13,9 +13,7 @@ from typing import Any
 
 import pytest
 
-from harness.endpoint.client import Client
-from harness.proxy.server import CaptureProxy
-from harness.scripted.endpoint import ScriptedEndpoint
+from harness import CaptureProxy, Client, ScriptedEndpoint
 
 ADD_ARGUMENTS = {"a": 2, "b": 3}
 

@@ -12,10 +12,10 @@ import aiohttp
 import openai
 import pytest
 
-from harness.proxy.session import ProxyTurn, chain_tokens
-from harness.results.exports import token_row
-from harness.scripted.tokens import completion_ids, prompt_ids
-from harness.types import Message, Rollout, TurnTokens
+from harness import Message, ProxyTurn, Rollout, TurnTokens
+from harness._results.exports import token_row
+from harness.proxy._session import chain_tokens
+from harness.scripted._tokens import completion_ids, prompt_ids
 from tests.harness.proxy.conftest import ADD_ARGUMENTS, unix_socket_http
 
 pytestmark = pytest.mark.timeout(60)

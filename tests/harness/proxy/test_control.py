@@ -14,12 +14,7 @@ import httpx
 import openai
 import pytest
 
-from harness.endpoint.client import Client
-from harness.errors import ConfigError
-from harness.proxy.server import CaptureProxy
-from harness.proxy.session import ProxyBudgets
-from harness.scripted.endpoint import ScriptedEndpoint
-from harness.types import Rollout
+from harness import CaptureProxy, Client, ConfigError, ProxyBudgets, Rollout, ScriptedEndpoint
 from tests.harness.proxy.conftest import ProxyFactory
 
 pytestmark = pytest.mark.timeout(60)

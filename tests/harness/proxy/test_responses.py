@@ -10,7 +10,7 @@ import aiohttp
 import openai
 import pytest
 
-from harness.proxy import responses
+from harness.proxy import _responses as responses
 from tests.harness.proxy.conftest import ADD_ARGUMENTS
 
 pytestmark = pytest.mark.timeout(60)

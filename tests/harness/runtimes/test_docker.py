@@ -1,4 +1,4 @@
-"""harness.runtimes.docker: build contexts, bad input (no daemon, failing build, missing image), labels."""
+"""harness.runtimes._docker: build contexts, bad input (no daemon, failing build, missing image), labels."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from harness.runtimes import RuntimeUnavailableError, SandboxError, get_runtime
-from harness.runtimes.docker import client, context_hash
-from harness.runtimes.state import boot_id
+from harness.runtimes._docker import client, context_hash
+from harness.runtimes._state import boot_id
 from tests.harness.runtimes.conftest import DOCKER, TEST_IMAGE
 
 pytestmark = pytest.mark.docker

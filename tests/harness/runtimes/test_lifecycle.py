@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from harness.runtimes import aprune, get_runtime, list_sandboxes
-from harness.runtimes.cgroups import PREFIX as CGROUP_PREFIX
-from harness.runtimes.cgroups import parents
-from harness.runtimes.docker import client
-from harness.runtimes.state import LABEL, state_folders
+from harness.runtimes._cgroups import PREFIX as CGROUP_PREFIX
+from harness.runtimes._cgroups import parents
+from harness.runtimes._docker import client
+from harness.runtimes._state import LABEL, state_folders
 from tests.harness.runtimes.conftest import DOCKER, KINDS
 
 # A driver: opens 8 sandboxes at once and keeps them busy until it is killed.
@@ -211,7 +211,7 @@ def test_prune_and_docker_specs_without_the_docker_extra(
     """`rubric eval` prunes at every start: without aiodocker (the [docker] extra) that finds no
     containers instead of failing, and a docker: spec says which extra to install."""
     from harness.runtimes import RuntimeUnavailableError, prune
-    from harness.runtimes.docker import build_context
+    from harness.runtimes._docker import build_context
 
     for name in [m for m in sys.modules if m == "aiodocker" or m.startswith("aiodocker.")]:
         monkeypatch.delitem(sys.modules, name)

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import ConfigError
+from harness import ConfigError
 from harness.runtimes import SandboxError, get_runtime, list_sandboxes
-from harness.runtimes.state import state_folders
+from harness.runtimes._state import state_folders
 from tests.harness.runtimes.conftest import ALL, ISOLATING
 
 

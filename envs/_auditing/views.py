@@ -1,0 +1,194 @@
+"""How an `AuditReport` looks: a rich table for the terminal and a self-contained HTML page.
+
+One row per probe, one column per rubric node (the reward first), each cell the probe's mean
+score on that node; a cell that a flag names is marked, errors show their rate. Every name
+in a report can come from user code (node names, probe names of a custom audit, error
+text), so the terminal gets it through `harness._core.text` (control characters escaped, never
+rich markup) and HTML through `harness._views.html.esc`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from harness._core.display import STYLE, esc, fmt
+from harness._core.text import escape_control, safe_text
+
+if TYPE_CHECKING:  # pragma: no cover
+    from envs._auditing.report import AuditReport, Cell
+
+#: The marks flags leave on the cells they name.
+MARKS = {"hackable": "!", "errors": "E", "constant": "=", "judge_injection": "J"}
+LEGEND = (
+    "marks: ! hackable  = constant  E errors (with their rate)  J judge swayed by the injection; "
+    "n/a: node not reached (a gate or Sequential stopped first); -: probe not built for these rows"
+)
+_STYLES = {"hackable": "bold red", "errors": "yellow", "constant": "magenta", "judge_injection": "bold red"}
+
+
+def _marks(report: AuditReport) -> dict[tuple[str, str | None], list[str]]:
+    """(node, probe) -> the kinds of flag that name that cell (probe None: the whole column)."""
+    marks: dict[tuple[str, str | None], list[str]] = {}
+    for flag in report.flags:
+        probe = flag.probe if flag.kind in ("hackable", "judge_injection") else None
+        marks.setdefault((flag.node, probe), []).append(flag.kind)
+    return marks
+
+
+def _cell_text(cell: Cell | None) -> str:
+    if cell is None or cell.rollouts == 0:
+        return "-"
+    value = "n/a" if cell.mean is None else fmt(cell.mean, 3)
+    return f"{value} E{cell.error_rate:.0%}" if cell.errors else value
+
+
+def short_names(paths: list[str]) -> list[str]:
+    """Each dotted node path by its shortest ending that no other path shares ("grade.win" -> "win")."""
+    names = []
+    for path in paths:
+        parts = path.split(".")
+        for start in range(len(parts) - 1, -1, -1):
+            tail = ".".join(parts[start:])
+            if sum(1 for p in paths if p == tail or p.endswith("." + tail)) == 1:
+                break
+        names.append(tail)
+    return names
+
+
+def audit_table(report: AuditReport) -> Table:
+    """Probes down, nodes across (by their shortest unique names): each probe's mean score
+    per node, the reward first; a probe built for fewer rows than asked says how many."""
+    table = Table(title=safe_text(f"audit of {report.env}: mean scores"), title_justify="left")
+    table.add_column("probe", no_wrap=True)
+    for name in short_names(report.nodes):
+        table.add_column(safe_text(name), justify="right", overflow="fold")
+    marks = _marks(report)
+    for probe in report.probes:
+        label = safe_text(probe.name)
+        if probe.rows < probe.total:
+            label.append(f" {probe.rows}/{probe.total}", style="dim")
+        row: list[Text] = [label]
+        for node in report.nodes:
+            kinds = marks.get((node, probe.name), []) + marks.get((node, None), [])
+            text = _cell_text(report.cells[node].get(probe.name))
+            if kinds:
+                text += " " + "".join(MARKS[k] for k in kinds)
+            row.append(Text(text, style=_STYLES[kinds[0]] if kinds else ""))
+        table.add_row(*row)
+    return table
+
+
+def render_audit(report: AuditReport) -> RenderableType:
+    """The table, then one line per flag, then what the marks mean."""
+    lines: list[RenderableType] = [audit_table(report)]
+    lines.append(
+        safe_text(
+            f"{report.num_examples} rows, reference = {report.reference}, {report.seconds:.1f} s; "
+            f"{len(report.flags)} flag{'s' if len(report.flags) != 1 else ''}",
+            style="dim",
+        )
+    )
+    for note in report.notes:
+        lines.append(safe_text(f"note: {note}", style="yellow"))
+    for flag in report.flags:
+        line = Text(f"{MARKS[flag.kind]} {flag.kind}: ", style=_STYLES[flag.kind])
+        line.append(escape_control(flag.message))
+        lines.append(line)
+    if not report.flags:
+        lines.append(Text("nothing flagged", style="green"))
+    lines.append(Text(LEGEND, style="dim"))
+    return Group(*lines)
+
+
+def _table_html(report: AuditReport) -> str:
+    marks = _marks(report)
+    head = "".join(f'<th class="num">{esc(node)}</th>' for node in report.nodes)
+    rows = []
+    for probe in report.probes:
+        cells = []
+        for node in report.nodes:
+            kinds = marks.get((node, probe.name), []) + marks.get((node, None), [])
+            cls = (
+                "num bad" if {"hackable", "judge_injection"} & set(kinds) else "num warn" if kinds else "num"
+            )
+            text = _cell_text(report.cells[node].get(probe.name))
+            cells.append(f'<td class="{cls}">{esc(text)} {esc("".join(MARKS[k] for k in kinds))}</td>')
+        rows.append(
+            f'<tr><td title="{esc(probe.description)}">{esc(probe.name)}</td><td class="muted">{esc(probe.kind)}</td>'
+            f'<td class="num">{probe.rows}/{probe.total}</td>{"".join(cells)}</tr>'
+        )
+    return (
+        f"<table><tr><th>probe</th><th>kind</th><th class='num'>rows</th>{head}</tr>{''.join(rows)}</table>"
+    )
+
+
+def audit_body_html(report: AuditReport) -> str:
+    """The report as an HTML fragment (styled, every string escaped): `AuditReport._repr_html_`."""
+    flags = "".join(
+        f'<li><span class="bad">{esc(MARKS[f.kind])} {esc(f.kind)}</span>: {esc(f.message)}</li>'
+        for f in report.flags
+    )
+    probes = "".join(
+        f"<tr><td>{esc(p.name)}</td><td>{esc(p.description)}</td>"
+        f"<td class='muted'>{esc(p.needs) if p.rows < p.total else ''}</td></tr>"
+        for p in report.probes
+    )
+    return (
+        f'{STYLE}<div class="rv"><div class="head">{esc(f"audit of {report.env}")}</div>'
+        f'<p class="muted">{report.num_examples} rows, reference: {esc(report.reference)}, '
+        f"{fmt(report.seconds, 3)} s</p>{''.join(f'<p class=warn>note: {esc(n)}</p>' for n in report.notes)}"
+        f"{_table_html(report)}"
+        f"<div class='head'>flags</div>{f'<ul>{flags}</ul>' if flags else '<p class=good>nothing flagged</p>'}"
+        f"<div class='head'>probes</div>"
+        f"<table><tr><th>probe</th><th>what it sends</th><th>skipped rows lack</th></tr>{probes}</table>"
+        f"<p class='muted'>{esc(LEGEND)}</p></div>"
+    )
+
+
+def audit_html(report: AuditReport) -> str:
+    """The report as a self-contained HTML page (no scripts, no network; every string escaped)."""
+    title = esc(f"audit of {report.env}")
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title></head>"
+        f"<body>{audit_body_html(report)}</body></html>"
+    )
+
+
+def write_audit_html(report: AuditReport, path: str | Path) -> Path:
+    """Write `audit_html(report)` to `path` (parent folders created); returns the path."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(audit_html(report), encoding="utf-8")
+    return out
+
+
+def show_audit(
+    console: Console, report: AuditReport, *, json_out: str | None = None, html_out: str | None = None
+) -> None:
+    """What `rubric audit` prints: the table (or, with `json_out="-"`, the JSON instead), and
+    a line for each file written (`json_out` a path, `html_out` a path; "" means the default
+    `audit--ENV.html`)."""
+    if json_out == "-":
+        print(report.to_json())
+    else:
+        console.print(render_audit(report))
+    if json_out not in (None, "-"):
+        out = Path(json_out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(report.to_json() + "\n", encoding="utf-8")
+        console.print(safe_text(f"wrote {out}"))
+    if html_out is not None:
+        written = write_audit_html(report, html_out or f"audit--{_file_part(report.env)}.html")
+        console.print(safe_text(f"wrote {written} ({written.stat().st_size:,} bytes); open it in a browser"))
+
+
+def _file_part(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "env"
+
+
+__all__ = ["audit_body_html", "audit_html", "audit_table", "render_audit", "show_audit", "write_audit_html"]

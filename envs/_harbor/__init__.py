@@ -1,0 +1,29 @@
+"""Harbor tasks (task.toml, instruction.md, environment/, tests/, solution/) run by our harness.
+
+    env = envs.from_harbor("datasets/harbor", agent="bash")
+    rubric eval harbor:datasets/harbor --agent oracle
+
+- `task`: the folder format, parsed with `tomllib` and a pydantic model (Harbor needs Python 3.12).
+- `verifier`: `HarborVerifier`, the task's tests/test.sh as a rubric node.
+- `environment`: `from_harbor`, one row per task, each task in sandboxes of its own image.
+"""
+
+from __future__ import annotations
+
+from envs._harbor.environment import HarborEnvironment, HarborOracle, HarborScript, from_harbor
+from envs._harbor.task import HarborTask, HarborTaskError, TaskConfig, load_task, task_folders
+from envs._harbor.verifier import HarborVerifier, parse_reward
+
+__all__ = [
+    "HarborEnvironment",
+    "HarborOracle",
+    "HarborScript",
+    "HarborTask",
+    "HarborTaskError",
+    "HarborVerifier",
+    "TaskConfig",
+    "from_harbor",
+    "load_task",
+    "parse_reward",
+    "task_folders",
+]

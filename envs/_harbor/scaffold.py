@@ -1,0 +1,61 @@
+"""`rubric init NAME --harbor`: a new Harbor task folder that `rubric check` passes as written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from envs._harbor.task import HarborTaskError
+
+DEFAULT_BASE_IMAGE = "debian:bookworm-slim"
+
+_FILES = {
+    "task.toml": """version = "1.0"
+
+[metadata]
+difficulty = "easy"
+category = "files"
+
+[verifier]
+timeout_sec = 120.0
+
+[agent]
+timeout_sec = 600.0
+
+[environment]
+build_timeout_sec = 600.0
+cpus = 1
+memory_mb = 2048
+storage_mb = 10240
+""",
+    "instruction.md": "Write the word done into the file /app/result.txt.\n",
+    "environment/Dockerfile": "FROM {base}\nWORKDIR /app\n",
+    "tests/test.sh": """#!/bin/bash
+# The verifier: runs after the agent, writes its reward (always, on every path).
+if [ "$(cat /app/result.txt 2>/dev/null)" = "done" ]; then
+  echo 1 > /logs/verifier/reward.txt
+else
+  echo 0 > /logs/verifier/reward.txt
+fi
+""",
+    "solution/solve.sh": "#!/bin/bash\necho done > /app/result.txt\n",
+}
+
+
+def init_task(name: str, parent: str | Path = ".", base_image: str = DEFAULT_BASE_IMAGE) -> list[Path]:
+    """Write the task folder `parent/name` (a file task to edit); the files written.
+
+    Raises:
+        HarborTaskError: the folder exists already, or the name is not a plain folder name.
+    """
+    if not name or "/" in name or name.startswith("."):
+        raise HarborTaskError(f"task name {name!r} must be a plain folder name such as 'my-task'")
+    folder = Path(parent).expanduser() / name
+    if folder.exists():
+        raise HarborTaskError(f"{folder} exists already; pick another name or remove it")
+    written = []
+    for relative, text in _FILES.items():
+        path = folder / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text.replace("{base}", base_image))
+        written.append(path)
+    return written

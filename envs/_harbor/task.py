@@ -1,0 +1,205 @@
+"""Harbor's task folder, read with the standard library (`tomllib`) and a pydantic model.
+
+    task/
+      task.toml        [verifier] timeout_sec, [agent] timeout_sec, [environment] build_timeout_sec,
+                       cpus, memory_mb (or memory "2G"), storage_mb (or storage "10G"),
+                       docker_image, allow_internet; [metadata] free-form
+      instruction.md   what the agent is asked to do
+      environment/     a Dockerfile and its build context (unless docker_image names an image)
+      tests/test.sh    the verifier: writes /logs/verifier/reward.txt or reward.json
+      solution/solve.sh  the reference solution (optional; only the oracle sees it)
+
+Harbor's own package needs Python 3.12, so the format is parsed here. Fields this model does
+not know are kept (`HarborTask.unknown`) and recorded in the rollout's info.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from harness._core.errors import RubricError
+
+#: Harbor's defaults (seconds, CPUs, MB).
+DEFAULT_TIMEOUT_SEC = 600.0
+REQUIRED_FILES = ("task.toml", "instruction.md", "tests/test.sh")
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*$", re.IGNORECASE)
+_UNITS = {"": 1 / (1 << 20), "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
+
+
+class HarborTaskError(RubricError):
+    """A Harbor task folder that cannot be used (a file missing, task.toml not parsing...)."""
+
+
+def size_mb(value: Any, field: str) -> int:
+    """Megabytes from Harbor's size strings ("2G", "512M") or a number of bytes."""
+    if isinstance(value, int | float):
+        return max(1, int(value / (1 << 20)))
+    match = _SIZE.match(str(value))
+    if match is None:
+        raise ValueError(f"{field} {value!r} is not a size such as '2G' or '512M'")
+    return max(1, int(float(match.group(1)) * _UNITS[match.group(2).upper()]))
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    def unknown(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class VerifierSection(_Section):
+    """`[verifier]`: how long test.sh may run."""
+
+    timeout_sec: float = Field(DEFAULT_TIMEOUT_SEC, gt=0)
+
+
+class AgentSection(_Section):
+    """`[agent]`: how long the agent may run."""
+
+    timeout_sec: float = Field(DEFAULT_TIMEOUT_SEC, gt=0)
+
+
+class EnvironmentSection(_Section):
+    """`[environment]`: the image and the sandbox's limits (memory/storage also as "2G")."""
+
+    build_timeout_sec: float = Field(DEFAULT_TIMEOUT_SEC, gt=0)
+    docker_image: str | None = None
+    cpus: float = Field(1, gt=0)
+    memory_mb: int = Field(2048, gt=0)
+    storage_mb: int = Field(10240, gt=0)
+    gpus: int = Field(0, ge=0)
+    allow_internet: bool = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sizes(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            data = dict(data)
+            for old, new in (("memory", "memory_mb"), ("storage", "storage_mb")):
+                if old in data:
+                    data.setdefault(new, size_mb(data.pop(old), old))
+        return data
+
+
+class TaskConfig(_Section):
+    """The whole of task.toml."""
+
+    version: str = "1.0"
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    verifier: VerifierSection = Field(default_factory=VerifierSection)  # type: ignore[arg-type]
+    agent: AgentSection = Field(default_factory=AgentSection)  # type: ignore[arg-type]
+    environment: EnvironmentSection = Field(default_factory=EnvironmentSection)  # type: ignore[arg-type]
+
+
+class HarborTask(BaseModel):
+    """One parsed task folder.
+
+    Attributes:
+        path: The folder (absolute).
+        name: Its folder name (the rollouts' example_id).
+        config: task.toml.
+        instruction: instruction.md.
+        workdir: The Dockerfile's last WORKDIR (the agent starts there), if any.
+    """
+
+    path: Path
+    name: str
+    config: TaskConfig
+    instruction: str
+    workdir: str | None = None
+
+    @property
+    def unknown(self) -> dict[str, Any]:
+        """task.toml fields this model does not know, by section ("" for the top level)."""
+        found = {
+            section: getattr(self.config, section).unknown()
+            for section in ("verifier", "agent", "environment")
+        }
+        found[""] = self.config.unknown()
+        return {k: v for k, v in found.items() if v}
+
+    @property
+    def runtime_spec(self) -> str:
+        """The task's sandbox runtime: its named image, or its environment/ folder (built once)."""
+        image = self.config.environment.docker_image
+        return f"docker:{image}" if image else f"docker:{self.path / 'environment'}"
+
+    @property
+    def has_solution(self) -> bool:
+        """Whether it ships solution/solve.sh."""
+        return (self.path / "solution" / "solve.sh").is_file()
+
+
+def is_task(folder: Path) -> bool:
+    """Whether `folder` looks like a task (it has a task.toml)."""
+    return (folder / "task.toml").is_file()
+
+
+def load_task(folder: str | Path) -> HarborTask:
+    """Parse one task folder.
+
+    Raises:
+        HarborTaskError: a required file is missing (named), task.toml does not parse (line
+            and column) or holds a bad value (the field), or no image is given.
+    """
+    path = Path(folder).expanduser().resolve()
+    if not path.is_dir():
+        raise HarborTaskError(f"Harbor task {str(folder)!r} is not a folder")
+    missing = [f for f in REQUIRED_FILES if not (path / f).is_file()]
+    if missing:
+        raise HarborTaskError(
+            f"{path} is not a Harbor task: it has no {', '.join(missing)} (a task folder holds task.toml, "
+            "instruction.md, environment/Dockerfile or [environment] docker_image, tests/test.sh)"
+        )
+    text = (path / "task.toml").read_text()
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise HarborTaskError(f"{path / 'task.toml'} does not parse: {exc}; fix the TOML there") from None
+    try:
+        config = TaskConfig.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'task.toml'}: {e['msg']}" for e in exc.errors()
+        )
+        raise HarborTaskError(f"{path / 'task.toml'} has bad values: {problems}") from None
+    dockerfile = path / "environment" / "Dockerfile"
+    if config.environment.docker_image is None and not dockerfile.is_file():
+        raise HarborTaskError(
+            f"{path} is not a Harbor task: it has no environment/Dockerfile and task.toml names no "
+            "[environment] docker_image; add one of them"
+        )
+    workdir = None
+    if dockerfile.is_file():
+        for line in dockerfile.read_text().splitlines():
+            words = line.strip().split(maxsplit=1)
+            if len(words) == 2 and words[0].upper() == "WORKDIR" and words[1].startswith("/"):
+                workdir = words[1].strip()
+    instruction = (path / "instruction.md").read_text()
+    return HarborTask(path=path, name=path.name, config=config, instruction=instruction, workdir=workdir)
+
+
+def task_folders(path: str | Path) -> list[Path]:
+    """The task folders `path` names: itself when it is a task, else its sub-folders (sorted).
+
+    Raises:
+        HarborTaskError: `path` is not a folder, or holds neither a task.toml nor sub-folders.
+    """
+    root = Path(path).expanduser()
+    if not root.is_dir():
+        raise HarborTaskError(
+            f"harbor:{path}: no such folder; give a task folder or a folder of task folders"
+        )
+    if is_task(root):
+        return [root.resolve()]
+    folders = sorted(p.resolve() for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not folders:
+        raise HarborTaskError(
+            f"harbor:{path} is neither a Harbor task (no task.toml) nor a folder of tasks (no sub-folders)"
+        )
+    return folders

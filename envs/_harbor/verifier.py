@@ -1,0 +1,138 @@
+"""`HarborVerifier`: a Harbor task's own tests as a node of the rubric tree.
+
+After the agent has finished, in the rollout's sandbox: empty /tests and /logs/verifier (so
+nothing the agent planted counts), upload the task's tests/ only now, run `bash /tests/test.sh`
+under `[verifier].timeout_sec`, then read /logs/verifier/reward.txt (one number) or
+reward.json (`reward` plus named components, each recorded as a node score under this one).
+A verifier that times out, writes no reward or an unparseable one leaves the node NaN with the
+reason (never 0); test.sh exiting non-zero after writing a reward still counts the reward.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from harness._core.types import Rollout
+from harness.runtimes import Sandbox
+from rubrics._module import Rubric
+from rubrics._scoring import ScoringError, join_path
+
+TESTS_DIR = "/tests"
+LOGS_DIR = "/logs/verifier"
+#: The most of test.sh's output kept in the score details.
+DETAIL_OUTPUT = 2000
+#: The info key where `envs.from_harbor` puts what the verifier needs.
+INFO_KEY = "harbor"
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ScoringError(f"the verifier wrote {where} = {value!r}, not a finite number")
+    return float(value)
+
+
+def parse_reward(txt: str | None, js: str | None) -> tuple[float, dict[str, float]]:
+    """The reward and its components from reward.txt / reward.json (reward.json wins).
+
+    Raises:
+        ScoringError: neither file, or one that does not hold what Harbor specifies.
+    """
+    if js is not None:
+        try:
+            data = json.loads(js)
+        except json.JSONDecodeError as exc:
+            raise ScoringError(f"the verifier wrote {LOGS_DIR}/reward.json that is not JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise ScoringError(f"{LOGS_DIR}/reward.json must be an object with a 'reward', got {js[:100]!r}")
+        components = {str(k): _number(v, f"reward.json[{k!r}]") for k, v in data.items() if k != "reward"}
+        if "reward" in data:
+            return _number(data["reward"], "reward.json['reward']"), components
+        if len(components) == 1:  # Harbor's single named reward
+            return next(iter(components.values())), {}
+        raise ScoringError(f"{LOGS_DIR}/reward.json has no 'reward' key (keys: {sorted(data)})")
+    if txt is not None:
+        try:
+            return _number(float(txt.strip()), "reward.txt"), {}
+        except ValueError:
+            raise ScoringError(
+                f"the verifier wrote {LOGS_DIR}/reward.txt = {txt.strip()[:100]!r}, not one number"
+            ) from None
+    raise ScoringError(f"the verifier wrote no reward ({LOGS_DIR}/reward.txt or reward.json)")
+
+
+async def _read_optional(sandbox: Sandbox, path: str) -> str | None:
+    result = await sandbox.exec(["cat", "--", path], timeout=30)
+    return result.stdout if result.exit_code == 0 else None
+
+
+class HarborVerifier(Rubric):
+    """A Harbor task's tests/test.sh, run in the agent's sandbox after it finished.
+
+    Its score is the task's reward; each `reward.json` component is a node score under it
+    (`<this node's path>.<component>`). Use it alone (what `envs.from_harbor` does) or beside
+    other nodes: `WeightedSum({"tests": HarborVerifier(), "judge": LLMJudge(...)})`.
+
+    Args:
+        name: The node's name (default "harbor_verifier").
+        empty_first: Empty /tests and /logs/verifier before the tests run (default). False
+            only to audit a task as a runner that does not would run it (`rubric audit`).
+    """
+
+    def __init__(self, *, name: str | None = None, empty_first: bool = True) -> None:
+        super().__init__(name=name or "harbor_verifier")
+        self.empty_first = empty_first
+
+    async def forward(self, rollout: Rollout) -> float:
+        task = rollout.info.get(INFO_KEY)
+        if not isinstance(task, dict) or "path" not in task:
+            raise ScoringError(
+                "HarborVerifier scores rollouts of a Harbor task (envs.from_harbor / rubric eval harbor:PATH); "
+                "this rollout's info has no 'harbor' entry"
+            )
+        sandbox = rollout.sandbox
+        if not isinstance(sandbox, Sandbox):
+            raise ScoringError(
+                "HarborVerifier runs the task's tests in the agent's sandbox, but this rollout has none"
+            )
+        emptied = f"rm -rf {TESTS_DIR} {LOGS_DIR} && " if self.empty_first else ""
+        reset = await sandbox.exec(f"{emptied}mkdir -p {TESTS_DIR} {LOGS_DIR}", timeout=60, user="0")
+        if not reset.ok:
+            raise ScoringError(
+                f"cannot empty {TESTS_DIR} and {LOGS_DIR} in the sandbox: {reset.stderr.strip()[-300:]}"
+            )
+        await sandbox.upload(Path(task["path"]) / "tests", TESTS_DIR)
+        timeout = float(task.get("verifier_timeout_sec", 600.0))
+        result = await sandbox.exec(
+            ["bash", f"{TESTS_DIR}/test.sh"], timeout=timeout, cwd=task.get("workdir") or None, user="0"
+        )
+        detail: dict[str, Any] = {
+            "exit_code": result.exit_code,
+            "output": (result.stdout + result.stderr)[-DETAIL_OUTPUT:],
+            "seconds": round(result.duration, 3),
+        }
+        self.record_detail(rollout, detail)
+        if result.timed_out:
+            raise ScoringError(
+                f"the verifier (tests/test.sh) ran past [verifier] timeout_sec = {timeout:g} s"
+            )
+        if result.exit_code == 127 and "bash" in result.stderr and not result.stdout:
+            raise ScoringError(
+                f"the task's image has no bash to run tests/test.sh: {result.stderr.strip()[-200:]}"
+            )
+        txt = await _read_optional(sandbox, f"{LOGS_DIR}/reward.txt")
+        js = await _read_optional(sandbox, f"{LOGS_DIR}/reward.json")
+        try:
+            reward, components = parse_reward(txt, js)
+        except ScoringError as exc:
+            tail = (result.stderr or result.stdout).strip().splitlines()
+            said = f"; test.sh exited {result.exit_code}" + (f": {tail[-1][:200]}" if tail else "")
+            raise ScoringError(f"{exc}{said}") from None
+        path = self._own_scope(rollout, "forward").path
+        for key, value in components.items():
+            rollout.scores[join_path(path, key)] = value
+        if components:
+            self.record_detail(rollout, {"components": components})
+        return reward

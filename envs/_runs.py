@@ -1,0 +1,502 @@
+"""Running an environment as `rubric eval` does, and continuing a run from its directory.
+
+`RunRequest` holds what the command line can be asked (an environment spec, a model name,
+settings); `prepare_run` checks it before anything starts and `run` / `arun` carry it out
+(`harness._endpoint.connect.open_client`, then `harness.aevaluate`), so a Python user gets exactly what
+the CLI does.
+
+`resume(DIR)` continues a run with nothing else: the run directory records the environment
+(its spec and arguments), the model, the endpoint and every setting (Inspect's `eval-retry
+LOG` is the model). A results folder is data, so what it names is run only when it is safe to: an installed
+environment by name, or a file or folder whose source still hashes as recorded (the same
+code made the run); anything else is refused with the command to type. Its recorded
+environment arguments (which may start processes: `mcp_servers`) and an endpoint other than
+the user's own are used only when the user confirms or passes them, the rule `rubric score`
+follows too. The key never comes from the folder: it stays in its environment variable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from envs._environment import Environment
+from envs._provenance import changes, of_directory, of_file
+from envs._registry import load_environment, recorded_environment
+from harness import EvalResults, aevaluate
+from harness._core.aio import run_sync
+from harness._core.defaults import DEFAULT_BASE_URL, DEFAULT_CONCURRENCY, TRANSPORTS
+from harness._core.errors import ConfigError, RubricError
+from harness._core.limits import check_limits, check_planned
+from harness._core.options import Shard
+from harness._core.run_dirs import default_run_dir, drop_errored, new_run_dir, resumable_run_dir
+from harness._core.storage import read_metadata, section
+from harness._endpoint.client import check_sampling
+from harness._endpoint.connect import DEFAULT_KEY_VAR, open_client
+from harness.scripted._endpoint import SCRIPTED_PREFIX
+
+#: Asks the user a yes/no question: True/False, or None when nobody can answer (not a terminal).
+Confirm = Callable[[str], bool | None]
+
+#: Settings a resumed run takes from the folder's `arguments` when they are not given again
+#: (`workers` as processes: a Ray address is never taken from a folder, pass --ray again).
+#: The model name a run with `--agent oracle` and no `-m` records (the oracle calls no model).
+ORACLE_MODEL = "oracle"
+#: Its endpoint: the discard port of loopback (nothing answers; nothing asks).
+ORACLE_URL = "http://127.0.0.1:9/v1"
+RECORDED_SETTINGS = (
+    "num_examples",
+    "seed",
+    "shard",
+    "rollouts_per_example",
+    "split",
+    "sampling",
+    "concurrency",
+    "workers",
+)
+
+#: Client settings a resumed run takes from the folder's `model` section when not given again.
+RECORDED_CLIENT_OPTIONS = ("max_retries", "timeout", "transport")
+
+
+@dataclass
+class RecordedRun:
+    """What a run directory says about the run that made it.
+
+    Attributes:
+        spec: the environment to load (an installed name, or a file/folder unchanged since).
+        env_kwargs: the environment's arguments, as recorded.
+        model: the model name (or "scripted:POLICY").
+        base_url: the endpoint (None for a scripted model or when none was recorded).
+        settings: the run's recorded settings among `RECORDED_SETTINGS`.
+        max_turns: the environment's max_turns during the run.
+        client_options: the endpoint client's recorded settings among `RECORDED_CLIENT_OPTIONS`.
+    """
+
+    spec: str
+    env_kwargs: dict[str, Any]
+    model: str
+    base_url: str | None
+    settings: dict[str, Any] = field(default_factory=dict)
+    max_turns: int | None = None
+    client_options: dict[str, Any] = field(default_factory=dict)
+
+
+def recorded_run(
+    folder: str | Path, command: str = "rubric eval", *, resolve_spec: bool = True
+) -> RecordedRun:
+    """The run `folder` records (with `resolve_spec=False`, `spec` is left empty: the caller
+    names the environment itself, so the recorded one is not checked).
+
+    Raises:
+        ConfigError: the metadata does not record the environment and model, or names an
+            environment that is not safe to run again (the message gives the command to type).
+        ResultsError: the metadata cannot be read.
+    """
+    folder = Path(folder)
+    metadata = read_metadata(folder) or {}
+    env, model = section(metadata, "env"), section(metadata, "model")
+    if not env or not model:
+        raise ConfigError(
+            f"--resume {folder}: its metadata.json does not record the run; name ENV and -m/--model"
+        )
+    name = str(model.get("model"))
+    base_url = model.get("base_url") if not name.startswith(SCRIPTED_PREFIX) else None
+    arguments = section(metadata, "arguments")
+    kwargs = env.get("load_kwargs")
+    return RecordedRun(
+        spec=_resumable_spec(env, metadata.get("provenance"), folder, command) if resolve_spec else "",
+        env_kwargs=dict(kwargs) if isinstance(kwargs, dict) else {},
+        model=name,
+        base_url=str(base_url) if base_url else None,
+        settings={k: arguments[k] for k in RECORDED_SETTINGS if arguments.get(k) is not None},
+        max_turns=env["max_turns"] if isinstance(env.get("max_turns"), int) else None,
+        client_options=_client_options(model, folder),
+    )
+
+
+def _client_options(model: Mapping[str, Any], folder: Path) -> dict[str, Any]:
+    """The recorded client settings (their ranges are checked with the rest, by `prepare_run`)."""
+    options = {k: model[k] for k in RECORDED_CLIENT_OPTIONS if model.get(k) is not None}
+    if "transport" in options and options["transport"] not in TRANSPORTS:
+        raise ConfigError(
+            f"{folder}/metadata.json records the transport {options['transport']!r}, not one of "
+            f"{', '.join(TRANSPORTS)}; pass --transport"
+        )
+    return options
+
+
+def _resumable_spec(env: Mapping[str, Any], provenance: Any, folder: Path, command: str) -> str:
+    spec = env.get("load_spec") or env.get("name")
+    if isinstance(spec, str) and isinstance(provenance, dict) and provenance.get("hash"):
+        path = Path(spec)
+        now = of_directory(path) if path.is_dir() else of_file(path) if path.is_file() else None
+        if now is not None and now.get("hash") == provenance["hash"]:
+            return spec
+    try:
+        return recorded_environment(env, f"{folder}/metadata.json", command=command)
+    except LookupError as exc:
+        raise ConfigError(f"{exc} --resume {shlex.quote(str(folder))}") from exc
+
+
+def environment_change(folder: str | Path, env: Environment) -> str | None:
+    """What changed in the environment since the run in `folder` was made (name,
+    distribution/version, source hash), in one line; None when nothing did or it is unknown."""
+    try:
+        saved = read_metadata(Path(folder)) or {}
+    except (OSError, ValueError):
+        return None  # the resume itself reports an unreadable folder
+    names = (section(saved, "env").get("name"), env.name)
+    return changes(saved.get("provenance"), env.provenance, names=names)
+
+
+@dataclass
+class RunRequest:
+    """Everything `rubric eval` can be asked, as Python values; None means "not given".
+
+    A new run needs `spec` and `model`. With `resume` (a run directory), what is not given
+    comes from its metadata.json (`recorded_run`), and a setting given again must match the
+    run's, except those that may change between sessions (concurrency, workers, progress,
+    timeout, retries, transport): those are kept as the run had them unless given again, and
+    what is given is recorded. So `options` and `client_options` hold only what was given.
+
+    Attributes:
+        spec / env_args / mcp: the environment, its arguments, MCP servers to add.
+        agent / agent_files / agent_runtime: an agent to play the episodes in sandboxes
+            (`--agent`, `--agent-files`, `--runtime`).
+        model / base_url / api_key_var: the endpoint (`harness._endpoint.connect.open_client`).
+        sampling: extra sampling arguments (checked by `harness._endpoint.client.check_sampling`).
+        max_turns: overrides the environment's.
+        output_dir / resume / retry_errors: where the run goes, or which run to continue
+            (and whether to run its errored rollouts again).
+        client_options: `harness.Client` keywords (max_retries, timeout, transport).
+        options: `harness.evaluate` keywords (num_examples, rollouts_per_example, concurrency,
+            progress, seed, split, shard, workers, executor, ray_address).
+    """
+
+    spec: str | None = None
+    env_args: dict[str, Any] | None = None
+    mcp: list[str] = field(default_factory=list)
+    agent: str | None = None
+    agent_files: str | None = None
+    agent_runtime: str | None = None
+    model: str | None = None
+    base_url: str | None = None
+    api_key_var: str = DEFAULT_KEY_VAR
+    sampling: dict[str, Any] | None = None
+    max_turns: int | None = None
+    output_dir: str | Path | None = None
+    resume: str | Path | None = None
+    retry_errors: bool = False
+    client_options: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+def _complete(request: RunRequest, confirm: Confirm | None = None) -> RunRequest:
+    """`request` with what a resumed run records filled in (never the key): every setting it
+    was started with unless given again, and the recorded environment arguments and a foreign
+    endpoint only when `confirm` agrees or the user passed them (see `_agreed_arguments`,
+    `_agreed_endpoint`)."""
+    named = request.spec is not None and request.model is not None
+    if request.resume is None:
+        if request.spec is not None and request.model is None and request.agent == "oracle":
+            return replace(request, model=ORACLE_MODEL, base_url=request.base_url or ORACLE_URL)
+        if not named:
+            raise ConfigError("the following arguments are required: ENV and -m/--model (or --resume DIR)")
+        return request
+    try:
+        run = recorded_run(request.resume, resolve_spec=request.spec is None)
+    except ConfigError:
+        if not named:
+            raise
+        return request  # a folder that records no run (empty, or from before metadata): start it
+    command = f"rubric eval --resume {shlex.quote(str(request.resume))}"
+    env_args = request.env_args
+    if env_args is None and request.spec is None:
+        env_args = _agreed_arguments(run.env_kwargs, request.resume, run.spec, confirm, command)
+    base_url = request.base_url
+    if base_url is None and request.model is None:
+        base_url = _agreed_endpoint(run.base_url, request.resume, request.api_key_var, confirm)
+    settings = {k: v for k, v in run.settings.items() if k != "sampling"}
+    return replace(
+        request,
+        spec=request.spec or run.spec,
+        env_args=env_args,
+        model=request.model or run.model,
+        base_url=base_url,
+        sampling=request.sampling if request.sampling is not None else run.settings.get("sampling"),
+        max_turns=request.max_turns if request.max_turns is not None else run.max_turns,
+        client_options={**run.client_options, **request.client_options},
+        options={**settings, **request.options},
+    )
+
+
+def _own_endpoint() -> str:
+    """The endpoint the user's environment names ($OPENAI_BASE_URL, else OpenAI's)."""
+    return (os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+
+
+def _agreed_endpoint(
+    recorded: str | None, folder: str | Path, key_var: str, confirm: Confirm | None
+) -> str | None:
+    """The recorded endpoint when it is the user's own (`$OPENAI_BASE_URL`, else OpenAI's) or
+    `confirm` agrees to send the key there; a folder's endpoint never gets the key unasked."""
+    own = _own_endpoint()
+    if recorded is None or recorded.rstrip("/") == own:
+        return recorded
+    _ask(
+        confirm,
+        f"{folder}/metadata.json records the endpoint {recorded}, not yours ({own})",
+        question=f"send it the key in ${key_var}?",
+        unasked=f"a results folder's endpoint gets your key only if you name it: pass -b {shlex.quote(recorded)} "
+        "to use it, or -b/--base-url with your own",
+        declined="not using the recorded endpoint; pass -b/--base-url URL with the one you want",
+    )
+    return recorded
+
+
+def _ask(confirm: Confirm | None, where: str, *, question: str, unasked: str, declined: str) -> None:
+    """Return only when `confirm` agrees to use what a results folder records (`where`): with
+    nobody to ask, the error says what to pass instead (`unasked`)."""
+    answer = confirm(f"{where}; {question}") if confirm is not None else None
+    if answer is None:
+        raise ConfigError(f"{where}; {unasked}")
+    if not answer:
+        raise ConfigError(declined)
+
+
+def _load(request: RunRequest) -> Environment:
+    assert request.spec is not None
+    env_args = dict(request.env_args or {})
+    if request.mcp:  # recorded with the environment's arguments, so workers and resumes get them too
+        env_args["mcp_servers"] = [*env_args.get("mcp_servers", []), *request.mcp]
+    agent = {
+        "agent": request.agent,
+        "agent_files": request.agent_files,
+        "agent_runtime": request.agent_runtime,
+    }
+    env_args.update({k: v for k, v in agent.items() if v is not None})  # recorded the same way
+    try:
+        env = load_environment(request.spec, **env_args)
+    except RubricError as exc:  # not found, unknown arguments, or the environment's code failed
+        raise ConfigError(f"cannot load environment {request.spec!r}: {exc}") from exc
+    if request.max_turns is not None:
+        env.max_turns = request.max_turns
+    return env
+
+
+@dataclass
+class PreparedRun:
+    """A run checked and ready to start (`prepare_run`): nothing has been written yet."""
+
+    env: Environment
+    request: RunRequest
+    folder: Path
+    resuming: bool
+
+    def resume_flags(self) -> list[str]:
+        """What `rubric eval --resume DIR` must be given again to continue this run with nobody
+        to ask: the environment's arguments, and an endpoint other than the user's own."""
+        flags = ["-a", _typed(self.env.load_kwargs)] if self.env.load_kwargs else []
+        url = self.request.base_url
+        if url is not None and url.rstrip("/") != _own_endpoint():
+            flags += ["-b", url]
+        return flags
+
+
+def prepare_run(request: RunRequest, *, confirm: Confirm | None = None) -> PreparedRun:
+    """Check and complete a request before anything starts: the settings within limits, the
+    environment loaded, the run's size checked, the output directory chosen.
+
+    `confirm(question)` is asked before a resumed run uses what its folder records that the
+    user did not pass (environment arguments, an endpoint other than theirs); without it,
+    or when it returns None (nobody to ask), those are refused with the flag to pass."""
+    check_limits({**request.options, "max_turns": request.max_turns, **request.client_options})
+    if request.resume is not None and request.output_dir is not None:
+        raise ConfigError(
+            f"--resume {request.resume} continues that run in place, so -o/--output-dir {request.output_dir} "
+            "cannot be used with it; drop one of them"
+        )
+    request = _complete(request, confirm)
+    check_limits({**request.options, **request.client_options})  # what the folder records, too
+    shard = request.options.get("shard")
+    if isinstance(shard, str):
+        try:
+            request = replace(request, options={**request.options, "shard": Shard.parse(shard)})
+        except ConfigError as exc:
+            raise ConfigError(f"--shard {shard}: {exc}") from None
+    check_sampling(request.sampling or {}, "-S/--sampling")
+    env = _load(request)
+    options = request.options
+    examples = len(env.get_dataset(options.get("split", "eval")))
+    if options.get("num_examples") is not None:
+        examples = min(examples, options["num_examples"])
+    check_planned(examples, options.get("rollouts_per_example", 1), "-n/-r")
+    if request.resume is not None:
+        return PreparedRun(env, request, resumable_run_dir(request.resume), True)
+    if request.retry_errors:
+        raise ConfigError(
+            "--retry-errors re-runs the errored rollouts of an earlier run: use it with --resume DIR"
+        )
+    assert request.model is not None
+    folder = request.output_dir or default_run_dir(env.name or str(request.spec), request.model)
+    return PreparedRun(env, request, new_run_dir(folder), False)
+
+
+async def arun(
+    what: RunRequest | PreparedRun, warn: Callable[[str], None] | None = None
+) -> tuple[EvalResults, Path]:
+    """Run what a request asks for, as `rubric eval` does; returns the results and their directory.
+
+    `warn` hears about an environment that changed since a resumed run was made (default:
+    a `UserWarning`)."""
+    prepared = what if isinstance(what, PreparedRun) else prepare_run(what)
+    env, request, folder = prepared.env, prepared.request, prepared.folder
+    if prepared.resuming:
+        change = environment_change(folder, env)
+        if change:
+            (warn or _warn)(change)
+        if request.retry_errors:
+            drop_errored(folder)
+    assert request.model is not None
+    with contextlib.ExitStack() as stack:
+        client = open_client(
+            stack,
+            request.model,
+            env=env,
+            base_url=request.base_url,
+            api_key_var=request.api_key_var,
+            check=not (request.agent == "oracle" and request.model == ORACLE_MODEL),
+            scripted_process=True,
+            max_concurrency=request.options.get("concurrency", DEFAULT_CONCURRENCY),
+            **request.client_options,
+        )
+        try:
+            results = await aevaluate(
+                env,
+                client,
+                output_dir=folder,
+                resume=prepared.resuming,
+                sampling=request.sampling or None,
+                **request.options,
+            )
+        finally:
+            await client.aclose()
+    return results, folder
+
+
+def run(
+    what: RunRequest | PreparedRun, warn: Callable[[str], None] | None = None
+) -> tuple[EvalResults, Path]:
+    """`arun`, synchronously (works inside a running event loop too)."""
+    return run_sync(arun(what, warn))
+
+
+def resume(
+    folder: str | Path,
+    *,
+    env_args: dict[str, Any] | None = None,
+    base_url: str | None = None,
+    retry_errors: bool = False,
+    **options: Any,
+) -> EvalResults:
+    """Continue the run in `folder`: the environment, the model and every setting come from
+    its metadata.json (the key from its variable). The environment arguments it records, and
+    an endpoint other than yours, are used only when passed again (`env_args`, `base_url`):
+    a folder may come from someone else. `options` may change what may change between
+    sessions (concurrency, workers, progress)."""
+    request = RunRequest(
+        resume=folder, env_args=env_args, base_url=base_url, retry_errors=retry_errors, options=options
+    )
+    return run(request)[0]
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, UserWarning, stacklevel=3)
+
+
+def rescoring_environment(
+    metadata: Any,
+    directory: str | Path,
+    spec: str | None = None,
+    env_args: dict[str, Any] | None = None,
+    *,
+    tell: Callable[[str], None] | None = None,
+    confirm: Confirm | None = None,
+) -> tuple[str, dict[str, Any]]:
+    """The environment and arguments to re-score a saved run with (`rubric score DIR [ENV]`).
+
+    Without `spec`, the installed environment the run's metadata names (`tell` hears which);
+    paths and `module:function` are refused, as a folder is data. Without `env_args`, the
+    recorded arguments are used only when `confirm(question)` says yes; a `confirm` that
+    returns None (nobody to ask) refuses with the `-a` to type.
+
+    Raises:
+        ConfigError: nothing safe to use, or the recorded arguments were declined.
+    """
+    env_meta = metadata.get("env", {}) if isinstance(metadata, dict) else {}
+    env_meta = env_meta if isinstance(env_meta, dict) else {}
+    if spec is None:
+        try:
+            spec = recorded_environment(
+                env_meta, f"{directory}/metadata.json", command=f"rubric score {shlex.quote(str(directory))}"
+            )
+        except LookupError as exc:
+            raise ConfigError(str(exc)) from exc
+        if tell is not None:
+            tell(f"using the installed environment {spec!r} named in {directory}/metadata.json")
+    if env_args is not None:
+        return spec, env_args
+    command = f"rubric score {shlex.quote(str(directory))}"
+    return spec, _agreed_arguments(env_meta.get("load_kwargs"), directory, spec, confirm, command)
+
+
+def _agreed_arguments(
+    recorded: Any, directory: str | Path, spec: str, confirm: Confirm | None, command: str
+) -> dict[str, Any]:
+    """The environment arguments a results folder records, used only when `confirm` agrees;
+    refused otherwise with the `command` and `-a` to type (they may start processes, as
+    `mcp_servers` does, so a folder never passes them unasked)."""
+    if not recorded:
+        return {}
+    if not isinstance(recorded, dict):
+        raise ConfigError(
+            f"{directory}/metadata.json records load_kwargs that are not an object; pass -a '{{...}}'"
+        )
+    typed = _typed(recorded)
+    _ask(
+        confirm,
+        f"{directory}/metadata.json records these arguments for {spec!r}: {typed}",
+        question="use them?",
+        unasked=f"a results folder's arguments are used only if you pass them: {command} -a {shlex.quote(typed)}",
+        declined="not using the recorded arguments; pass -a '{...}' with the ones you want",
+    )
+    return dict(recorded)
+
+
+def _typed(env_args: Mapping[str, Any]) -> str:
+    """Environment arguments as they are typed after -a."""
+    return json.dumps(env_args, ensure_ascii=False)
+
+
+__all__ = [
+    "RECORDED_CLIENT_OPTIONS",
+    "RECORDED_SETTINGS",
+    "PreparedRun",
+    "RecordedRun",
+    "RunRequest",
+    "arun",
+    "environment_change",
+    "prepare_run",
+    "recorded_run",
+    "rescoring_environment",
+    "resume",
+    "run",
+]

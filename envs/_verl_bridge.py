@@ -1,0 +1,82 @@
+"""An environment in verl's shapes: its examples as verl's RL dataset rows, its rubric as verl's reward.
+
+verl (0.9) reads a parquet file whose rows hold `data_source`, `prompt` (chat messages),
+`reward_model` (`{"style": "rule", "ground_truth": ...}`) and `extra_info` (free-form, with the
+example's `index`), and scores with a reward function it loads from a Python file
+(`reward.custom_reward_function.path/name`). `env.verl()` gives both: `train_dataset` (write it with
+`.to_parquet(path)`) and `reward_fn`, the rubric as `rubrics._verl.VerlReward` (for verl's `batch`
+reward manager; its `compute_score` method is the per-response form for the reward loop).
+Every dataset column rides in `extra_info`, where the rubric's leaves and judge templates find it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from envs._trl_bridge import PrepareForScoring
+from harness._core.types import jsonable, text_messages
+from rubrics._verl import VerlReward, as_verl_reward
+
+if TYPE_CHECKING:  # pragma: no cover
+    from datasets import Dataset
+    from envs._environment import Environment
+
+
+class VerlSpec:
+    """What verl needs to train on one environment.
+
+    Attributes:
+        train_dataset: a Hugging Face Dataset in verl's RL schema (`data_source`, `prompt`,
+            `reward_model`, `extra_info`); `train_dataset.to_parquet(path)` for `data.train_files`.
+        reward_fn: the environment's rubric as verl's reward function (NaN where unscored).
+        overrides: the Hydra overrides that point verl at `reward_fn` once it is saved in a
+            file as `compute_score` (see the README's verl section).
+
+    Args:
+        env: The environment to train on.
+        split: The dataset split the training prompts come from.
+        num_examples: Use only the first this many examples (None: all).
+    """
+
+    def __init__(self, env: Environment, *, split: str = "train", num_examples: int | None = None) -> None:
+        self.env = env
+        self.train_dataset: Dataset = train_dataset(env, split=split, num_examples=num_examples)
+        self.reward_fn: VerlReward = as_verl_reward(env.rubric)
+        if env.parser is not None:
+            self.reward_fn.prepare = PrepareForScoring(env)
+        self.overrides = [
+            "reward.reward_manager.source=register",
+            "reward.reward_manager.name=naive",
+            "reward.custom_reward_function.name=compute_score",
+        ]
+
+    def __repr__(self) -> str:
+        return f"VerlSpec({self.env.name!r}, {len(self.train_dataset)} prompts)"
+
+
+def train_dataset(env: Environment, *, split: str = "train", num_examples: int | None = None) -> Dataset:
+    """The environment's examples as verl's RL dataset rows (the prompt as rendered chat messages)."""
+    from datasets import Dataset  # the [datasets] dependency, as for env.trl()
+
+    data = env.get_dataset(split, n=num_examples)
+    rows: list[dict[str, Any]] = []
+    for index, row in enumerate(data):
+        extra = {k: jsonable(v) for k, v in row.items() if k not in ("prompt", "parsed_answer", "info")}
+        info = row.get("info")
+        if isinstance(info, Mapping):  # its keys join the columns (parquet cannot hold an empty struct)
+            for key, value in info.items():
+                extra.setdefault(str(key), jsonable(value))
+        extra["index"] = index
+        rows.append(
+            {
+                "data_source": env.name,
+                "prompt": text_messages(env.format_prompt(row)),
+                "reward_model": {"style": "rule", "ground_truth": str(row.get("answer", ""))},
+                "extra_info": extra,
+            }
+        )
+    return Dataset.from_list(rows)
+
+
+__all__ = ["VerlSpec", "train_dataset"]

@@ -1,0 +1,92 @@
+"""What an agent is: a program run in the rollout's sandbox, pointed at its proxy session.
+
+An `Agent` says how to prepare the sandbox (files, configuration) and which command runs it;
+`envs.agents._episode` does the rest (the sandbox, the proxy, the budgets, the record).
+"""
+
+from __future__ import annotations
+
+import shlex
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from harness._core.errors import RubricError
+from harness.runtimes import Sandbox
+
+#: Where `--agent-files DIR` lands in the sandbox.
+AGENT_DIR = "/agent"
+#: The agent's own folder in the sandbox: its instruction, its home, its output.
+STATE_DIR = "/tmp/rubric-agent"
+INSTRUCTION_FILE = f"{STATE_DIR}/instruction.md"
+HOME_DIR = f"{STATE_DIR}/home"
+#: The port of the relay inside the sandbox (its network namespace is its own).
+RELAY_PORT = 18080
+
+
+class AgentError(RubricError):
+    """An agent could not run or ended badly (it exited non-zero, never called the model...)."""
+
+
+@dataclass
+class AgentContext:
+    """What one agent run knows.
+
+    Attributes:
+        sandbox: The rollout's sandbox (open).
+        instruction: The task, as text.
+        env: Variables of the agent's process: OPENAI_BASE_URL, OPENAI_API_KEY,
+            ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY (the proxy session), RUBRIC_MODEL, HOME.
+        model: The model name the agent should ask for.
+        files: The host folder uploaded to /agent (`--agent-files`), if any.
+        example: The dataset row's info (an oracle reads its reference solution there).
+    """
+
+    sandbox: Sandbox
+    instruction: str
+    env: dict[str, str]
+    model: str
+    files: Path | None = None
+    example: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Agent(ABC):
+    """A program that plays an episode in a sandbox; its model calls go through the proxy.
+
+    Subclasses set `name` and `dialect` (the wire format it speaks: "chat", "responses" or
+    "messages") and implement `command`; `prepare` may install what it needs first.
+    """
+
+    name: ClassVar[str] = "?"
+    dialect: ClassVar[str] = "chat"
+    #: False for an agent that never calls a model (the oracle): then no call is not an error.
+    calls_model: ClassVar[bool] = True
+
+    async def prepare(self, ctx: AgentContext) -> None:
+        """Set the sandbox up before the command runs (the instruction file and /agent are
+        already there). The default does nothing."""
+        return None
+
+    @abstractmethod
+    def command(self, ctx: AgentContext) -> str:
+        """The shell command that runs the agent (in the sandbox's working directory)."""
+
+    def runtime_spec(self, spec: str) -> str:
+        """The runtime the agent's sandboxes use, given the run's (an agent may derive an image)."""
+        return spec
+
+    def config(self) -> dict[str, Any]:
+        """What identifies the agent in metadata.json."""
+        return {"name": self.name, "dialect": self.dialect}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+def fill_command(template: str, ctx: AgentContext) -> str:
+    """`template` with `{instruction}` (shell-quoted) and `{instruction_file}` filled in."""
+    return template.replace("{instruction_file}", shlex.quote(INSTRUCTION_FILE)).replace(
+        "{instruction}", shlex.quote(ctx.instruction)
+    )

@@ -1,0 +1,290 @@
+"""One agent episode: a sandbox, a proxy session on its socket, the agent's command, the record.
+
+    sandbox (runtime.open) -> proxy on the sandbox's Unix socket, one session (secret key,
+    budgets) -> relay to http://127.0.0.1:18080 inside -> /agent files, instruction file ->
+    the agent's command, its output to files (a flood costs the sandbox's disk, not our
+    memory) -> until it exits, its time runs out, or a budget ends the session -> every model
+    call recorded as a turn -> the sandbox stays open for the rubric, then is released.
+
+How an episode ends (`rollout.stop_reason`; an `error` leaves the reward NaN with the reason):
+- the agent exits 0 after calling the model: "completed";
+- a budget ends the session (`max_turns`, `max_tokens`, `timeout`): that name; the agent
+  is given `GRACE_SECONDS` to exit on its own, then killed;
+- its command outlives the time limit: "timeout";
+- it exits non-zero: "error" ("agent NAME exited with code N: ..." with its last stderr line
+  and the proxy's last refusal, e.g. an unknown model or malformed JSON);
+- it never calls the model (and should have): "error" ("made no model call").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from envs.agents._base import (
+    AGENT_DIR,
+    HOME_DIR,
+    INSTRUCTION_FILE,
+    RELAY_PORT,
+    STATE_DIR,
+    Agent,
+    AgentContext,
+    AgentError,
+)
+from envs.agents._installed import amounts
+from harness._core.errors import ConfigError
+from harness._core.types import Rollout
+from harness._endpoint.client import Client
+from harness.proxy._server import CaptureProxy
+from harness.proxy._session import ProxyBudgets, ProxySession
+from harness.runtimes import Runtime, Sandbox, SandboxConfig, get_runtime
+
+DEFAULT_RUNTIME = "bwrap"
+DEFAULT_TIMEOUT = 600.0
+#: Seconds an agent whose session a budget ended may take to exit before it is killed.
+GRACE_SECONDS = 5.0
+#: The most of an agent's stdout / stderr kept on the rollout (its last bytes).
+OUTPUT_TAIL = 16 * 1024
+_SANDBOX_KEYS = ("cpus", "memory_mb", "pids", "disk_mb")
+
+
+@dataclass
+class AgentSetup:
+    """How an environment runs its episodes with an agent.
+
+    Attributes:
+        agent: The agent.
+        runtime: The runtime spec of its sandboxes ("bwrap", "docker:IMAGE", ...).
+        files: A host folder uploaded to /agent before it starts (`--agent-files`).
+        timeout: Seconds an episode may take (the proxy session's clock and the command's).
+        sandbox: Limits of each sandbox (cpus, memory_mb, pids, disk_mb).
+    """
+
+    agent: Agent
+    runtime: str = DEFAULT_RUNTIME
+    files: Path | None = None
+    timeout: float = DEFAULT_TIMEOUT
+    sandbox: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.files is not None:
+            self.files = Path(self.files).expanduser().resolve()
+            if not self.files.is_dir():
+                raise ConfigError(
+                    f"--agent-files {str(self.files)!r} is not a folder; give the folder to upload to /agent"
+                )
+        if not self.timeout > 0:
+            raise ConfigError(f"agent timeout must be a positive number of seconds, got {self.timeout!r}")
+        unknown = sorted(set(self.sandbox) - set(_SANDBOX_KEYS))
+        if unknown:
+            raise ConfigError(
+                f"agent sandbox limits {unknown} are unknown; the limits are {', '.join(_SANDBOX_KEYS)}"
+            )
+
+    def config(self) -> dict[str, Any]:
+        """What identifies the setup in metadata.json."""
+        return {
+            **self.agent.config(),
+            "runtime": self.runtime,
+            "files": str(self.files) if self.files else None,
+            "timeout": self.timeout,
+            **({"sandbox": dict(self.sandbox)} if self.sandbox else {}),
+        }
+
+
+class AgentEpisodes:
+    """Runs an environment's episodes with one `AgentSetup`; holds each rollout's sandbox
+    until `release(rollout)` (after scoring)."""
+
+    def __init__(
+        self, setup: AgentSetup, *, workdir: str | None = None, require_model_call: bool = True
+    ) -> None:
+        self.setup = setup
+        #: The sandboxes' working directory (None: the runtime's default), e.g. an image's WORKDIR.
+        self.workdir = workdir
+        #: False where a verifier judges what the agent left (Harbor tasks): an agent that exits 0
+        #: without calling the model is then scored as it stands (recorded as `no_model_call`).
+        self.require_model_call = require_model_call
+        try:  # a spec outside the grammar fails here, before any rollout
+            self.runtime: Runtime = get_runtime(setup.agent.runtime_spec(setup.runtime))
+        except ConfigError as exc:
+            raise ConfigError(f"--runtime {setup.runtime!r}: {exc}") from None
+        self._live: dict[int, Sandbox] = {}
+
+    async def check(self) -> None:
+        """Fail now, with the fix, when the runtime cannot make sandboxes (no daemon, no bwrap)."""
+        await self.runtime.check()
+
+    async def run(
+        self, rollout: Rollout, client: Client, sampling: Mapping[str, Any], instruction: str, max_turns: int
+    ) -> None:
+        """Play one episode into `rollout` (see the module docstring); the sandbox stays open."""
+        started = time.monotonic()
+        setup = self.setup
+        limits = {k: setup.sandbox[k] for k in _SANDBOX_KEYS if k in setup.sandbox}
+        mounts = await amounts(setup.agent)
+        config = SandboxConfig(**limits, mounts=mounts)
+        if self.workdir:
+            config = dataclasses.replace(config, workdir=self.workdir)
+        sandbox = await self.runtime.open(config)
+        self._live[id(rollout)] = sandbox
+        rollout.attach_sandbox(sandbox)
+        try:
+            await self._play(sandbox, rollout, client, sampling, instruction, max_turns)
+        except BaseException:
+            await self.release(rollout)  # a setup failure or a cancel: nothing stays behind
+            raise
+        finally:
+            rollout.state.setdefault("agent", {})["seconds"] = round(time.monotonic() - started, 3)
+
+    async def _play(
+        self,
+        sandbox: Sandbox,
+        rollout: Rollout,
+        client: Client,
+        sampling: Mapping[str, Any],
+        instruction: str,
+        max_turns: int,
+    ) -> None:
+        setup, agent = self.setup, self.setup.agent
+        proxy = CaptureProxy(
+            client,
+            sampling=sampling,
+            budgets=ProxyBudgets(max_turns=max_turns, max_seconds=setup.timeout),
+            model_aliases=["*"],  # agents ask for their own model names; all mean the served one
+            untranslatable="drop",  # agents declare tools Chat Completions cannot express
+        )
+        try:
+            await proxy.astart(socket_path=sandbox.socket_path)
+            session = proxy.open_session(f"{rollout.example_id}/{rollout.rollout_index}")
+            url = await sandbox.relay(RELAY_PORT)
+            ctx = AgentContext(
+                sandbox,
+                instruction,
+                env={
+                    "OPENAI_BASE_URL": f"{url}/v1",
+                    "OPENAI_API_KEY": session.key,
+                    "ANTHROPIC_BASE_URL": url,
+                    "ANTHROPIC_API_KEY": session.key,
+                    "RUBRIC_MODEL": client.model,
+                    "HOME": HOME_DIR,
+                },
+                model=client.model,
+                files=setup.files,
+                example=rollout.info,
+            )
+            prepared = await sandbox.exec(["mkdir", "-p", HOME_DIR, AGENT_DIR])
+            if not prepared.ok:
+                raise AgentError(
+                    f"cannot prepare the sandbox for agent {agent.name!r}: {prepared.stderr.strip()}"
+                )
+            await sandbox.write(INSTRUCTION_FILE, instruction)
+            if setup.files is not None:
+                await sandbox.upload(setup.files, AGENT_DIR)
+            await agent.prepare(ctx)
+            command = agent.command(ctx)
+            record: dict[str, Any] = {"name": agent.name, "command": command}
+            rollout.state["agent"] = record
+            exit_code, timed_out = await self._execute(sandbox, session, ctx, command)
+        finally:
+            await proxy.aclose()
+        session.record_into(rollout)
+        record.update(exit_code=exit_code, timed_out=timed_out, **await _outputs(sandbox))
+        _conclude(rollout, agent, session, exit_code, timed_out, self.require_model_call)
+
+    async def _execute(
+        self, sandbox: Sandbox, session: ProxySession, ctx: AgentContext, command: str
+    ) -> tuple[int | None, bool]:
+        """Run the command until it exits, times out, or a budget ends the session (then it
+        has `GRACE_SECONDS` to exit); its exit code (None: killed) and whether it timed out."""
+        redirected = f'/bin/sh -c "$1" > {STATE_DIR}/stdout 2> {STATE_DIR}/stderr < /dev/null'
+        argv = ["/bin/sh", "-c", redirected, "sh", command]
+        running = asyncio.create_task(sandbox.exec(argv, env=ctx.env, timeout=self.setup.timeout))
+        stopped = asyncio.create_task(session.wait_stopped())
+        try:
+            await asyncio.wait({running, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            if not running.done():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(running), GRACE_SECONDS)
+            if not running.done():
+                running.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await running
+                return None, False
+            result = running.result()
+            return result.exit_code, result.timed_out
+        finally:
+            for task in (running, stopped):
+                if not task.done():
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+
+    async def release(self, rollout: Rollout) -> None:
+        """Close the rollout's sandbox (after scoring); safe to call twice."""
+        sandbox = self._live.pop(id(rollout), None)
+        rollout.attach_sandbox(None)
+        if sandbox is not None:
+            await sandbox.close()
+
+    async def release_all(self) -> None:
+        """Close every sandbox still open (the run ended or was interrupted)."""
+        live, self._live = list(self._live.values()), {}
+        for sandbox in live:
+            await sandbox.close()
+
+
+async def _outputs(sandbox: Sandbox) -> dict[str, Any]:
+    """The last `OUTPUT_TAIL` bytes of the agent's stdout and stderr, and their sizes."""
+    found: dict[str, Any] = {}
+    for name in ("stdout", "stderr"):
+        path = f"{STATE_DIR}/{name}"
+        result = await sandbox.exec(f"wc -c < {path}; tail -c {OUTPUT_TAIL} {path}", timeout=30)
+        size, _, tail = result.stdout.partition("\n")
+        found[name] = tail
+        found[f"{name}_bytes"] = int(size) if size.strip().isdigit() else 0
+    return found
+
+
+def _conclude(
+    rollout: Rollout,
+    agent: Agent,
+    session: ProxySession,
+    exit_code: int | None,
+    timed_out: bool,
+    require_model_call: bool = True,
+) -> None:
+    """The stop reason (or error) of a finished agent episode."""
+    if session.stop_reason is not None and session.stop_reason != "closed":
+        rollout.stop_reason = session.stop_reason  # a budget ended it: scored as it stands
+        return
+    if timed_out:
+        rollout.stop_reason = "timeout"
+        return
+    refusal = next((t for t in reversed(session.turns) if t.error), None)
+    said = f"; the proxy refused its last call ({refusal.status}): {refusal.error}" if refusal else ""
+    state = rollout.state["agent"]
+    if exit_code != 0:
+        last = (state.get("stderr") or state.get("stdout") or "").strip().splitlines()
+        rollout.stop_reason = "error"
+        rollout.error = (
+            f"AgentError: agent {agent.name!r} exited with code {exit_code}"
+            f"{': ' + last[-1][:300] if last else ''}{said}"
+        )
+        return
+    if agent.calls_model and session.num_answered == 0 and not require_model_call:
+        state["no_model_call"] = True
+    elif agent.calls_model and session.num_answered == 0:
+        rollout.stop_reason = "error"
+        rollout.error = (
+            f"AgentError: agent {agent.name!r} exited 0 but made no model call that was answered"
+            f"{said or ': check that it reads OPENAI_BASE_URL / ANTHROPIC_BASE_URL and its API key from the environment'}"
+        )
+        return
+    rollout.stop_reason = "completed"

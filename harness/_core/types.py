@@ -1,0 +1,431 @@
+"""The data model every layer shares: chat messages and the Rollout record.
+
+A `Rollout` is the one thing a rubric scores and the one thing written to disk, so it is
+forgiving on input (plain dicts, a bare string completion, unknown keys kept in `info`)
+and exact on output (NaN rewards survive a JSON round trip as `null`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from typing import Any, ClassVar, Literal, TypedDict
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+
+from harness._core.display import HtmlRepr
+
+Role = Literal["system", "user", "assistant", "tool", "developer"]
+
+# The names a reward function parameter or a judge template variable gets from the rollout
+# itself (in this order in messages); every other name is a dataset column. Tools may ask for
+# two of them (`state`, `rollout`), see `envs._tools.functions.TOOL_INJECTED`.
+INJECTED: tuple[str, ...] = ("rollout", "prompt", "completion", "response", "answer", "info", "task", "state")
+
+
+class _ReadByKey(BaseModel):
+    """Read access by key, so code written for OpenAI message dicts (`message["content"]`,
+    `call["function"]["name"]`, as Verifiers users write it) works on our models too.
+
+    A declared field is always a key (its value may be None, as in the SDK's dicts); a
+    provider's extra field is a key when present. Writing by key is not offered: a message is
+    a record, and assignment would bypass validation.
+    """
+
+    def __getitem__(self, key: str) -> Any:
+        if key in type(self).model_fields or key in (self.model_extra or {}):
+            return getattr(self, key)
+        raise KeyError(f"{key!r}: a {type(self).__name__} has the keys {sorted(self.keys())}")
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and (key in type(self).model_fields or key in (self.model_extra or {}))
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The value under `key`, or `default` when there is no such key (as `dict.get`)."""
+        return self[key] if key in self else default
+
+    def keys(self) -> list[str]:
+        """The declared fields, then any extra fields the provider sent."""
+        return [*type(self).model_fields, *(self.model_extra or {})]
+
+
+class FunctionCall(_ReadByKey):
+    """The function part of an OpenAI tool call; `arguments` is the raw JSON text.
+
+    Attributes:
+        name: The tool's name.
+        arguments: The arguments as JSON text (a dict or list given is dumped to JSON).
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    arguments: str = "{}"
+
+    @field_validator("arguments", mode="before")
+    @classmethod
+    def _arguments_as_text(cls, value: Any) -> Any:
+        if isinstance(value, (dict, list)):
+            import json
+
+            return json.dumps(value)
+        return "" if value is None else value
+
+
+class ToolCall(_ReadByKey):
+    """One tool call made by the assistant (OpenAI shape).
+
+    Attributes:
+        id: The call's id, which the tool's reply message refers to.
+        type: The call's type (always "function" in OpenAI's shape).
+        function: The tool's name and arguments.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str = ""
+    type: str = "function"
+    function: FunctionCall
+
+    @property
+    def name(self) -> str:
+        return self.function.name
+
+    @property
+    def arguments(self) -> str:
+        return self.function.arguments
+
+
+class Message(_ReadByKey):
+    """An OpenAI chat message. Extra provider fields (e.g. `reasoning_content`) are kept.
+
+    Read it as attributes (`message.content`) or, like an OpenAI message dict, by key
+    (`message["content"]`, `message.get("reasoning_content")`).
+
+    Attributes:
+        role: Who speaks: "system", "user", "assistant", "tool" or "developer".
+        content: The text, or a list of content parts; None for a tool-call-only turn.
+        tool_calls: The assistant's tool calls, if any.
+        tool_call_id: For a tool message, the id of the call it answers.
+        name: For a tool message, the tool's name.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    role: Role
+    content: str | list[dict[str, Any]] | None = None
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+
+    @property
+    def text(self) -> str:
+        """The message's text, joining the text parts of multi-part content."""
+        if self.content is None:
+            return ""
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(str(p.get("text", "")) for p in self.content if isinstance(p, dict))
+
+    def to_openai(self) -> dict[str, Any]:
+        """The dict to send to an OpenAI-compatible endpoint (no null fields)."""
+        return self.model_dump(exclude_none=True)
+
+
+class Usage(BaseModel):
+    """Token counts; add two with `+`.
+
+    Attributes:
+        prompt_tokens: Tokens in the prompts sent.
+        completion_tokens: Tokens generated.
+    """
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+        )
+
+
+class TurnTokens(BaseModel):
+    """What the model saw and generated in one assistant turn, as the endpoint's token ids.
+
+    Kept exactly as returned (never re-tokenized from text), so training sees the tokens the
+    policy sampled. `turn` is the index among the rollout's assistant turns.
+
+    Attributes:
+        turn: The index of the turn among the rollout's assistant turns.
+        prompt_token_ids: The token ids of the prompt the model saw.
+        completion_token_ids: The token ids the model generated.
+        logprobs: The log-probability of each generated token, when returned.
+    """
+
+    turn: int
+    prompt_token_ids: list[int]
+    completion_token_ids: list[int]
+    logprobs: list[float] | None = None
+
+
+def as_messages(value: Any, default_role: Role = "user") -> list[Message]:
+    """Accept a string, one message dict, or a list of them, and return validated messages."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [Message(role=default_role, content=value)]
+    if isinstance(value, (Message, dict)):
+        value = [value]
+    return [m if isinstance(m, Message) else Message.model_validate(m) for m in value]
+
+
+class TreeNode(TypedDict, total=False):
+    """One rubric node as a run's metadata and the views describe it: dotted `path` ("" = the
+    root), `head` (e.g. "Gate(threshold=1)"), `note` (what the parent says about it, e.g.
+    "weight=0.8"), a Gate's `threshold`, and `group` (True, only on a node that scores the
+    rollouts of one example together)."""
+
+    path: str
+    head: str
+    note: str
+    threshold: float | None
+    group: bool
+
+
+CONVERSATION_COLUMNS = ("response", "answer", "task", "info", "prompt", "completion")
+
+
+def conversation_columns(r: Rollout) -> dict[str, Any]:
+    """A rollout's data-frame columns for what was asked and answered: the final text, the
+    answer as it was, task, info, and prompt / completion as lists of message dicts."""
+    return {
+        "response": r.response,
+        "answer": r.answer,
+        "task": r.task,
+        "info": r.info,
+        "prompt": [m.model_dump(exclude_none=True) for m in r.prompt],
+        "completion": [m.model_dump(exclude_none=True) for m in r.completion],
+    }
+
+
+def jsonable(value: Any) -> Any:
+    """`value` as it reads back from a JSON file (metadata.json): objects JSON cannot hold
+    become their text, so what is compared on resume is compared like for like."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def text_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
+    """Messages as OpenAI dicts whose `content` is always text (parts joined): the form
+    training datasets take (SFT rows, GRPO prompts)."""
+    rows = []
+    for m in messages:
+        row = m.to_openai()
+        if not isinstance(row.get("content"), str):
+            row["content"] = m.text
+        rows.append(row)
+    return rows
+
+
+def _nan_if_none(value: Any) -> Any:
+    return math.nan if value is None else value
+
+
+class LiveRef:
+    """A reference to a live object (a sandbox, a process) that copies of its holder share:
+    `copy.deepcopy` returns the same reference, never a copy of what it points at."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> LiveRef:
+        return self
+
+
+class Rollout(HtmlRepr, BaseModel):
+    """The record of one episode: the conversation, how it ended, and how it scored.
+
+    In Jupyter it draws as the conversation, tool calls and results, and the reward tree with
+    reasons (`harness._views.html.rollout_html`).
+
+    Attributes:
+        example_id: The id of the dataset example the episode ran.
+        rollout_index: Which rollout of that example this is (0-based).
+        prompt: The messages the model was first given.
+        completion: Everything after the prompt: the model's turns, tool results, replies.
+        answer: The example's reference answer, if it has one.
+        info: The example's extra columns.
+        task: The example's task label, if any.
+        state: Per-episode state the environment and tools keep.
+        turns: How many assistant turns ran.
+        stop_reason: Why the episode ended (e.g. "completed", "max_turns", "error").
+        error: What went wrong, when the episode failed.
+        usage: Tokens the policy model used.
+        judge_usage: Tokens the rubric's judges spent on this rollout.
+        timing: Seconds spent: generation, env, scoring, total.
+        reward: The root score; NaN while unscored.
+        scores: Every node's score by dotted path.
+        score_errors: Why a node is unscored, by dotted path.
+        score_details: Per-node extras, such as a judge's raw reply.
+        turn_scores: Per-turn scores by node path (the root under "").
+        turn_rewards: The credit-assigned reward per assistant turn.
+        turn_tokens: Token ids and logprobs per assistant turn, when the endpoint returns them.
+    """
+
+    html_kind: ClassVar[str] = "rollout"
+
+    model_config = ConfigDict(validate_assignment=False)
+
+    example_id: int | str = 0
+    rollout_index: int = 0
+    prompt: list[Message] = Field(default_factory=list)
+    completion: list[Message] = Field(default_factory=list)
+    answer: Any = None
+    info: dict[str, Any] = Field(default_factory=dict)
+    task: str | None = None
+    state: dict[str, Any] = Field(default_factory=dict)
+    turns: int = 0
+    stop_reason: str | None = None
+    error: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+    # Tokens the rubric's judges spent on this rollout, kept apart from the policy's `usage`
+    # (a cached judge answer costs nothing and adds nothing).
+    judge_usage: Usage = Field(default_factory=Usage)
+    timing: dict[str, float] = Field(default_factory=dict)
+    reward: float = math.nan
+    scores: dict[str, float] = Field(default_factory=dict)
+    # Why a node is unscored (dotted path -> reason), and per-node extras such as a judge's
+    # raw reply, so a user can see why a rollout scored what it scored.
+    score_errors: dict[str, str] = Field(default_factory=dict)
+    score_details: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # Per-turn scoring: node path -> one score per assistant turn (the root under ""), and the
+    # credit-assigned reward per assistant turn (rubrics.credit).
+    turn_scores: dict[str, list[float]] = Field(default_factory=dict)
+    turn_rewards: list[float] = Field(default_factory=list)
+    # Token ids and logprobs per assistant turn, when the endpoint returns them.
+    turn_tokens: list[TurnTokens] = Field(default_factory=list)
+    # A live resource of the episode that reward nodes may read before it is released (an
+    # agent's sandbox); never saved, never copied deep.
+    _sandbox: LiveRef | None = PrivateAttr(default=None)
+
+    @property
+    def sandbox(self) -> Any:
+        """The episode's sandbox while the rollout is being scored (an agent ran in it), else None."""
+        return self._sandbox.value if self._sandbox is not None else None
+
+    def attach_sandbox(self, sandbox: Any) -> None:
+        """Let reward nodes read `sandbox` (`rollout.sandbox`, a `sandbox` parameter); None detaches."""
+        self._sandbox = LiveRef(sandbox) if sandbox is not None else None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _coerce(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if "completion" in data:
+            data["completion"] = as_messages(data["completion"], default_role="assistant")
+        if "prompt" in data:
+            data["prompt"] = as_messages(data["prompt"], default_role="user")
+        unknown = [k for k in data if k not in cls.model_fields]
+        if unknown:
+            info = dict(data.get("info") or {})
+            for key in unknown:
+                info.setdefault(key, data.pop(key))
+            data["info"] = info
+        if data.get("info") is None:
+            data["info"] = {}
+        if data.get("state") is None:
+            data["state"] = {}
+        return data
+
+    @field_validator("reward", mode="before")
+    @classmethod
+    def _reward_null_is_nan(cls, value: Any) -> Any:
+        return _nan_if_none(value)
+
+    @field_validator("scores", mode="before")
+    @classmethod
+    def _scores_null_is_nan(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: _nan_if_none(v) for k, v in value.items()}
+        return value
+
+    @field_validator("turn_scores", mode="before")
+    @classmethod
+    def _turn_scores_null_is_nan(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {
+                k: [_nan_if_none(v) for v in vs] if isinstance(vs, list) else vs for k, vs in value.items()
+            }
+        return value
+
+    @field_validator("turn_rewards", mode="before")
+    @classmethod
+    def _turn_rewards_null_is_nan(cls, value: Any) -> Any:
+        return [_nan_if_none(v) for v in value] if isinstance(value, list) else value
+
+    @property
+    def messages(self) -> list[Message]:
+        """The whole conversation: prompt then completion."""
+        return [*self.prompt, *self.completion]
+
+    @property
+    def response(self) -> str:
+        """Text of the last assistant message ("" if the model never answered)."""
+        for message in reversed(self.completion):
+            if message.role == "assistant":
+                return message.text
+        return ""
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        """Every tool call the assistant made, in order."""
+        return [call for m in self.completion if m.role == "assistant" for call in (m.tool_calls or [])]
+
+    @property
+    def key(self) -> tuple[str, int]:
+        """(example_id, rollout_index) as used for resume; ids compare as text."""
+        return (str(self.example_id), self.rollout_index)
+
+    @property
+    def scored(self) -> bool:
+        return not math.isnan(self.reward)
+
+    def __repr__(self) -> str:
+        # One short line: the full record is in `model_dump()`; the notebook draws it whole.
+        response = self.response
+        shown = response if len(response) <= 60 else response[:57] + "..."
+        reward = "nan" if math.isnan(self.reward) else f"{self.reward:.4g}"
+        error = f", error={self.error[:60]!r}" if self.error else ""
+        return (
+            f"Rollout(example_id={self.example_id!r}, rollout_index={self.rollout_index}, reward={reward}, "
+            f"stop_reason={self.stop_reason!r}, turns={self.turns}, response={shown!r}{error})"
+        )
+
+    __str__ = __repr__
+
+
+__all__ = [
+    "CONVERSATION_COLUMNS",
+    "INJECTED",
+    "FunctionCall",
+    "Message",
+    "Role",
+    "Rollout",
+    "ToolCall",
+    "TreeNode",
+    "TurnTokens",
+    "Usage",
+    "as_messages",
+    "conversation_columns",
+    "jsonable",
+    "text_messages",
+]

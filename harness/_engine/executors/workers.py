@@ -1,0 +1,467 @@
+"""Run an evaluation's rollouts in worker processes, each with its own event loop and HTTP pool.
+
+One Python process tops out near the OpenAI SDK's own CPU cost per completion; N worker
+processes multiply that ceiling. The driver (the process that called `evaluate`) keeps every
+duty that must happen once: it plans the jobs, hands them out, receives finished rollouts and
+is the only writer of `results.jsonl`, so resume, the file lock, the summary and the progress
+bar are unchanged. A worker only runs rollouts:
+
+- it rebuilds the environment from its *spec* (the registered name, path or `module:function`
+  plus arguments it was loaded with), never from a pickled object, and checks that what it
+  built has the driver's `config()`;
+- it builds its own `Client` from the driver's settings; every Client in the worker (the
+  policy's and any judge's) takes the worker's share of its `max_concurrency`
+  (`harness._endpoint.client.set_concurrency_share`), so limits stay run-wide;
+- it receives examples as plain dicts, so it never needs `datasets` for them.
+
+The scheduler (`harness._engine.executors.scheduler.run_jobs`) hands out the jobs and re-queues those
+of a worker that dies. Local workers are subprocesses talking length-prefixed pickle frames over their stdin/stdout;
+`harness._engine.executors.ray_cluster` runs the same `WorkerRuntime` as Ray actors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import pickle
+import resource
+import signal
+import struct
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from harness._core.aio import STOP_SIGNALS
+from harness._core.errors import ConfigError, WorkerError, describe_error
+from harness._core.protocol import (
+    EnvironmentProtocol,
+    EnvironmentSource,
+    HoldsResources,
+    Reloadable,
+    scores_groups,
+)
+from harness._core.types import Rollout, jsonable
+from harness._endpoint.client import Client, set_concurrency_share
+from harness._engine.executors.scheduler import Job, PoolReport, WorkerLost, prefetch, run_jobs
+from harness._engine.runner import rollout
+
+START_TIMEOUT = 300.0  # seconds a worker may take to import and build the environment
+STOP_TIMEOUT = 10.0
+_FRAME = struct.Struct("!I")
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """Everything a worker needs to rebuild the environment and client: plain, picklable data.
+
+    Attributes:
+        source: how the worker builds the environment (`source.load(worker=True)`).
+        env_overrides: attributes set after loading (the driver may have changed `max_turns`).
+        env_config: the driver's `env.config()`; the worker's must equal it.
+        client_kwargs: `harness._endpoint.client.Client(**client_kwargs)` (holds the API key).
+        sampling: per-run sampling arguments for `harness._engine.runner.rollout`.
+        concurrency: rollouts this worker runs at once.
+        index / count: this worker's number and the number of workers (for concurrency shares).
+        sys_path: the driver's `sys.path`, so `module:function` specs import the same modules.
+    """
+
+    source: EnvironmentSource
+    env_overrides: dict[str, Any]
+    env_config: dict[str, Any]
+    client_kwargs: dict[str, Any]
+    sampling: dict[str, Any]
+    concurrency: int
+    index: int = 0
+    count: int = 1
+    sys_path: list[str] = field(default_factory=list)
+
+
+def split_evenly(total: int, parts: int) -> list[int]:
+    """`total` split into `parts` integers differing by at most one (largest first)."""
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
+
+
+def check_workers(workers: Any, concurrency: int) -> int:
+    """Validate `workers` against `concurrency`; warn (RuntimeWarning) above the CPU count."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ConfigError(f"workers must be an integer >= 1, got {workers!r}")
+    if workers > concurrency:
+        raise ConfigError(
+            f"workers={workers} is more than concurrency={concurrency}: concurrency is the total "
+            f"across workers, so each needs at least 1; raise concurrency or lower workers"
+        )
+    cpus = os.cpu_count() or 1
+    if workers > cpus:
+        import warnings
+
+        warnings.warn(
+            f"workers={workers} is more than the {cpus} CPUs here; they will share CPUs "
+            f"(allowed, but {cpus} is usually as fast)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return workers
+
+
+def worker_specs(
+    env: EnvironmentProtocol,
+    client: Any,
+    *,
+    workers: int,
+    concurrency: int,
+    sampling: Mapping[str, Any] | None,
+) -> list[WorkerSpec]:
+    """One WorkerSpec per worker, read from an environment built from a spec and a harness Client."""
+    source = env.source if isinstance(env, Reloadable) else None
+    if source is None:
+        raise ConfigError(
+            f"workers>1 needs an environment built from a spec, so each worker can load its own; "
+            f"{type(env).__name__} {env.name!r} was built directly (no source). Load it "
+            f"with envs.load_environment('name' | 'path.py' | 'module:function', ...), or use workers=1"
+        )
+    replica = getattr(client, "replica_kwargs", None)
+    if not callable(replica):
+        raise ConfigError(
+            f"workers>1 needs a harness.Client (each worker builds its own), got {type(client).__name__}"
+        )
+    base = WorkerSpec(
+        source=source,
+        env_overrides={"max_turns": env.max_turns, "sampling": dict(env.sampling)},
+        env_config=jsonable(env.config()),
+        client_kwargs=replica(),
+        sampling=dict(sampling or {}),
+        concurrency=1,
+        count=workers,
+        sys_path=list(sys.path),
+    )
+    return [
+        WorkerSpec(**{**base.__dict__, "concurrency": share, "index": i})
+        for i, share in enumerate(split_evenly(concurrency, workers))
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# the worker side (the same for a subprocess and a Ray actor)
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident set size, MiB.
+
+    Read from /proc (VmHWM) where there is one: `ru_maxrss` survives exec, so a worker would
+    report the driver's peak from before it was started.
+    """
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class WorkerRuntime:
+    """A worker's environment and client: loads them once, then runs one rollout per call."""
+
+    def __init__(self, spec: WorkerSpec) -> None:
+        self.spec = spec
+        self.env: Any = None
+        self.client: Any = None
+        self.rollouts = 0
+        self._limit: asyncio.Semaphore | None = None
+
+    def load(self) -> None:
+        """Build the environment and client; raise WorkerError saying why when it cannot."""
+        spec = self.spec
+        for entry in reversed(spec.sys_path):
+            if entry not in sys.path:
+                sys.path.insert(0, entry)
+        set_concurrency_share(spec.index, spec.count)
+        try:
+            env = spec.source.load(worker=True)
+        except Exception as exc:
+            raise WorkerError(
+                f"worker {spec.index} cannot load environment '{spec.source}': {type(exc).__name__}: {exc}"
+            ) from exc
+        for name, value in spec.env_overrides.items():
+            setattr(env, name, value)
+        config = jsonable(env.config())
+        if config != spec.env_config:
+            changed = sorted(
+                k for k in set(config) | set(spec.env_config) if config.get(k) != spec.env_config.get(k)
+            )
+            raise WorkerError(
+                f"worker {spec.index} loaded '{spec.source}' but got a different environment than the "
+                f"driver's (differs in: {', '.join(changed)}); an environment changed after loading cannot "
+                f"run in workers: put the change in its load_environment arguments, or use workers=1"
+            )
+        self.env, self.client = env, Client(**spec.client_kwargs)
+
+    async def run(self, example: Mapping[str, Any], rollout_index: int) -> Rollout:
+        """One rollout (at most `spec.concurrency` at once); never raises for a failed episode."""
+        if self._limit is None:
+            self._limit = asyncio.Semaphore(self.spec.concurrency)
+        async with self._limit:
+            result = await rollout(
+                self.env,
+                self.client,
+                example,
+                rollout_index,
+                sampling=self.spec.sampling,
+                score=not scores_groups(self.env),  # the driver scores whole groups
+            )
+        self.rollouts += 1
+        return result
+
+    async def close(self) -> dict[str, Any]:
+        """Close the HTTP pool and what the environment holds; return this worker's report."""
+        if self.client is not None:
+            await self.client.aclose()
+        if isinstance(self.env, HoldsResources):
+            await self.env.release()
+        return self.report()
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "index": self.spec.index,
+            "pid": os.getpid(),
+            "rollouts": self.rollouts,
+            "concurrency": self.spec.concurrency,
+            "peak_rss_mib": round(peak_rss_mib(), 1),
+            "cpu_seconds": round(time.process_time(), 2),
+            "imported_datasets": "datasets" in sys.modules,
+        }
+
+
+def unsendable(result: Rollout, exc: Exception) -> Rollout:
+    """The rollout with its `state` replaced by its repr and the reason recorded, for a rollout
+    whose state cannot leave the worker (the run goes on; the failure is on the rollout)."""
+    copy = result.model_copy(update={"state": {"unsendable_state": repr(result.state)[:2000]}})
+    copy.error = f"worker could not send the rollout: {describe_error(exc)}"
+    copy.stop_reason = "error"
+    return copy
+
+
+# ---------------------------------------------------------------------------------------------
+# local workers: subprocesses speaking length-prefixed pickle frames on stdin/stdout
+
+
+def _frame(message: Any) -> bytes:
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    return _FRAME.pack(len(data)) + data
+
+
+async def _read_frame(reader: asyncio.StreamReader) -> Any:
+    (size,) = _FRAME.unpack(await reader.readexactly(_FRAME.size))
+    return pickle.loads(await reader.readexactly(size))
+
+
+class ProcessWorker:
+    """A worker subprocess (`python -m harness._engine.executors.workers`), driven over its stdin/stdout."""
+
+    def __init__(self, spec: WorkerSpec) -> None:
+        self.spec = spec
+        self.index = spec.index
+        self.capacity = spec.concurrency + prefetch(spec.concurrency)
+        self._proc: asyncio.subprocess.Process | None = None
+        self._futures: dict[int, asyncio.Future[Rollout]] = {}
+        self._reader: asyncio.Task[None] | None = None
+        self._bye: asyncio.Future[dict[str, Any]] | None = None
+
+    async def start(self) -> None:
+        self._proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "harness._engine.executors.workers",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            limit=2**26,
+        )
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._proc.stdin.write(_frame(("init", self.spec)))
+        try:
+            kind, value = await asyncio.wait_for(_read_frame(self._proc.stdout), START_TIMEOUT)
+        except (asyncio.IncompleteReadError, TimeoutError, ConnectionError) as exc:
+            self.kill()
+            code = self._proc.returncode
+            raise WorkerError(
+                f"worker {self.index} did not start ({type(exc).__name__}; exit code {code}); "
+                f"see its messages above"
+            ) from None
+        if kind == "error":
+            self.kill()
+            raise WorkerError(value)
+        self._bye = asyncio.get_running_loop().create_future()
+        self._reader = asyncio.create_task(self._read_results())
+
+    async def _read_results(self) -> None:
+        assert self._proc is not None and self._proc.stdout is not None and self._bye is not None
+        try:
+            while True:
+                kind, job_id, value = await _read_frame(self._proc.stdout)
+                if kind == "bye":
+                    self._bye.set_result(value)
+                    return
+                future = self._futures.pop(job_id, None)
+                if future is not None and not future.done():
+                    future.set_result(value)
+        except (asyncio.IncompleteReadError, ConnectionError, pickle.UnpicklingError, EOFError):
+            pass
+        finally:  # the worker is gone (or being killed): its unfinished jobs go elsewhere
+            for future in self._futures.values():
+                if not future.done():
+                    future.set_exception(WorkerLost(f"worker {self.index} exited"))
+            self._futures.clear()
+            if not self._bye.done():
+                self._bye.set_result({"index": self.index, "pid": self.pid, "lost": True})
+
+    async def run(self, job_id: int, example: Mapping[str, Any], rollout_index: int) -> Rollout:
+        assert self._proc is not None and self._proc.stdin is not None and self._reader is not None
+        if self._reader.done():
+            raise WorkerLost(f"worker {self.index} exited")
+        future = asyncio.get_running_loop().create_future()
+        self._futures[job_id] = future
+        try:
+            self._proc.stdin.write(_frame(("job", job_id, (dict(example), rollout_index))))
+            await self._proc.stdin.drain()
+        except (ConnectionError, RuntimeError) as exc:
+            self._futures.pop(job_id, None)
+            raise WorkerLost(f"worker {self.index}: {exc}") from None
+        return await future
+
+    async def stop(self) -> dict[str, Any]:
+        assert self._proc is not None and self._proc.stdin is not None and self._bye is not None
+        try:
+            self._proc.stdin.write(_frame(("stop", None, None)))
+            await self._proc.stdin.drain()
+            report = await asyncio.wait_for(asyncio.shield(self._bye), STOP_TIMEOUT)
+            await asyncio.wait_for(self._proc.wait(), STOP_TIMEOUT)
+        except (ConnectionError, TimeoutError):
+            report = {"index": self.index, "pid": self._proc.pid, "lost": True}
+        finally:
+            self.kill()
+        return report
+
+    def kill(self) -> None:
+        if self._proc is not None and self._proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self._proc.kill()
+        if self._reader is not None and not self._reader.done():
+            self._reader.cancel()
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+
+async def run_local(
+    specs: Sequence[WorkerSpec], jobs: Sequence[Job], finished: Callable[[Rollout], None]
+) -> PoolReport:
+    """`run_jobs` on one local worker subprocess per spec."""
+    handles = [ProcessWorker(spec) for spec in specs]
+    try:
+        return await run_jobs(handles, jobs, finished)
+    finally:
+        for handle in handles:
+            handle.kill()
+            if handle._proc is not None:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(handle._proc.wait(), STOP_TIMEOUT)
+
+
+# -- the subprocess's main ----------------------------------------------------------------------
+
+
+def _protocol_pipes() -> tuple[int, int]:
+    """Move the protocol to private descriptors: stdout becomes stderr, so a print() in user
+    code (the environment, a tool, a reward function) can never corrupt a frame."""
+    read_fd, write_fd = os.dup(0), os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)
+    return read_fd, write_fd
+
+
+async def _worker_main(read_fd: int, write_fd: int) -> None:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=2**26)
+    pipe, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb")
+    )
+    transport, protocol = await loop.connect_write_pipe(
+        asyncio.streams.FlowControlMixin, os.fdopen(write_fd, "wb")
+    )
+    writer = asyncio.StreamWriter(transport, protocol, None, loop)
+
+    _, spec = await _read_frame(reader)
+    runtime = WorkerRuntime(spec)
+    try:
+        runtime.load()
+    except Exception as exc:
+        writer.write(_frame(("error", str(exc) if isinstance(exc, WorkerError) else repr(exc))))
+        await writer.drain()
+        pipe.close()
+        return
+    writer.write(_frame(("ready", os.getpid())))
+
+    async def one(job_id: int, example: Mapping[str, Any], rollout_index: int) -> None:
+        result = await runtime.run(example, rollout_index)
+        try:
+            frame = _frame(("done", job_id, result))
+        except Exception as exc:  # e.g. an object in rollout.state that cannot be pickled
+            frame = _frame(("done", job_id, unsendable(result, exc)))
+        writer.write(frame)
+        await writer.drain()
+
+    tasks: set[asyncio.Task[None]] = set()
+    try:
+        while True:
+            kind, job_id, payload = await _read_frame(reader)
+            if kind == "stop":
+                break
+            task = asyncio.create_task(one(job_id, *payload))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+    except asyncio.IncompleteReadError:  # the driver is gone: stop at once
+        for task in tasks:
+            task.cancel()
+        pipe.close()
+        return
+    pipe.close()  # "stop" was the last frame; closed here, it is not left to the garbage collector
+    await asyncio.gather(*tasks)
+    report = await runtime.close()
+    writer.write(_frame(("bye", None, report)))
+    await writer.drain()
+    writer.close()
+
+
+def _driver_stops_us(signum: int, frame: FrameType | None) -> None:
+    """A stop signal reached a worker: nothing to do, the driver ends the workers."""
+
+
+def main() -> None:
+    """Entry point of a worker subprocess (`python -m harness._engine.executors.workers`); the driver starts it."""
+    # Ctrl-C, SIGTERM and SIGHUP sent to the whole process group (a terminal, `timeout`, Slurm)
+    # reach the driver too, which stops us (and a driver that dies closes our stdin). A no-op
+    # handler, not SIG_IGN: an ignored signal stays ignored in what we start (tools, servers).
+    for sig in (signal.SIGINT, *STOP_SIGNALS):
+        signal.signal(sig, _driver_stops_us)
+    read_fd, write_fd = _protocol_pipes()
+    asyncio.run(_worker_main(read_fd, write_fd))
+
+
+if __name__ == "__main__":
+    main()
+
+
+__all__ = [
+    "ProcessWorker",
+    "WorkerRuntime",
+    "WorkerSpec",
+    "check_workers",
+    "run_local",
+    "worker_specs",
+]

@@ -1,0 +1,467 @@
+"""`CaptureProxy`: the aiohttp server sandboxed agents call instead of a model provider.
+
+One server per run, listening on Unix sockets (what a sandbox reaches) and optionally on
+127.0.0.1. Each rollout opens a `ProxySession` with its own secret key; a request carries
+the key as `Authorization: Bearer KEY` (OpenAI clients) or `x-api-key: KEY` (Anthropic
+clients), and a request with no key or another run's is refused with 401. A call then goes:
+
+    authenticate -> read the dialect's request -> check the model name and the budgets
+    -> forward to the run's Chat Completions endpoint (`harness.Client`: its transport,
+       retries and token ids) under the run's concurrency limit -> record the turn
+    -> answer in the agent's dialect, whole or as its server-sent events
+
+Dialects by path (a `/v1` prefix and a query string such as Claude Code's `?beta=true` are
+accepted): `/chat/completions` (OpenAI Chat Completions), `/responses` (OpenAI Responses),
+`/messages` (Anthropic Messages); `GET /models` lists the served model. The upstream is
+always asked for a whole answer; a streaming agent gets it as its dialect's events.
+
+Rules:
+- Model names: the served model (`client.model`) and the names in `model_aliases` are
+  accepted and all mean the served model (`"*"` accepts any name); any other name is refused
+  with 404, as providers answer an unknown model.
+- Sampling: the run's `sampling` overrides what the agent asks for, key by key.
+- ProxyBudgets (`ProxyBudgets`: model calls, tokens, wall clock): the call that finds one spent is
+  refused with 400 naming it, and the session stops with that reason (`max_turns`,
+  `max_tokens`, `timeout`); a call still waiting on the engine when the clock runs out
+  ends the same way.
+- Untranslatable content (a non-function tool, an input item with no Chat Completions form):
+  400 by default; with `untranslatable="drop"` it is left out. Either way it is on the turn.
+- Malformed JSON, an unknown path, an unsupported field: 4xx to the agent, recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+import uuid
+from collections.abc import Callable, Collection, Mapping
+from contextlib import nullcontext
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from aiohttp import web
+
+from harness._core.aio import run_sync
+from harness._core.errors import ConfigError, EndpointError
+from harness._core.types import FunctionCall, Message, ToolCall
+from harness._endpoint.client import Client, Completion, check_sampling, is_context_length_error
+from harness._endpoint.wire import REJECTED_STATUSES
+from harness.proxy import _anthropic as anthropic
+from harness.proxy import _chat as chat
+from harness.proxy import _responses as responses
+from harness.proxy._dialect import DEFAULT_UNTRANSLATABLE, Call, Refusal, Reply, Untranslatable
+from harness.proxy._session import ProxyBudgets, ProxySession, ProxyTurn, new_sessions_name
+
+SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """How one wire format reads a request and writes an answer or an error."""
+
+    name: str
+    parse: Callable[[Mapping[str, Any], Untranslatable], Call]
+    render: Callable[[Reply, Call], dict[str, Any]]
+    render_stream: Callable[[Reply, Call], bytes]
+    error: Callable[[int, str, str], dict[str, Any]]
+
+
+DIALECTS: dict[str, Dialect] = {
+    "/chat/completions": Dialect("chat", chat.parse, chat.render, chat.render_stream, chat.error),
+    "/messages": Dialect(
+        "messages", anthropic.parse, anthropic.render, anthropic.render_stream, anthropic.error
+    ),
+    "/responses": Dialect(
+        "responses", responses.parse, responses.render, responses.render_stream, responses.error
+    ),
+}
+
+
+class CaptureProxy:
+    """A model-call capture proxy for one run: agents' calls in, the run's endpoint out.
+
+    Args:
+        client: The run's upstream Chat Completions endpoint (its model is the served one).
+            Ask it for token ids (`Client(..., return_token_ids=True)`) to record them. It
+            stays the caller's: closing the proxy does not close it.
+        sampling: Sampling arguments forced on every call, over what the agent asks.
+        budgets: Each session's default limits (`open_session` may give others).
+        max_concurrency: Most calls waiting on the upstream at once, across all sessions
+            (None: only the client's own limit).
+        model_aliases: Other model names that mean the served model ("*": any name).
+        untranslatable: "error" (refuse content with no Chat Completions form) or "drop"
+            (leave it out, recorded on the turn).
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        *,
+        sampling: Mapping[str, Any] | None = None,
+        budgets: ProxyBudgets | None = None,
+        max_concurrency: int | None = None,
+        model_aliases: Collection[str] = (),
+        untranslatable: Untranslatable = DEFAULT_UNTRANSLATABLE,
+    ) -> None:
+        if untranslatable not in ("error", "drop"):
+            raise ConfigError(f"CaptureProxy untranslatable={untranslatable!r} must be 'error' or 'drop'")
+        if max_concurrency is not None and (
+            isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1
+        ):
+            raise ConfigError(
+                f"CaptureProxy max_concurrency={max_concurrency!r} must be an integer >= 1 or None"
+            )
+        if isinstance(model_aliases, str):
+            raise ConfigError(
+                "CaptureProxy model_aliases takes a list of names, e.g. ['gpt-5', 'claude-sonnet']"
+            )
+        check_sampling(sampling or {}, "CaptureProxy sampling")
+        self.client = client
+        self.sampling = dict(sampling or {})
+        self.budgets = budgets or ProxyBudgets()
+        self.max_concurrency = max_concurrency
+        self.model_aliases = frozenset(model_aliases)
+        self.untranslatable: Untranslatable = untranslatable
+        self.sessions: dict[str, ProxySession] = {}
+        self._by_key: dict[str, ProxySession] = {}
+        self._semaphore: asyncio.Semaphore | None = None
+        self._runner: web.AppRunner | None = None
+        self.socket_paths: list[str] = []
+        self.port: int | None = None
+
+    def __repr__(self) -> str:
+        where = [*self.socket_paths, *([f"127.0.0.1:{self.port}"] if self.port is not None else [])]
+        return f"CaptureProxy(model={self.client.model!r}, listening={where}, sessions={len(self.sessions)})"
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        """`http://127.0.0.1:PORT` when listening on loopback (agents add `/v1` themselves
+        or not, per their dialect); a Unix-socket agent uses any host with the socket."""
+        if self.port is None:
+            raise ConfigError(
+                "this CaptureProxy listens on no TCP port; start it with port=0 (any free port)"
+            )
+        return f"http://127.0.0.1:{self.port}"
+
+    async def astart(
+        self, *, socket_path: str | os.PathLike[str] | None = None, port: int | None = None
+    ) -> CaptureProxy:
+        """Start serving on a Unix socket, on 127.0.0.1:`port` (0 picks a free one), or both."""
+        if socket_path is None and port is None:
+            raise ConfigError(
+                "CaptureProxy.start needs socket_path=... (a Unix socket) or port=... (0: any free port)"
+            )
+        if self._runner is None:
+            app = web.Application(client_max_size=64 * 1024 * 1024)
+            app.router.add_route("*", "/{tail:.*}", self._handle)
+            # Closing waits this long for calls still in flight (their agents are gone by then).
+            self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=5.0)
+            await self._runner.setup()
+            if self.max_concurrency is not None:
+                self._semaphore = asyncio.Semaphore(self.max_concurrency)
+        if socket_path is not None:
+            await self.alisten_unix(socket_path)
+        if port is not None:
+            site = web.TCPSite(self._runner, "127.0.0.1", port)
+            await site.start()
+            server = site._server
+            sockets = getattr(server, "sockets", None) or []
+            self.port = sockets[0].getsockname()[1] if sockets else port
+        return self
+
+    def start(
+        self, *, socket_path: str | os.PathLike[str] | None = None, port: int | None = None
+    ) -> CaptureProxy:
+        """`astart` from synchronous code (the server then runs on rubric's background loop)."""
+        return run_sync(self.astart(socket_path=socket_path, port=port))
+
+    async def alisten_unix(self, socket_path: str | os.PathLike[str]) -> str:
+        """Also serve on another Unix socket (one per sandbox); its path."""
+        if self._runner is None:
+            raise ConfigError("start the CaptureProxy before adding sockets (await proxy.astart(...))")
+        path = os.fspath(socket_path)
+        site = web.UnixSite(self._runner, path)
+        await site.start()
+        self.socket_paths.append(path)
+        return path
+
+    def listen_unix(self, socket_path: str | os.PathLike[str]) -> str:
+        """`alisten_unix` from synchronous code (for a proxy started with `start`)."""
+        return run_sync(self.alisten_unix(socket_path))
+
+    async def aclose(self) -> None:
+        """Stop serving, remove the socket files, and end every session."""
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+        for path in self.socket_paths:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+        self.socket_paths = []
+        self.port = None
+        for session in self.sessions.values():
+            session.stop(session.stop_reason or "closed")
+        self._by_key.clear()
+
+    def close(self) -> None:
+        """`aclose` from synchronous code."""
+        run_sync(self.aclose())
+
+    async def __aenter__(self) -> CaptureProxy:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    # -- sessions --------------------------------------------------------------------------
+
+    def open_session(self, name: str | None = None, *, budgets: ProxyBudgets | None = None) -> ProxySession:
+        """A new session (one per rollout) with its own secret key; `session.key` is what the
+        agent sends as its API key."""
+        session = ProxySession(new_sessions_name(list(self.sessions), name), budgets or self.budgets)
+        self.sessions[session.name] = session
+        self._by_key[session.key] = session
+        return session
+
+    def close_session(self, session: ProxySession) -> None:
+        """Revoke the session's key (its record stays readable)."""
+        self._by_key.pop(session.key, None)
+        session.stop(session.stop_reason or "closed")
+
+    # -- one request -----------------------------------------------------------------------
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        clock = _CPUClock()
+        session = self._session_of(request)
+        path = _route(request.path)
+        dialect = DIALECTS.get(path)
+        if session is None:
+            return _json(
+                401, _error_dialect(request, dialect).error(401, _UNAUTHORIZED, "authentication_error")
+            )
+        if path == "/models" and request.method == "GET":
+            return _json(200, self._models(anthropic="anthropic-version" in request.headers))
+        turn = session.begin(dialect.name if dialect else "unknown")
+        started = time.perf_counter()
+        try:
+            if dialect is None or request.method != "POST":
+                raise Refusal(404, _no_route(request), "not_found_error")
+            call = await self._read(request, dialect, turn)
+            reply = await self._forward(session, call, turn, clock)
+            response = self._answer(dialect, call, reply)
+            turn.status = response.status
+        except Refusal as refusal:
+            response = _refused(request, dialect, turn, refusal)
+        except Exception as exc:  # a bug here: answered and recorded, never a dropped connection
+            failure = Refusal(500, f"the proxy failed: {type(exc).__name__}: {exc}", "api_error")
+            response = _refused(request, dialect, turn, failure)
+        turn.timing["total"] = time.perf_counter() - started
+        turn.timing["proxy_cpu"] = clock.stop()
+        session.finish(turn)
+        return response
+
+    def _session_of(self, request: web.Request) -> ProxySession | None:
+        key = request.headers.get("x-api-key")
+        if key is None:
+            auth = request.headers.get("Authorization", "")
+            key = auth[7:] if auth[:7].lower() == "bearer " else None
+        return self._by_key.get(key) if key else None
+
+    def _models(self, *, anthropic: bool) -> dict[str, Any]:
+        """The served model and its aliases, listed in the OpenAI or the Anthropic shape."""
+        names = [self.client.model, *sorted(self.model_aliases - {"*", self.client.model})]
+        if anthropic:
+            data = [
+                {"type": "model", "id": n, "display_name": n, "created_at": "1970-01-01T00:00:00Z"}
+                for n in names
+            ]
+            return {"data": data, "has_more": False, "first_id": names[0], "last_id": names[-1]}
+        return {
+            "object": "list",
+            "data": [{"id": n, "object": "model", "created": 0, "owned_by": "rubric"} for n in names],
+        }
+
+    async def _read(self, request: web.Request, dialect: Dialect, turn: ProxyTurn) -> Call:
+        """The request as a Call, the model name checked; the turn notes what it asked."""
+        raw = await request.read()
+        try:
+            body = json.loads(raw)
+        except ValueError as exc:
+            raise Refusal(400, f"the request body is not valid JSON ({exc}); send a JSON object") from None
+        if not isinstance(body, dict):
+            raise Refusal(400, f"the request body must be a JSON object, got {type(body).__name__}")
+        call = dialect.parse(body, self.untranslatable)
+        turn.model, turn.stream, turn.dropped = call.model, call.stream, call.dropped
+        turn.messages, turn.tools = call.messages, call.tools or []
+        served = self.client.model
+        if (
+            call.model is not None
+            and call.model != served
+            and call.model not in self.model_aliases
+            and "*" not in self.model_aliases
+        ):
+            raise Refusal(
+                404,
+                f"model {call.model!r} is not served here; this proxy serves {served!r}"
+                + (f" (also as {sorted(self.model_aliases)})" if self.model_aliases else ""),
+                "not_found_error",
+            )
+        return call
+
+    async def _forward(self, session: ProxySession, call: Call, turn: ProxyTurn, clock: _CPUClock) -> Reply:
+        """The upstream's answer to `call`, within the session's budgets and the run's limit."""
+        spent = session.exhausted()
+        if spent is not None:
+            session.stop(spent)
+            raise _budget_refusal(session, spent)
+        params = {**call.params, **self.sampling}
+        turn.params = params
+        clock.pause()  # the upstream's time is the transport's, measured apart
+        t0 = time.perf_counter()
+        try:
+            async with asyncio.timeout(session.remaining_seconds()), self._semaphore or nullcontext():
+                completion = await self.client.complete(call.messages, tools=call.tools, **params)
+        except TimeoutError:
+            session.stop("timeout")
+            raise _budget_refusal(session, "timeout") from None
+        except EndpointError as exc:
+            raise _upstream_refusal(exc) from None
+        finally:
+            turn.timing["upstream"] = time.perf_counter() - t0
+            clock.resume()
+        return self._reply(completion, call, turn)
+
+    def _reply(self, completion: Completion, call: Call, turn: ProxyTurn) -> Reply:
+        message = _with_call_ids(completion.message)
+        turn.reply, turn.finish_reason, turn.usage = message, completion.finish_reason, completion.usage
+        turn.tokens = completion.turn_tokens(turn.index)
+        return Reply(
+            message=message,
+            finish_reason=completion.finish_reason,
+            prompt_tokens=completion.usage.prompt_tokens,
+            completion_tokens=completion.usage.completion_tokens,
+            id=uuid.uuid4().hex,
+            model=call.model or self.client.model,
+            created=int(time.time()),
+        )
+
+    def _answer(self, dialect: Dialect, call: Call, reply: Reply) -> web.Response:
+        if not call.stream:
+            return _json(200, dialect.render(reply, call))
+        # The whole answer is known (the upstream was asked for it whole), so its events go out
+        # as one body: one write instead of one per event, and clients read SSE alike.
+        return web.Response(status=200, body=dialect.render_stream(reply, call), headers=SSE_HEADERS)
+
+
+class _CPUClock:
+    """This thread's CPU time over the proxy's own steps, paused while awaiting the upstream
+    (other requests run on the loop meanwhile; their CPU is theirs)."""
+
+    __slots__ = ("mark", "spent")
+
+    def __init__(self) -> None:
+        self.spent = 0.0
+        self.mark: float | None = time.thread_time()
+
+    def pause(self) -> None:
+        if self.mark is not None:
+            self.spent += time.thread_time() - self.mark
+            self.mark = None
+
+    def resume(self) -> None:
+        self.mark = time.thread_time()
+
+    def stop(self) -> float:
+        self.pause()
+        return self.spent
+
+
+_UNAUTHORIZED = (
+    "no valid proxy key: send the session's key as the API key (Authorization: Bearer KEY or x-api-key: KEY)"
+)
+
+
+def _route(path: str) -> str:
+    path = path.rstrip("/")
+    return path[3:] if path.startswith("/v1/") else path
+
+
+def _no_route(request: web.Request) -> str:
+    return (
+        f"no route {request.method} {request.path}; this proxy serves POST /v1/chat/completions "
+        "(OpenAI Chat Completions), POST /v1/responses (OpenAI Responses), POST /v1/messages "
+        "(Anthropic Messages) and GET /v1/models"
+    )
+
+
+def _error_dialect(request: web.Request, dialect: Dialect | None) -> Dialect:
+    """The dialect to answer an error in: the path's, else Anthropic's for an Anthropic-style key header."""
+    if dialect is not None:
+        return dialect
+    fallback = DIALECTS.get("/messages") if "x-api-key" in request.headers else None
+    return fallback or DIALECTS["/chat/completions"]
+
+
+def _refused(
+    request: web.Request, dialect: Dialect | None, turn: ProxyTurn, refusal: Refusal
+) -> web.Response:
+    """The refusal recorded on the turn, and answered in the agent's dialect."""
+    turn.status, turn.error = refusal.status, refusal.message
+    body = _error_dialect(request, dialect).error(refusal.status, refusal.message, refusal.kind)
+    return _json(refusal.status, body)
+
+
+def _upstream_refusal(exc: EndpointError) -> Refusal:
+    """An upstream failure as the agent should read it: a request the engine rejected (too
+    long for the context, a field it will not take) is a 400 the agent can act on; anything
+    else (outage, timeouts, a key or model the run got wrong) is the model's failure, 502."""
+    if is_context_length_error(exc) or exc.status in REJECTED_STATUSES or exc.status == 413:
+        return Refusal(400, f"the model endpoint rejected the request: {exc}")
+    return Refusal(502, f"the model endpoint failed: {exc}", "api_error")
+
+
+def _budget_refusal(session: ProxySession, reason: str) -> Refusal:
+    b = session.budgets
+    if reason == "max_turns":
+        limit = f"its budget of {b.max_turns} model calls is spent"
+    elif reason == "max_tokens":
+        limit = f"its budget of {b.max_tokens} tokens is spent"
+    elif reason == "timeout" and b.max_seconds is not None:
+        limit = f"its budget of {b.max_seconds:g} seconds is spent"
+    else:
+        limit = "the session was ended"
+    return Refusal(400, f"the episode is over ({reason}: {limit}); stop and exit")
+
+
+def _with_call_ids(message: Message) -> Message:
+    """The reply with an id on every tool call (agents match results to calls by id)."""
+    calls = message.tool_calls
+    if not calls or all(c.id for c in calls):
+        return message
+    fixed = [
+        c
+        if c.id
+        else ToolCall(
+            id=f"call_{uuid.uuid4().hex[:24]}", function=FunctionCall(name=c.name, arguments=c.arguments)
+        )
+        for c in calls
+    ]
+    return message.model_copy(update={"tool_calls": fixed})
+
+
+def _json(status: int, body: dict[str, Any]) -> web.Response:
+    return web.Response(
+        status=status, body=json.dumps(body, ensure_ascii=False).encode(), content_type="application/json"
+    )
+
+
+__all__ = ["DIALECTS", "CaptureProxy", "Dialect"]

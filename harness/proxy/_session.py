@@ -1,0 +1,386 @@
+"""One rollout's side of the proxy: its key, its budgets, and every model call it made.
+
+A `ProxySession` is what a sandboxed agent reaches with its secret key. Each call the agent
+makes becomes a `ProxyTurn`, in order, failed calls included: the conversation it sent as
+OpenAI chat messages (the agent's own tool calls and their outputs as assistant tool calls
+and tool messages), the reply, token counts, timing and, when the engine returned them, its
+token ids. A multi-turn agent's prompt ids are chained from the engine's own ids (the
+previous turn's prompt and sampled completion, then the new messages), so training sees what
+the policy sampled; where the engine's re-tokenisation of that history differs, or the agent
+rewrote its history, the difference is measured (`RetokenizationSkew`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import secrets
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, Field, PrivateAttr
+
+from harness._core.errors import ConfigError
+from harness._core.types import Message, Rollout, TurnTokens, Usage
+
+#: How many of the latest calls with token ids a new call may continue: agents interleave
+#: side calls (titles, summaries) with their main line, but not hundreds of them, and the
+#: search must not grow with the length of the episode.
+CHAIN_WINDOW = 16
+#: Stop reasons a budget gives the session (and its rollout).
+BUDGET_STOPS = ("max_turns", "max_tokens", "timeout")
+
+
+class RetokenizationSkew(BaseModel):
+    """How the engine's own token ids for a turn's history compare with the ids it sampled.
+
+    `extends` is True when the agent sent back the previous turn's conversation and reply
+    unchanged (then the prompt ids are chained); `exact` when the engine re-tokenised that
+    history into exactly the ids it had produced. `common_prefix` counts the leading ids the
+    two agree on; `length_delta` is the re-tokenised history's length minus the chained one's.
+
+    Attributes:
+        previous_turn: The index of the turn whose history is compared.
+        extends: The agent sent back that turn's conversation and reply unchanged.
+        exact: The re-tokenised history equals the ids the engine had produced.
+        common_prefix: How many leading ids the two agree on.
+        length_delta: The re-tokenised history's length minus the chained one's.
+    """
+
+    previous_turn: int
+    extends: bool
+    exact: bool
+    common_prefix: int
+    length_delta: int
+
+
+class ProxyTurn(BaseModel):
+    """One model call through the proxy, as the agent made it and as the engine answered.
+
+    Attributes:
+        index: The call's position in its session (0-based).
+        dialect: The wire format the agent spoke ("chat", "responses" or "anthropic").
+        model: The model the agent asked for.
+        stream: Whether the agent asked for a streamed answer.
+        messages: The conversation sent, as chat messages.
+        tools: The tool schemas sent.
+        params: The sampling and other parameters passed on.
+        reply: The engine's answer, once it came.
+        finish_reason: Why generation stopped.
+        usage: The tokens the call used.
+        tokens: The turn's token ids, when the engine returned them.
+        skew: How the engine's ids for the history compare with those it sampled.
+        status: The HTTP status the agent got; 0 while the call is in flight.
+        error: Why the call failed, if it did.
+        dropped: Provider hints left out of the call upstream.
+        timing: Seconds: `start` (since the session began), `total`, `upstream`, `proxy_cpu`.
+    """
+
+    index: int
+    dialect: str
+    model: str | None = None
+    stream: bool = False
+    messages: list[Message] = Field(default_factory=list)
+    tools: list[dict[str, Any]] = Field(default_factory=list)
+    params: dict[str, Any] = Field(default_factory=dict)
+    reply: Message | None = None
+    finish_reason: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+    tokens: TurnTokens | None = None
+    skew: RetokenizationSkew | None = None
+    status: int = 0  # the HTTP status the agent got; 0 while the call is in flight
+    error: str | None = None
+    dropped: list[str] = Field(default_factory=list)
+    # The engine's own prompt ids, before chaining replaced them (what the next turn's
+    # re-tokenised history starts with).
+    _engine_prompt_ids: list[int] | None = PrivateAttr(default=None)
+    # Seconds: `start` since the session began, `total` for the call, `upstream` waiting for
+    # the engine, `proxy_cpu` of this process's CPU spent translating and recording.
+    timing: dict[str, float] = Field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.reply is not None
+
+    @property
+    def conversation(self) -> list[Message]:
+        """The messages sent, then the reply (when there was one)."""
+        return [*self.messages, self.reply] if self.reply is not None else list(self.messages)
+
+
+@dataclass(frozen=True)
+class ProxyBudgets:
+    """Limits on one session: model calls, tokens (prompt + completion, summed over calls)
+    and wall-clock seconds since it opened. None means no limit.
+
+    Args:
+        max_turns: Most model calls in the session (an integer >= 1).
+        max_tokens: Most prompt + completion tokens, summed over its calls (an integer >= 1).
+        max_seconds: Most wall-clock seconds since the session opened (positive, finite).
+
+    Raises:
+        ConfigError: A limit is neither None nor a valid value.
+    """
+
+    max_turns: int | None = None
+    max_tokens: int | None = None
+    max_seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("max_turns", "max_tokens"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ConfigError(
+                    f"proxy budget {name}={value!r} must be an integer >= 1, or None for no limit"
+                )
+        seconds = self.max_seconds
+        if seconds is not None and (
+            not isinstance(seconds, (int, float)) or not seconds > 0 or math.isinf(seconds)
+        ):
+            raise ConfigError(f"proxy budget max_seconds={seconds!r} must be a positive number, or None")
+
+
+class ProxySession:
+    """One rollout's calls through the proxy, under its own secret key and budgets.
+
+    Read `turns` while or after the agent runs; `stop_reason` is set when a budget ended the
+    episode (`max_turns`, `max_tokens`, `timeout`), and `wait_stopped()` returns then.
+    `record_into(rollout)` copies the calls onto a rollout.
+
+    Args:
+        name: The session's name (its rollout's), shown in its repr.
+        budgets: The limits that end the session's episode.
+    """
+
+    def __init__(self, name: str, budgets: ProxyBudgets) -> None:
+        self.name = name
+        self.key = f"rubric-{secrets.token_urlsafe(24)}"
+        self.budgets = budgets
+        self.turns: list[ProxyTurn] = []
+        self.num_answered = 0  # calls the engine answered (turns that are `ok`)
+        self.usage = Usage()
+        self.stop_reason: str | None = None
+        self.started = time.monotonic()
+        self._stopped = asyncio.Event()
+
+    def __repr__(self) -> str:
+        # Never the key: it is the sandbox's credential.
+        return f"ProxySession({self.name!r}, turns={len(self.turns)}, stop_reason={self.stop_reason!r})"
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def remaining_seconds(self) -> float | None:
+        limit = self.budgets.max_seconds
+        return None if limit is None else limit - self.elapsed
+
+    def exhausted(self) -> str | None:
+        """The budget this session has used up (naming the stop reason), or None."""
+        b = self.budgets
+        if self.stop_reason is not None:
+            return self.stop_reason
+        if b.max_turns is not None and self.num_answered >= b.max_turns:
+            return "max_turns"
+        if b.max_tokens is not None and self.usage.total_tokens >= b.max_tokens:
+            return "max_tokens"
+        remaining = self.remaining_seconds()
+        if remaining is not None and remaining <= 0:
+            return "timeout"
+        return None
+
+    def stop(self, reason: str) -> None:
+        """End the episode: every further call is refused with this named reason."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
+        self._stopped.set()
+
+    async def wait_stopped(self) -> str:
+        """Wait until a budget (or `stop`) ends the episode; the stop reason."""
+        await self._stopped.wait()
+        return self.stop_reason or "stopped"
+
+    def begin(self, dialect: str) -> ProxyTurn:
+        """A new call's turn, in its place in the order calls were made (calls of one session
+        may overlap: an agent's side call beside its main line)."""
+        turn = ProxyTurn(index=len(self.turns), dialect=dialect)
+        turn.timing["start"] = self.elapsed
+        self.turns.append(turn)
+        return turn
+
+    def finish(self, turn: ProxyTurn) -> None:
+        """Account a finished call: chain its token ids, count it, stop the session if it spent a budget."""
+        if turn.tokens is not None:
+            chain_tokens(turn, self.turns[: turn.index])
+        self.num_answered += turn.ok
+        self.usage = self.usage + turn.usage
+        reason = self.exhausted()
+        if reason is not None:
+            self.stop(reason)
+
+    def conversation(self) -> list[Message]:
+        """The last successful call's conversation and reply: the episode as the agent ended it."""
+        for turn in reversed(self.turns):
+            if turn.ok:
+                return turn.conversation
+        return []
+
+    def main_line(self) -> list[ProxyTurn]:
+        """The calls that built the final conversation, in order: the last successful call,
+        then the call it continued (`skew.extends`), and so on back. Side calls (a title, a
+        summary) and calls before a rewrite of the history are not on it."""
+        last = next((t for t in reversed(self.turns) if t.ok), None)
+        line: list[ProxyTurn] = []
+        while last is not None:
+            line.append(last)
+            skew = last.skew
+            last = self.turns[skew.previous_turn] if skew is not None and skew.extends else None
+        return line[::-1]
+
+    def record_into(self, rollout: Rollout) -> None:
+        """Put the calls on `rollout`: the final conversation (prompt = the messages before its
+        first reply), the answered calls as `turns`, usage, the budget's stop reason, every
+        call (failed ones too) as JSON under `rollout.state["model_calls"]`, and the main
+        line's token ids as `turn_tokens`, each numbered by its assistant turn in the
+        conversation, so a token export joins them into one sequence."""
+        conversation = self.conversation()
+        first_reply = next(
+            (i for i, m in enumerate(conversation) if m.role == "assistant"), len(conversation)
+        )
+        if not rollout.prompt:
+            rollout.prompt = conversation[:first_reply]
+        rollout.completion = conversation[first_reply:]
+        rollout.turns = self.num_answered
+        rollout.usage = rollout.usage + self.usage
+        rollout.turn_tokens = [
+            t.tokens.model_copy(update={"turn": sum(m.role == "assistant" for m in t.messages)})
+            for t in self.main_line()
+            if t.tokens is not None
+        ]
+        if self.stop_reason is not None:
+            rollout.stop_reason = self.stop_reason
+        rollout.state["model_calls"] = [t.model_dump(mode="json", exclude_none=True) for t in self.turns]
+
+
+def _same(a: Message, b: Message) -> bool:
+    """Two messages the model would see alike (None and "" content, argument spacing aside)."""
+    if a.role != b.role or a.text != b.text or (a.tool_call_id or None) != (b.tool_call_id or None):
+        return False
+    calls_a, calls_b = a.tool_calls or [], b.tool_calls or []
+    return len(calls_a) == len(calls_b) and all(
+        x.name == y.name and _arguments(x.arguments) == _arguments(y.arguments)
+        for x, y in zip(calls_a, calls_b)
+    )
+
+
+def _arguments(text: str) -> object:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _extends(messages: Sequence[Message], previous: ProxyTurn) -> bool:
+    history = previous.conversation
+    return len(messages) > len(history) and all(_same(a, b) for a, b in zip(history, messages))
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:  # the usual case, compared in C
+        return n
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
+def chain_tokens(turn: ProxyTurn, earlier: Sequence[ProxyTurn]) -> None:
+    """Chain `turn`'s prompt ids from the engine's own ids of the turn it continues.
+
+    The turn continued is the latest earlier one with token ids (among the last
+    `CHAIN_WINDOW`) whose conversation and reply the agent sent back unchanged. In the
+    engine's prompt ids for this turn, that history comes first: the previous prompt as the
+    engine tokenised it then, and its reply re-tokenised, ending where the sampled
+    completion's last id (the end-of-turn token) appears again. The turn's prompt ids become
+    the previous turn's (chained) prompt ids and sampled completion, then the rest of the
+    engine's ids (the new messages). When the agent rewrote its history (no earlier turn is
+    continued), the engine's ids are kept. Either way the skew is recorded.
+    """
+    tokens = turn.tokens
+    candidates = _recent_with_ids(earlier)
+    if tokens is None or not candidates:
+        return
+    continued = next((t for t in reversed(candidates) if _extends(turn.messages, t)), None)
+    previous = continued or candidates[-1]
+    assert previous.tokens is not None  # chosen among turns with ids
+    engine = tokens.prompt_token_ids
+    turn._engine_prompt_ids = engine
+    seen = previous._engine_prompt_ids or previous.tokens.prompt_token_ids  # as the engine tokenised it
+    sampled = previous.tokens.completion_token_ids
+    history = [*seen, *sampled]
+    common = _common_prefix(history, engine)
+    end = _history_end(engine, common, len(seen), sampled)
+    turn.skew = RetokenizationSkew(
+        previous_turn=previous.index,
+        extends=continued is not None,
+        exact=common == len(history),
+        common_prefix=common,
+        length_delta=(end if end is not None else len(engine)) - len(history),
+    )
+    if continued is not None and end is not None:
+        tokens.prompt_token_ids = [*previous.tokens.prompt_token_ids, *sampled, *engine[end:]]
+
+
+def _recent_with_ids(earlier: Sequence[ProxyTurn]) -> list[ProxyTurn]:
+    """The last `CHAIN_WINDOW` answered calls with token ids, oldest first."""
+    found: list[ProxyTurn] = []
+    for t in reversed(earlier):
+        if t.ok and t.tokens is not None:
+            found.append(t)
+            if len(found) == CHAIN_WINDOW:
+                break
+    return found[::-1]
+
+
+def _history_end(
+    engine: Sequence[int], common: int, prompt_length: int, sampled: Sequence[int]
+) -> int | None:
+    """Where the engine's re-tokenised history ends in its prompt ids, or None if not found
+    (the previous prompt itself re-tokenised differently, or no end-of-turn id follows)."""
+    if common == prompt_length + len(sampled):
+        return common
+    if common < prompt_length or not sampled:
+        return None
+    last = sampled[-1]
+    for i in range(common, len(engine)):
+        if engine[i] == last:
+            return i + 1
+    return None
+
+
+def new_sessions_name(existing: Sequence[str], name: str | None) -> str:
+    """A session name: the one given (unique), else the next free `s{N}`."""
+    if name is not None:
+        if name in existing:
+            raise ConfigError(f"a proxy session named {name!r} is already open; pick another name")
+        return name
+    n = len(existing)
+    while f"s{n}" in existing:
+        n += 1
+    return f"s{n}"
+
+
+__all__ = [
+    "BUDGET_STOPS",
+    "CHAIN_WINDOW",
+    "ProxyBudgets",
+    "ProxySession",
+    "ProxyTurn",
+    "RetokenizationSkew",
+    "chain_tokens",
+    "new_sessions_name",
+]

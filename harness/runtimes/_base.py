@@ -1,0 +1,651 @@
+"""The sandbox interface every runtime implements: exec, files, folders, fork, close.
+
+A runtime implements three things (`_start`, `_run`, `_stop`); files and folders go through
+`_run` too (`cat` and `tar` inside the sandbox), so a path is always resolved by the sandbox's
+own kernel view and a symlink the code planted cannot point the harness at a host file.
+Async first: `async with runtime.sandbox() as sb` gives this `Sandbox`; `with runtime.sandbox()
+as sb` gives a `SyncSandbox` with the same methods, blocking (the house's sync face).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import os
+import shlex
+import tarfile
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path, PurePosixPath
+from types import TracebackType
+from typing import Literal, TypeVar
+
+from harness._core.aio import run_sync
+from harness._core.errors import ConfigError, RubricError
+from harness.runtimes._state import SandboxState
+
+T = TypeVar("T")
+
+#: Where the per-sandbox Unix socket folder is bound inside every sandbox.
+SOCKET_DIR = "/run/rubric"
+#: The socket's name in that folder (the capture proxy listens on its host side).
+SOCKET_NAME = "proxy.sock"
+DEFAULT_WORKDIR = "/work"
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+Network = Literal["none", "host"]
+
+# Runs inside a sandbox (python3): accept on 127.0.0.1:PORT and pipe each connection to the Unix
+# socket, so programs that only take a TCP URL reach the harness through the one way out.
+_RELAY = r"""
+import socket, sys, threading
+port, path = int(sys.argv[1]), sys.argv[2]
+server = socket.create_server(("127.0.0.1", port))
+print("ready", flush=True)
+def pump(src, dst):
+    try:
+        while data := src.recv(65536):
+            dst.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+def serve(conn):
+    up = socket.socket(socket.AF_UNIX)
+    try:
+        up.connect(path)
+    except OSError:
+        conn.close(); up.close(); return
+    threading.Thread(target=pump, args=(conn, up), daemon=True).start()
+    pump(up, conn)
+while True:
+    conn, _ = server.accept()
+    threading.Thread(target=serve, args=(conn,), daemon=True).start()
+"""
+
+
+class SandboxError(RubricError):
+    """A sandbox could not be started, used or forked; the message says why and what to do."""
+
+
+class RuntimeUnavailableError(SandboxError, ConfigError):
+    """The runtime cannot work on this machine (no daemon, no bubblewrap); says how to fix it."""
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """What one command did.
+
+    Attributes:
+        exit_code: The exit status; a command killed by signal N reads -N; None when it timed out.
+        stdout: Its standard output (UTF-8, undecodable bytes replaced).
+        stderr: Its standard error.
+        timed_out: True when the timeout killed it.
+        duration: Wall-clock seconds from start to end.
+    """
+
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool
+    duration: float
+
+    @property
+    def ok(self) -> bool:
+        """True when the command ran to the end with exit code 0."""
+        return self.exit_code == 0 and not self.timed_out
+
+
+@dataclass(frozen=True)
+class RawResult:
+    """`ExecResult` before decoding: what a runtime's `_run` returns."""
+
+    exit_code: int | None
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool
+    duration: float
+
+    def decoded(self) -> ExecResult:
+        return ExecResult(
+            self.exit_code,
+            self.stdout.decode("utf-8", errors="replace"),
+            self.stderr.decode("utf-8", errors="replace"),
+            self.timed_out,
+            self.duration,
+        )
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """The settings one sandbox was made with (kept for `fork`).
+
+    Attributes:
+        cpus: CPUs the sandbox may use (a CFS quota); None: no cap.
+        memory_mb: Memory for everything in it; None: no cap.
+        pids: Processes and threads at once; None: no cap.
+        disk_mb: Largest file a process may write (and, where the runtime has a size-capped
+            layer, that layer's size); None: no cap.
+        network: "none" (default): no network at all, only the Unix socket back to the harness;
+            "host": the machine's network (opt in; recorded in the sandbox's description).
+        env: Environment variables of every command.
+        workdir: The working directory, created when missing; relative paths start there.
+        mounts: Host folders seen read-only inside: {host path: sandbox path} (e.g. an
+            agent's installed packages, shared by every sandbox instead of copied).
+    """
+
+    cpus: float | None = None
+    memory_mb: int | None = None
+    pids: int | None = None
+    disk_mb: int | None = None
+    network: Network = "none"
+    env: Mapping[str, str] = field(default_factory=dict)
+    workdir: str = DEFAULT_WORKDIR
+    mounts: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.network not in ("none", "host"):
+            raise ConfigError(f"network must be 'none' or 'host', got {self.network!r}")
+        for name in ("cpus", "memory_mb", "pids", "disk_mb"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ConfigError(f"sandbox {name} must be > 0 (or None for no cap), got {value!r}")
+        if self.pids is not None and self.pids < 4:
+            raise ConfigError(f"sandbox pids must be at least 4 (a shell and its children), got {self.pids}")
+        if not self.workdir.startswith("/"):
+            raise ConfigError(f"sandbox workdir must be an absolute path, got {self.workdir!r}")
+        for host, inside in self.mounts.items():
+            if not os.path.isabs(host) or not os.path.exists(host) or not inside.startswith("/"):
+                raise ConfigError(
+                    f"sandbox mount {host!r} -> {inside!r}: give an existing absolute host path and an absolute sandbox path"
+                )
+
+
+def shell_argv(cmd: str | Sequence[str]) -> list[str]:
+    """A command as an argument list: a string runs in `/bin/sh -c`."""
+    if isinstance(cmd, str):
+        return ["/bin/sh", "-c", cmd]
+    argv = [str(a) for a in cmd]
+    if not argv:
+        raise ConfigError("exec needs a command: an argument list or a shell string, got an empty list")
+    return argv
+
+
+class Sandbox(ABC):
+    """One isolated machine: run commands, move files, fork it; closed with its context.
+
+    Attributes:
+        config: The settings it was made with.
+        state: Its owner, run id and host folder (for leak-proof cleanup).
+    """
+
+    kind: str = "?"
+
+    def __init__(self, config: SandboxConfig, state: SandboxState) -> None:
+        self.config = config
+        self.state = state
+        self.closed = False
+        self._relays: dict[int, asyncio.subprocess.Process | object] = {}
+
+    # ------------------------------------------------------------------ what runtimes implement
+
+    @abstractmethod
+    async def _start(self) -> None:
+        """Create the sandbox (it is registered in `state` before this runs)."""
+
+    @abstractmethod
+    async def _run(
+        self,
+        argv: list[str],
+        *,
+        stdin: bytes | None,
+        timeout: float | None,
+        env: Mapping[str, str],
+        cwd: str,
+        user: str | None,
+    ) -> RawResult:
+        """Run `argv` inside, feed it `stdin`, kill it (and what it started) at `timeout`."""
+
+    @abstractmethod
+    async def _stop(self) -> None:
+        """Remove the sandbox and everything in it; must not raise for an already-gone one."""
+
+    @abstractmethod
+    async def _fork(self) -> Sandbox:
+        """A new, started sandbox with a copy of this one's writable state."""
+
+    def describe(self) -> str:
+        """One line: what isolates this sandbox and its network."""
+        return f"{self.kind} sandbox, network {self.config.network}"
+
+    # ------------------------------------------------------------------ the interface
+
+    @property
+    def workdir(self) -> str:
+        """The working directory inside the sandbox."""
+        return self.config.workdir
+
+    @property
+    def socket_path(self) -> Path:
+        """Host-side path of this sandbox's Unix socket (listen here; inside it is
+        `/run/rubric/proxy.sock`, the sandbox's only way out when its network is none)."""
+        return self.state.directory / "socket" / SOCKET_NAME
+
+    @property
+    def inside_socket_path(self) -> str:
+        """The socket's path as commands inside the sandbox see it."""
+        return f"{SOCKET_DIR}/{SOCKET_NAME}"
+
+    def resolve(self, path: str | PurePosixPath) -> str:
+        """A sandbox path: relative paths start at the working directory."""
+        text = str(path)
+        return text if text.startswith("/") else str(PurePosixPath(self.workdir) / text)
+
+    async def exec(
+        self,
+        cmd: str | Sequence[str],
+        *,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        user: str | None = None,
+        stdin: bytes | str | None = None,
+    ) -> ExecResult:
+        """Run a command inside.
+
+        Args:
+            cmd: An argument list, or a string run by `/bin/sh -c`.
+            timeout: Seconds before the command and everything it started are killed.
+            env: Variables added to the sandbox's for this command.
+            cwd: Working directory (relative: from the sandbox's workdir).
+            user: Run as this user ("UID", "UID:GID", or a name where the runtime resolves names).
+            stdin: Bytes (or text) fed to its standard input.
+
+        Returns:
+            Exit code, output, whether it timed out, and how long it took. A command that is
+            not found reads exit code 127 with the reason on stderr.
+        """
+        data = stdin.encode() if isinstance(stdin, str) else stdin
+        raw = await self._checked_run(
+            shell_argv(cmd), stdin=data, timeout=timeout, env=env, cwd=cwd, user=user
+        )
+        return raw.decoded()
+
+    async def read(self, path: str) -> bytes:
+        """The bytes of a file inside the sandbox."""
+        raw = await self._checked_run(["cat", "--", self.resolve(path)])
+        if raw.exit_code != 0:
+            raise SandboxError(f"cannot read {path!r} in the sandbox: {_last_line(raw.stderr)}")
+        return raw.stdout
+
+    async def write(self, path: str, data: bytes | str) -> None:
+        """Write a file inside the sandbox (its folder is created)."""
+        target = self.resolve(path)
+        payload = data.encode() if isinstance(data, str) else data
+        script = 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1"'
+        raw = await self._checked_run(["/bin/sh", "-c", script, "sh", target], stdin=payload)
+        if raw.exit_code != 0:
+            raise SandboxError(f"cannot write {path!r} in the sandbox: {_last_line(raw.stderr)}")
+
+    async def upload(self, local: str | Path, remote: str) -> None:
+        """Copy a host file or folder into the sandbox at `remote` (folders: their contents)."""
+        source = Path(local)
+        if not source.exists():
+            raise ConfigError(f"upload: {str(local)!r} does not exist on this machine")
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as archive:
+            if source.is_dir():
+                for child in sorted(source.iterdir()):
+                    archive.add(child, arcname=child.name)
+            else:
+                archive.add(source, arcname=PurePosixPath(remote).name)
+        target = self.resolve(remote) if source.is_dir() else str(PurePosixPath(self.resolve(remote)).parent)
+        script = 'mkdir -p -- "$1" && tar -x --no-same-owner -C "$1"'
+        raw = await self._checked_run(["/bin/sh", "-c", script, "sh", target], stdin=buffer.getvalue())
+        if raw.exit_code != 0:
+            raise SandboxError(f"cannot upload to {remote!r} in the sandbox: {_last_line(raw.stderr)}")
+
+    async def download(self, remote: str, local: str | Path) -> None:
+        """Copy a file or folder from the sandbox to the host path `local` (folders: their contents)."""
+        source = self.resolve(remote)
+        script = 'if [ -d "$1" ]; then tar -c -C "$1" .; else tar -c -C "$(dirname -- "$1")" -- "$(basename -- "$1")"; fi'
+        raw = await self._checked_run(["/bin/sh", "-c", script, "sh", source])
+        if raw.exit_code != 0:
+            raise SandboxError(f"cannot download {remote!r} from the sandbox: {_last_line(raw.stderr)}")
+        target = Path(local)
+        with tarfile.open(fileobj=io.BytesIO(raw.stdout)) as archive:
+            members = archive.getmembers()
+            single = len(members) == 1 and members[0].isfile() and members[0].name != "."
+            if single:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                extracted = archive.extractfile(members[0])
+                assert extracted is not None
+                target.write_bytes(extracted.read())
+            else:
+                target.mkdir(parents=True, exist_ok=True)
+                archive.extractall(target, filter="data")  # no absolute paths, links out or devices
+
+    async def fork(self) -> Sandbox:
+        """A new sandbox with a copy of this one's files (set up once, fork per rollout).
+
+        The fork has the same settings and is closed on its own (`await fork.close()`, or
+        `async with await sb.fork() as copy`).
+        """
+        self._check_open()
+        return await self._fork()
+
+    async def relay(self, port: int) -> str:
+        """Serve `http://127.0.0.1:PORT` inside the sandbox, piped to its Unix socket (needs
+        python3 inside), for programs that only take a TCP URL. Returns that URL."""
+        self._check_open()
+        if port in self._relays:
+            return f"http://127.0.0.1:{port}"
+        await self._start_relay(port, ["python3", "-I", "-c", _RELAY, str(port), self.inside_socket_path])
+        self._relays[port] = True
+        return f"http://127.0.0.1:{port}"
+
+    async def _start_relay(self, port: int, argv: list[str]) -> None:
+        """Start `argv` in the background and wait for its "ready" line (runtimes may override)."""
+        script = 'nohup "$@" > /tmp/.rubric-relay-$0.log 2>&1 & for _ in $(seq 100); do grep -q ready /tmp/.rubric-relay-$0.log 2>/dev/null && exit 0; sleep 0.05; done; cat /tmp/.rubric-relay-$0.log; exit 1'
+        raw = await self._checked_run(["/bin/sh", "-c", script, str(port), *argv], timeout=15)
+        if raw.exit_code != 0:
+            reason = _last_line(raw.stdout + raw.stderr)
+            raise SandboxError(f"the relay on 127.0.0.1:{port} did not start in the sandbox: {reason}")
+
+    async def close(self) -> None:
+        """Remove the sandbox, its processes and its host folder. Safe to call twice."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            await asyncio.shield(self._stop())
+        finally:
+            self.state.remove()
+
+    async def __aenter__(self) -> Sandbox:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------------ helpers
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise SandboxError(f"this {self.kind} sandbox is closed; open a new one with runtime.sandbox()")
+
+    async def _checked_run(
+        self,
+        argv: list[str],
+        *,
+        stdin: bytes | None = None,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        user: str | None = None,
+    ) -> RawResult:
+        self._check_open()
+        if timeout is not None and not timeout > 0:
+            raise ConfigError(f"exec timeout must be > 0 seconds (or None), got {timeout!r}")
+        merged = {
+            "PATH": DEFAULT_PATH,
+            "HOME": self.workdir,
+            "LANG": "C.UTF-8",
+            **self.config.env,
+            **(env or {}),
+        }
+        return await self._run(
+            argv, stdin=stdin, timeout=timeout, env=merged, cwd=self.resolve(cwd or self.workdir), user=user
+        )
+
+
+def _last_line(data: bytes) -> str:
+    lines = data.decode("utf-8", errors="replace").strip().splitlines()
+    return lines[-1] if lines else "(no message)"
+
+
+async def communicate(
+    process: asyncio.subprocess.Process, stdin: bytes | None, timeout: float | None
+) -> tuple[bytes, bytes, bool]:
+    """Feed and drain a child: (stdout, stderr, timed out). On a timeout the output so far is
+    returned and the child is left running (the caller kills it and what it started)."""
+    out, err = bytearray(), bytearray()
+
+    async def drain(stream: asyncio.StreamReader | None, into: bytearray) -> None:
+        while stream is not None and (chunk := await stream.read(65536)):
+            into.extend(chunk)
+
+    async def feed() -> None:
+        if stdin is not None and process.stdin is not None:
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                process.stdin.write(stdin)
+                await process.stdin.drain()
+            process.stdin.close()
+
+    async def talk() -> None:
+        await asyncio.gather(feed(), drain(process.stdout, out), drain(process.stderr, err))
+        await process.wait()
+
+    task = asyncio.ensure_future(talk())
+    try:
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    if done:
+        task.result()
+    return bytes(out), bytes(err), not done
+
+
+async def reap(process: asyncio.subprocess.Process) -> None:
+    """Wait (boundedly) for a killed child, but not for its pipes: a process that escaped (to
+    the namespace's init, or by setsid) may hold them open long after (asyncio's wait()
+    waits for both)."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(process.wait(), 5)
+    # Close our ends of its pipes: an escaped holder would keep them open (and warning) for as
+    # long as it lives. asyncio's Process exposes no public close; its transport's close() is it.
+    transport = getattr(process, "_transport", None)
+    if transport is not None:
+        transport.close()
+
+
+def elapsed(start: float) -> float:
+    """Seconds since `start` (a `time.monotonic()` reading)."""
+    return time.monotonic() - start
+
+
+class SyncSandbox:
+    """The sync face of a `Sandbox`: the same methods, blocking (works inside a running loop)."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self.aio = sandbox
+
+    @property
+    def workdir(self) -> str:
+        """The working directory inside the sandbox."""
+        return self.aio.workdir
+
+    @property
+    def socket_path(self) -> Path:
+        """Host-side path of the sandbox's Unix socket."""
+        return self.aio.socket_path
+
+    def exec(
+        self,
+        cmd: str | Sequence[str],
+        *,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        user: str | None = None,
+        stdin: bytes | str | None = None,
+    ) -> ExecResult:
+        """Run a command inside (see `Sandbox.exec`)."""
+        return run_sync(self.aio.exec(cmd, timeout=timeout, env=env, cwd=cwd, user=user, stdin=stdin))
+
+    def read(self, path: str) -> bytes:
+        """The bytes of a file inside the sandbox."""
+        return run_sync(self.aio.read(path))
+
+    def write(self, path: str, data: bytes | str) -> None:
+        """Write a file inside the sandbox."""
+        run_sync(self.aio.write(path, data))
+
+    def upload(self, local: str | Path, remote: str) -> None:
+        """Copy a host file or folder into the sandbox."""
+        run_sync(self.aio.upload(local, remote))
+
+    def download(self, remote: str, local: str | Path) -> None:
+        """Copy a file or folder out of the sandbox."""
+        run_sync(self.aio.download(remote, local))
+
+    def fork(self) -> SyncSandbox:
+        """A new sandbox with a copy of this one's files (close it with `.close()` or `with`)."""
+        return SyncSandbox(run_sync(self.aio.fork()))
+
+    def relay(self, port: int) -> str:
+        """Serve the Unix socket as `http://127.0.0.1:PORT` inside; returns that URL."""
+        return run_sync(self.aio.relay(port))
+
+    def close(self) -> None:
+        """Remove the sandbox and everything in it."""
+        run_sync(self.aio.close())
+
+    def __enter__(self) -> SyncSandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class SandboxContext:
+    """What `runtime.sandbox(...)` returns: `async with` gives a `Sandbox`, `with` a `SyncSandbox`;
+    `await` gives a started `Sandbox` the caller closes."""
+
+    def __init__(self, runtime: Runtime, config: SandboxConfig) -> None:
+        self._runtime = runtime
+        self._config = config
+        self._sandbox: Sandbox | None = None
+
+    def __await__(self):  # type: ignore[no-untyped-def]
+        return self._runtime.open(self._config).__await__()
+
+    async def __aenter__(self) -> Sandbox:
+        self._sandbox = await self._runtime.open(self._config)
+        return self._sandbox
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        if self._sandbox is not None:
+            await self._sandbox.close()
+
+    def __enter__(self) -> SyncSandbox:
+        self._sandbox = run_sync(self._runtime.open(self._config))
+        return SyncSandbox(self._sandbox)
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        if self._sandbox is not None:
+            run_sync(self._sandbox.close())
+
+
+class Runtime(ABC):
+    """Makes sandboxes of one kind (`get_runtime(spec)` builds one).
+
+    Attributes:
+        spec: The spec it was built from ("docker:IMAGE", "bwrap", "local", ...).
+        run_id: The run its sandboxes are labelled with.
+    """
+
+    def __init__(self, spec: str, run_id: str) -> None:
+        self.spec = spec
+        self.run_id = run_id
+
+    def sandbox(
+        self,
+        *,
+        cpus: float | None = None,
+        memory_mb: int | None = None,
+        pids: int | None = None,
+        disk_mb: int | None = None,
+        network: Network = "none",
+        env: Mapping[str, str] | None = None,
+        workdir: str = DEFAULT_WORKDIR,
+    ) -> SandboxContext:
+        """A sandbox: `async with runtime.sandbox(...) as sb` (or `with`, for the sync face).
+
+        Args:
+            cpus: CPUs it may use; None: no cap.
+            memory_mb: Memory for everything inside; None: no cap.
+            pids: Processes and threads at once; None: no cap.
+            disk_mb: Largest file a process may write (and the writable layer where the
+                runtime can cap it); None: no cap.
+            network: "none" (only the Unix socket back to the harness) or "host" (opt in).
+            env: Environment variables for every command.
+            workdir: Working directory inside (created); relative paths start there.
+
+        Returns:
+            A context; the sandbox and everything in it is removed when it exits, on every path.
+        """
+        config = SandboxConfig(cpus, memory_mb, pids, disk_mb, network, dict(env or {}), workdir)
+        return SandboxContext(self, config)
+
+    async def open(self, config: SandboxConfig) -> Sandbox:
+        """Start one sandbox with `config`; the caller closes it (prefer `sandbox()`)."""
+        await self.check()
+        sandbox = self._make(config, SandboxState.create(self.kind_name, self.run_id))
+        try:
+            await sandbox._start()
+        except BaseException:
+            await sandbox.close()
+            raise
+        return sandbox
+
+    def with_config(self, config: SandboxConfig, **changes: object) -> SandboxConfig:
+        """`config` with `changes` (a helper for forks)."""
+        return replace(config, **changes)  # type: ignore[arg-type]
+
+    @property
+    @abstractmethod
+    def kind_name(self) -> str:
+        """The runtime's kind: "docker", "bwrap" or "local"."""
+
+    @abstractmethod
+    def _make(self, config: SandboxConfig, state: SandboxState) -> Sandbox:
+        """A not-yet-started sandbox."""
+
+    @abstractmethod
+    async def check(self) -> None:
+        """Raise `RuntimeUnavailableError` when this runtime cannot work here (with the fix)."""
+
+    def describe(self) -> str:
+        """One line: what this runtime isolates."""
+        return self.spec
+
+
+def quote(argv: Sequence[str]) -> str:
+    """An argument list as one shell line (for messages)."""
+    return " ".join(shlex.quote(a) for a in argv)
+
+
+def pid_alive(pid: int) -> bool:
+    """True when a process with this pid exists."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

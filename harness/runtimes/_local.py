@@ -1,0 +1,151 @@
+"""The `local` runtime: commands run as plain child processes on this machine (no isolation).
+
+Only when asked for by name, and it warns each time a sandbox opens: the code can read your
+files and secrets and write anywhere you can. The working directory is a fresh host folder
+(the sandbox's `workdir` setting is replaced by it); limits are rlimits per command (memory as
+address space, processes, largest file) and the wall clock. Network "none" is not enforced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+
+from harness.runtimes._base import (
+    RawResult,
+    Runtime,
+    Sandbox,
+    SandboxConfig,
+    SandboxError,
+    communicate,
+    elapsed,
+    reap,
+)
+from harness.runtimes._state import SandboxState
+
+WARNING = (
+    "rubric: runtime 'local': sandbox commands run WITHOUT isolation; they can read your files and "
+    "secrets and write anywhere you can. Use 'bwrap' or 'docker:IMAGE' for untrusted code."
+)
+
+
+class LocalSandbox(Sandbox):
+    """Commands as child processes in a throwaway host folder (see the module docstring)."""
+
+    kind = "local"
+
+    def __init__(self, config: SandboxConfig, state: SandboxState, runtime: LocalRuntime) -> None:
+        work = state.directory / "work"
+        super().__init__(replace(config, workdir=str(work)), state)
+        self.runtime = runtime
+        self._groups: set[int] = set()
+        self._background: list[asyncio.subprocess.Process] = []
+
+    @property
+    def inside_socket_path(self) -> str:
+        """The socket's host path (a local sandbox sees the host's files)."""
+        return str(self.socket_path)
+
+    async def _start(self) -> None:
+        print(WARNING, file=sys.stderr, flush=True)
+        os.makedirs(self.workdir, exist_ok=True)
+
+    def _limits(self) -> list[str]:
+        limits = ["prlimit", "--core=0"]
+        if self.config.memory_mb:
+            limits.append(f"--as={self.config.memory_mb << 20}")
+        if self.config.disk_mb:
+            limits.append(f"--fsize={self.config.disk_mb << 20}")
+        return [*limits, "--"]
+
+    async def _run(
+        self,
+        argv: list[str],
+        *,
+        stdin: bytes | None,
+        timeout: float | None,
+        env: Mapping[str, str],
+        cwd: str,
+        user: str | None,
+    ) -> RawResult:
+        if user is not None and user not in (str(os.geteuid()), f"{os.geteuid()}:{os.getegid()}"):
+            raise SandboxError(f"the local runtime runs commands as this user only, not {user!r}")
+        if not os.path.isdir(cwd):
+            raise SandboxError(f"working directory {cwd!r} does not exist")
+        start = time.monotonic()
+        process = await asyncio.create_subprocess_exec(
+            *self._limits(),
+            *argv,
+            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=dict(env),
+            cwd=cwd,
+            start_new_session=True,
+        )
+        self._groups.add(process.pid)
+        try:
+            out, err, timed_out = await communicate(process, stdin, timeout)
+        finally:
+            if process.returncode is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(process.pid, signal.SIGKILL)
+            await reap(process)
+        code = None if timed_out else process.returncode
+        if code == 127 and err.startswith(b"prlimit: failed to execute"):
+            err = err.replace(b"prlimit: failed to execute", b"command not found:", 1)
+        return RawResult(code, out, err, timed_out, elapsed(start))
+
+    async def _start_relay(self, port: int, argv: list[str]) -> None:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            *argv[1:],
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
+        self._background.append(process)
+        self._groups.add(process.pid)
+        assert process.stdout is not None
+        if (await process.stdout.readline()).strip() != b"ready":
+            raise SandboxError(f"the relay on 127.0.0.1:{port} did not start")
+
+    async def _stop(self) -> None:
+        for group in list(self._groups):  # commands' leftovers: what they started in the background
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(group, signal.SIGKILL)
+        for process in self._background:
+            await process.wait()
+
+    async def _fork(self) -> Sandbox:
+        copy = await self.runtime.open(self.config)
+        packed = await self._checked_run(["tar", "-c", "-C", self.workdir, "."])
+        await copy._checked_run(["tar", "-x", "-C", copy.workdir], stdin=packed.stdout)
+        return copy
+
+    def describe(self) -> str:
+        return "UNSAFE local: plain child processes with rlimits; no isolation, no network limits"
+
+
+class LocalRuntime(Runtime):
+    """Runs sandbox commands unisolated on this machine (only by name; warns)."""
+
+    @property
+    def kind_name(self) -> str:
+        return "local"
+
+    def _make(self, config: SandboxConfig, state: SandboxState) -> Sandbox:
+        return LocalSandbox(config, state, self)
+
+    async def check(self) -> None:
+        """Nothing to check: any machine can run child processes."""
+
+    def describe(self) -> str:
+        return "local (UNSAFE: no isolation)"

@@ -1,0 +1,271 @@
+"""A judge calibration drawn for people: in the terminal (rich) and as HTML (notebook, page).
+
+Both show the same figures of a `rubrics.calibration.Calibration`: the headline
+(accuracy and Cohen's kappa, or MAE and Spearman's rho), the confusion table (rows: the human
+label, columns: the judge's verdict), agreement by label, the bias probes, and tokens and
+cost per call. Labels and judge replies are text from people and models: escaped
+(`harness._core.text.safe_text` in the terminal, `esc` in HTML).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from harness._core.display import STYLE, esc, fmt
+from harness._core.text import safe_text
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rubrics.calibration import Calibration, ProbeResult
+
+
+def _num(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}g}"
+
+
+def _shift(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{0.0 if abs(value) < 5e-4 else value:+.3f}"  # no "-0.000" for a shift of -1e-17
+
+
+def headline(cal: Calibration) -> list[tuple[str, str]]:
+    """The figures that answer "can I trust this judge?", as (name, value) pairs."""
+    rows = [("judge", f"{cal.judge} (model {cal.model})"), ("labels", cal.kind)]
+    rows.append(("rows", f"{len(cal.items)} ({cal.num_scored} scored by the judge)"))
+    if cal.kind == "continuous":
+        rows += [("mean absolute error", _num(cal.mae)), ("Spearman's rho", _num(cal.spearman))]
+    else:
+        rows += [("accuracy", _num(cal.accuracy)), ("Cohen's kappa", _num(cal.kappa))]
+    if cal.threshold is not None:
+        rows.append(("pass threshold", f"judge score ≥ {cal.threshold:g}"))
+    if cal.reading:
+        rows.append(("reading", cal.reading))
+    for reason, count in cal.unscored_reasons:
+        rows.append(("unscored", f"{count} × {reason}"))
+    return rows
+
+
+def cost_lines(cal: Calibration) -> list[tuple[str, str]]:
+    """Requests, tokens per request and (with prices) cost per request and in all."""
+    calls = cal.num_calls + cal.probe_calls
+    rows = [("judge requests", f"{cal.num_calls} for the labels + {cal.probe_calls} for the probes")]
+    tokens = cal.tokens_per_call
+    if tokens is not None:
+        rows.append(("tokens per request", f"{tokens[0]:.1f} prompt + {tokens[1]:.1f} completion"))
+    cost = cal.cost_per_call
+    if cost is not None:
+        rows.append(("cost per request", f"${cost:.3g} (${cost * calls:.3g} for all {calls})"))
+    elif tokens is not None:
+        rows.append(("cost", "give prices per token (prices= / --price-prompt, --price-completion)"))
+    return rows
+
+
+def _span(low: float, high: float) -> str:
+    return f"[{low:.3f}, {high:.3f}]"
+
+
+def corrected_lines(cal: Calibration) -> list[tuple[str, str]]:
+    """The judge's mean over the run, corrected by the labels, and the panel's worth."""
+    rows: list[tuple[str, str]] = []
+    c = cal.corrected
+    if c is not None:
+        level = f"{c.confidence:.0%}"
+        rows += [
+            ("judge mean (raw)", f"{c.raw_mean:.4f}, {level} {_span(c.raw_low, c.raw_high)} if the judge were right"),
+            ("labels alone", f"{c.label_mean:.4f}, {level} {_span(c.label_low, c.label_high)} ({c.num_labels} labels)"),
+            ("corrected mean", f"{c.estimate:.4f}, {level} {_span(c.low, c.high)} (prediction-powered, λ = {c.power_tuning:.2f})"),
+            ("labels it was worth", f"{c.effective_labels:,.0f} (from {c.num_labels} labels and {c.num_unlabelled:,} judged rollouts)"),
+        ]  # fmt: skip
+    elif cal.corrected_note:
+        rows.append(("corrected mean", cal.corrected_note))
+    p = cal.panel
+    if p is not None:
+        who = ", ".join(p.names)
+        if p.effective_judges is None or p.error_correlation is None:
+            rows.append(
+                ("judges", f"{p.num_judges} ({who}): too few rollouts or no error spread to size the panel")
+            )
+        else:
+            rows.append(
+                ("judges", f"{p.num_judges} ({who}) worth {p.effective_judges:.2f} independent: their errors "
+                 f"correlate {p.error_correlation:.2f} on {p.num_rollouts} labelled rollouts")
+            )  # fmt: skip
+    return rows
+
+
+def probe_row(probe: ProbeResult) -> tuple[str, str, str, str, str]:
+    """name, pairs, mean shift, mean |shift|, verdicts changed (or why the probe was skipped)."""
+    if probe.skipped is not None:
+        return (probe.name, "-", "-", "-", f"skipped: {probe.skipped}")
+    return (
+        probe.name,
+        str(probe.num_pairs),
+        _shift(probe.mean_shift),
+        _num(probe.mean_abs_shift),
+        f"{probe.num_changed} of {probe.num_pairs}",
+    )
+
+
+# ----------------------------------------------------------------------------- terminal
+def _pairs_table(title: str, rows: list[tuple[str, str]]) -> Table:
+    table = Table(title=title, title_justify="left", show_header=False)
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    for name, value in rows:
+        table.add_row(name, safe_text(value))
+    return table
+
+
+def _confusion_table(cal: Calibration) -> Table:
+    table = Table(title="confusion (row: label, column: judge)", title_justify="left")
+    table.add_column("label \\ judge")
+    for name in cal.classes:
+        table.add_column(safe_text(name), justify="right")
+    for i, (name, row) in enumerate(zip(cal.classes, cal.confusion)):
+        table.add_row(
+            safe_text(name), *(Text(str(n), style="bold" if i == j else "") for j, n in enumerate(row))
+        )
+    return table
+
+
+def _by_label_table(cal: Calibration) -> Table:
+    measure = "MAE" if cal.kind == "continuous" else "judge agrees"
+    table = Table(title="agreement by label", title_justify="left")
+    for name, justify in (
+        ("label", "left"),
+        ("rows", "right"),
+        (measure, "right"),
+        ("mean judge score", "right"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for row in cal.by_label:
+        table.add_row(safe_text(row.label), str(row.count), _num(row.agreement), _num(row.mean_score))
+    return table
+
+
+def _probe_table(cal: Calibration) -> Table:
+    table = Table(title="bias probes (twin − original score, on the [0, 1] scale)", title_justify="left")
+    for name in ("probe", "pairs", "mean shift", "mean |shift|", "verdicts changed"):
+        table.add_column(name, justify="left" if name in ("probe", "verdicts changed") else "right")
+    for probe in cal.probes:
+        table.add_row(*probe_row(probe))
+    return table
+
+
+def calibration_renderable(cal: Calibration) -> RenderableType:
+    """The report for `rich` (what `rubric calibrate` prints)."""
+    parts: list[RenderableType] = [_pairs_table("judge calibration", headline(cal))]
+    corrected = corrected_lines(cal)
+    if corrected:
+        parts.append(_pairs_table("the judge's mean, corrected by the labels", corrected))
+    parts += [_confusion_table(cal), _by_label_table(cal)]
+    if cal.probes:
+        parts.append(_probe_table(cal))
+        parts += [Text(f"{p.name}: {p.what}", style="dim") for p in cal.probes]
+    parts.append(_pairs_table("cost", cost_lines(cal)))
+    return Group(*parts)
+
+
+# ----------------------------------------------------------------------------- HTML
+def _rows_html(rows: list[tuple[str, str]]) -> str:
+    return "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows)
+
+
+def _confusion_html(cal: Calibration) -> str:
+    head = (
+        "<tr><th>label \\ judge</th>"
+        + "".join(f"<th class='num'>{esc(c)}</th>" for c in cal.classes)
+        + "</tr>"
+    )
+    body = "".join(
+        f"<tr><th>{esc(name)}</th>"
+        + "".join(f"<td class='num{' score' if i == j else ''}'>{n}</td>" for j, n in enumerate(row))
+        + "</tr>"
+        for i, (name, row) in enumerate(zip(cal.classes, cal.confusion))
+    )
+    return f'<table class="confusion">{head}{body}</table>'
+
+
+def _by_label_html(cal: Calibration) -> str:
+    measure = "MAE" if cal.kind == "continuous" else "judge agrees"
+    head = f"<tr><th>label</th><th class='num'>rows</th><th class='num'>{measure}</th><th class='num'>mean judge score</th></tr>"
+    body = "".join(
+        f"<tr><td>{esc(r.label)}</td><td class='num'>{r.count}</td><td class='num'>{fmt(r.agreement, 3)}</td>"
+        f"<td class='num'>{fmt(r.mean_score, 3)}</td></tr>"
+        for r in cal.by_label
+    )
+    return f'<table class="by-label">{head}{body}</table>'
+
+
+def _probes_html(cal: Calibration) -> str:
+    head = "<tr><th>probe</th><th class='num'>pairs</th><th class='num'>mean shift</th><th class='num'>mean |shift|</th><th>verdicts changed</th><th>what changed</th></tr>"
+    body = "".join(
+        "<tr>"
+        + "".join(f"<td>{esc(v)}</td>" for v in probe_row(p))
+        + f"<td class='muted'>{esc(p.what)}</td></tr>"
+        for p in cal.probes
+    )
+    return f'<table class="probes">{head}{body}</table>'
+
+
+def _disagreements_html(cal: Calibration, limit: int = 50) -> str:
+    wrong = [
+        i for i in cal.items if i.reason is not None or (cal.kind != "continuous" and i.verdict != i.label)
+    ]
+    if cal.kind == "continuous":
+        wrong += sorted((i for i in cal.items if i.reason is None), key=lambda i: -abs(i.score - i.target))[
+            :limit
+        ]
+    rows = "".join(
+        f"<tr><td>{esc(i.example_id)}</td><td>{esc(i.label)}</td><td class='num'>{fmt(i.score, 3)}</td>"
+        f"<td>{esc(i.verdict or '-')}</td><td class='muted'>{esc(i.reason or '')}</td></tr>"
+        for i in wrong[:limit]
+    )
+    head = "<tr><th>example</th><th>label</th><th class='num'>judge score</th><th>verdict</th><th>unscored because</th></tr>"
+    title = "largest errors" if cal.kind == "continuous" else "disagreements and unscored rows"
+    return f'<div class="head">{title} (first {limit})</div><table class="disagreements">{head}{rows}</table>'
+
+
+def calibration_html(cal: Calibration, *, page: bool = False) -> str:
+    """The report as an HTML fragment (notebook) or, with `page`, a self-contained page."""
+    body = (
+        f'<div class="head">judge calibration</div><table class="facts">{_rows_html(headline(cal))}</table>'
+        + (
+            f'<div class="head">the judge\'s mean, corrected by the labels</div>'
+            f'<table class="facts corrected">{_rows_html(corrected_lines(cal))}</table>'
+            if corrected_lines(cal)
+            else ""
+        )
+        + f'<section class="grid"><div><div class="head">confusion (rows: human label, columns: judge verdict)</div>'
+        f'{_confusion_html(cal)}</div><div><div class="head">agreement by label</div>{_by_label_html(cal)}</div></section>'
+        + (
+            f'<div class="head">bias probes (twin − original score)</div>{_probes_html(cal)}'
+            if cal.probes
+            else ""
+        )
+        + f'<div class="head">cost</div><table class="facts">{_rows_html(cost_lines(cal))}</table>'
+        + _disagreements_html(cal)
+    )
+    if not page:
+        return f'{STYLE}<div class="rv calibration">{body}</div>'
+    generated = datetime.now(UTC).isoformat(timespec="seconds")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>judge calibration: {esc(cal.judge)}</title>{STYLE}</head>"
+        f'<body><div class="rv calibration">{body}<footer class="muted">generated {generated} by rubric</footer></div></body></html>\n'
+    )
+
+
+__all__ = [
+    "calibration_html",
+    "calibration_renderable",
+    "corrected_lines",
+    "cost_lines",
+    "headline",
+    "probe_row",
+]
