@@ -1,4 +1,4 @@
-"""`rubric audit ENV` end to end (in this process, `cli.main`): the table, --json, --html, --strict exit codes, judges."""
+"""`rubric audit ENV` end to end: the table, --json, --html, --strict exit codes, judges."""
 
 from __future__ import annotations
 

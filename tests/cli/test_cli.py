@@ -1,5 +1,4 @@
-"""`rubric` eval, resume, view, score, list, endpoint and errors, through `cli.main` in this process;
-the console script itself, the endpoint server and a terminal's progress bar in real processes."""
+"""`rubric` eval, resume, view, score, list, endpoint and errors (real processes where that is the point)."""
 
 from __future__ import annotations
 

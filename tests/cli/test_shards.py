@@ -1,4 +1,4 @@
-"""`rubric eval --shard`, `merge`, then view / resume of the merged run (`cli.main`, in this process)."""
+"""`rubric eval --shard`, `merge`, then view / resume of the merged run."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`rubric view DIR --html [OUT]` and `rubric view A B --html`: the real executable writes the report."""
+"""`rubric view DIR --html [OUT]` and `rubric view A B --html`: the self-contained reports it writes."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The real `rubric` executable with `--workers` and `--ray`: a run in worker processes (a real
-process: the workers are its children); bad input through `cli.main` in this process."""
+"""The real `rubric` executable with `--workers` and `--ray`: a run in worker processes, and bad input."""
 
 from __future__ import annotations
 
