@@ -3,19 +3,28 @@
 Writing a judge prompt that resists prompt injection, ends in a parseable verdict and
 grades what you meant takes iteration; these templates are that iteration done once.
 Every keyword of `LLMJudge` (model, client, samples, on_error, ...) passes through.
+
+`JudgeCache` is where judges keep their answers: `JudgeCache.shared` (every judge's, unless
+given its own with `cache=JudgeCache()`), read with `.info()` and emptied with `.clear()`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from harness._core.errors import ConfigError
 from harness._core.types import Rollout
-from rubrics._judge.llm import LLMJudge
+from rubrics._judge.cache import CacheInfo, JudgeCache
+from rubrics._judge.config import JudgeSettings
+from rubrics._judge.llm import JudgeOptions, LLMJudge
+from rubrics._judge.verdicts import Reduce
 from rubrics._module import Rubric, ScoringError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness._endpoint.client import Client
 
 CORRECTNESS_TEMPLATE = """\
 Grade whether a response answers a question correctly, judged against a reference answer.
@@ -64,15 +73,55 @@ Reply with only a JSON object: {"explanation": "one short sentence", "met": true
 """
 
 
-def correctness(**kwargs: Any) -> LLMJudge:
+def correctness(
+    *,
+    prompt: str = CORRECTNESS_TEMPLATE,
+    name: str | None = "correctness",
+    on_error: float | None = math.nan,
+    **options: Unpack[JudgeOptions],
+) -> LLMJudge:
     """A judge that grades `response` against the rollout's `answer`: "GRADE: C" -> 1.0,
-    "GRADE: I" -> 0.0. Override `prompt=` to reword it, keeping the GRADE line."""
-    kwargs.setdefault("prompt", CORRECTNESS_TEMPLATE)
-    kwargs.setdefault("parse", "choice")
-    kwargs.setdefault("choices", {"C": 1.0, "I": 0.0})
-    kwargs.setdefault("name", "correctness")
-    prompt = kwargs.pop("prompt")
-    return LLMJudge(prompt, **kwargs)
+    "GRADE: I" -> 0.0. Override `prompt=` to reword it, keeping the GRADE line.
+
+    Args:
+        prompt: The judge's template (default: `CORRECTNESS_TEMPLATE`).
+        name: The node's name.
+        on_error: Score for an unscorable rollout instead of NaN.
+        **options: Any other `LLMJudge` keyword (model, client, samples, ...); `parse` and
+            `choices` default to the GRADE line's.
+    """
+    options.setdefault("parse", "choice")
+    options.setdefault("choices", {"C": 1.0, "I": 0.0})
+    return LLMJudge(prompt, name=name, on_error=on_error, **options)
+
+
+class CriterionOptions(TypedDict, total=False):
+    """The `LLMJudge` keywords `criteria` passes to every criterion's judge (it sets `parse`,
+    `json_key`, `choices`, `pattern` and `variables` itself).
+
+    Attributes:
+        model: The judge's model name (one client is built and shared by the criteria).
+        client: A ready `harness.Client` (instead of `model`).
+        system_prompt: A system message sent before the rendered prompt.
+        samples: How many times to ask about each criterion.
+        reduce: How samples combine: mean, median or majority.
+        cache: True, False or a `JudgeCache` of the judges' own.
+        sampling: Request arguments.
+        base_url: The judge endpoint's base URL when built from `model`.
+        api_key: The judge endpoint's key when built from `model`.
+        client_options: Further `harness.Client` arguments when built from `model`.
+    """
+
+    model: str | None
+    client: Client | None
+    system_prompt: str | None
+    samples: int
+    reduce: Reduce
+    cache: bool | JudgeCache
+    sampling: Mapping[str, Any] | None
+    base_url: str | None
+    api_key: str | None
+    client_options: Mapping[str, Any] | None
 
 
 class CriterionJudge(LLMJudge):
@@ -128,7 +177,7 @@ class CriteriaJudge(Rubric):
         name: str | None = "criteria",
         on_error: float | None = math.nan,
         prompt: str = CRITERION_TEMPLATE,
-        **judge_kwargs: Any,
+        **judge_kwargs: Unpack[CriterionOptions],
     ) -> None:
         if isinstance(criteria, str) or not isinstance(criteria, Sequence) or not criteria:
             raise ConfigError("criteria needs a non-empty list of criteria: strings or (text, points) pairs")
@@ -137,16 +186,18 @@ class CriteriaJudge(Rubric):
             raise ConfigError(
                 "criteria need at least one criterion with positive points (the score's denominator)"
             )
-        for key in ("parse", "json_key", "variables", "choices", "pattern", "name"):
+        for key in ("parse", "json_key", "variables", "choices", "pattern"):
             if key in judge_kwargs:
                 raise ConfigError(f"criteria(...) sets {key}= itself; it cannot be overridden")
         super().__init__(name=name, on_error=on_error)
         self.__dict__["_shared_client"] = None  # the pool built here, which `aclose` closes
-        if judge_kwargs.get("client") is None and judge_kwargs.get("model"):
+        model = judge_kwargs.get("model")
+        if judge_kwargs.get("client") is None and model:
             from harness._endpoint.client import Client  # one connection pool shared by every criterion
 
+            del judge_kwargs["model"]
             judge_kwargs["client"] = self.__dict__["_shared_client"] = Client(
-                judge_kwargs.pop("model"),
+                model,
                 judge_kwargs.pop("base_url", None),
                 judge_kwargs.pop("api_key", None),
                 **dict(judge_kwargs.pop("client_options", None) or {}),
@@ -204,17 +255,36 @@ class CriteriaJudge(Rubric):
         return ", ".join(parts)
 
 
-def criteria(items: Sequence[str | tuple[str, float]], **kwargs: Any) -> CriteriaJudge:
-    """A HealthBench-style rubric over weighted criteria (strings count 1 point each);
-    keywords go to every criterion's `LLMJudge` (model, client, samples, ...)."""
-    return CriteriaJudge(items, **kwargs)
+def criteria(
+    items: Sequence[str | tuple[str, float]],
+    *,
+    name: str | None = "criteria",
+    on_error: float | None = math.nan,
+    prompt: str = CRITERION_TEMPLATE,
+    **options: Unpack[CriterionOptions],
+) -> CriteriaJudge:
+    """A HealthBench-style rubric over weighted criteria (strings count 1 point each).
+
+    Args:
+        items: The criteria: text, or (text, points) pairs.
+        name: The node's name.
+        on_error: Score for an unscorable rollout instead of NaN.
+        prompt: The template each criterion's judge is sent (default: `CRITERION_TEMPLATE`).
+        **options: Keywords for every criterion's `LLMJudge` (model, client, samples, ...).
+    """
+    return CriteriaJudge(items, name=name, on_error=on_error, prompt=prompt, **options)
 
 
 __all__ = [
     "CORRECTNESS_TEMPLATE",
     "CRITERION_TEMPLATE",
+    "CacheInfo",
     "CriteriaJudge",
     "CriterionJudge",
+    "CriterionOptions",
+    "JudgeCache",
+    "JudgeOptions",
+    "JudgeSettings",
     "correctness",
     "criteria",
 ]

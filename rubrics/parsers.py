@@ -11,9 +11,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Literal, overload
 
 from harness._core.errors import ConfigError, ConfigTypeError
+from rubrics._leaf import FunctionRubric
 from rubrics._leaf import reward as make_leaf
 
 _THINK = "think"
@@ -215,6 +216,18 @@ def _numbers(text: str) -> list[str]:
     return found
 
 
+@overload
+def extract_last_number(
+    text: str | None, *, as_text: Literal[False] = False, ignore_think: bool = True
+) -> float | None: ...
+@overload
+def extract_last_number(
+    text: str | None, *, as_text: Literal[True], ignore_think: bool = True
+) -> str | None: ...
+@overload
+def extract_last_number(
+    text: str | None, *, as_text: bool, ignore_think: bool = True
+) -> float | str | None: ...
 def extract_last_number(
     text: str | None, *, as_text: bool = False, ignore_think: bool = True
 ) -> float | str | None:
@@ -246,7 +259,7 @@ def extract_after(
     return rest or None
 
 
-def _check_tag(tag: Any) -> None:
+def _check_tag(tag: object) -> None:
     if not isinstance(tag, str):
         raise ConfigTypeError(
             f"an XML tag name must be a str such as 'answer', got {type(tag).__name__} {tag!r}"
@@ -403,7 +416,7 @@ class XMLFormat:
             cursor = span.end
         return bool(window[cursor:].strip())
 
-    def reward(self, name: str = "format") -> Any:
+    def reward(self, name: str = "format") -> FunctionRubric:
         """This format's `format_reward` as a rubric leaf (reads the last assistant message)."""
 
         def format_reward(response: str) -> float:
@@ -414,7 +427,7 @@ class XMLFormat:
         )
         return make_leaf(format_reward, name=name)
 
-    def format(self, **values: Any) -> str:
+    def format(self, **values: object) -> str:
         """Write values in this format (for few-shot examples and tests); all fields required."""
         missing = [name for name in self.fields if name not in values]
         unknown = sorted(set(values) - set(self.fields))
@@ -479,7 +492,7 @@ class ThinkFormat:
         first = not text[: block.start].strip()
         return 1.0 if first and text[block.end :].strip() else 0.0
 
-    def reward(self, name: str = "think_format") -> Any:
+    def reward(self, name: str = "think_format") -> FunctionRubric:
         """This format's `format_reward` as a rubric leaf (reads the last assistant message)."""
 
         def think_format(response: str) -> float:
