@@ -16,7 +16,7 @@ from __future__ import annotations
 from envs._auditing import AuditReport, aaudit, audit
 from envs._conditions import stop
 from envs._environment import Environment
-from envs._harbor import from_harbor
+from envs._harbor import HarborVerifier, from_harbor
 from envs._harbor.scaffold import init_harbor_task
 from envs._harbor.task import is_harbor_task
 from envs._harbor.task_audit import HarborTaskCheck, acheck_harbor_tasks, check_harbor_tasks
@@ -45,6 +45,7 @@ __all__ = [
     "EnvironmentNotFoundError",
     "EnvironmentSpec",
     "HarborTaskCheck",
+    "HarborVerifier",
     "MultiTurnEnv",
     "OpenEnvFinalReward",
     "OpenEnvStepReward",

@@ -32,11 +32,13 @@ from harness._core.errors import (
     NotScoreableError,
     ResultsError,
     ResultsNotFoundError,
+    ResultsWarning,
     RubricError,
     ScoringError,
     TooManyErrorsError,
     UserCodeError,
     WorkerError,
+    WorkersHint,
 )
 from harness._core.limits import check_limits
 from harness._core.options import EvaluateOptions, Shard
@@ -50,6 +52,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from harness._endpoint.client import Client, Completion
     from harness._engine.evaluation import aevaluate, evaluate
     from harness._engine.runner import rollout
+    from harness._results.compare import Comparison, compare
     from harness._results.eval_results import EvalResults, load_results
     from harness._results.rescoring import arescore, rescore, rescore_to
     from harness._results.sharding import MergeReport, merge_results
@@ -62,6 +65,7 @@ if TYPE_CHECKING:  # pragma: no cover
 _LAZY = {
     "CaptureProxy": "harness.proxy",
     "Client": "harness._endpoint.client",
+    "Comparison": "harness._results.compare",
     "Completion": "harness._endpoint.client",
     "EvalResults": "harness._results.eval_results",
     "MergeReport": "harness._results.sharding",
@@ -72,6 +76,7 @@ _LAZY = {
     "ScriptedEndpoint": "harness.scripted",
     "aevaluate": "harness._engine.evaluation",
     "arescore": "harness._results.rescoring",
+    "compare": "harness._results.compare",
     "evaluate": "harness._engine.evaluation",
     "load_results": "harness._results.eval_results",
     "merge_results": "harness._results.sharding",
@@ -103,6 +108,7 @@ __all__ = [
     "TRANSPORTS",
     "CaptureProxy",
     "Client",
+    "Comparison",
     "Completion",
     "ConfigError",
     "ConfigTypeError",
@@ -121,6 +127,7 @@ __all__ = [
     "ProxyTurn",
     "ResultsError",
     "ResultsNotFoundError",
+    "ResultsWarning",
     "RetokenizationSkew",
     "Rollout",
     "RubricError",
@@ -136,9 +143,11 @@ __all__ = [
     "Usage",
     "UserCodeError",
     "WorkerError",
+    "WorkersHint",
     "aevaluate",
     "arescore",
     "check_limits",
+    "compare",
     "escape_control",
     "evaluate",
     "load_results",

@@ -59,8 +59,11 @@ from rubrics._module import Rubric
 
 @dataclass(frozen=True)
 class LabelledItem:
-    """One labelled rollout: the human's label, the judge's score (NaN: unscored, see `reason`)
-    and the judge's verdict in the label's terms (None for continuous labels or unscored)."""
+    """One labelled rollout: the human's label, the judge's score and verdict.
+
+    The score is NaN when the judge left it unscored (see `reason`); the verdict is in the
+    label's terms (None for continuous labels or unscored).
+    """
 
     example_id: str
     label: str
@@ -95,8 +98,11 @@ class ProbeResult:
 
 @dataclass(frozen=True, repr=False)
 class Calibration:
-    """A judge measured against labels: `rich.print(it)` shows the report, a notebook draws it
-    as HTML, `to_html()` is a page; `repr` is the headline."""
+    """A judge measured against labels.
+
+    `rich.print(it)` shows the report, a notebook draws it as HTML, `to_html()` is a page;
+    `repr` is the headline.
+    """
 
     judge: str
     model: str
@@ -122,6 +128,7 @@ class Calibration:
 
     @property
     def num_scored(self) -> int:
+        """How many labelled rows the judge scored."""
         return sum(1 for i in self.items if i.reason is None)
 
     @property
@@ -160,6 +167,7 @@ class Calibration:
         return f"Cohen's kappa {self.kappa:.2f}: {_strength(self.kappa)} agreement beyond chance"
 
     def __repr__(self) -> str:
+        """The headline: the judge, the kind of labels and the agreement figures."""
         figures = (
             f"mae={_fmt(self.mae)}, spearman={_fmt(self.spearman)}"
             if self.kind == "continuous"
@@ -168,6 +176,7 @@ class Calibration:
         return f"Calibration(judge={self.judge}, kind={self.kind!r}, rows={len(self.items)}, scored={self.num_scored}, {figures})"
 
     def __rich__(self) -> Any:
+        """The report, for rich (`rich.print(calibration)`)."""
         return calibration_renderable(self)
 
     def _repr_html_(self) -> str:
@@ -445,8 +454,10 @@ def _corrected(
     items: Sequence[LabelledItem],
     path: str,
 ) -> tuple[CorrectedMean | None, str | None]:
-    """The judge's mean over the run corrected by the labels, from the run's own scores of
-    node `path` (the same judge calls that made the run's mean), or why there is none."""
+    """The judge's mean over the run corrected by the labels, or why there is none.
+
+    From the run's own scores of node `path` (the same judge calls that made the run's mean).
+    """
     keys = _labelled(rows)
     pairs = [
         (item.target, _node_score(run[k], path))
@@ -500,8 +511,10 @@ def calibrate(
     path: str = "",
     panel: Sequence[str] = (),
 ) -> Calibration:
-    """`acalibrate` from synchronous code (a script, or a notebook cell: it works inside a
-    running event loop); the arguments are the same."""
+    """`acalibrate` from synchronous code; the arguments are the same.
+
+    Works in a script, and in a notebook cell (inside a running event loop).
+    """
     return run_sync(
         acalibrate(
             judge, labels, kind=kind, threshold=threshold, categories=categories, label_range=label_range,

@@ -44,8 +44,10 @@ def _check_gamma(gamma: Any) -> float:
 
 
 class _Frozen:
-    """A credit rule is validated once and then fixed: changing `gamma` afterwards would skip
-    the check (a gamma of 3 makes credit exceed the reward), so assignment is refused."""
+    """A credit rule is validated once and then fixed, so assignment is refused.
+
+    Changing `gamma` afterwards would skip the check (a gamma of 3 makes credit exceed the reward).
+    """
 
     __slots__ = ()
 
@@ -120,6 +122,10 @@ class ProgressDelta(_Frozen):
     """`r_t = s_t - s_(t-1)` over node `path`'s per-turn scores, from `s_(-1) = start`.
 
     A NaN turn score gives that turn NaN, and the next delta is taken from the last finite score.
+
+    Args:
+        path: The node whose per-turn scores are read ("" for the root).
+        start: The score before the first turn.
     """
 
     __slots__ = ("path", "start")
@@ -137,6 +143,7 @@ class ProgressDelta(_Frozen):
         self._set("start", float(start))
 
     def __call__(self, rollout: Rollout) -> list[float]:
+        """The rollout's reward per assistant turn: each turn's change in the node's score."""
         scores = rollout.turn_scores.get(self.path)
         if scores is None:
             raise ConfigError(

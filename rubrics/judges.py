@@ -65,8 +65,17 @@ Reply with only a JSON object: {"explanation": "one short sentence", "met": true
 
 
 def correctness(**kwargs: Any) -> LLMJudge:
-    """A judge that grades `response` against the rollout's `answer`: "GRADE: C" -> 1.0,
-    "GRADE: I" -> 0.0. Override `prompt=` to reword it, keeping the GRADE line."""
+    """A judge that grades `response` against the rollout's `answer`.
+
+    It replies "GRADE: C" (1.0) or "GRADE: I" (0.0). Override `prompt=` to reword it,
+    keeping the GRADE line.
+
+    Args:
+        **kwargs: `LLMJudge` arguments (model, client, samples, ...).
+
+    Returns:
+        The judge, named "correctness".
+    """
     kwargs.setdefault("prompt", CORRECTNESS_TEMPLATE)
     kwargs.setdefault("parse", "choice")
     kwargs.setdefault("choices", {"C": 1.0, "I": 0.0})
@@ -76,18 +85,23 @@ def correctness(**kwargs: Any) -> LLMJudge:
 
 
 class CriterionJudge(LLMJudge):
-    """One rubric criterion judged met (1.0) or not (0.0); its text and points live in
-    `variables`, so `state_dict()` round-trips them."""
+    """One rubric criterion judged met (1.0) or not (0.0).
+
+    Its text and points live in `variables`, so `state_dict()` round-trips them.
+    """
 
     @property
     def criterion(self) -> str:
+        """The criterion's text."""
         return str(self.variables.get("criterion", ""))
 
     @property
     def points(self) -> float:
+        """The points it earns when met (negative: a penalty)."""
         return float(self.variables.get("points", 1.0))
 
     def extra_repr(self) -> str:
+        """The criterion (shortened) and its points, for the tree's repr."""
         text = self.criterion if len(self.criterion) <= 60 else self.criterion[:57] + "..."
         return f"{text!r}, points={self.points:g}"
 
@@ -119,6 +133,13 @@ class CriteriaJudge(Rubric):
     criterion's verdict lands in `rollout.scores` as `<path>.criterion_N` (1 met, 0 not),
     and the node's `score_details` lists them with their points. Negative points penalise
     a met criterion (e.g. "recommends a dangerous dose", -5).
+
+    Args:
+        criteria: The criteria: strings (1 point each) or (text, points) pairs.
+        name: The node's name.
+        on_error: The score when a criterion cannot be judged (NaN: unscored).
+        prompt: The template each criterion is judged with.
+        **judge_kwargs: `LLMJudge` arguments for every criterion (model, client, samples, ...).
     """
 
     def __init__(
@@ -176,6 +197,7 @@ class CriteriaJudge(Rubric):
         return [child for child in self.children() if isinstance(child, CriterionJudge)]
 
     async def forward(self, rollout: Rollout) -> float:
+        """Judge every criterion concurrently and add up the points of those met."""
         judges = self._judges()
         verdicts = await asyncio.gather(*(judge.ascore(rollout) for judge in judges))
         possible = sum(judge.points for judge in judges if judge.points > 0)
@@ -197,6 +219,7 @@ class CriteriaJudge(Rubric):
         return min(1.0, max(0.0, earned / possible))
 
     def extra_repr(self) -> str:
+        """The number of criteria and the points possible, for the tree's repr."""
         possible = sum(points for _, points in self.criteria() if points > 0)
         parts = [f"criteria={len(self._judges())}", f"possible={possible:g}"]
         if self.on_error is not None:
@@ -205,8 +228,16 @@ class CriteriaJudge(Rubric):
 
 
 def criteria(items: Sequence[str | tuple[str, float]], **kwargs: Any) -> CriteriaJudge:
-    """A HealthBench-style rubric over weighted criteria (strings count 1 point each);
-    keywords go to every criterion's `LLMJudge` (model, client, samples, ...)."""
+    """A HealthBench-style rubric over weighted criteria.
+
+    Args:
+        items: The criteria: strings (1 point each) or (text, points) pairs.
+        **kwargs: `CriteriaJudge` arguments; the judge's go to every criterion's `LLMJudge`
+            (model, client, samples, ...).
+
+    Returns:
+        The judge.
+    """
     return CriteriaJudge(items, **kwargs)
 
 

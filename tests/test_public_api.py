@@ -47,7 +47,7 @@ PROMISED = {
         "Rubric", "WeightedSum", "Sequential", "Gate", "RubricList", "RubricDict", "FunctionRubric",
         "reward", "LLMJudge", "JudgeConfig", "ScoringError", "ScoredBatch", "RemovableHandle",
         "IncompatibleKeys", "Rollout", "judges", "parsers", "credit", "GroupRubric", "Relative",
-        "relative", "RankJudge", "PairwiseJudge",
+        "relative", "RankJudge", "PairwiseJudge", "register_advantage_estimator",
     ],
     "envs": [
         "Environment", "SingleTurnEnv", "ToolEnv", "MultiTurnEnv", "tool", "Tool", "ToolResult",
@@ -56,7 +56,7 @@ PROMISED = {
         "audit", "aaudit", "AuditReport", "from_verifiers", "from_openenv", "from_harbor", "serve_openenv",
         "serve_mcp", "aserve_mcp", "RunRequest", "PreparedRun", "prepare_run", "run", "arun", "resume",
         "rescoring_environment", "describe_provenance", "init_harbor_task", "is_harbor_task",
-        "check_harbor_tasks", "acheck_harbor_tasks", "HarborTaskCheck",
+        "check_harbor_tasks", "acheck_harbor_tasks", "HarborTaskCheck", "HarborVerifier",
     ],
     "harness": [
         "Client", "Completion", "rollout", "evaluate", "aevaluate", "EvaluateOptions", "EvalResults",
@@ -68,7 +68,7 @@ PROMISED = {
         "TooManyErrorsError", "UserCodeError", "WorkerError", "CaptureProxy", "ProxyBudgets",
         "ProxySession", "ProxyTurn", "RetokenizationSkew", "Stopped", "DEFAULT_CONCURRENCY",
         "DEFAULT_TRANSPORT", "TRANSPORTS", "check_limits", "escape_control", "newest_rescored",
-        "rescore_to", "report_path", "show_run",
+        "rescore_to", "report_path", "show_run", "compare", "Comparison", "ResultsWarning", "WorkersHint",
     ],
 }  # fmt: skip
 

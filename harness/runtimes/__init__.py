@@ -78,7 +78,7 @@ def get_runtime(spec: str, *, run_id: str | None = None) -> Runtime:
 
 
 def _local_records(*, dry_run: bool) -> list[dict[str, str]]:
-    """bwrap and local sandbox folders (with their processes) of this machine."""
+    """The bubblewrap and local sandbox folders (with their processes) of this machine."""
     records = []
     for folder in state_folders():
         state = SandboxState.load(folder)
@@ -112,8 +112,11 @@ async def alist_sandboxes(*, docker: bool = True) -> list[dict[str, str]]:
 
 
 async def aprune(*, docker: bool = True) -> list[dict[str, str]]:
-    """Remove the sandboxes whose owner process is gone (bwrap processes and cgroups, host
-    folders, Docker containers and fork images labelled as ours); returns what was found."""
+    """Remove the sandboxes whose owner process is gone; returns what was found.
+
+    Those are bwrap processes and cgroups, host folders, Docker containers and fork images
+    labelled as ours.
+    """
     found = await _docker_records(dry_run=False) if docker else []
     found += _local_records(dry_run=False)
     cgroups.prune_groups()
