@@ -165,7 +165,15 @@ class ProgressDelta(_Frozen):
 
 
 def progress_delta(path: str = "", *, start: float = 0.0) -> ProgressDelta:
-    """Credit each turn with the change it makes to node `path`'s per-turn score."""
+    """Credit each turn with the change it makes to node `path`'s per-turn score.
+
+    Args:
+        path: The node whose per-turn scores are read ("" for the root).
+        start: The score before the first turn.
+
+    Returns:
+        The rule, for `assign_credit` or an environment's `credit=`.
+    """
     return ProgressDelta(path, start)
 
 
@@ -221,12 +229,26 @@ def fixed_horizon_advantages(turn_rewards: Sequence[Sequence[float]], horizon: i
 
 
 def discounted(gamma: float) -> Discounted:
-    """Credit the episode reward to each turn, discounted by `gamma` per turn before the last."""
+    """Credit the episode reward to each turn, discounted by `gamma` per turn before the last.
+
+    Args:
+        gamma: The discount per turn, in [0, 1].
+
+    Returns:
+        The rule, for `assign_credit` or an environment's `credit=`.
+    """
     return Discounted(gamma)
 
 
 def returns_to_go(gamma: float = 1.0) -> ReturnsToGo:
-    """Credit each turn with the (discounted) sum of its own and later turns' scores."""
+    """Credit each turn with the (discounted) sum of its own and later turns' scores.
+
+    Args:
+        gamma: The discount per turn, in [0, 1].
+
+    Returns:
+        The rule, for `assign_credit` or an environment's `credit=`.
+    """
     return ReturnsToGo(gamma)
 
 
@@ -237,6 +259,13 @@ def outcome() -> Outcome:
 
 def assign_credit(rollout: Rollout, credit: Credit) -> list[float]:
     """Run `credit` on a scored rollout and store the result in `rollout.turn_rewards`.
+
+    Args:
+        rollout: A scored rollout.
+        credit: The rule (`outcome()`, `discounted(...)`, `progress_delta(...)`, ...).
+
+    Returns:
+        One reward per assistant turn.
 
     Raises:
         ConfigError: `credit` did not return one finite-or-NaN number per assistant turn.

@@ -87,7 +87,29 @@ def correctness(**kwargs: Any) -> LLMJudge:
 class CriterionJudge(LLMJudge):
     """One rubric criterion judged met (1.0) or not (0.0).
 
-    Its text and points live in `variables`, so `state_dict()` round-trips them.
+    Its text and points live in `variables`, so `state_dict()` round-trips them. `criteria()`
+    builds them; the arguments are `LLMJudge`'s.
+
+    Args:
+        prompt: The criterion's judge prompt (`CRITERION_TEMPLATE` filled in).
+        model: As `LLMJudge`'s.
+        client: As `LLMJudge`'s.
+        system_prompt: As `LLMJudge`'s.
+        parse: As `LLMJudge`'s.
+        choices: As `LLMJudge`'s.
+        score_range: As `LLMJudge`'s.
+        pattern: As `LLMJudge`'s.
+        json_key: As `LLMJudge`'s.
+        samples: As `LLMJudge`'s.
+        reduce: As `LLMJudge`'s.
+        on_error: As `LLMJudge`'s.
+        cache: As `LLMJudge`'s.
+        name: As `LLMJudge`'s.
+        sampling: As `LLMJudge`'s.
+        base_url: As `LLMJudge`'s.
+        api_key: As `LLMJudge`'s.
+        client_options: As `LLMJudge`'s.
+        variables: The criterion's `criterion` text and `points`.
     """
 
     @property

@@ -102,6 +102,14 @@ def strip_think(text: str, tag: str = _THINK, *, strict: bool = False) -> str:
     With `strict=True` (Verifiers' strict ThinkParser) a reply that never closed a think
     block has no answer at all: "" is returned, so a model that skips thinking, or is cut off
     while thinking, gets nothing parsed.
+
+    Args:
+        text: The model's text.
+        tag: The reasoning block's tag name.
+        strict: A reply that never closed a think block has no answer ("").
+
+    Returns:
+        The visible answer.
     """
     if not text:
         return ""
@@ -141,6 +149,16 @@ def extract_xml(
 
     Nested elements of the same tag return the outermost one; elements inside `<think>`
     are ignored unless `ignore_think=False` (or `tag` is "think" itself).
+
+    Args:
+        text: The model's text (None gives None).
+        tag: The tag name, such as "answer".
+        last: The last element (False: the first).
+        ignore_think: Skip text inside `<think>` blocks (a reasoning model's drafts).
+        strip: Strip surrounding whitespace from the content.
+
+    Returns:
+        The element's content, or None.
     """
     _check_tag(tag)
     if not text:
@@ -165,6 +183,14 @@ def extract_boxed(text: str | None, last: bool = True, *, ignore_think: bool = T
 
     `\boxed{\frac{1}{2}}` gives `\frac{1}{2}`; escaped braces `\{` do not count; a box
     left unclosed (truncated output) is skipped. `\boxed 5` (no braces) gives `5`.
+
+    Args:
+        text: The model's text (None gives None).
+        last: The last box (False: the first).
+        ignore_think: Skip text inside `<think>` blocks (a reasoning model's drafts).
+
+    Returns:
+        The box's content, or None.
     """
     visible = _visible(text, ignore_think)
     found: list[str] = []
@@ -229,6 +255,14 @@ def extract_last_number(
 
     Understands signs (including the Unicode minus U+2212), thousands separators
     ("1,234"), decimals (".5", "3.25") and exponents; "10-5" yields 5, not -5.
+
+    Args:
+        text: The model's text (None gives None).
+        as_text: Return the number as canonical text ("1234", "0.5") instead of a float.
+        ignore_think: Skip text inside `<think>` blocks (a reasoning model's drafts).
+
+    Returns:
+        The number, or None when there is none.
     """
     numbers = _numbers(_visible(text, ignore_think))
     if not numbers:
@@ -243,6 +277,15 @@ def extract_after(
 
     Its first line, stripped, or everything after it with `line=False`. None if the marker
     is absent or nothing follows.
+
+    Args:
+        text: The model's text (None gives None).
+        marker: What the answer follows.
+        ignore_think: Skip text inside `<think>` blocks (a reasoning model's drafts).
+        line: Only the first line after the marker (False: everything after it).
+
+    Returns:
+        The answer text, or None.
     """
     if not marker:
         raise ConfigError("extract_after needs a non-empty marker, e.g. '####'")

@@ -35,6 +35,12 @@ AGENTS: dict[str, Callable[[], Agent]] = {
 def get_agent(agent: str | Agent) -> Agent:
     """The agent a name gives: `command:CMD`, or one of `AGENTS` (an `Agent` is returned as is).
 
+    Args:
+        agent: A name, or an agent.
+
+    Returns:
+        The agent.
+
     Raises:
         AgentError: no agent of that name (the names are listed).
     """

@@ -104,7 +104,14 @@ def _local_records(*, dry_run: bool) -> list[dict[str, str]]:
 
 
 async def alist_sandboxes(*, docker: bool = True) -> list[dict[str, str]]:
-    """Every sandbox of ours on this machine (kind, id, run, owner, alive), removing nothing."""
+    """Every sandbox of ours on this machine (kind, id, run, owner, alive), removing nothing.
+
+    Args:
+        docker: Ask Docker too (False: only bwrap and local sandboxes).
+
+    Returns:
+        One record per sandbox.
+    """
     found = _local_records(dry_run=True)
     if docker:
         found += await _docker_records(dry_run=True)
@@ -116,6 +123,12 @@ async def aprune(*, docker: bool = True) -> list[dict[str, str]]:
 
     Those are bwrap processes and cgroups, host folders, Docker containers and fork images
     labelled as ours.
+
+    Args:
+        docker: Prune Docker containers and images too (False: only bwrap and local sandboxes).
+
+    Returns:
+        One record per sandbox found, with whether it was removed.
     """
     found = await _docker_records(dry_run=False) if docker else []
     found += _local_records(dry_run=False)
@@ -133,12 +146,26 @@ async def _docker_records(*, dry_run: bool) -> list[dict[str, str]]:
 
 
 def list_sandboxes(*, docker: bool = True) -> list[dict[str, str]]:
-    """Sync face of `alist_sandboxes`."""
+    """Sync face of `alist_sandboxes`.
+
+    Args:
+        docker: Ask Docker too (False: only bwrap and local sandboxes).
+
+    Returns:
+        One record per sandbox.
+    """
     return run_sync(alist_sandboxes(docker=docker))
 
 
 def prune(*, docker: bool = True) -> list[dict[str, str]]:
-    """Sync face of `aprune`."""
+    """Sync face of `aprune`.
+
+    Args:
+        docker: Prune Docker containers and images too (False: only bwrap and local sandboxes).
+
+    Returns:
+        One record per sandbox found, with whether it was removed.
+    """
     return run_sync(aprune(docker=docker))
 
 
