@@ -55,7 +55,7 @@ class BashAgent(Agent):
     name = "bash"
 
     async def prepare(self, ctx: AgentContext) -> None:
-        script = resources.files("envs.agents").joinpath("bash_loop.py").read_text()
+        script = resources.files("envs.agents").joinpath("_bash_loop.py").read_text()
         await ctx.sandbox.write(f"{STATE_DIR}/bash_loop.py", script)
 
     def command(self, ctx: AgentContext) -> str:
