@@ -40,7 +40,8 @@ from harness._core.errors import (
 from harness._core.options import EvaluateOptions, Shard
 from harness._core.protocol import EnvironmentProtocol, EnvironmentSource
 from harness._core.summary import Summary
-from harness._core.types import FunctionCall, Message, Rollout, ToolCall, TreeNode, TurnTokens, Usage
+from harness._core.tree import TreeNode
+from harness._core.types import FunctionCall, Message, Rollout, ToolCall, TurnTokens, Usage
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness._endpoint.client import Client, Completion

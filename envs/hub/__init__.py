@@ -9,7 +9,7 @@ function here is what the matching `rubric` command calls.
 from __future__ import annotations
 
 from envs._project import CARD_FILE, HubError, PackageName, Project
-from envs.hub._card import Card, HubRecord, Needs, RubricNode, parse_card, summarize_rubric
+from envs.hub._card import Card, HubRecord, Needs, parse_card
 from envs.hub._checks import CheckReport, CheckResult, acheck_package, check_package
 from envs.hub._scaffold import init_package
 
@@ -23,10 +23,8 @@ __all__ = [
     "Needs",
     "PackageName",
     "Project",
-    "RubricNode",
     "acheck_package",
     "check_package",
     "init_package",
     "parse_card",
-    "summarize_rubric",
 ]
