@@ -46,7 +46,8 @@ from harness._core.protocol import EnvironmentProtocol, EnvironmentSource
 from harness._core.run_dirs import newest_rescored
 from harness._core.summary import Summary
 from harness._core.text import escape_control
-from harness._core.types import FunctionCall, Message, Rollout, ToolCall, TreeNode, TurnTokens, Usage
+from harness._core.tree import TreeNode
+from harness._core.types import FunctionCall, Message, Rollout, ToolCall, TurnTokens, Usage
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness._endpoint.client import Client, Completion

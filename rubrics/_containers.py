@@ -14,6 +14,7 @@ from typing import Any, overload
 
 from harness._core.defaults import DEFAULT_CONCURRENCY
 from harness._core.errors import ConfigError, ConfigTypeError
+from harness._core.tree import TreeNode
 from harness._core.types import Rollout
 from rubrics._leaf import as_rubric
 from rubrics._module import NAN, Rubric, ScoringError, check_name, join_path, snake_name
@@ -174,6 +175,9 @@ class WeightedSum(Rubric):
     def _child_note(self, name: str) -> str:
         weight = self._weights.get(name)
         return f"weight={weight:g}" if weight is not None else "weight=?"
+
+    def _child_weight(self, name: str) -> float | None:
+        return self._weights.get(name)
 
     def combine_turns(
         self, path: str, children: Mapping[str, list[float]], rollout: Rollout, length: int
@@ -355,6 +359,11 @@ class Gate(Rubric):
     def extra_repr(self) -> str:
         base = super().extra_repr()
         return f"threshold={self._threshold:g}" + (f", {base}" if base else "")
+
+    def describe(self) -> TreeNode:
+        entry = super().describe()
+        entry["threshold"] = self._threshold
+        return entry
 
 
 class RubricList(Rubric):

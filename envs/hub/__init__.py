@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from envs._project import CARD_FILE, BumpPart, HubError, PackageName, Project
 from envs.hub._build import BuildResult, abuild_package, build_package
-from envs.hub._card import Card, HubRecord, Needs, RubricNode, parse_card, summarize_rubric
+from envs.hub._card import Card, HubRecord, Needs, parse_card
 from envs.hub._checks import CheckReport, CheckResult, acheck_package, check_package
 from envs.hub._display import (
     built_lines,
@@ -46,7 +46,6 @@ __all__ = [
     "PackageName",
     "Project",
     "PushResult",
-    "RubricNode",
     "abuild_package",
     "acheck_package",
     "ainfo",
@@ -70,5 +69,4 @@ __all__ = [
     "pushed_lines",
     "search",
     "show_entries",
-    "summarize_rubric",
 ]

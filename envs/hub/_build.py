@@ -25,7 +25,7 @@ from packaging.utils import (
 )
 
 from envs._project import CARD_FILE, HubError, Project
-from envs.hub._card import HubRecord, summarize_rubric
+from envs.hub._card import HubRecord
 from envs.hub._checks import CheckReport, acheck_package, rubric_version
 from harness._core.aio import run_sync
 
@@ -56,7 +56,7 @@ def make_record(report: CheckReport) -> HubRecord:
         version=str(project.version),
         entry_points=project.entry_points,
         card=card,
-        rubric=summarize_rubric(report.env.rubric),
+        rubric=report.env.rubric.tree(),
         compatibility={"rubric-rl": [rubric_version()]},
         content_hash=project.content_hash(),
     )

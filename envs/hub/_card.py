@@ -12,8 +12,8 @@ The card is the package's README.md, whose YAML front matter says what a hub lis
     needs: {api_keys: [], sandbox: false, network: false}
     ---
 
-`rubric build` writes `HubRecord` (card + rubric tree summary + compatibility record + content
-hash) as `rubric_card.json` inside the package, so every wheel carries it; `rubric list` and
+`rubric build` writes `HubRecord` (card + the rubric tree as `Rubric.tree()` describes it +
+compatibility record + content hash) as `rubric_card.json` inside the package, so every wheel carries it; `rubric list` and
 `rubric hub info` read it back.
 """
 
@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from envs._project import CARD_FILE, HubError
+from harness._core.tree import TreeNode, read_tree
 
 Kind = Literal["single-turn", "tool", "multi-turn"]
 RECORD_FORMAT = 1
@@ -81,26 +81,6 @@ class Card(BaseModel):
         return value
 
 
-class RubricNode(BaseModel):
-    """One node of the rubric tree summary: its dotted path, type and the settings that shape it.
-
-    Attributes:
-        path: The node's dotted path ("" for the root).
-        type: Its class name.
-        weight: Its weight in its parent, when the parent weighs its children.
-        threshold: A gate's threshold.
-        model: A judge's model.
-        parse: A judge's parse mode.
-    """
-
-    path: str
-    type: str
-    weight: float | None = None
-    threshold: float | None = None
-    model: str | None = None
-    parse: str | None = None
-
-
 class HubRecord(BaseModel):
     """What `rubric build` ships in the wheel as `rubric_card.json`.
 
@@ -122,11 +102,19 @@ class HubRecord(BaseModel):
     version: str
     entry_points: dict[str, str]
     card: Card
-    rubric: list[RubricNode]
+    rubric: list[TreeNode] = Field(description="the rubric tree, as `Rubric.tree()` describes it")
     compatibility: dict[str, list[str]] = Field(
         description="package -> versions `rubric check` passed on, e.g. {'rubric-rl': ['0.1.0']}"
     )
     content_hash: str
+
+    @field_validator("rubric", mode="before")
+    @classmethod
+    def _readable_nodes(cls, value: object) -> object:
+        """A card is data: its tree is read as a run's is (malformed nodes left out, a judge's
+        model and parse beside its path, as cards first wrote them, read as its settings)."""
+        nodes = read_tree(value)
+        return value if nodes is None else nodes
 
 
 #: The largest `rubric_card.json` read (decompressed): a card is a few KB; a bigger one is refused.
@@ -198,44 +186,11 @@ def parse_card(text: str) -> Card:
         raise HubError(f"README.md front matter is invalid: {problems}") from None
 
 
-def summarize_rubric(rubric: Any) -> list[RubricNode]:
-    """Node paths, weights, gate thresholds and each judge's model and parse mode, root first.
-
-    Args:
-        rubric: The environment's rubric (a `rubrics.Rubric` tree).
-
-    Returns:
-        One node per rubric node, root first.
-    """
-    nodes = [RubricNode(path="", type=type(rubric).__name__, **_settings(rubric))]
-    for path, node in rubric.named_rubrics():
-        parent_path, _, child_name = path.rpartition(".")
-        parent = rubric.get_rubric(parent_path)
-        weights = getattr(parent, "weights", None)
-        weight = weights.get(child_name) if isinstance(weights, Mapping) else None
-        nodes.append(RubricNode(path=path, type=type(node).__name__, weight=weight, **_settings(node)))
-    return nodes
-
-
-def _settings(node: Any) -> dict[str, Any]:
-    found: dict[str, Any] = {}
-    threshold = getattr(node, "threshold", None)
-    if isinstance(threshold, int | float):
-        found["threshold"] = float(threshold)
-    for field in ("model", "parse"):
-        value = getattr(node, field, None)
-        if isinstance(value, str):
-            found[field] = value
-    return found
-
-
 __all__ = [
     "Card",
     "HubRecord",
     "Kind",
     "Needs",
-    "RubricNode",
     "parse_card",
     "split_front_matter",
-    "summarize_rubric",
 ]

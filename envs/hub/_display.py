@@ -20,6 +20,7 @@ from envs.hub._index import HubEntry
 from envs.hub._install import InstalledEnvironment
 from envs.hub._publish import PushResult
 from harness._core.text import escape_control, safe_text
+from harness._core.tree import TreeNode, read_tree
 
 
 def installed_table(found: Sequence[InstalledEnvironment]) -> Table | str:
@@ -69,10 +70,23 @@ def entry_lines(entry: HubEntry, full: bool) -> list[str]:
         f"  kind: {card.get('kind', '?')}; reward range {card.get('reward_range', '?')}; "
         f"license {card.get('license', '?')}; needs {', '.join(wanted) or 'nothing else'}"
     )
-    for node in (entry.record or {}).get("rubric", []):
-        extra = ", ".join(f"{k}={v}" for k, v in node.items() if k not in ("path", "type"))
-        lines.append(f"  rubric {node['path'] or '(root)'}: {node['type']}{f' ({extra})' if extra else ''}")
+    for node in read_tree((entry.record or {}).get("rubric")) or []:
+        lines.append(f"  rubric {node['path'] or '(root)'}: {node_line(node)}")
     return [*lines, "", split_front_matter(entry.readme)[1].strip()]
+
+
+def node_line(node: TreeNode) -> str:
+    """A card's rubric node as `repr()` heads it, with its parent's note (`weight=0.9`); a
+    card without heads shows the node's type and settings instead."""
+    facts = [node["note"]] if node.get("note") else []
+    if "head" in node:
+        return node["head"] + (f" ({facts[0]})" if facts else "")
+    if "weight" in node and not facts:
+        facts.append(f"weight={node['weight']:g}")
+    if "threshold" in node:
+        facts.append(f"threshold={node['threshold']:g}")
+    facts += [f"{key}={value}" for key, value in node.get("settings", {}).items()]
+    return node.get("type", "?") + (f" ({', '.join(facts)})" if facts else "")
 
 
 def show_entries(entries: Sequence[HubEntry], full: bool, note: Callable[[str], None]) -> list[str]:

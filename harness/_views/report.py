@@ -22,13 +22,13 @@ from typing import Any
 
 from harness._core.run_dirs import slug
 from harness._core.storage import run_title, section, write_atomic
+from harness._core.tree import TreeNode
 from harness._core.types import Rollout
 from harness._results.compare import FLIP_THRESHOLD, Comparison, compare, node_paths
 from harness._results.eval_results import EvalResults
 from harness._views.compare_html import node_table_html
 from harness._views.html import (
     STYLE,
-    TreeNode,
     esc,
     groups_html,
     histogram_svg,
