@@ -18,7 +18,6 @@ from harness._core.tree import TreeNode
 from harness._core.types import Rollout
 from rubrics._leaf import as_rubric
 from rubrics._module import NAN, Rubric, ScoringError, check_name, join_path, snake_name
-from rubrics._scoring import bump_generation
 from rubrics._trl import child_rewards
 from rubrics._turns import episode_score
 
@@ -383,8 +382,8 @@ class RubricList(Rubric):
         return list(self._children.values())
 
     def _reload(self, items: list[Rubric]) -> None:
-        self._children.clear()
-        bump_generation()
+        for name in list(self._children):
+            self._remove_child(name)
         for i, item in enumerate(items):
             self.add_rubric(str(i), item)
 
