@@ -50,7 +50,6 @@ from harness._core.types import INJECTED, Message, Rollout, ToolCall, as_message
 from harness._endpoint.client import Client
 from harness._endpoint.connect import open_client
 from rubrics._grouping import has_group_nodes
-from rubrics._render import tree_nodes
 from rubrics.credit import assign_credit
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -638,7 +637,7 @@ class Environment:
                 "load_kwargs": self.load_kwargs,
                 # The tree (heads, weights, gate thresholds) so a saved run can be drawn
                 # and its node means listed in tree order without the code.
-                "rubric": tree_nodes(self.rubric),
+                "rubric": self.rubric.tree(),
             }
         )
         if self.success is not None:  # the pass@k criterion (absent by default: reward >= 1)

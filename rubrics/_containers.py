@@ -14,10 +14,10 @@ from typing import Any, overload
 
 from harness._core.defaults import DEFAULT_CONCURRENCY
 from harness._core.errors import ConfigError, ConfigTypeError
+from harness._core.tree import TreeNode
 from harness._core.types import Rollout
 from rubrics._leaf import as_rubric
 from rubrics._module import NAN, Rubric, ScoringError, check_name, join_path, snake_name
-from rubrics._scoring import bump_generation
 from rubrics._trl import child_rewards
 from rubrics._turns import episode_score
 
@@ -174,6 +174,9 @@ class WeightedSum(Rubric):
     def _child_note(self, name: str) -> str:
         weight = self._weights.get(name)
         return f"weight={weight:g}" if weight is not None else "weight=?"
+
+    def _child_weight(self, name: str) -> float | None:
+        return self._weights.get(name)
 
     def combine_turns(
         self, path: str, children: Mapping[str, list[float]], rollout: Rollout, length: int
@@ -356,6 +359,11 @@ class Gate(Rubric):
         base = super().extra_repr()
         return f"threshold={self._threshold:g}" + (f", {base}" if base else "")
 
+    def describe(self) -> TreeNode:
+        entry = super().describe()
+        entry["threshold"] = self._threshold
+        return entry
+
 
 class RubricList(Rubric):
     """A list of rubrics registered as children "0", "1", ... (like `nn.ModuleList`); no score.
@@ -374,8 +382,8 @@ class RubricList(Rubric):
         return list(self._children.values())
 
     def _reload(self, items: list[Rubric]) -> None:
-        self._children.clear()
-        bump_generation()
+        for name in list(self._children):
+            self._remove_child(name)
         for i, item in enumerate(items):
             self.add_rubric(str(i), item)
 

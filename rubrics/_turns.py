@@ -83,8 +83,7 @@ def reduce_turns(values: Sequence[float], how: str) -> float:
 
 
 def _settle_turns(node: Rubric, rollout: Rollout, values: list[float], errors: list[str]) -> float:
-    path = node._own_scope(rollout, "forward_turn").path
-    rollout.turn_scores[path] = values
+    node._own_scope(rollout, "forward_turn").turns = values  # written with the score by `Rubric._record`
     if errors:
         raise ScoringError("; ".join(errors))
     return reduce_turns(values, getattr(node, "reduce_turns", "mean"))

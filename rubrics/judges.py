@@ -80,8 +80,10 @@ def correctness(
     on_error: float | None = math.nan,
     **options: Unpack[JudgeOptions],
 ) -> LLMJudge:
-    """A judge that grades `response` against the rollout's `answer`: "GRADE: C" -> 1.0,
-    "GRADE: I" -> 0.0. Override `prompt=` to reword it, keeping the GRADE line.
+    """A judge that grades `response` against the rollout's `answer`.
+
+    It replies "GRADE: C" (1.0) or "GRADE: I" (0.0). Override `prompt=` to reword it,
+    keeping the GRADE line.
 
     Args:
         prompt: The judge's template (default: `CORRECTNESS_TEMPLATE`).
@@ -89,6 +91,9 @@ def correctness(
         on_error: Score for an unscorable rollout instead of NaN.
         **options: Any other `LLMJudge` keyword (model, client, samples, ...); `parse` and
             `choices` default to the GRADE line's.
+
+    Returns:
+        The judge, named "correctness" unless `name` says otherwise.
     """
     options.setdefault("parse", "choice")
     options.setdefault("choices", {"C": 1.0, "I": 0.0})
@@ -96,8 +101,9 @@ def correctness(
 
 
 class CriterionOptions(TypedDict, total=False):
-    """The `LLMJudge` keywords `criteria` passes to every criterion's judge (it sets `parse`,
-    `json_key`, `choices`, `pattern` and `variables` itself).
+    """The `LLMJudge` keywords `criteria` passes to every criterion's judge.
+
+    `criteria` sets `parse`, `json_key`, `choices`, `pattern` and `variables` itself.
 
     Attributes:
         model: The judge's model name (one client is built and shared by the criteria).
@@ -125,18 +131,45 @@ class CriterionOptions(TypedDict, total=False):
 
 
 class CriterionJudge(LLMJudge):
-    """One rubric criterion judged met (1.0) or not (0.0); its text and points live in
-    `variables`, so `state_dict()` round-trips them."""
+    """One rubric criterion judged met (1.0) or not (0.0).
+
+    Its text and points live in `variables`, so `state_dict()` round-trips them. `criteria()`
+    builds them; the arguments are `LLMJudge`'s.
+
+    Args:
+        prompt: The criterion's judge prompt (`CRITERION_TEMPLATE` filled in).
+        model: As `LLMJudge`'s.
+        client: As `LLMJudge`'s.
+        system_prompt: As `LLMJudge`'s.
+        parse: As `LLMJudge`'s.
+        choices: As `LLMJudge`'s.
+        score_range: As `LLMJudge`'s.
+        pattern: As `LLMJudge`'s.
+        json_key: As `LLMJudge`'s.
+        samples: As `LLMJudge`'s.
+        reduce: As `LLMJudge`'s.
+        on_error: As `LLMJudge`'s.
+        cache: As `LLMJudge`'s.
+        name: As `LLMJudge`'s.
+        sampling: As `LLMJudge`'s.
+        base_url: As `LLMJudge`'s.
+        api_key: As `LLMJudge`'s.
+        client_options: As `LLMJudge`'s.
+        variables: The criterion's `criterion` text and `points`.
+    """
 
     @property
     def criterion(self) -> str:
+        """The criterion's text."""
         return str(self.variables.get("criterion", ""))
 
     @property
     def points(self) -> float:
+        """The points it earns when met (negative: a penalty)."""
         return float(self.variables.get("points", 1.0))
 
     def extra_repr(self) -> str:
+        """The criterion (shortened) and its points, for the tree's repr."""
         text = self.criterion if len(self.criterion) <= 60 else self.criterion[:57] + "..."
         return f"{text!r}, points={self.points:g}"
 
@@ -168,6 +201,13 @@ class CriteriaJudge(Rubric):
     criterion's verdict lands in `rollout.scores` as `<path>.criterion_N` (1 met, 0 not),
     and the node's `score_details` lists them with their points. Negative points penalise
     a met criterion (e.g. "recommends a dangerous dose", -5).
+
+    Args:
+        criteria: The criteria: strings (1 point each) or (text, points) pairs.
+        name: The node's name.
+        on_error: The score when a criterion cannot be judged (NaN: unscored).
+        prompt: The template each criterion is judged with.
+        **judge_kwargs: `LLMJudge` arguments for every criterion (model, client, samples, ...).
     """
 
     def __init__(
@@ -227,6 +267,7 @@ class CriteriaJudge(Rubric):
         return [child for child in self.children() if isinstance(child, CriterionJudge)]
 
     async def forward(self, rollout: Rollout) -> float:
+        """Judge every criterion concurrently and add up the points of those met."""
         judges = self._judges()
         verdicts = await asyncio.gather(*(judge.ascore(rollout) for judge in judges))
         possible = sum(judge.points for judge in judges if judge.points > 0)
@@ -248,6 +289,7 @@ class CriteriaJudge(Rubric):
         return min(1.0, max(0.0, earned / possible))
 
     def extra_repr(self) -> str:
+        """The number of criteria and the points possible, for the tree's repr."""
         possible = sum(points for _, points in self.criteria() if points > 0)
         parts = [f"criteria={len(self._judges())}", f"possible={possible:g}"]
         if self.on_error is not None:

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from harness import Client, ScriptedEndpoint
+from tests.cli.conftest import rubric  # noqa: F401  (the `rubric` fixture, for CLI tests outside tests/cli)
 from tests.helpers import HubServer, ensure_openenv_side_python, openenv_side_venv, serve_pypiserver
 
 # The OpenEnv cross-version tests run OpenEnv 0.10 from a venv of its own (it cannot sit beside

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
@@ -187,19 +187,6 @@ def as_messages(value: Any, default_role: Role = "user") -> list[Message]:
     if isinstance(value, (Message, dict)):
         value = [value]
     return [m if isinstance(m, Message) else Message.model_validate(m) for m in value]
-
-
-class TreeNode(TypedDict, total=False):
-    """One rubric node as a run's metadata and the views describe it: dotted `path` ("" = the
-    root), `head` (e.g. "Gate(threshold=1)"), `note` (what the parent says about it, e.g.
-    "weight=0.8"), a Gate's `threshold`, and `group` (True, only on a node that scores the
-    rollouts of one example together)."""
-
-    path: str
-    head: str
-    note: str
-    threshold: float | None
-    group: bool
 
 
 CONVERSATION_COLUMNS = ("response", "answer", "task", "info", "prompt", "completion")
@@ -428,7 +415,6 @@ __all__ = [
     "Role",
     "Rollout",
     "ToolCall",
-    "TreeNode",
     "TurnTokens",
     "Usage",
     "as_messages",

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, NoReturn, TypedDict, T
 from harness._core.aio import unreachable
 from harness._core.defaults import DEFAULT_BASE_URL
 from harness._core.errors import ConfigError, EndpointError
+from harness._core.tree import TreeNode
 from harness._core.types import Rollout
 from rubrics._judge.cache import Answer, JudgeCache, ask
 from rubrics._judge.config import JudgeConfig, JudgeSettings, compile_template
@@ -456,6 +457,11 @@ class LLMJudge(Rubric):
         raise ScoringError(reason)
 
     # ------------------------------------------------------------------ display
+    def describe(self) -> TreeNode:
+        entry = super().describe()
+        entry["settings"] = {"model": self.model, "parse": self.parse}
+        return entry
+
     def extra_repr(self) -> str:
         parts = [f"model={self.model!r}", f"parse={self.parse!r}"]
         if self.choices:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 from harness._core.aio import unreachable
 from harness._core.defaults import DEFAULT_BASE_URL
 from harness._core.errors import ConfigError, EndpointError, ScoringError
+from harness._core.tree import TreeNode
 from harness._core.types import Rollout, Usage
 from rubrics._group import GroupRubric
 from rubrics._judge.cache import JudgeCache, ask
@@ -114,6 +115,12 @@ class GroupJudge(GroupRubric):
         if state.get("_owns_client"):
             state["_client"] = None  # rebuilt lazily after unpickling (TRL workers)
         return state
+
+    def describe(self) -> TreeNode:
+        entry = super().describe()
+        if self.model:
+            entry["settings"] = {"model": self.model}
+        return entry
 
     async def _close_own(self) -> None:
         """Close the HTTP pool of a Client this judge built itself (one given to it is the giver's)."""
@@ -339,6 +346,11 @@ class RankJudge(GroupJudge):
             exc.usage = usage  # type: ignore[attr-defined]  # the failed call still cost tokens
             raise
         return ([by_label[labels[order.index(i)]] for i in range(len(group))], reply), usage
+
+    def describe(self) -> TreeNode:
+        entry = super().describe()
+        entry["settings"] = {**entry.get("settings", {}), "parse": self.parse}
+        return entry
 
     def _format(self, labels: str) -> str:
         if self.parse == "ranking":
