@@ -64,7 +64,7 @@ from rubrics._scoring import (
     to_score,
     validate_batch,
 )
-from rubrics._trl import as_trl_reward
+from rubrics._trl import TRLReward, as_trl_reward
 from rubrics._turns import finish_turns, score_turns
 
 
@@ -760,7 +760,7 @@ class Rubric:
         log_metrics: bool = True,
         log_extras: bool = True,
         concurrency: int = 64,
-    ) -> Any:
+    ) -> TRLReward:
         """This tree as a picklable TRL reward function; see `rubrics._trl.as_trl_reward`.
 
         Args:
@@ -777,7 +777,7 @@ class Rubric:
             self, name=name, log_metrics=log_metrics, log_extras=log_extras, concurrency=concurrency
         )
 
-    def as_trl_reward_funcs(self, *, concurrency: int = 64) -> tuple[list[Any], list[float]]:
+    def as_trl_reward_funcs(self, *, concurrency: int = 64) -> tuple[list[TRLReward], list[float]]:
         """`(funcs, weights)`: one TRL reward per child of a WeightedSum, for GDPO.
 
         Use with `GRPOConfig(reward_weights=weights, multi_objective_aggregation="normalize_then_sum")`.
