@@ -133,5 +133,5 @@ def test_agent_episodes_on_bwrap_run_in_ray_actors(local_ray: Any, tmp_path: Pat
         progress=False,
     )
     assert [(r.error, r.stop_reason, r.reward) for r in results] == [(None, "completed", 1.0)] * 2
-    assert all([c["status"] for c in r.state["model_calls"]] == [200, 200] for r in results)
+    assert all([c.status for c in r.model_calls] == [200, 200] for r in results)
     assert results.metadata["sessions"][-1]["workers"]["executor"] == "ray"

@@ -91,7 +91,7 @@ def test_oracle_runs_the_reference_solution(tmp_path: Path) -> None:
     env = Environment(rows, file_contains("hello.txt", "hi"))
     (solved, missing) = _oracle(env)
     assert solved.error is None and solved.reward == 1.0 and solved.stop_reason == "completed"
-    assert solved.state["model_calls"] == []
+    assert solved.model_calls == []
     assert missing.stop_reason == "error" and "needs the task's reference solution" in (missing.error or "")
     # The hook for task folders: a solution.sh in --agent-files.
     (tmp_path / "solution.sh").write_text("printf hi > hello.txt\n")
