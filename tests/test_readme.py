@@ -80,7 +80,7 @@ def test_own_environment_example_runs_with_the_cli(tmp_path: Path) -> None:
         env={**os.environ, "COLUMNS": "200"},
     )
     assert proc.returncode == 0, proc.stderr
-    assert "1.0000" in proc.stdout and "used_tool" in proc.stdout
+    assert "1 ± 0  (over" in proc.stdout and "used_tool" in proc.stdout
 
 
 def test_readme_test_command_is_the_ci_command() -> None:
@@ -111,7 +111,7 @@ def test_quick_start_command_runs_as_written(tmp_path: Path) -> None:
         env={**os.environ, "COLUMNS": "200"},
     )
     assert proc.returncode == 0, proc.stderr
-    assert "mean reward" in proc.stdout and "1.0000 ± 0.0000" in proc.stdout
+    assert "mean reward" in proc.stdout and "1 ± 0  (over 200 scored)" in proc.stdout
     assert "Results written to runs/gsm8k--scripted-oracle--" in proc.stdout
 
 

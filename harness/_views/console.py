@@ -13,6 +13,7 @@ from typing import Any
 
 from rich.console import Console
 
+from harness._core.display import fmt
 from harness._core.summary import Summary
 from harness._core.text import escape_control
 from harness._results.eval_results import EvalResults
@@ -20,11 +21,6 @@ from harness._results.sharding import MergeReport
 
 #: How many missing (example, rollout) pairs a merge report names before "and N more".
 SHOWN_MISSING = 8
-
-
-def score_text(value: Any) -> str:
-    """A mean for one line of text: four decimals, "n/a" when there is none."""
-    return "n/a" if value is None else f"{value:.4f}" if isinstance(value, float) else str(value)
 
 
 def workers_line(metadata: dict[str, Any]) -> str | None:
@@ -80,7 +76,7 @@ def print_rescored(console: Console, old: EvalResults, new: EvalResults, out: Pa
     console.print(new)
     before, after = old.summary.mean_reward, new.summary.mean_reward
     console.print(
-        f"mean reward {score_text(before)} -> {score_text(after)}; re-scored rollouts written to [bold]{out}[/bold]",
+        f"mean reward {fmt(before)} -> {fmt(after)}; re-scored rollouts written to [bold]{out}[/bold]",
         soft_wrap=True,
     )
 
@@ -123,7 +119,6 @@ __all__ = [
     "print_rescored",
     "print_run",
     "resume_hint",
-    "score_text",
     "too_many_errors",
     "workers_line",
 ]

@@ -47,7 +47,7 @@ def test_eval_oracle_writes_results_and_prints_summary(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "mean reward" in proc.stdout and "1.0000" in proc.stdout
+    assert "mean reward" in proc.stdout and "1 ± 0" in proc.stdout
     assert "pass@2" in proc.stdout
     assert "correct" in proc.stdout and "format" in proc.stdout  # every node's mean
     assert f"Results written to {out}" in proc.stdout
@@ -275,7 +275,7 @@ def test_endpoint_serves_and_eval_uses_it(tmp_path: Path) -> None:
             timeout=90,
         )
         assert proc.returncode == 0, proc.stderr
-        assert "1.0000" in proc.stdout
+        assert "1 ± 0  (over" in proc.stdout
     finally:
         server.terminate()
         server.communicate(timeout=10)  # waits, and closes its pipes
