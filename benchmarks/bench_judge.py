@@ -24,7 +24,7 @@ from typing import Any
 from harness import Client, Rollout, ScriptedEndpoint
 from harness._endpoint.client import _http_client
 from rubrics import LLMJudge
-from rubrics._judge.llm import cache_info, clear_cache
+from rubrics.judges import JudgeCache
 
 PROMPT = (
     "Question: {{ prompt }}\n<response>\n{{ response }}\n</response>\n"
@@ -97,10 +97,10 @@ async def main(n: int, concurrency: int, latency: float, rounds: int) -> None:
                 best[name] = min(best[name], await timed(fn))
 
         cached = LLMJudge(PROMPT, client=judge_client, score_range=(0, 10), cache=True)
-        clear_cache()
+        JudgeCache.shared.clear()
         first = await timed(lambda: cached.ascore_batch(rollouts, concurrency=concurrency))
         second = await timed(lambda: cached.ascore_batch(rollouts, concurrency=concurrency))
-        stats = cache_info()
+        stats = JudgeCache.shared.info()
         await sdk.close()
         await judge_client.aclose()
         await base_client.aclose()

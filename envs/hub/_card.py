@@ -34,7 +34,13 @@ RECORD_FORMAT = 1
 
 
 class Needs(BaseModel):
-    """What running the environment needs besides a model endpoint."""
+    """What running the environment needs besides a model endpoint.
+
+    Attributes:
+        api_keys: The environment variables it reads keys from (a judge's, say).
+        sandbox: Whether it runs code in a sandbox.
+        network: Whether it reaches the network.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -44,7 +50,17 @@ class Needs(BaseModel):
 
 
 class Card(BaseModel):
-    """The front matter of an environment's README.md."""
+    """The front matter of an environment's README.md.
+
+    Attributes:
+        name: The environment's name.
+        description: One line on what it is.
+        tags: Words to find it by (`rubric hub search --tag`).
+        license: Its license (an SPDX name such as MIT).
+        kind: single-turn, tool or multi-turn.
+        reward_range: The lowest and highest reward its rubric gives.
+        needs: What running it needs besides a model endpoint.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -66,7 +82,18 @@ class Card(BaseModel):
 
 
 class HubRecord(BaseModel):
-    """What `rubric build` ships in the wheel as `rubric_card.json`."""
+    """What `rubric build` ships in the wheel as `rubric_card.json`.
+
+    Attributes:
+        format: The record's format version.
+        name: The distribution's name.
+        version: Its version.
+        entry_points: Its `rubric.environments` entry points (name -> object).
+        card: The README's card.
+        rubric: The rubric tree summary, root first.
+        compatibility: The versions it was checked on (package -> versions).
+        content_hash: The hash of the package's files, to refuse a different upload of one version.
+    """
 
     model_config = ConfigDict(extra="allow")
 
@@ -134,6 +161,12 @@ def split_front_matter(text: str) -> tuple[dict[str, Any] | None, str]:
 
 def parse_card(text: str) -> Card:
     """The validated card of a README.md text.
+
+    Args:
+        text: The README.md, front matter first.
+
+    Returns:
+        The card.
 
     Raises:
         HubError: no front matter, or a field missing or invalid (each named, with its fix).

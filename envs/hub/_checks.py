@@ -33,7 +33,13 @@ FIXTURE_TARGETS = {"gold": 1.0, "bad": 0.0, "unscored": math.nan}
 
 @dataclass(frozen=True)
 class CheckResult:
-    """One check: its name, whether it passed, and what it found (or why it failed)."""
+    """One check: its name, whether it passed, and what it found (or why it failed).
+
+    Attributes:
+        name: The check's name.
+        ok: Whether it passed.
+        detail: What it found, or why it failed.
+    """
 
     name: str
     ok: bool
@@ -45,7 +51,15 @@ class CheckResult:
 
 @dataclass
 class CheckReport:
-    """Every check run on one package; `env` is the environment built (None if it did not build)."""
+    """Every check run on one package.
+
+    Attributes:
+        directory: The package's folder.
+        results: Each check, in the order run.
+        env: The environment built (None if it did not build).
+        card: The README's card (None if it did not parse).
+        project: The package's pyproject (None if it did not parse).
+    """
 
     directory: Path
     results: list[CheckResult] = field(default_factory=list)
@@ -206,6 +220,12 @@ async def acheck_package(directory: str | Path = ".") -> CheckReport:
     dataset not empty, rubric columns present, each scripted policy on a few examples
     (finite rewards), the card's front matter, reward fixtures (`gold` score 1, `bad` 0,
     `unscored` NaN). A failure stops the checks that depend on it.
+
+    Args:
+        directory: The environment package's folder.
+
+    Returns:
+        Every check run, and what they built.
     """
     report = CheckReport(directory=Path(directory).resolve())
     if not report.directory.is_dir():
@@ -223,7 +243,14 @@ async def acheck_package(directory: str | Path = ".") -> CheckReport:
 
 
 def check_package(directory: str | Path = ".") -> CheckReport:
-    """Synchronous `acheck_package` (works inside a running event loop too)."""
+    """Synchronous `acheck_package` (works inside a running event loop too).
+
+    Args:
+        directory: The environment package's folder.
+
+    Returns:
+        Every check run, and what they built.
+    """
     return run_sync(acheck_package(directory))
 
 

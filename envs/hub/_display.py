@@ -24,7 +24,14 @@ from harness._core.tree import TreeNode, read_tree
 
 
 def installed_table(found: Sequence[InstalledEnvironment]) -> Table | str:
-    """The installed environments as a table (name, version, distribution, description)."""
+    """`rubric list`: the installed environments as a table (name, version, distribution, description).
+
+    Args:
+        found: The environments, from `installed_environments()`.
+
+    Returns:
+        A rich table, or a line saying none are installed.
+    """
     if not found:
         return "no environments installed (group rubric.environments)"
     table = Table(title="installed environments")
@@ -38,8 +45,15 @@ def installed_table(found: Sequence[InstalledEnvironment]) -> Table | str:
 
 
 def entry_lines(entry: HubEntry, full: bool) -> list[str]:
-    """An index entry: name, versions, description, tags, what it was checked on; with `full`,
-    its card, rubric tree and README too."""
+    """An index entry: name, versions, description, tags, what it was checked on.
+
+    Args:
+        entry: The entry, from `search` or `info`.
+        full: Add its card, rubric tree and README (`rubric hub info`).
+
+    Returns:
+        The lines, unescaped (print them through `harness.escape_control`).
+    """
     compat = "; ".join(f"{k} {', '.join(v)}" for k, v in entry.compatibility.items())
     lines = [
         f"{entry.name} {entry.version}  (versions: {', '.join(entry.versions)})",
@@ -76,8 +90,16 @@ def node_line(node: TreeNode) -> str:
 
 
 def show_entries(entries: Sequence[HubEntry], full: bool, note: Callable[[str], None]) -> list[str]:
-    """The lines of several entries; a card that was skipped is told to `note`, one line each
-    (the listing goes on)."""
+    """`rubric hub search` / `info`: the lines of several entries.
+
+    Args:
+        entries: The entries, from `search` or `info`.
+        full: Add each one's card, rubric tree and README.
+        note: Told of a card that was skipped, one line each (the listing goes on).
+
+    Returns:
+        The lines, unescaped (print them through `harness.escape_control`).
+    """
     lines: list[str] = []
     for entry in entries:
         if entry.problem:
@@ -87,7 +109,15 @@ def show_entries(entries: Sequence[HubEntry], full: bool, note: Callable[[str], 
 
 
 def created_lines(root: Path, kind: str) -> list[str]:
-    """`rubric init`: where the package is and what to run next."""
+    """`rubric init`: where the package is and what to run next.
+
+    Args:
+        root: The package's folder, from `init_package`.
+        kind: The kind it was made as.
+
+    Returns:
+        The lines.
+    """
     where = str(root) if root.is_absolute() else f"./{root}"  # a path, not an installed name
     return [
         f"Created {where} ({kind}). Try it: rubric eval {where} -m scripted:demo -n 3",
@@ -96,19 +126,40 @@ def created_lines(root: Path, kind: str) -> list[str]:
 
 
 def check_lines(report: CheckReport) -> list[str]:
-    """`rubric check`: every check, then the count of passed and failed."""
+    """`rubric check`: every check, then the count of passed and failed.
+
+    Args:
+        report: The checks, from `check_package`.
+
+    Returns:
+        The lines.
+    """
     failed = sum(not r.ok for r in report.results)
     return [report.text(), f"{len(report.results) - failed} passed, {failed} failed"]
 
 
 def built_lines(result: BuildResult) -> list[str]:
-    """`rubric build`: the files built and the rubric-rl versions it was checked on."""
+    """`rubric build`: the files built and the rubric-rl versions it was checked on.
+
+    Args:
+        result: What `build_package` made.
+
+    Returns:
+        The lines.
+    """
     checked = ", ".join(result.record.compatibility.get("rubric-rl", []))
     return [*(f"built {path}" for path in result.files), f"checked on rubric-rl {checked}; next: rubric push"]
 
 
 def pushed_lines(result: PushResult) -> list[str]:
-    """`rubric push`: what was uploaded where, and how to install it."""
+    """`rubric push`: what was uploaded where, and how to install it.
+
+    Args:
+        result: What `push_package` uploaded.
+
+    Returns:
+        The lines.
+    """
     return [
         f"pushed {result.name} {result.version} to {result.hub.url} ({len(result.files)} files)",
         f"install it with: rubric install {result.name}=={result.version} --hub {result.hub.url}",
@@ -116,7 +167,14 @@ def pushed_lines(result: PushResult) -> list[str]:
 
 
 def installed_lines(env: InstalledEnvironment) -> list[str]:
-    """`rubric install`: what was installed, and how to run it."""
+    """`rubric install`: what was installed, and how to run it.
+
+    Args:
+        env: What `install` installed.
+
+    Returns:
+        The lines.
+    """
     return [
         f"installed {env.distribution} {env.version}: environment {env.name!r} ({env.entry_point})",
         f"run it: rubric eval {env.name} -m MODEL -n 5",

@@ -21,7 +21,12 @@ _SHARD_TEXT = re.compile(r"^\s*(-?\d+)\s*/\s*(-?\d+)\s*$")
 
 @dataclass(frozen=True)
 class Shard:
-    """Slice `index` (from 0) of `count`: the examples at plan positions p with p % count == index."""
+    """Slice `index` (from 0) of `count`: the examples at plan positions p with p % count == index.
+
+    Attributes:
+        index: Which slice, from 0.
+        count: How many slices the examples are cut into.
+    """
 
     index: int
     count: int

@@ -10,11 +10,15 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from harness._core.display import HtmlRepr
+
+if TYPE_CHECKING:  # pragma: no cover
+    # Type-only: the foundation imports nothing else of the project at run time.
+    from harness.runtimes import Sandbox
 
 Role = Literal["system", "user", "assistant", "tool", "developer"]
 
@@ -303,11 +307,14 @@ class Rollout(HtmlRepr, BaseModel):
     _sandbox: LiveRef | None = PrivateAttr(default=None)
 
     @property
-    def sandbox(self) -> Any:
+    def sandbox(self) -> Sandbox | None:
         """The episode's sandbox while the rollout is being scored (an agent ran in it), else None."""
-        return self._sandbox.value if self._sandbox is not None else None
+        if self._sandbox is None:
+            return None
+        sandbox: Sandbox = self._sandbox.value
+        return sandbox
 
-    def attach_sandbox(self, sandbox: Any) -> None:
+    def attach_sandbox(self, sandbox: Sandbox | None) -> None:
         """Let reward nodes read `sandbox` (`rollout.sandbox`, a `sandbox` parameter); None detaches."""
         self._sandbox = LiveRef(sandbox) if sandbox is not None else None
 

@@ -20,7 +20,7 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import ValidationError
 
@@ -79,37 +79,9 @@ class _Secret:
         return text.replace(self.value, "***")
 
 
-# This process's share of every Client's max_concurrency: (worker index, number of workers).
-# A run with worker processes sets it in each worker, so a limit stays one limit for the run.
-_SHARE: tuple[int, int] = (0, 1)
-# Clients whose pool is open (`open_clients`), held until closed: a pool dropped unclosed
-# would leak its sockets anyway, and this way whoever ends the event loop can still close it.
-_OPEN: set[Client] = set()
-
-
-def open_clients() -> list[Client]:
-    """Every Client of this process whose HTTP pool is open now (a test harness or a
-    notebook closes them with `client.close()` before their event loop ends)."""
-    return list(_OPEN)
-
-
-def set_concurrency_share(index: int, count: int) -> None:
-    """Make every Client of this process use worker `index`'s share of `count` of its limit.
-
-    Called by `harness._engine.executors.workers` in each worker process before the environment is loaded, so
-    the policy client and every judge's client (`LLMJudge(max_concurrency=...)`) split their
-    run-wide limit across the workers instead of multiplying it.
-    """
+def _check_share(index: int, count: int) -> None:
     if not 0 <= index < count:
         raise ValueError(f"concurrency share {index}/{count}: index must be in 0..{count - 1}")
-    global _SHARE
-    _SHARE = (index, count)
-
-
-def concurrency_share(limit: int) -> int:
-    """This process's part of a run-wide `limit` (the parts of all workers add up to it)."""
-    index, count = _SHARE
-    return max(1, limit // count + (1 if index < limit % count else 0))
 
 
 def _sdk_client(
@@ -213,6 +185,44 @@ class Client:
         return_token_ids: Ask for token ids and logprobs the vLLM way (see above).
         transport: "aiohttp" (default), "openai", or your own `openai.AsyncOpenAI`.
     """
+
+    # This process's share of every Client's max_concurrency: (worker index, number of workers).
+    # A run with worker processes sets it in each worker, so a limit stays one limit for the run.
+    _share: ClassVar[tuple[int, int]] = (0, 1)
+    # Clients whose pool is open (`open_clients`), held until closed: a pool dropped unclosed
+    # would leak its sockets anyway, and this way whoever ends the event loop can still close it.
+    _open: ClassVar[set[Client]] = set()
+
+    @classmethod
+    def open_clients(cls) -> list[Client]:
+        """Every Client of this process whose HTTP pool is open now (a test harness or a
+        notebook closes them with `client.close()` before their event loop ends)."""
+        return list(Client._open)
+
+    @classmethod
+    def set_concurrency_share(cls, index: int, count: int) -> None:
+        """Make every Client of this process use worker `index`'s share of `count` of its limit.
+
+        Called by the worker executor in each worker process before the environment is
+        loaded, so the policy client and every judge's client split their run-wide limit
+        across the workers instead of multiplying it.
+
+        Args:
+            index: This worker's index, in 0..count-1.
+            count: How many workers share each limit.
+        """
+        _check_share(index, count)
+        Client._share = (index, count)
+
+    @classmethod
+    def concurrency_share(cls, limit: int) -> int:
+        """This process's part of a run-wide `limit` (the parts of all workers add up to it).
+
+        Args:
+            limit: A run-wide concurrency limit.
+        """
+        index, count = Client._share
+        return max(1, limit // count + (1 if index < limit % count else 0))
 
     def __init__(
         self,
@@ -351,14 +361,14 @@ class Client:
             ):
                 asyncio.run_coroutine_threadsafe(old.aclose(), old_loop)  # its pool belongs to that loop
             self._transport = self._open_transport()
-            _OPEN.add(self)
-            self._semaphore = asyncio.Semaphore(concurrency_share(self.max_concurrency))
+            Client._open.add(self)
+            self._semaphore = asyncio.Semaphore(Client.concurrency_share(self.max_concurrency))
             self._loop = loop
         assert self._semaphore is not None
         return self._transport, self._semaphore
 
     def _open_transport(self) -> Transport:
-        connections = concurrency_share(self.max_concurrency)
+        connections = Client.concurrency_share(self.max_concurrency)
         if self.transport == "aiohttp":
             return AiohttpTransport(
                 self.base_url,
@@ -375,7 +385,7 @@ class Client:
     async def aclose(self) -> None:
         """Close the HTTP pool; the client reconnects if used again."""
         transport, self._transport, self._loop = self._transport, None, None
-        _OPEN.discard(self)
+        Client._open.discard(self)
         if transport is not None:
             await transport.aclose()
 
@@ -386,7 +396,7 @@ class Client:
         loop = self._loop
         if loop is None or loop.is_closed():
             self._transport, self._loop = None, None
-            _OPEN.discard(self)
+            Client._open.discard(self)
         elif loop.is_running():
             asyncio.run_coroutine_threadsafe(self.aclose(), loop).result(10)
         else:
@@ -597,5 +607,4 @@ __all__ = [
     "EndpointError",
     "check_sampling",
     "is_context_length_error",
-    "open_clients",
 ]

@@ -25,7 +25,7 @@ from harness._core.storage import (
     section,
     write_atomic,
 )
-from harness._core.summary import Summary, node_note, over_scored, pass_warning, summarize, wall_time
+from harness._core.summary import Summary, node_note, over_scored, summarize, wall_time
 from harness._core.text import safe_text
 from harness._core.tree import read_tree, tree_paths
 from harness._core.types import CONVERSATION_COLUMNS, Rollout, conversation_columns
@@ -329,7 +329,7 @@ class EvalResults(HtmlRepr):
             )
             table.add_row(f"pass@{k}", fmt(value) + (partial or fewer))
         if s.pass_at_k:  # always: "reward >= 1" reads as 0 for a rubric that tops out below 1
-            doubt = pass_warning(s)
+            doubt = s.pass_warning()
             table.add_row("pass means", safe_text(s.pass_criterion + (f"  ({doubt})" if doubt else "")))
         stops = ", ".join(f"{name} {n}" for name, n in s.stop_reasons.items()) or "-"
         table.add_row("stop reasons", safe_text(stops))

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from harness._core.content import block_text, tool_content
 from harness._core.display import STYLE, esc, fmt, register_html_view, unscored, unscored_count
 from harness._core.storage import run_title, section
-from harness._core.summary import node_note, over_scored, pass_warning, skip_reason, wall_time
+from harness._core.summary import node_note, over_scored, skip_reason, wall_time
 from harness._core.tree import TreeNode, read_tree, tree_from_paths, tree_paths
 from harness._core.types import Message, Rollout
 
@@ -126,7 +126,7 @@ def _pass_rows(s: Summary) -> list[str]:
         )
         rows.append(_row(f"pass@{k}", esc(fmt(v)) + fewer))
     if s.pass_at_k:  # always: "reward >= 1" reads as 0 for a rubric that tops out below 1
-        doubt = pass_warning(s)
+        doubt = s.pass_warning()
         note = f" <span class='bad'>{esc(doubt)}</span>" if doubt else ""
         rows.append(_row("pass means", esc(s.pass_criterion) + note))
     return rows

@@ -353,6 +353,13 @@ def scripted_policy(env: Any, model: str) -> Policy:
     The one lookup behind `rubric eval ENV -m scripted:NAME`, `rubric endpoint` and
     `env.evaluate("scripted:NAME")`.
 
+    Args:
+        env: The environment (anything with `scripted_policies`).
+        model: "scripted:NAME" or "NAME".
+
+    Returns:
+        The policy.
+
     Raises:
         ConfigError: the environment has no such policy (the ones it has are listed).
     """

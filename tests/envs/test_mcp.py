@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -112,10 +113,10 @@ async def test_a_crash_a_hang_and_a_malformed_result_stay_inside_the_call() -> N
 
 
 @pytest.mark.parametrize("detach", [False, True])  # True: the grandchild left the group (setsid)
-async def test_a_crashed_server_leaves_no_process_behind(detach: bool, tmp_path: Path) -> None:
+async def test_a_crashed_server_leaves_no_process_behind(detach: bool) -> None:
     tools = _tools()
     server = tools["add"].server
-    marker = f"rubric-test-grandchild-{tmp_path.name}"
+    marker = f"rubric-test-grandchild-{uuid.uuid4().hex}"  # unique across parallel workers
     try:
         grandchild = int((await tools["spawn"].call({"marker": marker, "detach": detach})).content)
         assert processes_with(marker) == [grandchild]
