@@ -66,7 +66,7 @@ def of_module(module_name: str) -> dict[str, Any]:
     return found
 
 
-def describe_provenance(provenance: Any) -> str:
+def describe_provenance(provenance: object) -> str:
     """Where an environment came from, in one line for people.
 
     Args:

@@ -18,8 +18,7 @@ from harness._core.tree import TreeNode
 from harness._core.types import Rollout
 from rubrics._leaf import as_rubric
 from rubrics._module import NAN, Rubric, ScoringError, check_name, join_path, snake_name
-from rubrics._scoring import bump_generation
-from rubrics._trl import child_rewards
+from rubrics._trl import TRLReward, child_rewards
 from rubrics._turns import episode_score
 
 RubricLike = Rubric | Callable[..., Any]
@@ -186,7 +185,9 @@ class WeightedSum(Rubric):
         weights = self.weights
         return [sum(weights[name] * vector[t] for name, vector in children.items()) for t in range(length)]
 
-    def as_trl_reward_funcs(self, *, concurrency: int = DEFAULT_CONCURRENCY) -> tuple[list[Any], list[float]]:
+    def as_trl_reward_funcs(
+        self, *, concurrency: int = DEFAULT_CONCURRENCY
+    ) -> tuple[list[TRLReward], list[float]]:
         """`(funcs, weights)`: one TRL reward per child, with its weight (see `Rubric.as_trl_reward_funcs`).
 
         Raises:
@@ -383,8 +384,8 @@ class RubricList(Rubric):
         return list(self._children.values())
 
     def _reload(self, items: list[Rubric]) -> None:
-        self._children.clear()
-        bump_generation()
+        for name in list(self._children):
+            self._remove_child(name)
         for i, item in enumerate(items):
             self.add_rubric(str(i), item)
 

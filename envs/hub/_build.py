@@ -56,7 +56,7 @@ def make_record(report: CheckReport) -> HubRecord:
         version=str(project.version),
         entry_points=project.entry_points,
         card=card,
-        rubric=report.env.rubric.tree(),
+        rubric=report.built().rubric.tree(),
         compatibility={"rubric-rl": [rubric_version()]},
         content_hash=project.content_hash(),
     )

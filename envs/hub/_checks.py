@@ -19,6 +19,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from envs import _dataset as ds_utils
+from envs._environment import Environment
 from envs._project import HubError, Project
 from envs._registry import load_environment
 from envs.hub._card import Card, parse_card
@@ -63,7 +64,7 @@ class CheckReport:
 
     directory: Path
     results: list[CheckResult] = field(default_factory=list)
-    env: Any = None
+    env: Environment | None = None
     card: Card | None = None
     project: Project | None = None
 
@@ -75,6 +76,12 @@ class CheckReport:
     def add(self, name: str, ok: bool, detail: str) -> bool:
         self.results.append(CheckResult(name, ok, detail))
         return ok
+
+    def built(self) -> Environment:
+        """The environment built; raises HubError when it did not build."""
+        if self.env is None:
+            raise HubError("the environment did not build; see the load_environment check")
+        return self.env
 
     def text(self) -> str:
         """One line per check."""
@@ -117,7 +124,7 @@ def _check_builds(report: CheckReport) -> None:
 
 
 def _check_dataset(report: CheckReport) -> None:
-    env = report.env
+    env = report.built()
     data = env.get_dataset("eval")
     if len(data) == 0:
         raise HubError("the eval dataset is empty; give load_environment's dataset at least one row")
@@ -136,7 +143,7 @@ async def _check_policies(report: CheckReport) -> None:
     from harness._endpoint.client import Client
     from harness.scripted._endpoint import ScriptedEndpoint
 
-    env = report.env
+    env = report.built()
     policies: Mapping[str, Any] = getattr(env, "scripted_policies", None) or {}
     if not policies:
         report.add("scripted policies", True, "none declared (env.scripted_policies = {'demo': fn} adds one)")
@@ -191,7 +198,7 @@ async def _check_fixtures(report: CheckReport) -> None:
     for group, target in FIXTURE_TARGETS.items():
         for position, sample in enumerate(fixtures.get(group) or []):
             rollout = Rollout.model_validate(sample)
-            await report.env.score(rollout)
+            await report.built().score(rollout)
             got = rollout.reward
             good = math.isnan(got) if math.isnan(target) else math.isclose(got, target, abs_tol=1e-9)
             if not good:

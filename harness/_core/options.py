@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict, TypeVar
+from typing import Any, Literal, TypedDict, TypeVar
 
 from harness._core.errors import ConfigError, ConfigTypeError
 
@@ -64,6 +64,10 @@ class Shard:
         return list(items[self.index :: self.count])
 
 
+#: Where the rollouts of an evaluation run: the driver's own processes, or Ray actors.
+ExecutorName = Literal["local", "ray"]
+
+
 class EvaluateOptions(TypedDict, total=False):
     """The keyword arguments of `aevaluate` / `evaluate`, for the functions that pass them on
     (`Environment.evaluate` / `aevaluate`): typed, so a misspelt option is a type error.
@@ -81,7 +85,7 @@ class EvaluateOptions(TypedDict, total=False):
     sampling: Mapping[str, Any] | None
     shard: Shard | str | None
     workers: int
-    executor: str
+    executor: ExecutorName
     ray_address: str | None
     fail_on_error: float | None
 
@@ -107,4 +111,4 @@ def check_evaluate_options(options: Mapping[str, object], where: str) -> None:
             )
 
 
-__all__ = ["EvaluateOptions", "Shard", "check_evaluate_options"]
+__all__ = ["EvaluateOptions", "ExecutorName", "Shard", "check_evaluate_options"]

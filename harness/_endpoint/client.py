@@ -20,7 +20,7 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import ValidationError
 
@@ -30,6 +30,7 @@ from harness._core.errors import ConfigError, ConfigTypeError, EndpointError
 from harness._core.types import Message, Usage
 from harness._endpoint.retry import MalformedResponseError, call_with_retries, is_retryable, status_of
 from harness._endpoint.transport import (
+    MAX_BODY_BYTES,
     AiohttpTransport,
     SDKTransport,
     Transport,
@@ -56,6 +57,9 @@ from harness._endpoint.wire import (
     text_or_none,
     token_count,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from openai import AsyncOpenAI
 
 logger = logging.getLogger(__name__)
 
@@ -163,7 +167,8 @@ class Client:
     `REJECTED_STREAK`-th 400/422 before any success: the endpoint will not serve this key,
     model or request shape, and `evaluate` stops the run on it.
     Test knobs: `backoff_base`/`backoff_max` (seconds) shape the jittered exponential backoff;
-    `retry_after_max` caps how long a server's Retry-After may make us wait.
+    `retry_after_max` caps how long a server's Retry-After may make us wait. An answer over
+    `max_response_bytes` (64 MiB) is refused unread, like a malformed one.
 
     The HTTP pool belongs to the event loop that opened it, and the client opens a new one
     on another loop. Close it before its loop ends (`async with client:` or `await
@@ -186,6 +191,9 @@ class Client:
         transport: "aiohttp" (default), "openai", or your own `openai.AsyncOpenAI`.
     """
 
+    #: The largest answer body read (a runaway or hostile server's bigger one is refused, not
+    #: read into memory); set it on a client before its first request to change it.
+    max_response_bytes: int = MAX_BODY_BYTES
     # This process's share of every Client's max_concurrency: (worker index, number of workers).
     # A run with worker processes sets it in each worker, so a limit stays one limit for the run.
     _share: ClassVar[tuple[int, int]] = (0, 1)
@@ -239,7 +247,7 @@ class Client:
         backoff_max: float = 30.0,
         retry_after_max: float = 60.0,
         return_token_ids: bool = False,
-        transport: str | Any | None = None,
+        transport: str | AsyncOpenAI | None = None,
     ) -> None:
         transport = DEFAULT_TRANSPORT if transport is None else transport
         _check_transport(transport)
@@ -269,7 +277,7 @@ class Client:
         self.retry_after_max = float(retry_after_max)
         self.return_token_ids = bool(return_token_ids)
         # "aiohttp" (lean, the default), "openai" (the SDK), or the user's own openai.AsyncOpenAI.
-        self.transport: str | Any = transport
+        self.transport: str | AsyncOpenAI = transport
 
         self.usage = Usage()
         self.requests = 0
@@ -369,6 +377,7 @@ class Client:
 
     def _open_transport(self) -> Transport:
         connections = Client.concurrency_share(self.max_concurrency)
+        limit = self.max_response_bytes
         if self.transport == "aiohttp":
             return AiohttpTransport(
                 self.base_url,
@@ -376,11 +385,12 @@ class Client:
                 self.headers,
                 max_connections=connections,
                 timeout=self.timeout,
+                max_body_bytes=limit,
             )
         if self.transport == "openai":
             sdk = _sdk_client(self.base_url, self._key.value, self.headers, connections, self.timeout)
-            return SDKTransport(sdk, owned=True)
-        return SDKTransport(self.transport, owned=False)
+            return SDKTransport(sdk, owned=True, max_body_bytes=limit)
+        return SDKTransport(self.transport, owned=False, max_body_bytes=limit)
 
     async def aclose(self) -> None:
         """Close the HTTP pool; the client reconnects if used again."""

@@ -33,7 +33,7 @@ from harness._core.errors import (
     WorkersHint,
 )
 from harness._core.limits import check_limits, check_planned
-from harness._core.options import EvaluateOptions, Shard, check_evaluate_options
+from harness._core.options import EvaluateOptions, ExecutorName, Shard, check_evaluate_options
 from harness._core.protocol import (
     EnvironmentProtocol,
     HoldsResources,
@@ -428,7 +428,7 @@ async def aevaluate(
     sampling: Mapping[str, Any] | None = None,
     shard: Shard | str | None = None,
     workers: int = 1,
-    executor: str = "local",
+    executor: ExecutorName = "local",
     ray_address: str | None = None,
     fail_on_error: float | None = None,
 ) -> EvalResults:
