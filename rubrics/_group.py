@@ -18,7 +18,7 @@ import asyncio
 import inspect
 import math
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal, get_args
 
 from harness._core.aio import run_sync
 from harness._core.errors import ConfigError, ConfigTypeError, ScoringError
@@ -28,7 +28,9 @@ from rubrics._leaf import as_rubric
 from rubrics._module import NAN, Rubric, coerce_sync, snake_name
 from rubrics._scoring import MEMBER_SCOPES, SAVED, SCOPE, Scope, path_under, saved_score
 
-RELATIVE_METHODS = ("rank", "zscore")
+#: How `relative` turns a group's scores into rewards.
+RelativeMethod = Literal["rank", "zscore"]
+RELATIVE_METHODS: tuple[RelativeMethod, ...] = get_args(RelativeMethod)
 
 
 class GroupRubric(Rubric):
@@ -184,7 +186,7 @@ class GroupRubric(Rubric):
             SCOPE.reset(token)
 
 
-def relative_scores(values: Sequence[float], method: str = "rank") -> list[float]:
+def relative_scores(values: Sequence[float], method: RelativeMethod = "rank") -> list[float]:
     """Each value relative to the others (non-finite values are left out and stay NaN).
 
     Args:
@@ -233,12 +235,12 @@ class Relative(GroupRubric):
     """
 
     config_fields = ("method",)
-    _method: str
+    _method: RelativeMethod
 
     def __init__(
         self,
         rubric: Rubric | Callable[..., Any],
-        method: str = "rank",
+        method: RelativeMethod = "rank",
         *,
         name: str | None = None,
         on_error: float | None = None,
@@ -249,12 +251,12 @@ class Relative(GroupRubric):
         self.add_rubric(child.name or snake_name(type(child).__name__), child)
 
     @property
-    def method(self) -> str:
+    def method(self) -> RelativeMethod:
         """ "rank" (the default) or "zscore"."""
         return self._method
 
     @method.setter
-    def method(self, value: str) -> None:
+    def method(self, value: RelativeMethod) -> None:
         if value not in RELATIVE_METHODS:
             raise ConfigError(f"relative method must be one of {RELATIVE_METHODS}, got {value!r}")
         self.__dict__["_method"] = value
@@ -276,7 +278,7 @@ class Relative(GroupRubric):
 
 
 def relative(
-    rubric: Rubric | Callable[..., Any], method: str = "rank", *, name: str | None = None
+    rubric: Rubric | Callable[..., Any], method: RelativeMethod = "rank", *, name: str | None = None
 ) -> Relative:
     """Turn any per-rollout node (or reward function) into a group-relative score.
 

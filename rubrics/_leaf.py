@@ -25,7 +25,7 @@ from rubrics._injection import (
     turn_plan,
 )
 from rubrics._module import Rubric
-from rubrics._turns import TURN_INJECTED, Turn, check_reduce_turns
+from rubrics._turns import TURN_INJECTED, Turn, TurnReduce, check_reduce_turns
 
 
 class FunctionRubric(Rubric):
@@ -130,7 +130,7 @@ class TurnFunctionRubric(FunctionRubric):
         *,
         name: str | None = None,
         on_error: float | None = math.nan,
-        reduce_turns: str = "mean",
+        reduce_turns: TurnReduce = "mean",
     ) -> None:
         if isinstance(fn, Rubric) or not callable(fn):
             raise ConfigError(f"reward(per_turn=True) needs a function, got {type(fn).__name__}")
@@ -149,12 +149,13 @@ class TurnFunctionRubric(FunctionRubric):
         )
 
     @property
-    def reduce_turns(self) -> str:
+    def reduce_turns(self) -> TurnReduce:
         """How the per-turn scores make the episode score: mean, sum, last, min or max."""
-        return str(self.__dict__["_reduce_turns"])
+        how: TurnReduce = self.__dict__["_reduce_turns"]
+        return how
 
     @reduce_turns.setter
-    def reduce_turns(self, value: str) -> None:
+    def reduce_turns(self, value: TurnReduce) -> None:
         self.__dict__["_reduce_turns"] = check_reduce_turns(value)
 
     forward = Rubric.forward  # per turn (FunctionRubric's forward calls the function once)
@@ -225,7 +226,7 @@ def reward(
     name: str | None = None,
     on_error: float | None = math.nan,
     per_turn: bool = False,
-    reduce_turns: str = "mean",
+    reduce_turns: TurnReduce = "mean",
 ) -> FunctionRubric: ...
 @overload
 def reward(
@@ -234,7 +235,7 @@ def reward(
     name: str | None = None,
     on_error: float | None = math.nan,
     per_turn: bool = False,
-    reduce_turns: str = "mean",
+    reduce_turns: TurnReduce = "mean",
 ) -> Callable[[Callable[..., Any]], FunctionRubric]: ...
 
 
@@ -244,7 +245,7 @@ def reward(
     name: str | None = None,
     on_error: float | None = math.nan,
     per_turn: bool = False,
-    reduce_turns: str = "mean",
+    reduce_turns: TurnReduce = "mean",
 ) -> FunctionRubric | Callable[[Callable[..., Any]], FunctionRubric]:
     """Turn a function into a rubric leaf: `reward(fn)`, `@reward`, or `@reward(name=..., on_error=0.0)`.
 

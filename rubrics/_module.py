@@ -30,10 +30,11 @@ from typing import Any, ClassVar, NamedTuple
 from harness._core.aio import is_async_callable, run_sync
 from harness._core.defaults import DEFAULT_CONCURRENCY
 from harness._core.errors import ConfigError, ConfigTypeError, NotScoreableError
+from harness._core.tree import TreeNode
 from harness._core.types import Rollout
 from rubrics._batch import ScoredBatch
 from rubrics._grouping import ascore_group, ascore_groups, has_group_nodes
-from rubrics._render import render_text, tree_html, tree_nodes
+from rubrics._render import node_head, render_text, tree_html, tree_nodes
 from rubrics._rescore import rescore_failed
 from rubrics._scoring import (
     NAN,
@@ -63,7 +64,7 @@ from rubrics._scoring import (
     to_score,
     validate_batch,
 )
-from rubrics._trl import as_trl_reward
+from rubrics._trl import TRLReward, as_trl_reward
 from rubrics._turns import finish_turns, score_turns
 
 
@@ -93,6 +94,7 @@ class Rubric:
       config_fields: class attribute naming attributes that `state_dict()` saves and
         `load_state_dict()` restores (list only your own; base classes' are added).
       extra_repr(): text shown in `repr()` for this node.
+      describe(): this node's entry in `tree()` (add settings that shape its score).
       node_required_columns(): dataset columns this node itself reads.
       record_detail / record_error / ScoringError: report per-rollout details or a failure.
 
@@ -546,7 +548,7 @@ class Rubric:
         return self._scored(items)
 
     def _scored(self, items: list[Rollout]) -> ScoredBatch:
-        return ScoredBatch(items, tree_nodes(self))
+        return ScoredBatch(items, self.tree())
 
     def _check_scoreable(self) -> None:
         if not self._scoreable:
@@ -765,7 +767,7 @@ class Rubric:
         log_metrics: bool = True,
         log_extras: bool = True,
         concurrency: int = 64,
-    ) -> Any:
+    ) -> TRLReward:
         """This tree as a picklable TRL reward function; see `rubrics._trl.as_trl_reward`.
 
         Args:
@@ -782,7 +784,7 @@ class Rubric:
             self, name=name, log_metrics=log_metrics, log_extras=log_extras, concurrency=concurrency
         )
 
-    def as_trl_reward_funcs(self, *, concurrency: int = 64) -> tuple[list[Any], list[float]]:
+    def as_trl_reward_funcs(self, *, concurrency: int = 64) -> tuple[list[TRLReward], list[float]]:
         """`(funcs, weights)`: one TRL reward per child of a WeightedSum, for GDPO.
 
         Use with `GRPOConfig(reward_weights=weights, multi_objective_aggregation="normalize_then_sum")`.
@@ -802,6 +804,33 @@ class Rubric:
         """Extra text for `repr()`, like `nn.Module.extra_repr`."""
         return f"on_error={self.on_error:g}" if self.on_error is not None else ""
 
+    def describe(self) -> TreeNode:
+        """This node's own entry in `tree()`, like `extra_repr` for `repr()`.
+
+        Subclasses that have settings shaping their score add them to what the base class
+        returns (a Gate its `threshold`, a judge its `settings` model and parse mode).
+
+        Returns:
+            The node's `type` (its class name) and `head` (as `repr()` heads it), with
+            `group` set on a node that scores the rollouts of one example together.
+        """
+        entry: TreeNode = {"type": type(self).__name__, "head": self._repr_head()}
+        if self._group_node:
+            entry["group"] = True
+        return entry
+
+    def tree(self) -> list[TreeNode]:
+        """Describe the whole tree as a flat list of nodes: what the notebook and terminal views
+        draw, what a run records in its metadata.json and what `rubric build` ships on a hub card.
+
+        Returns:
+            One `harness.TreeNode` per node, the root first (path ""), then every descendant
+            depth-first, each parent before its children: its `describe()` entry, plus its
+            `path`, what its parent notes about it (`note`, e.g. "weight=0.8") and its `weight`
+            under a WeightedSum.
+        """
+        return tree_nodes(self)
+
     def __repr__(self) -> str:
         return render_text(self)
 
@@ -811,6 +840,14 @@ class Rubric:
     def _child_note(self, name: str) -> str:
         """Per-child annotation for `repr()` (WeightedSum shows the weight)."""
         return ""
+
+    def _child_weight(self, name: str) -> float | None:
+        """The weight of child `name` in this node's score, for `tree()` (WeightedSum's)."""
+        return None
+
+    def _repr_head(self) -> str:
+        """The node's line in `repr()` and its `head` in `tree()`; a leaf shows `reward(name)`."""
+        return node_head(self)
 
 
 __all__ = [

@@ -40,9 +40,13 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from harness._core.summary import mean_and_stderr
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+    from numpy.typing import NDArray
 
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_RESAMPLES = 4000
@@ -250,6 +254,46 @@ def prediction_powered_mean(
     """
     import numpy as np  # imported where used: `import harness` stays fast
 
+    y, f, u = _checked_scores(labels, predictions, unlabelled, confidence)
+    n, big_n = len(y), len(u)
+    every = np.concatenate([f, u])
+    var_f = float(np.var(every, ddof=1)) if len(every) > 1 else 0.0
+    # λ minimising the estimate's variance, clipped to [0, 1]: Cov(y, f) / ((1 + n/N) Var(f)),
+    # Var(f) over every judge score (labelled and not).
+    cov = float(np.mean((y - y.mean()) * (f - f.mean())))
+    lam = 0.0 if var_f == 0 else min(1.0, max(0.0, cov / ((1 + n / big_n) * var_f)))
+    estimate = float(lam * u.mean() + (y - lam * f).mean())
+    stderr = math.sqrt(float(np.var(lam * u)) / big_n + float(np.var(y - lam * f)) / n)
+    label_mean, label_stderr = float(y.mean()), math.sqrt(float(np.var(y)) / n)
+    raw_mean, raw_stderr = float(every.mean()), math.sqrt(var_f / len(every))
+    raw_low, raw_high = _normal_interval(raw_mean, raw_stderr, confidence)
+    label_low, label_high = _normal_interval(label_mean, label_stderr, confidence)
+    low, high = _normal_interval(estimate, stderr, confidence)
+    return CorrectedMean(
+        num_labels=n,
+        num_unlabelled=big_n,
+        confidence=confidence,
+        raw_mean=raw_mean,
+        raw_low=raw_low,
+        raw_high=raw_high,
+        label_mean=label_mean,
+        label_low=label_low,
+        label_high=label_high,
+        estimate=estimate,
+        low=low,
+        high=high,
+        power_tuning=lam,
+        # Labels alone reach a standard error of sd(y)/sqrt(m); m with the corrected one's.
+        effective_labels=float(np.var(y)) / stderr**2 if stderr > 0 else math.inf,
+    )
+
+
+def _checked_scores(
+    labels: Sequence[float], predictions: Sequence[float], unlabelled: Sequence[float], confidence: float
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """The three score lists as float arrays, or a ValueError naming what is wrong with them."""
+    import numpy as np  # imported where used: `import harness` stays fast
+
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be between 0 and 1 (e.g. 0.95), got {confidence}")
     y, f, u = (np.asarray(v, dtype=np.float64) for v in (labels, predictions, unlabelled))
@@ -262,34 +306,7 @@ def prediction_powered_mean(
         )
     if not (np.isfinite(y).all() and np.isfinite(f).all() and np.isfinite(u).all()):
         raise ValueError("labels and judge scores must be finite numbers; leave unscored rollouts out")
-    # λ minimising the estimate's variance, clipped to [0, 1]: Cov(y, f) / ((1 + n/N) Var(f)),
-    # Var(f) over every judge score (labelled and not).
-    every = np.concatenate([f, u])
-    var_f = float(np.var(every, ddof=1)) if len(every) > 1 else 0.0
-    cov = float(np.mean((y - y.mean()) * (f - f.mean())))
-    lam = 0.0 if var_f == 0 else min(1.0, max(0.0, cov / ((1 + n / big_n) * var_f)))
-    estimate = float(lam * u.mean() + (y - lam * f).mean())
-    stderr = math.sqrt(float(np.var(lam * u)) / big_n + float(np.var(y - lam * f)) / n)
-    low, high = _normal_interval(estimate, stderr, confidence)
-    label_mean, label_stderr = float(y.mean()), math.sqrt(float(np.var(y)) / n)
-    raw_mean, raw_stderr = float(every.mean()), math.sqrt(var_f / len(every))
-    return CorrectedMean(
-        num_labels=n,
-        num_unlabelled=big_n,
-        confidence=confidence,
-        raw_mean=raw_mean,
-        raw_low=_normal_interval(raw_mean, raw_stderr, confidence)[0],
-        raw_high=_normal_interval(raw_mean, raw_stderr, confidence)[1],
-        label_mean=label_mean,
-        label_low=_normal_interval(label_mean, label_stderr, confidence)[0],
-        label_high=_normal_interval(label_mean, label_stderr, confidence)[1],
-        estimate=estimate,
-        low=low,
-        high=high,
-        power_tuning=lam,
-        # Labels alone reach a standard error of sd(y)/sqrt(m); m with the corrected one's.
-        effective_labels=float(np.var(y)) / stderr**2 if stderr > 0 else math.inf,
-    )
+    return y, f, u
 
 
 @dataclass(frozen=True)

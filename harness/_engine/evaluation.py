@@ -33,7 +33,7 @@ from harness._core.errors import (
     WorkersHint,
 )
 from harness._core.limits import check_limits, check_planned
-from harness._core.options import EvaluateOptions, Shard, check_evaluate_options
+from harness._core.options import EvaluateOptions, ExecutorName, Shard, check_evaluate_options
 from harness._core.protocol import (
     EnvironmentProtocol,
     HoldsResources,
@@ -56,13 +56,12 @@ from harness._core.types import Rollout, jsonable
 from harness._endpoint.client import Client, check_sampling
 from harness._engine.executors.groups import GroupScorer, run_scoring_groups
 from harness._engine.executors.jobs import Plan
-from harness._engine.executors.plan import plan_executor, workers_hint
+from harness._engine.executors.plan import Executor, plan_executor, workers_hint
 from harness._engine.executors.scheduler import Job, PoolReport
 from harness._engine.executors.workers import peak_rss_mib
 from harness._engine.runner import rollout as run_rollout
 from harness._results.eval_results import EvalResults, node_paths, success_of
 from harness._results.sharding import shard_metadata
-from harness._views.console import too_many_errors
 from harness._views.progress import ProgressDisplay, RunStats
 
 # Arguments that only change how fast a run goes, so a resumed run may change them.
@@ -429,7 +428,7 @@ async def aevaluate(
     sampling: Mapping[str, Any] | None = None,
     shard: Shard | str | None = None,
     workers: int = 1,
-    executor: str = "local",
+    executor: ExecutorName = "local",
     ray_address: str | None = None,
     fail_on_error: float | None = None,
 ) -> EvalResults:
@@ -478,25 +477,9 @@ async def aevaluate(
             are on it, as `.results`).
     """
     # Over 60 lines only through its signature and docstring: the body is the named steps.
-    _check_arguments(env, client, num_examples, rollouts_per_example, concurrency)
-    check_limits(
-        {
-            "num_examples": num_examples,
-            "rollouts_per_example": rollouts_per_example,
-            "concurrency": concurrency,
-            "seed": seed,
-            "fail_on_error": fail_on_error,
-        }
+    await _check_run(
+        env, client, num_examples, rollouts_per_example, concurrency, seed, fail_on_error, sampling
     )
-    client.check_credentials()  # no key for OpenAI: one clear error, not N failed rollouts
-    if isinstance(env, Preflight):  # e.g. a judge with no key: one clear error before anything runs
-        await env.preflight()
-
-    check_sampling(dict(sampling or {}))
-    # The client's and the environment's defaults go into every request too (a server that
-    # ignores `n` would otherwise answer with one choice: a silent wrong result).
-    check_sampling(client.sampling, "the client's sampling")
-    check_sampling(dict(env.sampling), f"environment {env.name!r} sampling")
     run_elsewhere = plan_executor(
         env,
         client,
@@ -532,7 +515,55 @@ async def aevaluate(
         )
         if hint is not None:
             warnings.warn(hint, WorkersHint, stacklevel=2)
-    groups = GroupScorer.of(env, rollouts_per_example, run.finished)  # None: rollouts score alone
+    work = _start_work(env, client, run, plan, run_elsewhere, executor, concurrency, sampling)
+    results = await _finish(run, work, client, directory, progress=progress, max_k=rollouts_per_example)
+    _raise_if_too_many_errors(results, fail_on_error, directory)
+    return results
+
+
+async def _check_run(
+    env: EnvironmentProtocol,
+    client: Client,
+    num_examples: int | None,
+    rollouts_per_example: int,
+    concurrency: int,
+    seed: int | None,
+    fail_on_error: float | None,
+    sampling: Mapping[str, Any] | None,
+) -> None:
+    """Every check that can fail before a rollout runs: arguments, limits, key, preflight, sampling."""
+    _check_arguments(env, client, num_examples, rollouts_per_example, concurrency)
+    check_limits(
+        {
+            "num_examples": num_examples,
+            "rollouts_per_example": rollouts_per_example,
+            "concurrency": concurrency,
+            "seed": seed,
+            "fail_on_error": fail_on_error,
+        }
+    )
+    client.check_credentials()  # no key for OpenAI: one clear error, not N failed rollouts
+    if isinstance(env, Preflight):  # e.g. a judge with no key: one clear error before anything runs
+        await env.preflight()
+    check_sampling(dict(sampling or {}))
+    # The client's and the environment's defaults go into every request too (a server that
+    # ignores `n` would otherwise answer with one choice: a silent wrong result).
+    check_sampling(client.sampling, "the client's sampling")
+    check_sampling(dict(env.sampling), f"environment {env.name!r} sampling")
+
+
+def _start_work(
+    env: EnvironmentProtocol,
+    client: Client,
+    run: _Run,
+    plan: Plan,
+    run_elsewhere: Executor | None,
+    executor: str,
+    concurrency: int,
+    sampling: Mapping[str, Any] | None,
+) -> Coroutine[Any, Any, None]:
+    """The run's work: rollouts here or in workers, group scoring after, resources released last."""
+    groups = GroupScorer.of(env, plan.rollouts_per_example, run.finished)  # None: rollouts score alone
     on_finished = groups.add if groups is not None else run.finished
     if run_elsewhere is None:
         work = run_in_process(
@@ -547,17 +578,16 @@ async def aevaluate(
         work = _record_workers(run, executor, run_elsewhere(plan.jobs, on_finished))
     if groups is not None:  # scored when its last member finishes, saved whole
         work = run_scoring_groups(work, groups)
-    work = _then_release(env, work)
-    results = await _finish(run, work, client, directory, progress=progress, max_k=rollouts_per_example)
-    failed = (
-        too_many_errors(results.summary, fail_on_error, "fail_on_error")
-        if fail_on_error is not None
-        else None
-    )
+    return _then_release(env, work)
+
+
+def _raise_if_too_many_errors(
+    results: EvalResults, fail_on_error: float | None, directory: Path | None
+) -> None:
+    failed = results.summary.too_many_errors(fail_on_error) if fail_on_error is not None else None
     if failed:
         where = f" (saved in {directory})" if directory else ""
         raise TooManyErrorsError(f"{failed}; the results{where} are on this error as .results", results)
-    return results
 
 
 def evaluate(env: EnvironmentProtocol, client: Client, **options: Unpack[EvaluateOptions]) -> EvalResults:

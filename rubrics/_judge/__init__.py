@@ -4,11 +4,12 @@
 - `config`: its settings, checked at construction (`JudgeConfig`).
 - `prompt`: the jinja2 template over a rollout's fields, and which fields it needs.
 - `verdicts`: reading a verdict from a reply (number, choice map, JSON) and rescaling it.
-- `cache`: one answer per identical question, shared by every judge of the process.
-- `presets`: ready-made judges (`rubrics.judges`: correctness, weighted criteria).
-- `calibration`: a judge measured against human labels (`calibrate`), read by `labels`,
-  figured by `agreement` (kappa, rho, confusion), probed by `probes`, drawn by `calibration_view`.
+- `cache`: `JudgeCache`, one answer per identical question (`JudgeCache.shared` unless a judge has its own).
+- `rank`: `RankJudge` and `PairwiseJudge`, group nodes that compare a group's members.
+- `labels`, `agreement`, `probes`, `calibration_view`: what `rubrics.calibration` builds on
+  (human labels read, kappa/rho/confusion figured, probes, the view).
+The ready-made judges are the public module `rubrics.judges`.
 
-May import `rubrics._module` / `scoring` / `parsers` and the harness core and client; nothing
-else in `rubrics` imports it (it is loaded on first use of `LLMJudge` or `judges`).
+May import `rubrics._module` / `_scoring` / `parsers` and the harness core and client; nothing
+else in `rubrics` imports it but the front door and the public modules.
 """

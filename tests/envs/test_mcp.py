@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,6 @@ from mcp.client import Client as SDKClient
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from envs import ToolEnv, mcp_server
-from envs._tools import mcp as mcp_module
 from envs._tools.functions import OUTPUT_LIMIT
 from envs._tools.mcp import MCPStartError, MCPTool
 from harness import ConfigError, run_sync
@@ -112,10 +112,10 @@ async def test_a_crash_a_hang_and_a_malformed_result_stay_inside_the_call() -> N
 
 
 @pytest.mark.parametrize("detach", [False, True])  # True: the grandchild left the group (setsid)
-async def test_a_crashed_server_leaves_no_process_behind(detach: bool, tmp_path: Path) -> None:
+async def test_a_crashed_server_leaves_no_process_behind(detach: bool) -> None:
     tools = _tools()
     server = tools["add"].server
-    marker = f"rubric-test-grandchild-{tmp_path.name}"
+    marker = f"rubric-test-grandchild-{uuid.uuid4().hex}"  # unique across parallel workers
     try:
         grandchild = int((await tools["spawn"].call({"marker": marker, "detach": detach})).content)
         assert processes_with(marker) == [grandchild]
@@ -130,7 +130,7 @@ async def test_a_crashed_server_leaves_no_process_behind(detach: bool, tmp_path:
             os.kill(pid, signal.SIGKILL)
 
 
-async def test_a_huge_result_is_cut_like_the_python_sandboxs_output(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_huge_result_is_cut_like_the_python_sandboxs_output() -> None:
     tools = _tools()
     server = tools["add"].server
     try:
@@ -142,7 +142,7 @@ async def test_a_huge_result_is_cut_like_the_python_sandboxs_output(monkeypatch:
         whole = (await tools["big"].call({"size": OUTPUT_LIMIT})).content
         assert len(whole) == OUTPUT_LIMIT and "truncated" not in whole  # at the limit: kept whole
         # A binary block over the cap is kept on the result as its summary alone.
-        monkeypatch.setattr(mcp_module, "MAX_BLOCK_BYTES", 50)
+        server.block_limit = 50
         picture = await tools["picture"].call({})
         assert [part["type"] for part in picture.parts or []] == ["text", "text", "resource"]
         assert (

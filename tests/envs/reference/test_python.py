@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
@@ -116,16 +117,16 @@ def test_policies_need_reference_code():
 def test_rubric_eval_python_on_docker_end_to_end(tmp_path: Path):
     """`rubric eval python -a '{"runtime": "docker:IMAGE"}'`: every program runs in a fresh
     container (as nobody, no network), the oracle scores 1, and no container outlives the run."""
-    out = tmp_path / "run"
+    out, run_id = tmp_path / "run", f"e2e-{uuid.uuid4().hex[:8]}"  # a run id no other session uses
     done = subprocess.run(
         ["rubric", "eval", "python", "-m", "scripted:oracle", "-n", "4", "--no-progress", "-o", str(out),
          "-a", json.dumps({"runtime": DOCKER})],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "RUBRIC_RUN_ID": f"e2e-{tmp_path.name}"},
+        capture_output=True, text=True, timeout=300, env={**os.environ, "RUBRIC_RUN_ID": run_id},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert [row["reward"] for row in rows] == [1.0] * 4
     assert f'"runtime": "{DOCKER}"' in (out / "metadata.json").read_text()  # recorded with the run
-    listed = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=rubric.run=e2e-{tmp_path.name}"],
+    listed = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=rubric.run={run_id}"],
                             capture_output=True, text=True, check=True)  # fmt: skip
     assert listed.stdout == ""

@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -139,7 +142,22 @@ async def test_prune_never_touches_containers_that_are_not_ours_or_alive() -> No
         await docker.close()
 
 
-def test_cli_sandboxes_list_and_prune_after_a_sigkill() -> None:
+@pytest.fixture
+def private_state_root(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A temp folder of this test's own as the sandboxes' state root (TMPDIR, here and in the
+    processes it starts): a prune that runs meanwhile elsewhere (another test worker's, or any
+    `rubric eval` start-up) cannot remove the sandboxes this test means its own prune to report.
+    Short, in /tmp: it holds the sandboxes' Unix sockets."""
+    root = Path(tempfile.mkdtemp(prefix="rubric-state-"))
+    monkeypatch.setenv("TMPDIR", str(root))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_cli_sandboxes_list_and_prune_after_a_sigkill(private_state_root: Path) -> None:
     run_id = f"cli-{uuid.uuid4().hex[:8]}"
     driver = subprocess.Popen(
         [sys.executable, "-c", _DRIVER, "bwrap", run_id],
