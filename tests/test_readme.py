@@ -86,7 +86,7 @@ def test_own_environment_example_runs_with_the_cli(tmp_path: Path) -> None:
 def test_readme_test_command_is_the_ci_command() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
     command = code_block("bash", "pytest").strip().splitlines()[-1].split("&&")[-1].strip()
-    assert command == "python -m pytest"
+    assert command == "python -m pytest -n auto --dist loadfile"
     assert "\n" + command + "\n" in ci
 
 
@@ -160,6 +160,7 @@ def test_per_turn_example_prints_what_readme_says() -> None:
     ]
 
 
+@pytest.mark.interop
 def test_mcp_example_runs_a_server_written_with_the_sdk(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -210,6 +211,7 @@ def test_verifiers_example_runs_as_written() -> None:
     assert f"# {lines[-1]}" in DOCUMENTED
 
 
+@pytest.mark.interop
 def test_openenv_client_example_runs_a_server_written_with_openenv(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

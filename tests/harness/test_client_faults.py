@@ -29,6 +29,7 @@ def _client(url: str, **kwargs: object) -> Client:
     return Client("m", base_url=url, api_key="sk-test", backoff_base=0.01, backoff_max=0.02, **kwargs)
 
 
+@pytest.mark.slow  # waits out a timeout
 async def test_timeout_is_a_deadline_for_the_whole_request() -> None:
     async with raw_server(drip=0.2) as (url, hits):
         client = _client(url, timeout=1.0, max_retries=1)
