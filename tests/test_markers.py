@@ -1,4 +1,4 @@
-"""tests/markers.py: the areas a test gets from its path, fixtures, runtime and the helpers its
+"""tests/helpers/markers.py: the areas a test gets from its path, fixtures, runtime and the helpers its
 code calls, `slow` with every area, and the heaviest files first for the parallel workers."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from tests.helpers import run
-from tests.markers import AREAS, areas, helper_areas, order_heaviest_first
+from tests.helpers.markers import AREAS, areas, helper_areas, order_heaviest_first
+from tests.helpers.processes import run
 
 
 def _runs_rubric() -> None:
@@ -18,7 +18,7 @@ def _runs_rubric() -> None:
 
 
 def _trains() -> None:
-    from tests.helpers import tiny_chat_model
+    from tests.helpers.training import tiny_chat_model
 
     tiny_chat_model()
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import RUBRIC, run
+from tests.helpers.processes import RUBRIC, run
 
 pytestmark = pytest.mark.skipif(RUBRIC is None, reason="the rubric console script is not installed")
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from harness import ScriptedEndpoint
-from tests.helpers import run
+from tests.helpers.processes import run
 
 ENV_FILE = """
 from envs import SingleTurnEnv

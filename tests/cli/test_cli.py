@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import RUBRIC, run
+from tests.helpers.processes import RUBRIC, run
 
 pytestmark = pytest.mark.skipif(RUBRIC is None, reason="the rubric console script is not installed")
 
@@ -227,14 +227,14 @@ def test_list_shows_reference_environments(tmp_path: Path) -> None:
         assert name in proc.stdout
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
 
 
 def test_endpoint_serves_and_eval_uses_it(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen(
         [RUBRIC, "endpoint", "--policy", "gsm8k:oracle", "--port", str(port)],
         cwd=tmp_path,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from cli import main
-from tests.helpers import code_block
+from tests.helpers.docs import code_block
 
 
 def test_init_then_eval_the_folder_then_check(

@@ -7,7 +7,7 @@ from pathlib import Path
 from rich.console import Console
 
 from harness import EvalResults, Rollout
-from tests.helpers import run
+from tests.helpers.processes import run
 
 # A judge at weight 0.2 on a 0-10 scale, as the issue found it: a perfect answer earns 0.2.
 CAPPED_ENV = """

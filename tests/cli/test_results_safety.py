@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import at_a_terminal, run
+from tests.helpers.processes import at_a_terminal, run
 
 
 def _folder(tmp_path: Path, env: dict) -> Path:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.helpers import run
+from tests.helpers.processes import run
 
 ENV_FILE = """
 from envs import SingleTurnEnv

@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from tests.helpers import at_a_terminal, run
+from tests.helpers.processes import at_a_terminal, run
 
 CANARY = "sk-canary-7f3e9b"
 

@@ -11,7 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.helpers import RUBRIC, run
+from tests.helpers.processes import RUBRIC, run
 
 ENV_FILE = """
 import os, time

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import code_block
+from tests.helpers.docs import code_block
 
 RUBRIC = shutil.which("rubric")
 pytestmark = pytest.mark.skipif(RUBRIC is None, reason="the rubric console script is not installed")

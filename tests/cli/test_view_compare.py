@@ -8,7 +8,7 @@ from pathlib import Path
 
 from harness import load_results
 from harness._results.compare import compare
-from tests.helpers import run
+from tests.helpers.processes import run
 
 
 def _eval(tmp_path: Path, policy: str, out: str) -> Path:

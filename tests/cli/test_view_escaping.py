@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from harness._core.text import escape_control, safe_text
-from tests.helpers import run
+from tests.helpers.processes import run
 
 NASTY = "\x1b[2J\x1b]0;pwned\x07\u202eevil\x00[/bold][red]x[/red]\x9b"
 

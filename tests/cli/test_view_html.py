@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.helpers import run
+from tests.helpers.processes import run
 
 
 def test_view_html_writes_one_self_contained_file(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness import load_results
-from tests.helpers import run
+from tests.helpers.processes import run
 
 
 def test_a_rescored_file_views_in_the_terminal_and_in_html(tmp_path: Path) -> None:

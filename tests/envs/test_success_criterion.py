@@ -10,7 +10,7 @@ import pytest
 from envs import SingleTurnEnv, load_environment
 from harness import ConfigError, load_results
 from rubrics import WeightedSum
-from tests.helpers import run
+from tests.helpers.processes import run
 
 
 def test_wordle_pass_at_k_counts_wins(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from envs._tools.placement import (
     Placement,
 )
 from harness import Client, ConfigError, ScriptedEndpoint
-from tests.helpers import code_block
+from tests.helpers.docs import code_block
 
 FAST = INLINE_MAX_SECONDS / 10
 SLOW = INLINE_MAX_SECONDS * 10

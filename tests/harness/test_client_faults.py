@@ -12,7 +12,7 @@ import pytest
 import harness._endpoint.client as client_module
 from harness import Client, EndpointError
 from harness._endpoint.client import TRANSPORTS
-from tests.helpers import raw_server
+from tests.helpers.endpoints import raw_server
 
 
 @pytest.fixture(autouse=True, params=TRANSPORTS)

@@ -25,7 +25,9 @@ from harness import (
 from harness._core.errors import ResultsWarning
 from harness._core.summary import summarize
 from harness.scripted._app import ScriptedHTTPError
-from tests.helpers import FakeEnv, run, serve, sum_policy
+from tests.helpers.endpoints import serve
+from tests.helpers.fakes import FakeEnv, sum_policy
+from tests.helpers.processes import run
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from harness import Rollout
 from harness._core.summary import mean_and_stderr, summarize
-from tests.helpers import run
+from tests.helpers.processes import run
 
 HUGE_ENV = """
 from envs import SingleTurnEnv

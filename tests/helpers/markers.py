@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from tests import helpers
+from tests.helpers import hub, install, processes, training
 
 #: Areas of whole folders or files (paths relative to the repository root, prefix match);
 #: `slow` alone for files whose tests start processes in ways the code reading cannot see.
@@ -66,19 +66,19 @@ AREAS_BY_FIXTURE: dict[str, tuple[str, ...]] = {
 
 #: Areas of the helpers a test's code calls (found by reading the code, not by running it).
 AREAS_BY_HELPER: list[tuple[Any, tuple[str, ...]]] = [
-    (helpers.tiny_chat_model, ("trl",)),
-    (helpers.grpo_config, ("trl",)),
-    (helpers.serve_pypiserver, ("hub",)),
-    (helpers.build_rubric_wheel, ("install",)),
-    (helpers.rubric_serve, ("serve",)),
-    (helpers.serving, ("serve",)),
-    (helpers.ensure_openenv_side_python, ("interop",)),
+    (training.tiny_chat_model, ("trl",)),
+    (training.grpo_config, ("trl",)),
+    (hub.serve_pypiserver, ("hub",)),
+    (install.build_rubric_wheel, ("install",)),
+    (processes.rubric_serve, ("serve",)),
+    (processes.serving, ("serve",)),
+    (install.ensure_openenv_side_python, ("interop",)),
     # A test that starts a process (the `rubric` executable, a python, a server) is slow.
     (subprocess, ("slow",)),
     (multiprocessing, ("slow",)),
-    (helpers.run, ("slow",)),
-    (helpers.at_a_terminal, ("slow",)),
-    (helpers.Reaped, ("slow",)),
+    (processes.run, ("slow",)),
+    (processes.at_a_terminal, ("slow",)),
+    (processes.Reaped, ("slow",)),
 ]
 
 #: Every area; each implies `slow`.
@@ -111,7 +111,7 @@ def referenced(function: Any) -> list[Any]:
         seen.add(function.__code__)
         for code in _code_objects(function.__code__):
             # A name is a global of the function's module, or one imported in its body
-            # (`from tests.helpers import run`: both the module and the name are in co_names).
+            # (`from tests.helpers.processes import run`: the module and the name are both in co_names).
             imported = [sys.modules[n] for n in code.co_names if n in sys.modules]
             for name in code.co_names:
                 if name in function.__globals__:
