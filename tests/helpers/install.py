@@ -21,7 +21,13 @@ def build_rubric_wheel(folder: Path) -> Path:
     nothing in it) with the build backend installed here; the wheel's path, in `folder`."""
     source = folder / "source"
     shutil.copytree(
-        TREE, source, ignore=shutil.ignore_patterns(".git", "runs", "build", "dist", "*.egg-info", ".*cache")
+        TREE,
+        source,
+        # Nothing another test may be writing meanwhile (a parallel worker's hypothesis examples,
+        # caches, byte code): a file gone mid-copy would fail the copy.
+        ignore=shutil.ignore_patterns(
+            ".git", "runs", "build", "dist", "*.egg-info", ".*cache", ".hypothesis", "__pycache__"
+        ),
     )
     command = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "--no-index"]
     done = subprocess.run(
