@@ -2,9 +2,11 @@
 
 Every failure a user can cause (unknown environment, bad JSON, unreachable endpoint, missing
 key variable, existing output directory) is one clear line naming the fix and a non-zero exit
-(2 for a usage error), with the traceback only under `--debug`. What commands print lives with
-the views (`harness._views.console`, `envs.hub._display`). Commands import the packages when
-they run, so `rubric --help` starts fast.
+(2 for a usage error), with the traceback only under `--debug`. Every call is to a public
+name of `rubrics`, `envs`, `harness` or their public modules, which a Python user can make
+too; what the hub commands print comes from `envs.hub`, and the few lines only this command
+line prints about runs are at the end of this file. Commands import the packages when they
+run, so `rubric --help` starts fast.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import signal
 import sys
 import warnings
@@ -22,16 +25,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from harness import RubricError
-from harness._core.aio import Stopped
-from harness._core.defaults import DEFAULT_CONCURRENCY, DEFAULT_TRANSPORT, TRANSPORTS
-from harness._core.text import escape_control
+from harness import DEFAULT_CONCURRENCY, DEFAULT_TRANSPORT, TRANSPORTS, RubricError, Stopped, escape_control
 
 if TYPE_CHECKING:  # pragma: no cover
+    from rich.console import Console
+
     from envs import Environment
-    from envs._project import BumpPart
-    from envs.hub._scaffold import KindOption
-    from harness import EvalResults
+    from envs.hub import BumpPart, KindOption
+    from harness import EvalResults, MergeReport
 
 EXIT_USAGE = 2
 HUB_HELP = "index URL (default: $RUBRIC_HUB_URL), e.g. http://127.0.0.1:8080"
@@ -75,8 +76,8 @@ def json_object(ctx: click.Context, param: click.Parameter, text: str | None) ->
 
 
 def limited(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    """The value, checked against `harness._core.limits` and named as typed (a count for --worst/--best)."""
-    from harness._core.limits import check_limits
+    """The value, checked against `harness.check_limits` and named as typed (a count for --worst/--best)."""
+    from harness import check_limits
 
     if param.name in ("worst", "best") and value is not None and value < 1:
         raise CliError(f"{'/'.join(param.opts)} must be a count of at least 1, got {value}")
@@ -101,7 +102,7 @@ def load_run(path: str) -> EvalResults:
         return load_results(path)
 
 
-def console() -> Any:
+def console() -> Console:
     from rich.console import Console
 
     return Console()
@@ -171,9 +172,7 @@ hub_option = click.option("--hub", "hub_url", help=HUB_HELP)
 @click.option("--shard", metavar="I/N", help="run only slice I of N (from 0) of the examples; join with `rubric merge`")  # fmt: skip
 @click.pass_context
 def eval_command(ctx: click.Context, /, **o: Any) -> int:
-    from envs._runs import RunRequest, prepare_run, run
-    from harness._core.summary import pass_warning
-    from harness._views.console import print_run, too_many_errors
+    from envs import RunRequest, prepare_run, run
     from harness.runtimes import prune as prune_sandboxes
 
     prune_sandboxes()  # what a SIGKILLed earlier run left (owner dead); never anyone else's
@@ -200,10 +199,10 @@ def eval_command(ctx: click.Context, /, **o: Any) -> int:
         ctx.meta["resume_flags"] = prepared.resume_flags()
         results, folder = run(prepared, warn=lambda change: say(f"rubric eval: warning: {change}", err=True))
     print_run(console(), results, folder)
-    doubt = pass_warning(results.summary)
+    doubt = results.summary.pass_warning()
     if doubt:
         say(f"rubric eval: warning: {doubt}", err=True)
-    failed = too_many_errors(results.summary, o["fail_on_error"])
+    failed = results.summary.too_many_errors(o["fail_on_error"], "--fail-on-error")
     if failed:
         print(f"rubric eval: error: {failed}", file=sys.stderr)
     return 1 if failed else 0
@@ -221,11 +220,8 @@ def eval_command(ctx: click.Context, /, **o: Any) -> int:
     "--rescored", is_flag=True, help="show the newest re-scored results of DIR (results.rescored-*.jsonl)"
 )
 def view(run_dir: str, other: str | None, html: str | None, rescored: bool, **pick: Any) -> int:
-    from envs._provenance import describe
-    from harness import write_report
-    from harness._core.run_dirs import newest_rescored
-    from harness._views.report import report_path
-    from harness._views.terminal import show_run
+    from envs import describe_provenance
+    from harness import newest_rescored, report_path, show_run, write_report
 
     with usage_errors():
         run_dir = str(newest_rescored(run_dir)) if rescored else run_dir
@@ -237,7 +233,7 @@ def view(run_dir: str, other: str | None, html: str | None, rescored: bool, **pi
     if second is not None and any(pick.values()):
         raise CliError("--rollout/--worst/--best/--errors pick rollouts of one run: view each run on its own")
     origin = results.metadata.get("provenance")  # runs from before it was recorded say nothing
-    note = f"environment: {describe(origin)}" if "provenance" in results.metadata else None
+    note = f"environment: {describe_provenance(origin)}" if "provenance" in results.metadata else None
     with usage_errors():
         show_run(console(), results, second, names=(run_dir, other), note=note, **pick)
     return 0
@@ -270,9 +266,8 @@ def score(
     concurrency: int,
     failed_only: bool,
 ) -> int:
-    from envs._runs import rescoring_environment
-    from harness._results.rescoring import rescore_to
-    from harness._views.console import print_rescored
+    from envs import rescoring_environment
+    from harness import rescore_to
 
     results = load_run(run_dir)
     with usage_errors():
@@ -298,7 +293,6 @@ def score(
 @click.argument("dirs", metavar="DIR...", nargs=-1, required=True)
 def merge(output: str, dirs: tuple[str, ...]) -> int:
     from harness import merge_results
-    from harness._views.console import print_merge
 
     with usage_errors():
         report = merge_results(output, dirs)
@@ -308,8 +302,7 @@ def merge(output: str, dirs: tuple[str, ...]) -> int:
 
 @command(name="list", help="list installed environments")
 def list_command() -> int:
-    from envs.hub._display import installed_table
-    from envs.hub._install import installed_environments
+    from envs.hub import installed_environments, installed_table
 
     console().print(installed_table(installed_environments()))
     return 0
@@ -365,18 +358,17 @@ def endpoint(policy: str, env_spec: str | None, env_args: dict[str, Any] | None,
 @env_args
 @click.option("--port", type=int, help="serve streamable HTTP on 127.0.0.1:PORT/mcp instead of stdio")
 def mcp(env: str, env_args: dict[str, Any] | None, port: int | None) -> int:
-    from envs._mcp_serve import HOST, PATH, serve_mcp
+    from envs import serve_mcp
 
     served = load(env, env_args)
     if port is not None and not 0 < port < 65536:
         raise CliError(f"--port must be a port number 1-65535, got {port}")
-    if port is not None:  # stderr: over stdio, stdout belongs to the protocol
-        print(
-            f"serving {served.name!r} tools over MCP at http://{HOST}:{port}{PATH} (Ctrl-C stops)",
-            file=sys.stderr,
-        )
+
+    def ready(url: str) -> None:  # stderr: over stdio, stdout belongs to the protocol
+        print(f"serving {served.name!r} tools over MCP at {url} (Ctrl-C stops)", file=sys.stderr)
+
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a standalone server stops
-        serve_mcp(served, port=port)
+        serve_mcp(served, port=port, ready=ready)
     return 0
 
 
@@ -387,14 +379,12 @@ def mcp(env: str, env_args: dict[str, Any] | None, port: int | None) -> int:
 @click.option("--harbor", is_flag=True, help="write a Harbor task folder instead (task.toml, instruction.md, environment/, tests/, solution/)")  # fmt: skip
 @click.option("--base-image", default=None, metavar="IMAGE", help="with --harbor: the image its Dockerfile starts FROM (default debian:bookworm-slim)")  # fmt: skip
 def init(name: str, parent: str, kind: KindOption, harbor: bool, base_image: str | None) -> int:
-    from envs.hub import init_package
-    from envs.hub._display import created_lines
+    from envs import init_harbor_task
+    from envs.hub import created_lines, init_package
 
     with usage_errors():
         if harbor:
-            from envs._harbor.scaffold import DEFAULT_BASE_IMAGE, init_task
-
-            for path in init_task(name, parent, base_image or DEFAULT_BASE_IMAGE):
+            for path in init_harbor_task(name, parent, base_image):
                 say(f"created {path}")
             say(f"next: rubric check {Path(parent) / name}  (the oracle scores 1, doing nothing scores 0)")
             return 0
@@ -407,11 +397,10 @@ def init(name: str, parent: str, kind: KindOption, harbor: bool, base_image: str
 @command(help="run the checks a hub entry must pass (non-zero exit on failure)")
 @click.argument("package", metavar="[DIR]", default=".")
 def check(package: str) -> int:
-    from envs._harbor.task import is_task
-    from envs.hub import check_package
-    from envs.hub._display import check_lines
+    from envs import is_harbor_task
+    from envs.hub import check_lines, check_package
 
-    if is_task(Path(package)):  # a Harbor task folder: its own checks, in Docker
+    if is_harbor_task(package):  # a Harbor task folder: its own checks, in Docker
         return _check_harbor(package)
     with usage_errors():
         report = check_package(package)
@@ -420,11 +409,11 @@ def check(package: str) -> int:
 
 
 def _check_harbor(path: str) -> int:
-    """Print the checks of Harbor tasks (`envs._harbor.task_audit`); 1 when one fails."""
-    from envs._harbor.task_audit import check_tasks
+    """Print the checks of Harbor tasks (`envs.check_harbor_tasks`); 1 when one fails."""
+    from envs import check_harbor_tasks
 
     with usage_errors():
-        checks = check_tasks(path)
+        checks = check_harbor_tasks(path)
     for found in checks:
         say("\n".join(found.lines()))
     failed = sum(not c.ok for c in checks)
@@ -439,8 +428,7 @@ no_isolation = click.option("--no-isolation", is_flag=True, help="build with the
 @click.argument("package", metavar="[DIR]", default=".")
 @no_isolation
 def build(package: str, no_isolation: bool) -> int:
-    from envs.hub._build import build_package
-    from envs.hub._display import built_lines
+    from envs.hub import build_package, built_lines
 
     with usage_errors():
         say(built_lines(build_package(package, isolation=not no_isolation)))
@@ -455,8 +443,7 @@ def build(package: str, no_isolation: bool) -> int:
     "--bump", type=click.Choice(["patch", "minor", "major"]), help="raise the version and rebuild first"
 )
 def push(package: str, no_isolation: bool, hub_url: str | None, bump: BumpPart | None) -> int:
-    from envs.hub._display import pushed_lines
-    from envs.hub._publish import push_package
+    from envs.hub import push_package, pushed_lines
 
     with usage_errors():
         say(pushed_lines(push_package(package, hub=hub_url, bump=bump, isolation=not no_isolation)))
@@ -467,8 +454,8 @@ def push(package: str, no_isolation: bool, hub_url: str | None, bump: BumpPart |
 @click.argument("spec", metavar="NAME[==VERSION]")
 @hub_option
 def install(spec: str, hub_url: str | None) -> int:
-    from envs.hub._display import installed_lines
-    from envs.hub._install import install as install_package
+    from envs.hub import install as install_package
+    from envs.hub import installed_lines
 
     with usage_errors():
         say(installed_lines(install_package(spec, hub=hub_url)))
@@ -485,8 +472,8 @@ def hub() -> None:
 @click.option("--tag", help="only entries with this tag")
 @hub_option
 def search(query: str | None, tag: str | None, hub_url: str | None) -> int:
-    from envs.hub._display import show_entries
-    from envs.hub._index import search as search_hub
+    from envs.hub import search as search_hub
+    from envs.hub import show_entries
 
     with usage_errors():
         entries = search_hub(query, tag=tag, hub=hub_url)
@@ -501,8 +488,8 @@ def search(query: str | None, tag: str | None, hub_url: str | None) -> int:
 @click.argument("name", metavar="NAME")
 @hub_option
 def info(name: str, hub_url: str | None) -> int:
-    from envs.hub._display import show_entries
-    from envs.hub._index import info as hub_info
+    from envs.hub import info as hub_info
+    from envs.hub import show_entries
 
     with usage_errors():
         say(show_entries([hub_info(name, hub=hub_url)], full=True, note=lambda line: say(line, err=True)))
@@ -567,7 +554,6 @@ def calibrate(env: str, labels: str, env_args: dict[str, Any] | None, run_dir: s
 @click.option("--strict", is_flag=True, help="exit 1 when anything is flagged (for CI)")
 def audit(env: str, env_args: dict[str, Any] | None, strict: bool, json_out: str | None, html_out: str | None, **o: Any) -> int:  # fmt: skip
     from envs import audit as run_audit
-    from envs._auditing.views import show_audit
 
     if env.startswith("harbor:"):  # Harbor tasks: the task hacks, in Docker
         failed = _check_harbor(env.partition(":")[2])
@@ -575,7 +561,15 @@ def audit(env: str, env_args: dict[str, Any] | None, strict: bool, json_out: str
 
     with usage_errors():
         report = run_audit(load(env, env_args), **o)
-    show_audit(console(), report, json_out=json_out, html_out=html_out)
+    if json_out == "-":
+        print(report.to_json())
+    else:
+        console().print(report)
+    if json_out not in (None, "-"):
+        say(f"wrote {report.write_json(json_out)}")
+    if html_out is not None:
+        written = report.write_html(html_out or None)
+        say(f"wrote {written} ({written.stat().st_size:,} bytes); open it in a browser")
     return 1 if strict and report.flagged else 0
 
 
@@ -599,15 +593,15 @@ def serve(
     idle_timeout: float,
 ) -> int:
     from envs import serve_openenv
-    from envs._interop.openenv_guard import check_idle_timeout, check_origin
 
-    allow_origins = tuple(check_origin(origin) for origin in allow_origins)
-    check_idle_timeout(idle_timeout, "--idle-timeout")
     served = load(env, env_args)
     if not 0 < port < 65536:
         raise CliError(f"--port must be a port number 1-65535, got {port}")
-    print(f"serving {served.name!r} to OpenEnv clients at http://{host}:{port} (Ctrl-C stops)", flush=True)
-    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a standalone server stops
+
+    def ready(url: str) -> None:  # once the arguments are checked
+        print(f"serving {served.name!r} to OpenEnv clients at {url} (Ctrl-C stops)", flush=True)
+
+    with contextlib.suppress(KeyboardInterrupt), usage_errors():  # Ctrl-C is how a standalone server stops
         serve_openenv(
             served,
             host=host,
@@ -615,8 +609,95 @@ def serve(
             max_sessions=max_sessions,
             allow_origins=allow_origins,
             idle_timeout=idle_timeout,
+            ready=ready,
         )
     return 0
+
+
+# ---------------------------------------------------------------- what the run commands print
+
+#: How many missing (example, rollout) pairs a merge report names before "and N more".
+SHOWN_MISSING = 8
+
+
+def score_text(value: float | None) -> str:
+    """A mean for one line of text: four decimals, "n/a" when there is none."""
+    return "n/a" if value is None else f"{value:.4f}" if isinstance(value, float) else str(value)
+
+
+def workers_line(metadata: dict[str, Any]) -> str | None:
+    """One line on the workers of the run's last session: rollouts and peak memory of each."""
+    report = (metadata.get("sessions") or [{}])[-1].get("workers")
+    if not report:
+        return None
+    each = ", ".join(
+        f"#{w['index']} {w.get('rollouts', '?')} rollouts {w.get('peak_rss_mib', '?')} MB"
+        if not w.get("lost")
+        else f"#{w['index']} lost"
+        for w in report["workers"]
+    )
+    lost = f"; {len(report['lost'])} died, {report['requeued']} rollout(s) re-run" if report["lost"] else ""
+    return f"{report['executor']} workers: {each}; driver peak {report['driver_peak_rss_mib']} MB{lost}"
+
+
+def print_run(out: Console, results: EvalResults, output_dir: Path) -> None:
+    """A finished `rubric eval`: the summary, the workers, where the results are, what errored."""
+    out.print(results)
+    line = workers_line(results.metadata)
+    if line:
+        out.print(line, soft_wrap=True)
+    out.print(f"Results written to [bold]{output_dir}[/bold]", soft_wrap=True)
+    errors = results.summary.num_errors
+    if errors:
+        out.print(
+            f"[yellow]{errors} rollout(s) ended with an error; see them with "
+            f"`rubric view {output_dir} --errors`[/yellow]",
+            soft_wrap=True,
+        )
+
+
+def print_rescored(out: Console, old: EvalResults, new: EvalResults, written: Path) -> None:
+    """A finished `rubric score`: the new summary and how the mean reward moved."""
+    out.print(new)
+    before, after = old.summary.mean_reward, new.summary.mean_reward
+    out.print(
+        f"mean reward {score_text(before)} -> {score_text(after)}; re-scored rollouts written to "
+        f"[bold]{written}[/bold]",
+        soft_wrap=True,
+    )
+
+
+def print_merge(out: Console, report: MergeReport, merged: EvalResults) -> None:
+    """A finished `rubric merge`: the merged summary, and what is missing when it is incomplete."""
+    out.print(merged)
+    out.print(
+        f"merged {len(report.shards)} shard(s) ({', '.join(report.shards)}): {report.num_rollouts} rollouts "
+        f"written to [bold]{report.output_dir}[/bold]",
+        soft_wrap=True,
+    )
+    if report.status == "completed":
+        return
+    gaps = []
+    if report.missing_shards:
+        gaps.append(f"shard(s) {', '.join(map(str, report.missing_shards))} not given")
+    if report.missing:
+        shown = ", ".join(f"{e}:{i}" for e, i in report.missing[:SHOWN_MISSING])
+        more = (
+            f" and {len(report.missing) - SHOWN_MISSING} more" if len(report.missing) > SHOWN_MISSING else ""
+        )
+        gaps.append(f"{len(report.missing)} rollout(s) missing ({shown}{more})")
+    out.print(
+        f"[yellow]incomplete: {'; '.join(gaps)}; run the original command without --shard and with "
+        f"--resume {report.output_dir} to fill the gaps[/yellow]",
+        soft_wrap=True,
+    )
+
+
+def resume_hint(run_dir: Path, flags: Sequence[str] = ()) -> str:
+    """The command that continues an interrupted run (`flags`: what it must be told again)."""
+    return escape_control(
+        f"continue with: {shlex.join(['rubric', 'eval', '--resume', str(run_dir), *flags])}"
+    )
 
 
 def one_line_warning(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
@@ -645,8 +726,6 @@ def main(argv: list[str] | None = None) -> int:
         how = f"stopped by {signal.Signals(exc.signum).name}" if isinstance(exc, Stopped) else "interrupted"
         print(f"rubric {name}: {how}; finished rollouts are kept", file=sys.stderr)
         if meta.get("run_dir") is not None:  # set by rubric eval once it knows its directory
-            from harness._views.console import resume_hint
-
             print(resume_hint(meta["run_dir"], meta.get("resume_flags", ())), file=sys.stderr)
         return 128 + (exc.signum if isinstance(exc, Stopped) else signal.SIGINT)  # as the shell reports it
     except BrokenPipeError:  # the reader went away (`rubric hub info X | head`): stop quietly

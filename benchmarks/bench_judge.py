@@ -22,9 +22,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from harness import Client, Rollout, ScriptedEndpoint
-from harness._endpoint.client import _http_client
+from harness._endpoint.client import _sdk_client
 from rubrics import LLMJudge
-from rubrics._judge.llm import cache_info, clear_cache
+from rubrics.judges import JudgeCache
 
 PROMPT = (
     "Question: {{ prompt }}\n<response>\n{{ response }}\n</response>\n"
@@ -65,11 +65,7 @@ async def main(n: int, concurrency: int, latency: float, rounds: int) -> None:
         params = judge.request_params()
         base_client = Client("judge", base_url=ep.base_url, max_concurrency=concurrency)
 
-        import openai
-
-        sdk = openai.AsyncOpenAI(
-            api_key="x", base_url=ep.base_url, max_retries=0, http_client=_http_client(concurrency, 120.0)
-        )
+        sdk = _sdk_client(ep.base_url, "x", {}, concurrency, 120.0)  # retries off, same pool size
         gate = asyncio.Semaphore(concurrency)
 
         async def via_judge() -> None:
@@ -97,10 +93,10 @@ async def main(n: int, concurrency: int, latency: float, rounds: int) -> None:
                 best[name] = min(best[name], await timed(fn))
 
         cached = LLMJudge(PROMPT, client=judge_client, score_range=(0, 10), cache=True)
-        clear_cache()
+        JudgeCache.shared.clear()
         first = await timed(lambda: cached.ascore_batch(rollouts, concurrency=concurrency))
         second = await timed(lambda: cached.ascore_batch(rollouts, concurrency=concurrency))
-        stats = cache_info()
+        stats = JudgeCache.shared.info()
         await sdk.close()
         await judge_client.aclose()
         await base_client.aclose()

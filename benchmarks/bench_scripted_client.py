@@ -21,7 +21,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from harness import Client, ScriptedEndpoint
-from harness._endpoint.client import _http_client
+from harness._endpoint.client import _sdk_client
 
 MESSAGES = [{"role": "user", "content": "what is two plus two"}]
 BODY = json.dumps({"model": "m", "messages": MESSAGES}).encode()
@@ -85,12 +85,9 @@ async def _raw_load(port: int, requests: int, connections: int) -> float:
 async def _client_load(base_url: str, requests: int, concurrency: int, *, bare: bool) -> float:
     """Client-process CPU seconds per completion: the server runs in another process, and
     CPU time is far less disturbed than wall time by other work on a shared machine."""
-    import openai
 
     if bare:  # same pool size as Client uses, so the ratio isolates the harness's own work
-        sdk = openai.AsyncOpenAI(
-            base_url=base_url, api_key="x", max_retries=0, http_client=_http_client(concurrency, 600.0)
-        )
+        sdk = _sdk_client(base_url, "x", {}, concurrency, 600.0)
         semaphore = asyncio.Semaphore(concurrency)
 
         async def call() -> None:

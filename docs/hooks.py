@@ -1,5 +1,5 @@
 """MkDocs hook (mkdocs.yml `hooks:`): a reference page's `::: package` block lists exactly the
-package's `__all__`, read at build time, so the reference cannot drift from the public API
+package's (or public module's) `__all__`, read at build time, so the reference cannot drift from the public API
 (griffe alone cannot read an `__all__` built at import time, as `rubrics`' lazy names are)."""
 
 from __future__ import annotations
@@ -9,6 +9,12 @@ import re
 from typing import Any
 
 PUBLIC_PACKAGES = ("rubrics", "envs", "harness")
+# The public modules (DESIGN.md), each with a reference page of its own.
+PUBLIC_MODULES = (
+    "rubrics.judges", "rubrics.parsers", "rubrics.credit", "rubrics.calibration",
+    "envs.hub", "envs.reference", "envs.agents",
+    "harness.runtimes", "harness.proxy", "harness.scripted",
+)  # fmt: skip
 
 
 def on_page_markdown(markdown: str, **kwargs: Any) -> str:
@@ -19,5 +25,6 @@ def on_page_markdown(markdown: str, **kwargs: Any) -> str:
         names = "".join(f"        - {name}\n" for name in importlib.import_module(package).__all__)
         return f"::: {package}\n    options:\n      members:\n{names}"
 
-    pattern = rf"^::: ({'|'.join(PUBLIC_PACKAGES)})\n(?!    options:)"
+    names = "|".join(re.escape(name) for name in (*PUBLIC_MODULES, *PUBLIC_PACKAGES))
+    pattern = rf"^::: ({names})\n(?!    options:)"
     return re.sub(pattern, members, markdown, flags=re.M)

@@ -18,11 +18,11 @@ import contextlib
 import copy
 import difflib
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar, Unpack
+from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, Unpack
 
 import harness
 from envs import _dataset as ds_utils
@@ -50,7 +50,6 @@ from harness._core.types import INJECTED, Message, Rollout, ToolCall, as_message
 from harness._endpoint.client import Client
 from harness._endpoint.connect import open_client
 from rubrics._grouping import has_group_nodes
-from rubrics._render import tree_nodes
 from rubrics.credit import assign_credit
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -60,6 +59,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: True while `envs._registry.EnvironmentSpec.load(worker=True)` builds an environment in a worker process.
 DEFER_DATASETS: ContextVar[bool] = ContextVar("DEFER_DATASETS", default=False)
+#: What `Environment.env_response` returns: messages (or dicts in OpenAI shape), the text of
+#: one user message, or None to end the episode.
+EnvReply: TypeAlias = Sequence[Message | Mapping[str, Any]] | str | None
 #: Row columns that a rollout stores in its own fields rather than in `info`.
 _ROLLOUT_FIELDS = frozenset(ds_utils.STANDARD_COLUMNS)
 
@@ -270,16 +272,18 @@ class Environment:
 
     # ------------------------------------------------------------------ hooks (override in subclasses)
 
-    def setup_state(self, state: dict[str, Any], example: Mapping[str, Any]) -> Any:
+    def setup_state(
+        self, state: dict[str, Any], example: Mapping[str, Any]
+    ) -> dict[str, Any] | Awaitable[dict[str, Any] | None] | None:
         """Fill the fresh per-rollout `state` from the example (sync or async; may return a new dict)."""
         return None
 
-    def env_response(self, rollout: Rollout) -> Any:
+    def env_response(self, rollout: Rollout) -> EnvReply | Awaitable[EnvReply]:
         """The environment's reply after a turn without tool calls: messages, a str (one user
         message), or None to end the episode as "completed". Sync or async."""
         return None
 
-    def is_done(self, rollout: Rollout) -> Any:
+    def is_done(self, rollout: Rollout) -> bool | Awaitable[bool]:
         """True ends the episode with stop_reason "completed" (sync or async)."""
         return False
 
@@ -476,7 +480,7 @@ class Environment:
         """What an agent is asked to do: the text of the rollout's prompt (system, then user turns)."""
         return "\n\n".join(m.text for m in rollout.prompt if m.role in ("system", "user") and m.text)
 
-    async def run_episode(self, rollout: Rollout, client: Any, sampling: Mapping[str, Any]) -> None:
+    async def run_episode(self, rollout: Rollout, client: Client, sampling: Mapping[str, Any]) -> None:
         """Let the agent play `rollout` in its sandbox (`harness._core.protocol.RunsEpisodes`)."""
         if self._agent_episodes is None:
             raise ConfigError("run_episode needs an agent: call env.set_agent(NAME) first")
@@ -633,7 +637,7 @@ class Environment:
                 "load_kwargs": self.load_kwargs,
                 # The tree (heads, weights, gate thresholds) so a saved run can be drawn
                 # and its node means listed in tree order without the code.
-                "rubric": tree_nodes(self.rubric),
+                "rubric": self.rubric.tree(),
             }
         )
         if self.success is not None:  # the pass@k criterion (absent by default: reward >= 1)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from envs._environment import Environment
@@ -81,8 +82,16 @@ def mcp_app(env: Environment) -> Any:
     )
 
 
-async def aserve_mcp(env: Environment, *, port: int | None = None) -> None:
-    """Serve `env`'s tools over stdio, or streamable HTTP on 127.0.0.1:`port` (at /mcp)."""
+async def aserve_mcp(
+    env: Environment, *, port: int | None = None, ready: Callable[[str], None] | None = None
+) -> None:
+    """Serve an environment's Python tools as an MCP server until stopped.
+
+    Args:
+        env: The environment whose tools to serve.
+        port: Serve streamable HTTP on 127.0.0.1:`port` (at /mcp) instead of stdio.
+        ready: Told the server's URL (over HTTP) before it starts serving.
+    """
     mcp = _sdk()
     server = mcp_app(env)
     if port is None:
@@ -92,13 +101,23 @@ async def aserve_mcp(env: Environment, *, port: int | None = None) -> None:
     import uvicorn
 
     app = server.streamable_http_app(streamable_http_path=PATH, host=HOST)
+    if ready is not None:
+        ready(f"http://{HOST}:{port}{PATH}")
     config = uvicorn.Config(app, host=HOST, port=port, log_level="warning", lifespan="on")
     await uvicorn.Server(config).serve()
 
 
-def serve_mcp(env: Environment, *, port: int | None = None) -> None:
-    """`aserve_mcp` on its own event loop, until stopped (`rubric mcp`)."""
-    asyncio.run(aserve_mcp(env, port=port))
+def serve_mcp(
+    env: Environment, *, port: int | None = None, ready: Callable[[str], None] | None = None
+) -> None:
+    """`aserve_mcp` on its own event loop, until stopped, as `rubric mcp` does.
+
+    Args:
+        env: The environment whose tools to serve.
+        port: Serve streamable HTTP on 127.0.0.1:`port` (at /mcp) instead of stdio.
+        ready: Told the server's URL (over HTTP) before it starts serving.
+    """
+    asyncio.run(aserve_mcp(env, port=port, ready=ready))
 
 
 __all__ = [

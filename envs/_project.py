@@ -50,7 +50,12 @@ class HubError(RubricError):
 
 @dataclass(frozen=True)
 class PackageName:
-    """The forms of one environment's name: `my-env` (distribution), `my_env` (import module)."""
+    """The forms of one environment's name: `my-env` (distribution), `my_env` (import module).
+
+    Attributes:
+        distribution: The distribution's name (`my-env`).
+        module: The import module's name (`my_env`).
+    """
 
     distribution: str
     module: str
@@ -75,7 +80,12 @@ class PackageName:
 
 @dataclass(frozen=True)
 class Project:
-    """A package directory with a PEP 621 pyproject declaring a `rubric.environments` entry point."""
+    """A package directory with a PEP 621 pyproject declaring a `rubric.environments` entry point.
+
+    Attributes:
+        root: The package's folder.
+        pyproject: Its pyproject.toml, parsed.
+    """
 
     root: Path
     pyproject: dict[str, Any]

@@ -66,8 +66,17 @@ def of_module(module_name: str) -> dict[str, Any]:
     return found
 
 
-def describe(provenance: Any) -> str:
-    """One line for people, e.g. "my-env 0.1.0 (installed distribution)"."""
+def describe_provenance(provenance: object) -> str:
+    """Where an environment came from, in one line for people.
+
+    Args:
+        provenance: The record a run keeps (`EvalResults.metadata["provenance"]`,
+            `Environment.provenance`); anything else reads as unknown.
+
+    Returns:
+        For example "my-env 0.1.0 (installed distribution)", or a file or folder with the
+        start of its hash.
+    """
     if not isinstance(provenance, dict):
         return "unknown (recorded before provenance was kept)"
     source = provenance.get("source")
@@ -90,9 +99,9 @@ def changes(before: Any, now: Any, *, names: tuple[Any, Any] = (None, None)) -> 
         return None
     was, is_now = (f"{name!r} from " if name else "" for name in names)
     return (
-        f"the environment changed since the run started: was {was}{describe(before)}, "
-        f"now {is_now}{describe(now)}"
+        f"the environment changed since the run started: was {was}{describe_provenance(before)}, "
+        f"now {is_now}{describe_provenance(now)}"
     )
 
 
-__all__ = ["changes", "describe", "of_directory", "of_distribution", "of_file", "of_module"]
+__all__ = ["changes", "describe_provenance", "of_directory", "of_distribution", "of_file", "of_module"]

@@ -25,12 +25,12 @@ import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import harness
 from envs._environment import Environment
 from envs._provenance import changes, of_directory, of_file
 from envs._registry import load_environment, recorded_environment
-from harness import EvalResults, aevaluate
 from harness._core.aio import run_sync
 from harness._core.defaults import DEFAULT_BASE_URL, DEFAULT_CONCURRENCY, TRANSPORTS
 from harness._core.errors import ConfigError, RubricError
@@ -41,6 +41,9 @@ from harness._core.storage import read_metadata, section
 from harness._endpoint.client import check_sampling
 from harness._endpoint.connect import DEFAULT_KEY_VAR, open_client
 from harness.scripted._endpoint import SCRIPTED_PREFIX
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness import EvalResults
 
 #: Asks the user a yes/no question: True/False, or None when nobody can answer (not a terminal).
 Confirm = Callable[[str], bool | None]
@@ -168,14 +171,20 @@ class RunRequest:
     what is given is recorded. So `options` and `client_options` hold only what was given.
 
     Attributes:
-        spec / env_args / mcp: the environment, its arguments, MCP servers to add.
-        agent / agent_files / agent_runtime: an agent to play the episodes in sandboxes
-            (`--agent`, `--agent-files`, `--runtime`).
-        model / base_url / api_key_var: the endpoint (`harness._endpoint.connect.open_client`).
-        sampling: extra sampling arguments (checked by `harness._endpoint.client.check_sampling`).
-        max_turns: overrides the environment's.
-        output_dir / resume / retry_errors: where the run goes, or which run to continue
-            (and whether to run its errored rollouts again).
+        spec: The environment: a name, a path or `module:function`.
+        env_args: Keyword arguments for `load_environment`.
+        mcp: MCP servers whose tools to add (`[PREFIX=]CMD|URL`, as `--mcp`).
+        agent: An agent to play each episode in a sandbox (`--agent`).
+        agent_files: A folder uploaded to /agent in each sandbox (`--agent-files`).
+        agent_runtime: The sandboxes' runtime (`--runtime`: bwrap, docker:IMAGE, ...).
+        model: The model name at the endpoint, or `scripted:POLICY` for the offline endpoint.
+        base_url: The OpenAI-compatible endpoint (default: $OPENAI_BASE_URL or OpenAI).
+        api_key_var: The environment variable holding the key (never the key itself).
+        sampling: Extra sampling arguments (max_tokens, temperature, ...).
+        max_turns: Overrides the environment's.
+        output_dir: The results directory (default runs/<env>--<model>--<time>).
+        resume: A run directory to continue instead of starting a new run.
+        retry_errors: With `resume`, run the rollouts that errored again.
         client_options: `harness.Client` keywords (max_retries, timeout, transport).
         options: `harness.evaluate` keywords (num_examples, rollouts_per_example, concurrency,
             progress, seed, split, shard, workers, executor, ray_address).
@@ -294,7 +303,14 @@ def _load(request: RunRequest) -> Environment:
 
 @dataclass
 class PreparedRun:
-    """A run checked and ready to start (`prepare_run`): nothing has been written yet."""
+    """A run checked and ready to start (`prepare_run`): nothing has been written yet.
+
+    Attributes:
+        env: The environment, loaded.
+        request: The request, completed from the run directory when resuming.
+        folder: The results directory.
+        resuming: Whether it continues the run in `folder`.
+    """
 
     env: Environment
     request: RunRequest
@@ -302,8 +318,12 @@ class PreparedRun:
     resuming: bool
 
     def resume_flags(self) -> list[str]:
-        """What `rubric eval --resume DIR` must be given again to continue this run with nobody
-        to ask: the environment's arguments, and an endpoint other than the user's own."""
+        """What `rubric eval --resume DIR` must be given again to continue this run.
+
+        Returns:
+            The flags for the environment's arguments and an endpoint other than the user's
+            own (a folder's are used only when passed again).
+        """
         flags = ["-a", _typed(self.env.load_kwargs)] if self.env.load_kwargs else []
         url = self.request.base_url
         if url is not None and url.rstrip("/") != _own_endpoint():
@@ -312,12 +332,25 @@ class PreparedRun:
 
 
 def prepare_run(request: RunRequest, *, confirm: Confirm | None = None) -> PreparedRun:
-    """Check and complete a request before anything starts: the settings within limits, the
-    environment loaded, the run's size checked, the output directory chosen.
+    """Check and complete a request before anything starts, as `rubric eval` does.
 
-    `confirm(question)` is asked before a resumed run uses what its folder records that the
-    user did not pass (environment arguments, an endpoint other than theirs); without it,
-    or when it returns None (nobody to ask), those are refused with the flag to pass."""
+    The settings are checked against their limits, the environment loaded, the run's size
+    checked and the output directory chosen.
+
+    Args:
+        request: What to run.
+        confirm: Asked a yes/no question before a resumed run uses what its folder records
+            that the user did not pass (environment arguments, an endpoint other than
+            theirs); without it, or when it returns None (nobody to ask), those are refused
+            with the flag to pass.
+
+    Returns:
+        The run, ready for `run` / `arun`.
+
+    Raises:
+        ConfigError: A setting is out of range or the request contradicts itself.
+        EnvironmentNotFoundError: The environment cannot be found.
+    """
     check_limits({**request.options, "max_turns": request.max_turns, **request.client_options})
     if request.resume is not None and request.output_dir is not None:
         raise ConfigError(
@@ -353,10 +386,16 @@ def prepare_run(request: RunRequest, *, confirm: Confirm | None = None) -> Prepa
 async def arun(
     what: RunRequest | PreparedRun, warn: Callable[[str], None] | None = None
 ) -> tuple[EvalResults, Path]:
-    """Run what a request asks for, as `rubric eval` does; returns the results and their directory.
+    """Run what a request asks for, as `rubric eval` does.
 
-    `warn` hears about an environment that changed since a resumed run was made (default:
-    a `UserWarning`)."""
+    Args:
+        what: A request (prepared first), or a prepared run.
+        warn: Hears about an environment that changed since a resumed run was made
+            (default: a `UserWarning`).
+
+    Returns:
+        The results and their directory.
+    """
     prepared = what if isinstance(what, PreparedRun) else prepare_run(what)
     env, request, folder = prepared.env, prepared.request, prepared.folder
     if prepared.resuming:
@@ -379,7 +418,7 @@ async def arun(
             **request.client_options,
         )
         try:
-            results = await aevaluate(
+            results = await harness.aevaluate(
                 env,
                 client,
                 output_dir=folder,
@@ -395,7 +434,15 @@ async def arun(
 def run(
     what: RunRequest | PreparedRun, warn: Callable[[str], None] | None = None
 ) -> tuple[EvalResults, Path]:
-    """`arun`, synchronously (works inside a running event loop too)."""
+    """`arun`, synchronously (works inside a running event loop too).
+
+    Args:
+        what: A request (prepared first), or a prepared run.
+        warn: Hears about an environment that changed since a resumed run was made.
+
+    Returns:
+        The results and their directory.
+    """
     return run_sync(arun(what, warn))
 
 
@@ -407,11 +454,22 @@ def resume(
     retry_errors: bool = False,
     **options: Any,
 ) -> EvalResults:
-    """Continue the run in `folder`: the environment, the model and every setting come from
-    its metadata.json (the key from its variable). The environment arguments it records, and
-    an endpoint other than yours, are used only when passed again (`env_args`, `base_url`):
-    a folder may come from someone else. `options` may change what may change between
-    sessions (concurrency, workers, progress)."""
+    """Continue an interrupted run, as `rubric eval --resume DIR` does.
+
+    The environment, the model and every setting come from the folder's metadata.json (the
+    key from its variable). The environment arguments it records, and an endpoint other than
+    yours, are used only when passed again: a folder may come from someone else.
+
+    Args:
+        folder: The run directory.
+        env_args: The environment's arguments (the recorded ones are not used unasked).
+        base_url: The endpoint, when it is not your own default.
+        retry_errors: Run the rollouts that errored again.
+        **options: What may change between sessions (concurrency, workers, progress).
+
+    Returns:
+        The whole run's results.
+    """
     request = RunRequest(
         resume=folder, env_args=env_args, base_url=base_url, retry_errors=retry_errors, options=options
     )
@@ -431,12 +489,21 @@ def rescoring_environment(
     tell: Callable[[str], None] | None = None,
     confirm: Confirm | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """The environment and arguments to re-score a saved run with (`rubric score DIR [ENV]`).
+    """The environment and arguments to re-score a saved run with, as `rubric score DIR [ENV]`.
 
-    Without `spec`, the installed environment the run's metadata names (`tell` hears which);
-    paths and `module:function` are refused, as a folder is data. Without `env_args`, the
-    recorded arguments are used only when `confirm(question)` says yes; a `confirm` that
-    returns None (nobody to ask) refuses with the `-a` to type.
+    Args:
+        metadata: The run's metadata (`EvalResults.metadata`).
+        directory: The run directory (named in messages).
+        spec: The environment; without it, the installed environment the metadata names
+            (paths and `module:function` are refused, as a folder is data).
+        env_args: Its arguments; without them, the recorded ones, used only when `confirm`
+            says yes.
+        tell: Hears which installed environment was chosen.
+        confirm: Asked before recorded arguments are used; None from it (nobody to ask)
+            refuses with the `-a` to type.
+
+    Returns:
+        The environment spec and its arguments, for `load_environment`.
 
     Raises:
         ConfigError: nothing safe to use, or the recorded arguments were declined.

@@ -21,7 +21,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from harness._core.aio import run_sync
+from harness._core.aio import Stopped, run_sync
+from harness._core.defaults import DEFAULT_CONCURRENCY, DEFAULT_TRANSPORT, TRANSPORTS
 from harness._core.display import provide_html_views
 from harness._core.errors import (
     ConfigError,
@@ -31,25 +32,33 @@ from harness._core.errors import (
     NotScoreableError,
     ResultsError,
     ResultsNotFoundError,
+    ResultsWarning,
     RubricError,
     ScoringError,
     TooManyErrorsError,
     UserCodeError,
     WorkerError,
+    WorkersHint,
 )
+from harness._core.limits import check_limits
 from harness._core.options import EvaluateOptions, Shard
 from harness._core.protocol import EnvironmentProtocol, EnvironmentSource
+from harness._core.run_dirs import newest_rescored
 from harness._core.summary import Summary
-from harness._core.types import FunctionCall, Message, Rollout, ToolCall, TreeNode, TurnTokens, Usage
+from harness._core.text import escape_control
+from harness._core.tree import TreeNode
+from harness._core.types import FunctionCall, Message, Rollout, ToolCall, TurnTokens, Usage
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness._endpoint.client import Client, Completion
     from harness._engine.evaluation import aevaluate, evaluate
     from harness._engine.runner import rollout
+    from harness._results.compare import Comparison, compare
     from harness._results.eval_results import EvalResults, load_results
-    from harness._results.rescoring import arescore, rescore
+    from harness._results.rescoring import arescore, rescore, rescore_to
     from harness._results.sharding import MergeReport, merge_results
-    from harness._views.report import write_report
+    from harness._views.report import report_path, write_report
+    from harness._views.terminal import show_run
     from harness.proxy import CaptureProxy, ProxyBudgets, ProxySession, ProxyTurn, RetokenizationSkew
     from harness.scripted import ScriptedEndpoint
 
@@ -57,6 +66,7 @@ if TYPE_CHECKING:  # pragma: no cover
 _LAZY = {
     "CaptureProxy": "harness.proxy",
     "Client": "harness._endpoint.client",
+    "Comparison": "harness._results.compare",
     "Completion": "harness._endpoint.client",
     "EvalResults": "harness._results.eval_results",
     "MergeReport": "harness._results.sharding",
@@ -67,11 +77,15 @@ _LAZY = {
     "ScriptedEndpoint": "harness.scripted",
     "aevaluate": "harness._engine.evaluation",
     "arescore": "harness._results.rescoring",
+    "compare": "harness._results.compare",
     "evaluate": "harness._engine.evaluation",
     "load_results": "harness._results.eval_results",
     "merge_results": "harness._results.sharding",
+    "report_path": "harness._views.report",
     "rescore": "harness._results.rescoring",
+    "rescore_to": "harness._results.rescoring",
     "rollout": "harness._engine.runner",
+    "show_run": "harness._views.terminal",
     "write_report": "harness._views.report",
 }
 
@@ -90,8 +104,12 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "DEFAULT_CONCURRENCY",
+    "DEFAULT_TRANSPORT",
+    "TRANSPORTS",
     "CaptureProxy",
     "Client",
+    "Comparison",
     "Completion",
     "ConfigError",
     "ConfigTypeError",
@@ -110,12 +128,14 @@ __all__ = [
     "ProxyTurn",
     "ResultsError",
     "ResultsNotFoundError",
+    "ResultsWarning",
     "RetokenizationSkew",
     "Rollout",
     "RubricError",
     "ScoringError",
     "ScriptedEndpoint",
     "Shard",
+    "Stopped",
     "Summary",
     "TooManyErrorsError",
     "ToolCall",
@@ -124,13 +144,21 @@ __all__ = [
     "Usage",
     "UserCodeError",
     "WorkerError",
+    "WorkersHint",
     "aevaluate",
     "arescore",
+    "check_limits",
+    "compare",
+    "escape_control",
     "evaluate",
     "load_results",
     "merge_results",
+    "newest_rescored",
+    "report_path",
     "rescore",
+    "rescore_to",
     "rollout",
     "run_sync",
+    "show_run",
     "write_report",
 ]

@@ -26,6 +26,7 @@ from rubrics._judge.llm import LLMJudge
 from rubrics._judge.rank import PairwiseJudge, RankJudge
 from rubrics._leaf import FunctionRubric, reward
 from rubrics._module import IncompatibleKeys, RemovableHandle, Rubric, ScoringError
+from rubrics._verl import register_advantage_estimator
 
 __all__ = [
     "FunctionRubric",
@@ -49,6 +50,7 @@ __all__ = [
     "credit",
     "judges",
     "parsers",
+    "register_advantage_estimator",
     "relative",
     "reward",
 ]

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any, SupportsIndex, overload
 
 from harness._core.display import render_html
 from harness._core.summary import Summary, summarize
-from harness._core.types import CONVERSATION_COLUMNS, Rollout, TreeNode, conversation_columns
+from harness._core.tree import TreeNode, tree_paths
+from harness._core.types import CONVERSATION_COLUMNS, Rollout, conversation_columns
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -37,7 +38,7 @@ class ScoredBatch(list[float]):
     @property
     def paths(self) -> list[str]:
         """Node paths in tree order (the root, "", excluded), then any others that scored."""
-        paths = [n["path"] for n in self.nodes if n.get("path")]
+        paths = tree_paths(self.nodes)
         seen = set(paths)
         for r in self.rollouts:
             for path in r.scores:

@@ -14,11 +14,11 @@ from typing import Any, overload
 
 from harness._core.defaults import DEFAULT_CONCURRENCY
 from harness._core.errors import ConfigError, ConfigTypeError
+from harness._core.tree import TreeNode
 from harness._core.types import Rollout
 from rubrics._leaf import as_rubric
 from rubrics._module import NAN, Rubric, ScoringError, check_name, join_path, snake_name
-from rubrics._scoring import bump_generation
-from rubrics._trl import child_rewards
+from rubrics._trl import TRLReward, child_rewards
 from rubrics._turns import episode_score
 
 RubricLike = Rubric | Callable[..., Any]
@@ -175,6 +175,9 @@ class WeightedSum(Rubric):
         weight = self._weights.get(name)
         return f"weight={weight:g}" if weight is not None else "weight=?"
 
+    def _child_weight(self, name: str) -> float | None:
+        return self._weights.get(name)
+
     def combine_turns(
         self, path: str, children: Mapping[str, list[float]], rollout: Rollout, length: int
     ) -> list[float] | None:
@@ -182,7 +185,9 @@ class WeightedSum(Rubric):
         weights = self.weights
         return [sum(weights[name] * vector[t] for name, vector in children.items()) for t in range(length)]
 
-    def as_trl_reward_funcs(self, *, concurrency: int = DEFAULT_CONCURRENCY) -> tuple[list[Any], list[float]]:
+    def as_trl_reward_funcs(
+        self, *, concurrency: int = DEFAULT_CONCURRENCY
+    ) -> tuple[list[TRLReward], list[float]]:
         """`(funcs, weights)`: one TRL reward per child, with its weight (see `Rubric.as_trl_reward_funcs`).
 
         Raises:
@@ -356,6 +361,11 @@ class Gate(Rubric):
         base = super().extra_repr()
         return f"threshold={self._threshold:g}" + (f", {base}" if base else "")
 
+    def describe(self) -> TreeNode:
+        entry = super().describe()
+        entry["threshold"] = self._threshold
+        return entry
+
 
 class RubricList(Rubric):
     """A list of rubrics registered as children "0", "1", ... (like `nn.ModuleList`); no score.
@@ -374,8 +384,8 @@ class RubricList(Rubric):
         return list(self._children.values())
 
     def _reload(self, items: list[Rubric]) -> None:
-        self._children.clear()
-        bump_generation()
+        for name in list(self._children):
+            self._remove_child(name)
         for i, item in enumerate(items):
             self.add_rubric(str(i), item)
 

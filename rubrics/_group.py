@@ -18,17 +18,19 @@ import asyncio
 import inspect
 import math
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal, get_args
 
 from harness._core.aio import run_sync
 from harness._core.errors import ConfigError, ConfigTypeError, ScoringError
 from harness._core.types import Rollout
 from rubrics._grouping import GROUP_TABLE, GroupTable
 from rubrics._leaf import as_rubric
-from rubrics._module import NAN, Rubric, snake_name
-from rubrics._scoring import MEMBER_SCOPES, REUSING, SCOPE, Scope, hook_score, path_under, saved_score
+from rubrics._module import NAN, Rubric, coerce_sync, snake_name
+from rubrics._scoring import MEMBER_SCOPES, SAVED, SCOPE, Scope, path_under, saved_score
 
-RELATIVE_METHODS = ("rank", "zscore")
+#: How `relative` turns a group's scores into rewards.
+RelativeMethod = Literal["rank", "zscore"]
+RELATIVE_METHODS: tuple[RelativeMethod, ...] = get_args(RelativeMethod)
 
 
 class GroupRubric(Rubric):
@@ -46,7 +48,7 @@ class GroupRubric(Rubric):
       path (`child(member)` and `await child.ascore(member)` do the same).
 
     Scored alone (`node(rollout)`, `score_batch` of rollouts with distinct `example_id`s), a
-    rollout is a group of one. Hooks of a group node run per member and must be sync.
+    rollout is a group of one. Hooks of a group node run per member; its pre-hooks must be sync.
 
     Args:
         name: the node's name among its parent's children (default: from the class).
@@ -140,59 +142,51 @@ class GroupRubric(Rubric):
 
     def _score_sync(self, rollout: Rollout, path: str) -> float:
         entry = self._entry(rollout, path)
-        if entry is None and REUSING[0] and (kept := saved_score(rollout, path)) is not None:
+        if entry is None and SAVED.get() is not None and (kept := saved_score(rollout, path)) is not None:
             return kept  # a failed-only re-scoring that did not need this node again
         if entry is None:  # called outside a group (from a custom forward): a group of one
             table: GroupTable = {}
             run_sync(self._score_members(path, [rollout], table))
             entry = table[(id(rollout), path)]
-        return self._finish_member(rollout, path, entry)
+        recorded = self._finish_member(rollout, path, entry)
+        return recorded if type(recorded) is float else coerce_sync(recorded, self)
 
     async def _score_async(self, rollout: Rollout, path: str) -> float:
         entry = self._entry(rollout, path)
-        if entry is None and REUSING[0] and (kept := saved_score(rollout, path)) is not None:
+        if entry is None and SAVED.get() is not None and (kept := saved_score(rollout, path)) is not None:
             return kept
         if entry is None:
             table: GroupTable = {}
             await self._score_members(path, [rollout], table)
             entry = table[(id(rollout), path)]
-        return self._finish_member(rollout, path, entry)
+        recorded = self._finish_member(rollout, path, entry)
+        return recorded if isinstance(recorded, float) else await recorded
 
-    def _finish_member(self, rollout: Rollout, path: str, entry: tuple[float, Scope]) -> float:
-        """Record one member's group score as the node's score: hooks, `on_error`, paths."""
+    def _finish_member(
+        self, rollout: Rollout, path: str, entry: tuple[float, Scope]
+    ) -> float | Awaitable[float]:
+        """Record one member's group score as the node's score (`Rubric._record`: hooks,
+        `on_error`, paths), after the pre-hooks, which run per member and must be sync."""
         score, found = entry
         scope = Scope(self, path, rollout)
-        scope.error, scope.exc = found.error, found.exc
+        scope.exc = found.exc
         token = SCOPE.set(scope)
         try:
             try:
                 for pre in tuple(self._pre_hooks.values()):
-                    _sync_hook(pre(self, rollout), self)
+                    result = pre(self, rollout)
+                    if inspect.isawaitable(result):
+                        if inspect.iscoroutine(result):
+                            result.close()
+                        raise TypeError(f"pre-hooks on group node {self.label} must be sync functions")
             except Exception as exc:
                 score = scope.fail(exc)
-            score = self._settle(scope, score)
-            try:
-                for post in tuple(self._hooks.values()):
-                    out = _sync_hook(post(self, rollout, score), self)
-                    if out is not None:
-                        score = hook_score(out, score)
-            except Exception as exc:
-                score = self._settle(scope, scope.fail(exc))
-            self._record(scope, score)
-            return score
+            return self._record(rollout, path, score, scope.exc, None)
         finally:
             SCOPE.reset(token)
 
 
-def _sync_hook(result: Any, node: Rubric) -> Any:
-    if inspect.isawaitable(result):
-        if inspect.iscoroutine(result):
-            result.close()
-        raise TypeError(f"hooks on group node {node.label} must be sync functions")
-    return result
-
-
-def relative_scores(values: Sequence[float], method: str = "rank") -> list[float]:
+def relative_scores(values: Sequence[float], method: RelativeMethod = "rank") -> list[float]:
     """Each value relative to the others (non-finite values are left out and stay NaN).
 
     Args:
@@ -241,12 +235,12 @@ class Relative(GroupRubric):
     """
 
     config_fields = ("method",)
-    _method: str
+    _method: RelativeMethod
 
     def __init__(
         self,
         rubric: Rubric | Callable[..., Any],
-        method: str = "rank",
+        method: RelativeMethod = "rank",
         *,
         name: str | None = None,
         on_error: float | None = None,
@@ -257,12 +251,12 @@ class Relative(GroupRubric):
         self.add_rubric(child.name or snake_name(type(child).__name__), child)
 
     @property
-    def method(self) -> str:
+    def method(self) -> RelativeMethod:
         """ "rank" (the default) or "zscore"."""
         return self._method
 
     @method.setter
-    def method(self, value: str) -> None:
+    def method(self, value: RelativeMethod) -> None:
         if value not in RELATIVE_METHODS:
             raise ConfigError(f"relative method must be one of {RELATIVE_METHODS}, got {value!r}")
         self.__dict__["_method"] = value
@@ -284,7 +278,7 @@ class Relative(GroupRubric):
 
 
 def relative(
-    rubric: Rubric | Callable[..., Any], method: str = "rank", *, name: str | None = None
+    rubric: Rubric | Callable[..., Any], method: RelativeMethod = "rank", *, name: str | None = None
 ) -> Relative:
     """Turn any per-rollout node (or reward function) into a group-relative score.
 

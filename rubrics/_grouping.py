@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness._core.errors import ConfigError
 from harness._core.types import Rollout
-from rubrics._scoring import GENERATION, NAN, SAVED, Scope, clear_scores
+from rubrics._scoring import NAN, SAVED, Scope, clear_scores
 
 if TYPE_CHECKING:  # pragma: no cover
     from rubrics._module import Rubric
@@ -43,9 +43,9 @@ def group_nodes(root: Rubric) -> list[tuple[str, Rubric]]:
     Raises:
         ConfigError: a group node sits under another group node.
     """
-    cache = root.__dict__.get("_group_cache")
-    if cache is not None and cache[0] == GENERATION[0]:
-        return list(cache[1])
+    cache = root._group_cache  # kept until the tree changes (`Rubric._changed`)
+    if cache is not None:
+        return list(cache)
     found = [(path, node) for path, node in [("", root), *root.named_rubrics()] if node._group_node]
     for path, node in found:
         for inner, child in node.named_rubrics():
@@ -54,15 +54,15 @@ def group_nodes(root: Rubric) -> list[tuple[str, Rubric]]:
                     f"group node {path or node.label!r} holds another group node {inner!r}; a group node's "
                     "children are scored one rollout at a time: put the inner group node beside it instead"
                 )
-    root.__dict__["_group_cache"] = (GENERATION[0], tuple(found))
+    root.__dict__["_group_cache"] = tuple(found)
     return found
 
 
 def has_group_nodes(root: Rubric) -> bool:
     """Whether scoring `root` needs whole groups (any node of its tree is a group node)."""
-    cache = root.__dict__.get("_group_cache")
-    if cache is not None and cache[0] == GENERATION[0]:  # the per-rollout hot path asks this
-        return bool(cache[1])
+    cache = root._group_cache
+    if cache is not None:  # the per-rollout hot path asks this
+        return bool(cache)
     return bool(group_nodes(root))
 
 

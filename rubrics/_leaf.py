@@ -11,7 +11,7 @@ import importlib
 import math
 import sys
 from collections.abc import Callable
-from typing import Any, SupportsIndex, overload
+from typing import Any, ClassVar, SupportsIndex, overload
 
 from harness._core.aio import is_async_callable
 from harness._core.errors import ConfigError, ConfigTypeError
@@ -24,9 +24,8 @@ from rubrics._injection import (
     turn_getter,
     turn_plan,
 )
-from rubrics._module import NAN, Rubric, coerce_sync, failure_reason
-from rubrics._scoring import REUSING, nonfinite_error
-from rubrics._turns import TURN_INJECTED, Turn, check_reduce_turns
+from rubrics._module import Rubric
+from rubrics._turns import TURN_INJECTED, Turn, TurnReduce, check_reduce_turns
 
 
 class FunctionRubric(Rubric):
@@ -39,6 +38,9 @@ class FunctionRubric(Rubric):
             kept in `rollout.score_errors`).
     """
 
+    # A reward function has no `self`, so it cannot reach the scoring scope (record_error,
+    # child calls): scored without one, the leaf takes the hot path's shortest route.
+    _scoped: ClassVar[bool] = False
     _fn: Callable[..., Any]
     _async: bool
     _call: Callable[[Rollout], Any]
@@ -97,38 +99,6 @@ class FunctionRubric(Rubric):
     def _own_is_async(self) -> bool:
         return self._async
 
-    def _score_sync(self, rollout: Rollout, path: str) -> float:
-        # Lean version of Rubric._score_sync for the common hook-free leaf: a reward
-        # function cannot reach the scoring scope (it has no `self`), so none is set up.
-        if self._pre_hooks or self._hooks or REUSING[0]:
-            return Rubric._score_sync(self, rollout, path)
-        exc: Exception | None = None
-        try:
-            raw = self._call(rollout)
-            kind = type(raw)
-            score = (
-                raw
-                if kind is float
-                else float(raw)
-                if kind is bool or kind is int
-                else coerce_sync(raw, self)
-            )
-        except Exception as error:
-            exc, score = error, NAN
-        if score - score != 0.0:  # NaN or ±inf (x - x is 0.0 only for finite x): unscored, say why
-            exc = exc or nonfinite_error(self, score)
-            score = NAN if self.on_error is None else self.on_error
-        d = self.__dict__
-        d["last_score"] = score
-        d["last_error"] = exc
-        if path:
-            rollout.scores[path] = score
-        else:
-            rollout.reward = score
-        if exc is not None:
-            rollout.score_errors[path] = failure_reason(exc)
-        return score
-
     def node_required_columns(self) -> set[str]:
         return set(self._columns)
 
@@ -160,7 +130,7 @@ class TurnFunctionRubric(FunctionRubric):
         *,
         name: str | None = None,
         on_error: float | None = math.nan,
-        reduce_turns: str = "mean",
+        reduce_turns: TurnReduce = "mean",
     ) -> None:
         if isinstance(fn, Rubric) or not callable(fn):
             raise ConfigError(f"reward(per_turn=True) needs a function, got {type(fn).__name__}")
@@ -179,16 +149,17 @@ class TurnFunctionRubric(FunctionRubric):
         )
 
     @property
-    def reduce_turns(self) -> str:
+    def reduce_turns(self) -> TurnReduce:
         """How the per-turn scores make the episode score: mean, sum, last, min or max."""
-        return str(self.__dict__["_reduce_turns"])
+        how: TurnReduce = self.__dict__["_reduce_turns"]
+        return how
 
     @reduce_turns.setter
-    def reduce_turns(self, value: str) -> None:
+    def reduce_turns(self, value: TurnReduce) -> None:
         self.__dict__["_reduce_turns"] = check_reduce_turns(value)
 
     forward = Rubric.forward  # per turn (FunctionRubric's forward calls the function once)
-    _score_sync = Rubric._score_sync
+    _scoped = True  # its turns are recorded on the scope (`rubrics._turns`)
 
     def forward_turn(self, rollout: Rollout, turn: Turn) -> Any:
         kwargs = {name: get(rollout, turn) for name, get in self._getters}
@@ -255,7 +226,7 @@ def reward(
     name: str | None = None,
     on_error: float | None = math.nan,
     per_turn: bool = False,
-    reduce_turns: str = "mean",
+    reduce_turns: TurnReduce = "mean",
 ) -> FunctionRubric: ...
 @overload
 def reward(
@@ -264,7 +235,7 @@ def reward(
     name: str | None = None,
     on_error: float | None = math.nan,
     per_turn: bool = False,
-    reduce_turns: str = "mean",
+    reduce_turns: TurnReduce = "mean",
 ) -> Callable[[Callable[..., Any]], FunctionRubric]: ...
 
 
@@ -274,7 +245,7 @@ def reward(
     name: str | None = None,
     on_error: float | None = math.nan,
     per_turn: bool = False,
-    reduce_turns: str = "mean",
+    reduce_turns: TurnReduce = "mean",
 ) -> FunctionRubric | Callable[[Callable[..., Any]], FunctionRubric]:
     """Turn a function into a rubric leaf: `reward(fn)`, `@reward`, or `@reward(name=..., on_error=0.0)`.
 

@@ -8,10 +8,14 @@ of a silent 0, and the tree prints, saves and loads like a PyTorch model.
 Scoring paths are computed per call (held in a context variable while a node runs), so one
 tree can score many rollouts concurrently. A tree with no async part is scored directly in
 the calling thread with no event loop at all: that is the hot path of large evaluations.
+Sync, async and group scoring differ only in how they obtain a node's score; `Rubric._record`
+is the one place it is settled and written on the rollout.
 
 Over 500 lines for one class, `Rubric`, which like `torch.nn.Module` is a public API users
-subclass (children, hooks, state, scoring, display); its helpers live in `scoring`,
-`render`, `turns` and `trl`.
+subclass (children, hooks, state, scoring, display). Its machinery lives below it, in
+`_scoring`, `_turns` and `_grouping`; what its public methods return or call (the TRL reward,
+the drawings, the batch result, the failed-only re-scoring) lives in `_trl`, `_render`,
+`_batch` and `_rescore`, which take a node without importing its class.
 """
 
 from __future__ import annotations
@@ -26,24 +30,23 @@ from typing import Any, ClassVar, NamedTuple
 from harness._core.aio import is_async_callable, run_sync
 from harness._core.defaults import DEFAULT_CONCURRENCY
 from harness._core.errors import ConfigError, ConfigTypeError, NotScoreableError
+from harness._core.tree import TreeNode
 from harness._core.types import Rollout
 from rubrics._batch import ScoredBatch
 from rubrics._grouping import ascore_group, ascore_groups, has_group_nodes
-from rubrics._render import render_text, tree_html, tree_nodes
+from rubrics._render import node_head, render_text, tree_html, tree_nodes
 from rubrics._rescore import rescore_failed
 from rubrics._scoring import (
-    GENERATION,
-    HOOK_IDS,
     NAN,
-    REUSING,
+    SAVED,
     SCOPE,
     ForwardHook,
+    Parents,
     PreHook,
     RemovableHandle,
     Scope,
     ScoringError,
     as_rollout,
-    bump_generation,
     check_name,
     check_on_error,
     clear_scores,
@@ -61,7 +64,7 @@ from rubrics._scoring import (
     to_score,
     validate_batch,
 )
-from rubrics._trl import as_trl_reward
+from rubrics._trl import TRLReward, as_trl_reward
 from rubrics._turns import finish_turns, score_turns
 
 
@@ -91,6 +94,7 @@ class Rubric:
       config_fields: class attribute naming attributes that `state_dict()` saves and
         `load_state_dict()` restores (list only your own; base classes' are added).
       extra_repr(): text shown in `repr()` for this node.
+      describe(): this node's entry in `tree()` (add settings that shape its score).
       node_required_columns(): dataset columns this node itself reads.
       record_detail / record_error / ScoringError: report per-rollout details or a failure.
 
@@ -103,6 +107,10 @@ class Rubric:
     config_fields: ClassVar[tuple[str, ...]] = ("on_error",)
     _scoreable: ClassVar[bool] = True
     _group_node: ClassVar[bool] = False  # True for `rubrics._group.GroupRubric`
+    # False for a node whose forward cannot reach the scoring scope (a plain reward function has
+    # no `self`): the hot path then sets no scope up for it (see `_score_sync`).
+    _scoped: ClassVar[bool] = True
+    _config_names: ClassVar[tuple[str, ...]] = ("on_error",)  # config_fields along the MRO
 
     name: str | None = None
     on_error: float | None = None
@@ -110,9 +118,17 @@ class Rubric:
     last_error: BaseException | None = None
     # Set per instance in __init__ (in __dict__); declared here for readers and type checkers.
     _children: dict[str, Rubric]
-    _sync_cache: tuple[int, bool]
-    _pre_hooks: dict[int, PreHook] = MappingProxyType({})  # type: ignore[assignment]
-    _hooks: dict[int, ForwardHook] = MappingProxyType({})  # type: ignore[assignment]
+    _parents: Parents
+    _pre_hooks: dict[object, PreHook] = MappingProxyType({})  # type: ignore[assignment]
+    _hooks: dict[object, ForwardHook] = MappingProxyType({})  # type: ignore[assignment]
+    # What a node knows about its subtree, kept until the subtree changes (`_changed`).
+    _sync_tree: bool | None = None
+    _turn_nodes: bool | None = None
+    _group_cache: tuple[tuple[str, Rubric], ...] | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._config_names = config_names(cls)
 
     def __init__(self, *, name: str | None = None, on_error: float | None = None) -> None:
         cls = type(self)
@@ -128,9 +144,9 @@ class Rubric:
             )
         d = self.__dict__
         d["_children"] = {}
+        d["_parents"] = Parents()
         d["_pre_hooks"] = {}
         d["_hooks"] = {}
-        d["_sync_cache"] = (-1, False)
         if name is not None:
             self.name = check_name(name, "name")
         self.on_error = on_error
@@ -185,13 +201,36 @@ class Rubric:
         if rubric is self or any(node is self for node in rubric.rubrics()):
             raise ConfigError(f"adding {rubric.label} as {name!r} under {self.label} would make a cycle")
         self.__dict__.pop(name, None)
+        previous = children.get(name)
         children[name] = rubric
-        bump_generation()
+        rubric._parents.add(self)
+        if previous is not None:
+            self._unlink(previous)
+        self._changed()
 
     def _remove_child(self, name: str) -> None:
-        del self._children[name]
+        self._unlink(self._children.pop(name))
         self._on_child_removed(name)
-        bump_generation()
+        self._changed()
+
+    def _unlink(self, child: Rubric) -> None:
+        if all(node is not child for node in self._children.values()):
+            child._parents.discard(self)
+
+    def _changed(self) -> None:
+        """Forget what this node and every node above it know about their subtrees (whether
+        they are all sync, hold turn or group nodes): a child or a hook came or went."""
+        d = self.__dict__
+        for key in ("_sync_tree", "_turn_nodes", "_group_cache"):
+            d.pop(key, None)
+        for parent in list(self._parents):
+            parent._changed()
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # A copy's children were copied first; they come with no parents (`Parents`): link them.
+        self.__dict__.update(state)
+        for child in self._children.values():
+            child._parents.add(self)
 
     def _on_child_removed(self, name: str) -> None:
         """Hook for containers that keep per-child config (weights)."""
@@ -263,10 +302,10 @@ class Rubric:
         if not callable(hook):
             raise ConfigTypeError(f"a hook must be callable, got {type(hook).__name__}")
         hooks = self.__dict__[attr]
-        key = next(HOOK_IDS)
+        key = object()
         hooks[key] = hook
-        bump_generation()
-        return RemovableHandle(hooks, key)
+        self._changed()
+        return RemovableHandle(self, hooks, key)
 
     # ------------------------------------------------------------------ state
     def reset(self) -> None:
@@ -280,7 +319,7 @@ class Rubric:
         """Every node's config (`config_fields`) by dotted key, e.g. {"gate.threshold": 0.5}."""
         out: dict[str, Any] = {}
         for prefix, node in [("", self), *self.named_rubrics()]:
-            for field in config_names(type(node)):
+            for field in node._config_names:
                 out[join_path(prefix, field)] = export_value(getattr(node, field))
         return out
 
@@ -299,7 +338,7 @@ class Rubric:
         targets = {
             join_path(prefix, field): (node, field)
             for prefix, node in [("", self), *self.named_rubrics()]
-            for field in config_names(type(node))
+            for field in node._config_names
         }
         unknown = sorted(set(state) - set(targets))
         missing = sorted(set(targets) - set(state))
@@ -502,7 +541,7 @@ class Rubric:
         return self._scored(items)
 
     def _scored(self, items: list[Rollout]) -> ScoredBatch:
-        return ScoredBatch(items, tree_nodes(self))
+        return ScoredBatch(items, self.tree())
 
     def _check_scoreable(self) -> None:
         if not self._scoreable:
@@ -518,15 +557,12 @@ class Rubric:
         )
 
     def _has_turn_nodes(self) -> bool:
-        """Whether a node of this tree scores turns (cached until any tree changes shape)."""
-        generation, answer = self.__dict__.get("_turn_cache", (-1, False))
-        if generation != GENERATION[0]:
+        """Whether a node of this tree scores turns (kept until the tree changes, `_changed`)."""
+        answer = self._turn_nodes
+        if answer is None:
             answer = any(getattr(type(n), "forward_turn", None) is not None for n in (self, *self.rubrics()))
-            self.__dict__["_turn_cache"] = (GENERATION[0], answer)
-        return bool(answer)
-
-    def _finish_turns(self, rollout: Rollout) -> None:
-        finish_turns(self, rollout)
+            self.__dict__["_turn_nodes"] = answer
+        return answer
 
     def combine_turns(
         self, path: str, children: Mapping[str, list[float]], rollout: Rollout, length: int
@@ -547,24 +583,32 @@ class Rubric:
         return [*self._pre_hooks.values(), *self._hooks.values()]
 
     def _is_sync_tree(self) -> bool:
-        generation, answer = self._sync_cache
-        if generation == GENERATION[0]:
-            return answer
-        answer = (
-            not self._own_is_async()
-            and not any(is_async_callable(h) for h in self._all_hooks())
-            and all(child._is_sync_tree() for child in self._children.values())
-        )
-        self.__dict__["_sync_cache"] = (GENERATION[0], answer)
+        """Whether this node, its hooks and its whole subtree run without awaiting anything
+        (kept until the subtree changes, `_changed`)."""
+        answer = self._sync_tree
+        if answer is None:
+            answer = (
+                not self._own_is_async()
+                and not any(is_async_callable(h) for h in self._all_hooks())
+                and all(child._is_sync_tree() for child in self._children.values())
+            )
+            self.__dict__["_sync_tree"] = answer
         return answer
 
+    # Scoring one node has two drivers, which differ only in how they wait: `_score_sync` calls
+    # the pre-hooks and `forward` in the calling thread (the hot path of large evaluations),
+    # `_score_async` awaits them; a group node reads its member's score from the group's table
+    # (`rubrics._group`). All three hand the result to `_record`, the one place a node's score,
+    # failure and per-turn scores are settled, passed through the forward hooks and written.
     def _score_sync(self, rollout: Rollout, path: str) -> float:
-        # The hot path of large evaluations: keep it flat (no helper calls on success).
-        if REUSING[0] and (kept := saved_score(rollout, path)) is not None:
+        if SAVED.get() is not None and (kept := saved_score(rollout, path)) is not None:
             return kept  # a failed-only re-scoring: this node scored before, keep it
-        scope = Scope(self, path, rollout)
-        token = SCOPE.set(scope)
+        scope: Scope | None = None
+        if self._scoped or self._pre_hooks or self._hooks:  # a hook may call record_error
+            scope = Scope(self, path, rollout)
+            token = SCOPE.set(scope)
         try:
+            exc: BaseException | None = None
             try:
                 if self._pre_hooks:
                     for pre in tuple(self._pre_hooks.values()):  # a hook may remove itself
@@ -578,41 +622,27 @@ class Rubric:
                     if kind is bool or kind is int
                     else coerce_sync(raw, self)
                 )
-            except Exception as exc:
-                score = scope.fail(exc)
-            if scope.error is not None or score - score != 0.0:  # x - x is 0.0 only for finite x
-                score = self._settle(scope, score)
-            if self._hooks:
-                try:
-                    for post in tuple(self._hooks.values()):
-                        out = post(self, rollout, score)
-                        if out is not None:
-                            score = hook_score(out, score)
-                except Exception as exc:
-                    score = self._settle(scope, scope.fail(exc))
-            d = self.__dict__
-            d["last_score"] = score
-            d["last_error"] = scope.exc
-            if path:
-                rollout.scores[path] = score
+            except Exception as error:
+                exc, score = error, NAN
+            if scope is None:
+                recorded = self._record(rollout, path, score, exc, None)
             else:
-                rollout.reward = score
-                if self._has_turn_nodes():
-                    self._finish_turns(rollout)
-            if scope.error is not None:
-                rollout.score_errors[path] = scope.error
-            return score
+                failure = exc if exc is not None else scope.exc  # raised, else record_error()
+                recorded = self._record(rollout, path, score, failure, scope.turns)
+            return recorded if type(recorded) is float else coerce_sync(recorded, self)
         finally:
-            SCOPE.reset(token)
+            if scope is not None:
+                SCOPE.reset(token)
 
     async def _score_async(self, rollout: Rollout, path: str) -> float:
         if self._is_sync_tree():
             return self._score_sync(rollout, path)
-        if REUSING[0] and (kept := saved_score(rollout, path)) is not None:
+        if SAVED.get() is not None and (kept := saved_score(rollout, path)) is not None:
             return kept
         scope = Scope(self, path, rollout)
         token = SCOPE.set(scope)
         try:
+            exc: BaseException | None = None
             try:
                 for pre in tuple(self._pre_hooks.values()):
                     result = pre(self, rollout)
@@ -623,47 +653,104 @@ class Rubric:
                 if inspect.isawaitable(raw):
                     raw = await raw
                 score = to_score(raw, self)
-            except Exception as exc:
-                score = scope.fail(exc)
-            score = self._settle(scope, score)
-            try:
-                for post in tuple(self._hooks.values()):
-                    out = post(self, rollout, score)
-                    if inspect.isawaitable(out):
-                        out = await out
-                    if out is not None:
-                        score = hook_score(out, score)
-            except Exception as exc:
-                score = self._settle(scope, scope.fail(exc))
-            self._record(scope, score)
-            return score
+            except Exception as error:
+                exc, score = error, NAN
+            failure = exc if exc is not None else scope.exc  # raised, else record_error()
+            recorded = self._record(rollout, path, score, failure, scope.turns)
+            return recorded if isinstance(recorded, float) else await recorded
         finally:
             SCOPE.reset(token)
 
-    def _settle(self, scope: Scope, score: float) -> float:
-        # ±inf from any node, NaN from a node without children, is unscored with its reason (a
-        # container's NaN comes from a child, which already says why).
-        if scope.error is None and score - score != 0.0 and (score == score or not self._children):
-            scope.fail(nonfinite_error(self, score))
-        if scope.error is not None:
-            score = NAN
-        if score != score and self.on_error is not None:
-            score = self.on_error
-        return score
+    def _record(
+        self,
+        rollout: Rollout,
+        path: str,
+        score: float,
+        exc: BaseException | None,
+        turns: list[float] | None,
+        hooks: tuple[ForwardHook, ...] | None = None,
+    ) -> float | Awaitable[float]:
+        """Settle this node's score and write it on `rollout`: the one place that does.
 
-    def _record(self, scope: Scope, score: float) -> None:
+        A failure (`exc`) or a non-finite score makes the node unscored (NaN, or `on_error`,
+        with the reason in `score_errors`); the forward hooks may then replace the score; the
+        score goes to `last_score`, `scores[path]` (`reward` at the root), the per-turn scores
+        to `turn_scores[path]`, and the root fills its containers' per-turn scores. Returns the
+        score, or, when a forward hook returned an awaitable, a coroutine the async driver
+        awaits to run the rest (`hooks` then holds the hooks still to run).
+        """
+        if exc is None and score - score == 0.0 and hooks is None and not self._hooks and turns is None:
+            # The fast path, taken by nearly every node of a large evaluation (nn.Module's
+            # _call_impl does the same): a finite score without hooks or per-turn scores has
+            # nothing to settle, so it is written as is, with no helper calls.
+            d = self.__dict__
+            d["last_score"] = score
+            d["last_error"] = None
+            if path:
+                rollout.scores[path] = score
+                return score
+            rollout.reward = score
+            if self._has_turn_nodes():
+                finish_turns(self, rollout)
+            return score
+        if hooks is None:  # not yet settled (a resumed call settled before its first hook)
+            score, exc = self._settle(score, exc)
+            hooks = tuple(self._hooks.values())  # a hook may remove itself while running
+        try:
+            for i, post in enumerate(hooks):
+                out = post(self, rollout, score)
+                if inspect.isawaitable(out):
+                    return self._await_hook(out, rollout, path, score, exc, turns, hooks[i + 1 :])
+                if out is not None:
+                    score = hook_score(out, score)
+        except Exception as error:  # a raising hook fails the node; the hooks after it do not run
+            score, exc = self._settle(NAN, error)
         d = self.__dict__
         d["last_score"] = score
-        d["last_error"] = scope.exc
-        rollout = scope.rollout
-        if scope.path:
-            rollout.scores[scope.path] = score
+        d["last_error"] = exc
+        if turns is not None:
+            rollout.turn_scores[path] = turns
+        if path:
+            rollout.scores[path] = score
         else:
             rollout.reward = score
             if self._has_turn_nodes():
-                self._finish_turns(rollout)
-        if scope.error is not None:
-            rollout.score_errors[scope.path] = scope.error
+                finish_turns(self, rollout)
+        if exc is not None:
+            rollout.score_errors[path] = failure_reason(exc)
+        return score
+
+    async def _await_hook(
+        self,
+        out: Awaitable[Any],
+        rollout: Rollout,
+        path: str,
+        score: float,
+        exc: BaseException | None,
+        turns: list[float] | None,
+        rest: tuple[ForwardHook, ...],
+    ) -> float:
+        """`_record` from an async forward hook on: await it, then run the rest of the hooks."""
+        try:
+            result = await out
+            if result is not None:
+                score = hook_score(result, score)
+        except Exception as error:
+            score, exc = self._settle(NAN, error)
+            rest = ()
+        recorded = self._record(rollout, path, score, exc, turns, rest)
+        return recorded if isinstance(recorded, float) else await recorded
+
+    def _settle(self, score: float, exc: BaseException | None) -> tuple[float, BaseException | None]:
+        # ±inf from any node, NaN from a node without children, is unscored with its reason (a
+        # container's NaN comes from a child, which already says why).
+        if exc is None and score - score != 0.0 and (score == score or not self._children):
+            exc = nonfinite_error(self, score)
+        if exc is not None:
+            score = NAN
+        if score != score and self.on_error is not None:
+            score = self.on_error
+        return score, exc
 
     # ------------------------------------------------------------------ training
     def as_trl_reward(
@@ -673,7 +760,7 @@ class Rubric:
         log_metrics: bool = True,
         log_extras: bool = True,
         concurrency: int = 64,
-    ) -> Any:
+    ) -> TRLReward:
         """This tree as a picklable TRL reward function; see `rubrics._trl.as_trl_reward`.
 
         Args:
@@ -690,7 +777,7 @@ class Rubric:
             self, name=name, log_metrics=log_metrics, log_extras=log_extras, concurrency=concurrency
         )
 
-    def as_trl_reward_funcs(self, *, concurrency: int = 64) -> tuple[list[Any], list[float]]:
+    def as_trl_reward_funcs(self, *, concurrency: int = 64) -> tuple[list[TRLReward], list[float]]:
         """`(funcs, weights)`: one TRL reward per child of a WeightedSum, for GDPO.
 
         Use with `GRPOConfig(reward_weights=weights, multi_objective_aggregation="normalize_then_sum")`.
@@ -710,6 +797,33 @@ class Rubric:
         """Extra text for `repr()`, like `nn.Module.extra_repr`."""
         return f"on_error={self.on_error:g}" if self.on_error is not None else ""
 
+    def describe(self) -> TreeNode:
+        """This node's own entry in `tree()`, like `extra_repr` for `repr()`.
+
+        Subclasses that have settings shaping their score add them to what the base class
+        returns (a Gate its `threshold`, a judge its `settings` model and parse mode).
+
+        Returns:
+            The node's `type` (its class name) and `head` (as `repr()` heads it), with
+            `group` set on a node that scores the rollouts of one example together.
+        """
+        entry: TreeNode = {"type": type(self).__name__, "head": self._repr_head()}
+        if self._group_node:
+            entry["group"] = True
+        return entry
+
+    def tree(self) -> list[TreeNode]:
+        """Describe the whole tree as a flat list of nodes: what the notebook and terminal views
+        draw, what a run records in its metadata.json and what `rubric build` ships on a hub card.
+
+        Returns:
+            One `harness.TreeNode` per node, the root first (path ""), then every descendant
+            depth-first, each parent before its children: its `describe()` entry, plus its
+            `path`, what its parent notes about it (`note`, e.g. "weight=0.8") and its `weight`
+            under a WeightedSum.
+        """
+        return tree_nodes(self)
+
     def __repr__(self) -> str:
         return render_text(self)
 
@@ -719,6 +833,14 @@ class Rubric:
     def _child_note(self, name: str) -> str:
         """Per-child annotation for `repr()` (WeightedSum shows the weight)."""
         return ""
+
+    def _child_weight(self, name: str) -> float | None:
+        """The weight of child `name` in this node's score, for `tree()` (WeightedSum's)."""
+        return None
+
+    def _repr_head(self) -> str:
+        """The node's line in `repr()` and its `head` in `tree()`; a leaf shows `reward(name)`."""
+        return node_head(self)
 
 
 __all__ = [

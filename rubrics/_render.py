@@ -1,4 +1,5 @@
-"""Text and HTML drawings of a rubric tree, for `repr()` and Jupyter's `_repr_html_`.
+"""Text and HTML drawings of a rubric tree, for `repr()` and Jupyter's `_repr_html_`, and its
+flat description (`Rubric.tree()`) that runs, views and hub cards share.
 
 The text form follows `print(model)` in PyTorch, so the shape of a reward reads at a glance:
 names in parentheses, per-child notes (weights) after the name, node settings in the head.
@@ -9,17 +10,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from harness._core.display import render_html
-from harness._core.types import TreeNode
+from harness._core.tree import TreeNode
 
 if TYPE_CHECKING:  # pragma: no cover
     from rubrics._module import Rubric
 
 
 def node_head(node: Rubric) -> str:
-    """`reward(correct)` for a leaf, `Gate(threshold=0.5)` for others."""
-    custom = getattr(node, "_repr_head", None)
-    if custom is not None:
-        return str(custom())
+    """`Gate(threshold=0.5)`: the class and its `extra_repr()` (and name); the default of
+    `Rubric._repr_head`, which leaves override (`reward(correct)`)."""
     extra = node.extra_repr()
     if node.name and "name=" not in extra:
         extra = f"name={node.name!r}" + (f", {extra}" if extra else "")
@@ -34,7 +33,7 @@ def _label(parent: Rubric, name: str) -> str:
 def render_text(node: Rubric) -> str:
     """The tree as indented text, e.g. `WeightedSum(\\n  (correct) weight=0.5: reward(correct)\\n)`."""
     children = list(node.named_children())
-    head = node_head(node)
+    head = node._repr_head()
     if not children:
         return head
     # PyTorch style: settings on the first inner line, then one line per child.
@@ -50,34 +49,28 @@ def render_text(node: Rubric) -> str:
     return "\n".join(lines)
 
 
-def tree_nodes(node: Rubric) -> list[TreeNode]:
-    """The tree as flat node descriptions, parents first, for drawing and for run metadata."""
-    out: list[TreeNode] = [{"path": "", "head": node_head(node), "note": "", "threshold": _threshold(node)}]
-    for path, child in node.named_rubrics():
+def tree_nodes(root: Rubric) -> list[TreeNode]:
+    """`Rubric.tree()`: each node's own description (`Rubric.describe()`) under its path, with
+    what its parent says about it (a weight), root first, parents before their children."""
+    out = [_entry(root, "", None, "")]
+    for path, child in root.named_rubrics():
         parent_path, _, name = path.rpartition(".")
-        parent = node.get_rubric(parent_path) if parent_path else node
-        out.append(
-            {
-                "path": path,
-                "head": node_head(child),
-                "note": parent._child_note(name),
-                "threshold": _threshold(child),
-            }
-        )
-    for entry, each in zip(out, [node, *node.rubrics()]):
-        if each._group_node:  # only then: the trees of runs without group nodes stay as they were
-            entry["group"] = True
+        out.append(_entry(child, path, root.get_rubric(parent_path), name))
     return out
 
 
-def _threshold(node: Rubric) -> float | None:
-    value = getattr(node, "threshold", None)  # a Gate's; drawn as "gate open/closed"
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+def _entry(node: Rubric, path: str, parent: Rubric | None, name: str) -> TreeNode:
+    entry: TreeNode = {"path": path, **node.describe()}
+    entry["note"] = parent._child_note(name) if parent is not None else ""
+    weight = parent._child_weight(name) if parent is not None else None
+    if weight is not None:
+        entry["weight"] = weight
+    return entry
 
 
 def tree_html(node: Rubric) -> str | None:
     """The tree as an HTML table (harness._views.html draws it), with each node's `last_score`."""
-    nodes = tree_nodes(node)
+    nodes = node.tree()
     scores: dict[str, float] = {}
     errors: dict[str, str] = {}
     for path, child in node.named_rubrics():

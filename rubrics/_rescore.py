@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from harness._core.types import Rollout
 from rubrics._grouping import ascore_groups, has_group_nodes
-from rubrics._scoring import REUSING, SAVED, keep_scored
+from rubrics._scoring import SAVED, keep_scored
 
 if TYPE_CHECKING:  # pragma: no cover
     from rubrics._module import Rubric
@@ -37,7 +37,6 @@ async def rescore_failed(root: Rubric, rollouts: Iterable[Rollout], concurrency:
     items = failed_rollouts(root, rollouts)
     saved = {id(r): keep_scored(r) for r in items}
     token = SAVED.set(saved)
-    REUSING[0] += 1
     try:
         if has_group_nodes(root):
             await ascore_groups(root, items, concurrency, keep=True)
@@ -50,7 +49,6 @@ async def rescore_failed(root: Rubric, rollouts: Iterable[Rollout], concurrency:
 
             await asyncio.gather(*(one(r) for r in items))
     finally:
-        REUSING[0] -= 1
         SAVED.reset(token)
 
 

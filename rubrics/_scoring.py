@@ -16,6 +16,7 @@ import inspect
 import math
 import numbers
 import re
+import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -32,20 +33,20 @@ ForwardHook = Callable[["Rubric", Rollout, float], Any]
 
 
 class Scope:
-    """What one node is doing right now: which rollout, under which path, and its error."""
+    """What one node is doing right now: which rollout, under which path, its failure, and
+    the per-turn scores its forward computed (`rubrics._turns`), for `Rubric._record`."""
 
-    __slots__ = ("error", "exc", "node", "path", "rollout")
+    __slots__ = ("exc", "node", "path", "rollout", "turns")
 
     def __init__(self, node: Rubric, path: str, rollout: Rollout) -> None:
         self.node = node
         self.path = path
         self.rollout = rollout
-        self.error: str | None = None
         self.exc: BaseException | None = None
+        self.turns: list[float] | None = None
 
     def fail(self, exc: BaseException) -> float:
         self.exc = exc
-        self.error = failure_reason(exc)
         return NAN
 
 
@@ -67,9 +68,6 @@ def failure_reason(exc: BaseException) -> str:
 
 
 SCOPE: contextvars.ContextVar[Scope | None] = contextvars.ContextVar("rubric_scope", default=None)
-# Bumped whenever any tree's shape or hooks change, invalidating every cached "is this
-# subtree fully synchronous?" answer. A global counter is cheaper than parent pointers.
-GENERATION = [0]
 
 
 #: While a group node's forward runs (`rubrics._group`): id(member) -> that member's scope, so
@@ -85,9 +83,6 @@ def member_scope(rollout: Rollout) -> Scope | None:
     return scopes.get(id(rollout)) if scopes is not None else None
 
 
-#: How many failed-only re-scorings run now (`Rubric.arescore_failed`): while 0, the hot path
-#: skips looking for saved scores with one list read.
-REUSING = [0]
 #: During a failed-only re-scoring: id(rollout) -> node path ("" the reward) -> saved score.
 SAVED: contextvars.ContextVar[dict[int, dict[str, float]] | None] = contextvars.ContextVar(
     "rubric_saved_scores", default=None
@@ -115,10 +110,6 @@ def keep_scored(rollout: Rollout) -> dict[str, float]:
         for path in [p for p in table if p not in kept]:
             del table[path]
     return kept
-
-
-def bump_generation() -> None:
-    GENERATION[0] += 1
 
 
 def join_path(prefix: str, name: str) -> str:
@@ -189,34 +180,39 @@ class RemovableHandle:
     """Returned by hook registration; `.remove()` detaches the hook (idempotent).
 
     Args:
-        hooks: The registry the hook was added to, by id.
-        key: The hook's id in `hooks`.
+        node: The node the hook was registered on (told when its hooks change).
+        hooks: The registry the hook was added to.
+        key: The hook's key in `hooks` (an object of its own, so a key is never reused).
     """
 
-    __slots__ = ("_hooks", "_key")
+    __slots__ = ("_hooks", "_key", "_node")
 
-    def __init__(self, hooks: dict[int, Any], key: int) -> None:
-        self._hooks, self._key = hooks, key
+    def __init__(self, node: Rubric, hooks: dict[object, Any], key: object) -> None:
+        self._node, self._hooks, self._key = node, hooks, key
 
     def remove(self) -> None:
         if self._hooks.pop(self._key, None) is not None:
-            bump_generation()
+            self._node._changed()
 
 
-_CONFIG_CACHE: dict[type, tuple[str, ...]] = {}
-HOOK_IDS = iter(range(1, 1 << 62))
+class Parents(weakref.WeakSet["Rubric"]):
+    """The nodes holding a node as a child, so a change below reaches every cache above.
+
+    Weak, and empty in a pickle or a copy: the copied parent links its children again
+    (`Rubric.__setstate__`), so a copy never points into the tree it was copied from.
+    """
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Parents, ())
 
 
 def config_names(cls: type) -> tuple[str, ...]:
     """Every `config_fields` entry declared along the class's MRO, base classes first."""
-    names = _CONFIG_CACHE.get(cls)
-    if names is None:
-        seen: dict[str, None] = {}
-        for klass in reversed(cls.__mro__):
-            for field in klass.__dict__.get("config_fields", ()):
-                seen[field] = None
-        names = _CONFIG_CACHE[cls] = tuple(seen)
-    return names
+    seen: dict[str, None] = {}
+    for klass in reversed(cls.__mro__):
+        for field in klass.__dict__.get("config_fields", ()):
+            seen[field] = None
+    return tuple(seen)
 
 
 def export_value(value: Any) -> Any:

@@ -25,7 +25,7 @@ import asyncio
 import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from harness._core.errors import ConfigError
 from harness._core.types import Message, Rollout
@@ -36,7 +36,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: Parameter names a per-turn reward function gets from the turn it scores.
 TURN_INJECTED: tuple[str, ...] = ("turn", "turn_index", "messages")
-TURN_REDUCTIONS: tuple[str, ...] = ("mean", "sum", "last", "min", "max")
+#: How a per-turn node's episode score is made from its turn scores.
+TurnReduce = Literal["mean", "sum", "last", "min", "max"]
+TURN_REDUCTIONS: tuple[TurnReduce, ...] = get_args(TurnReduce)
 
 
 @dataclass(frozen=True)
@@ -63,13 +65,14 @@ def num_turns(rollout: Rollout) -> int:
     return sum(1 for m in rollout.completion if m.role == "assistant")
 
 
-def check_reduce_turns(value: Any) -> str:
-    if value not in TURN_REDUCTIONS:
-        raise ConfigError(f"reduce_turns={value!r}; use one of {', '.join(TURN_REDUCTIONS)}")
-    return str(value)
+def check_reduce_turns(value: object) -> TurnReduce:
+    for how in TURN_REDUCTIONS:
+        if value == how:
+            return how
+    raise ConfigError(f"reduce_turns={value!r}; use one of {', '.join(TURN_REDUCTIONS)}")
 
 
-def reduce_turns(values: Sequence[float], how: str) -> float:
+def reduce_turns(values: Sequence[float], how: TurnReduce) -> float:
     """The episode score from per-turn scores; NaN if any turn is NaN (it flows up)."""
     if any(v != v for v in values):
         return NAN
@@ -83,8 +86,7 @@ def reduce_turns(values: Sequence[float], how: str) -> float:
 
 
 def _settle_turns(node: Rubric, rollout: Rollout, values: list[float], errors: list[str]) -> float:
-    path = node._own_scope(rollout, "forward_turn").path
-    rollout.turn_scores[path] = values
+    node._own_scope(rollout, "forward_turn").turns = values  # written with the score by `Rubric._record`
     if errors:
         raise ScoringError("; ".join(errors))
     return reduce_turns(values, getattr(node, "reduce_turns", "mean"))

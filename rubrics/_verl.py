@@ -26,16 +26,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from harness._core.defaults import DEFAULT_CONCURRENCY
 from harness._core.errors import ConfigError
 from harness._core.types import Rollout
 from rubrics._grouping import has_group_nodes
+from rubrics._module import Rubric
 from rubrics._trl import METRIC_PREFIX, flat_group_frac
-
-if TYPE_CHECKING:  # pragma: no cover
-    from rubrics._module import Rubric
 
 #: `reward_extra_info` key holding 1.0 for a scored response and 0.0 for an unscored one.
 SCORED_KEY = "rubric/scored"

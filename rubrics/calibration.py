@@ -59,8 +59,19 @@ from rubrics._module import Rubric
 
 @dataclass(frozen=True)
 class LabelledItem:
-    """One labelled rollout: the human's label, the judge's score (NaN: unscored, see `reason`)
-    and the judge's verdict in the label's terms (None for continuous labels or unscored)."""
+    """One labelled rollout: the human's label, the judge's score and verdict.
+
+    The score is NaN when the judge left it unscored (see `reason`); the verdict is in the
+    label's terms (None for continuous labels or unscored).
+
+    Attributes:
+        example_id: The rollout's example.
+        label: The human's label.
+        target: The label as a score in [0, 1].
+        score: The judge's score (NaN: unscored).
+        verdict: The judge's score in the label's terms.
+        reason: Why the judge left it unscored, if it did.
+    """
 
     example_id: str
     label: str
@@ -72,7 +83,14 @@ class LabelledItem:
 
 @dataclass(frozen=True)
 class LabelAgreement:
-    """The scored items with one label (continuous: one fifth of the scale)."""
+    """The scored items with one label (continuous: one fifth of the scale).
+
+    Attributes:
+        label: The label.
+        count: How many scored items have it.
+        agreement: The share of them the judge agreed with (None: continuous labels).
+        mean_score: The judge's mean score on them.
+    """
 
     label: str
     count: int
@@ -82,7 +100,17 @@ class LabelAgreement:
 
 @dataclass(frozen=True)
 class ProbeResult:
-    """How far the judge's score moved on the probe's twins (twin − original, [0, 1] scale)."""
+    """How far the judge's score moved on the probe's twins (twin − original, [0, 1] scale).
+
+    Attributes:
+        name: The probe's name ("verbosity", "position").
+        what: What the twin changes.
+        num_pairs: How many (original, twin) pairs were scored.
+        mean_shift: The mean of twin − original.
+        mean_abs_shift: The mean of |twin − original|.
+        num_changed: How many pairs the judge scored differently.
+        skipped: Why the probe was not run, if it was not.
+    """
 
     name: str
     what: str
@@ -95,8 +123,34 @@ class ProbeResult:
 
 @dataclass(frozen=True, repr=False)
 class Calibration:
-    """A judge measured against labels: `rich.print(it)` shows the report, a notebook draws it
-    as HTML, `to_html()` is a page; `repr` is the headline."""
+    """A judge measured against labels.
+
+    `rich.print(it)` shows the report, a notebook draws it as HTML, `to_html()` is a page;
+    `repr` is the headline.
+
+    Attributes:
+        judge: The judge's label.
+        model: The judge's model.
+        kind: "binary", "categorical" or "continuous".
+        threshold: Binary labels: the pass threshold.
+        items: Every labelled row, scored.
+        classes: The label classes (binary, categorical), in order.
+        confusion: Labels (rows) against verdicts (columns).
+        accuracy: The share of verdicts equal to the label.
+        kappa: Cohen's kappa (chance-corrected agreement).
+        mae: Continuous labels: the mean absolute error.
+        spearman: Continuous labels: Spearman's rank correlation.
+        by_label: Agreement per label.
+        probes: The bias probes' results.
+        num_calls: Judge calls made to score the rows.
+        usage: Their tokens.
+        probe_calls: Judge calls made by the probes.
+        probe_usage: Their tokens.
+        prices: (per prompt token, per completion token), if given.
+        corrected: The run's judge mean corrected by the labels, when a run was given.
+        corrected_note: Why there is no corrected mean, when a run was given.
+        panel: The effective number of judges of a panel, when one was given.
+    """
 
     judge: str
     model: str
@@ -122,6 +176,7 @@ class Calibration:
 
     @property
     def num_scored(self) -> int:
+        """How many labelled rows the judge scored."""
         return sum(1 for i in self.items if i.reason is None)
 
     @property
@@ -160,6 +215,7 @@ class Calibration:
         return f"Cohen's kappa {self.kappa:.2f}: {_strength(self.kappa)} agreement beyond chance"
 
     def __repr__(self) -> str:
+        """The headline: the judge, the kind of labels and the agreement figures."""
         figures = (
             f"mae={_fmt(self.mae)}, spearman={_fmt(self.spearman)}"
             if self.kind == "continuous"
@@ -168,6 +224,7 @@ class Calibration:
         return f"Calibration(judge={self.judge}, kind={self.kind!r}, rows={len(self.items)}, scored={self.num_scored}, {figures})"
 
     def __rich__(self) -> Any:
+        """The report, for rich (`rich.print(calibration)`)."""
         return calibration_renderable(self)
 
     def _repr_html_(self) -> str:
@@ -324,6 +381,13 @@ async def _probes(
 def find_judge(rubric: Rubric, node: str | None = None) -> LLMJudge:
     """The LLMJudge at dotted `node` of `rubric` (the only one in the tree when `node` is None).
 
+    Args:
+        rubric: The tree to look in.
+        node: The judge's dotted path (None: the tree's only judge).
+
+    Returns:
+        The judge.
+
     Raises:
         ConfigError: no such node, the node is no LLMJudge, or several judges and no `node`;
             the message lists the tree's judges.
@@ -445,8 +509,10 @@ def _corrected(
     items: Sequence[LabelledItem],
     path: str,
 ) -> tuple[CorrectedMean | None, str | None]:
-    """The judge's mean over the run corrected by the labels, from the run's own scores of
-    node `path` (the same judge calls that made the run's mean), or why there is none."""
+    """The judge's mean over the run corrected by the labels, or why there is none.
+
+    From the run's own scores of node `path` (the same judge calls that made the run's mean).
+    """
     keys = _labelled(rows)
     pairs = [
         (item.target, _node_score(run[k], path))
@@ -500,8 +566,26 @@ def calibrate(
     path: str = "",
     panel: Sequence[str] = (),
 ) -> Calibration:
-    """`acalibrate` from synchronous code (a script, or a notebook cell: it works inside a
-    running event loop); the arguments are the same."""
+    """`acalibrate` from synchronous code (a script, or a notebook cell inside a running loop).
+
+    Args:
+        judge: The judge to measure (its endpoint, prompt and parsing as they are).
+        labels: A JSONL file, or dicts: a rollout and its human `label` per row.
+        kind: "binary", "categorical", "continuous", or "auto" (from the labels).
+        threshold: Binary labels: the judge says "pass" when its score reaches this.
+        categories: Categorical labels: each label's score in [0, 1] (default: the judge's choices).
+        label_range: Continuous labels: their scale (default: the judge's `score_range`).
+        probes: Run the verbosity and position probes (one more judge call per row each).
+        prices: (per prompt token, per completion token), to report the cost per call.
+        concurrency: Most rows scored at once.
+        run: The rollouts of the run the labels were drawn from: the judge's mean over the
+            run is corrected by the labels.
+        path: The judge's dotted path in the run's rubric ("" when it is the whole rubric).
+        panel: Paths of the run's judge nodes that score the same thing (this one included).
+
+    Returns:
+        The `Calibration` (see `acalibrate`).
+    """
     return run_sync(
         acalibrate(
             judge, labels, kind=kind, threshold=threshold, categories=categories, label_range=label_range,

@@ -44,8 +44,10 @@ def _check_gamma(gamma: Any) -> float:
 
 
 class _Frozen:
-    """A credit rule is validated once and then fixed: changing `gamma` afterwards would skip
-    the check (a gamma of 3 makes credit exceed the reward), so assignment is refused."""
+    """A credit rule is validated once and then fixed, so assignment is refused.
+
+    Changing `gamma` afterwards would skip the check (a gamma of 3 makes credit exceed the reward).
+    """
 
     __slots__ = ()
 
@@ -120,6 +122,10 @@ class ProgressDelta(_Frozen):
     """`r_t = s_t - s_(t-1)` over node `path`'s per-turn scores, from `s_(-1) = start`.
 
     A NaN turn score gives that turn NaN, and the next delta is taken from the last finite score.
+
+    Args:
+        path: The node whose per-turn scores are read ("" for the root).
+        start: The score before the first turn.
     """
 
     __slots__ = ("path", "start")
@@ -137,6 +143,7 @@ class ProgressDelta(_Frozen):
         self._set("start", float(start))
 
     def __call__(self, rollout: Rollout) -> list[float]:
+        """The rollout's reward per assistant turn: each turn's change in the node's score."""
         scores = rollout.turn_scores.get(self.path)
         if scores is None:
             raise ConfigError(
@@ -158,7 +165,15 @@ class ProgressDelta(_Frozen):
 
 
 def progress_delta(path: str = "", *, start: float = 0.0) -> ProgressDelta:
-    """Credit each turn with the change it makes to node `path`'s per-turn score."""
+    """Credit each turn with the change it makes to node `path`'s per-turn score.
+
+    Args:
+        path: The node whose per-turn scores are read ("" for the root).
+        start: The score before the first turn.
+
+    Returns:
+        The rule, for `assign_credit` or an environment's `credit=`.
+    """
     return ProgressDelta(path, start)
 
 
@@ -214,12 +229,26 @@ def fixed_horizon_advantages(turn_rewards: Sequence[Sequence[float]], horizon: i
 
 
 def discounted(gamma: float) -> Discounted:
-    """Credit the episode reward to each turn, discounted by `gamma` per turn before the last."""
+    """Credit the episode reward to each turn, discounted by `gamma` per turn before the last.
+
+    Args:
+        gamma: The discount per turn, in [0, 1].
+
+    Returns:
+        The rule, for `assign_credit` or an environment's `credit=`.
+    """
     return Discounted(gamma)
 
 
 def returns_to_go(gamma: float = 1.0) -> ReturnsToGo:
-    """Credit each turn with the (discounted) sum of its own and later turns' scores."""
+    """Credit each turn with the (discounted) sum of its own and later turns' scores.
+
+    Args:
+        gamma: The discount per turn, in [0, 1].
+
+    Returns:
+        The rule, for `assign_credit` or an environment's `credit=`.
+    """
     return ReturnsToGo(gamma)
 
 
@@ -230,6 +259,13 @@ def outcome() -> Outcome:
 
 def assign_credit(rollout: Rollout, credit: Credit) -> list[float]:
     """Run `credit` on a scored rollout and store the result in `rollout.turn_rewards`.
+
+    Args:
+        rollout: A scored rollout.
+        credit: The rule (`outcome()`, `discounted(...)`, `progress_delta(...)`, ...).
+
+    Returns:
+        One reward per assistant turn.
 
     Raises:
         ConfigError: `credit` did not return one finite-or-NaN number per assistant turn.

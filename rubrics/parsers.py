@@ -1,4 +1,4 @@
-"""Pull answers out of model text: XML tags, think blocks, \\boxed{}, numbers, "#### 42".
+r"""Pull answers out of model text: XML tags, think blocks, \boxed{}, numbers, "#### 42".
 
 These are plain functions (`str -> str | float | None`) so they can be called inside any
 reward function, or passed as `parser=` to an environment. Every extractor ignores text
@@ -11,9 +11,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Literal, overload
 
 from harness._core.errors import ConfigError, ConfigTypeError
+from rubrics._leaf import FunctionRubric
 from rubrics._leaf import reward as make_leaf
 
 _THINK = "think"
@@ -77,8 +78,11 @@ def _outermost(spans: list[_Span]) -> list[_Span]:
 
 
 def _think_cut(text: str, tag: str = _THINK) -> tuple[int, int]:
-    """The [start, end) of `text` that lies outside thinking: after an orphan `</think>`
-    (its `<think>` was in the prompt) and before an unclosed `<think>` (a truncated draft)."""
+    """The [start, end) of `text` that lies outside thinking.
+
+    That is after an orphan `</think>` (its `<think>` was in the prompt) and before an
+    unclosed `<think>` (a truncated draft).
+    """
     scan = _scan(text, [tag])
     start = max((pos for _, pos in scan.stray_closes), default=-1)
     if start >= 0:
@@ -91,13 +95,23 @@ def _think_cut(text: str, tag: str = _THINK) -> tuple[int, int]:
 
 
 def strip_think(text: str, tag: str = _THINK, *, strict: bool = False) -> str:
-    """Remove reasoning blocks: every `<think>...</think>`, an unclosed `<think>` and all
-    after it, and everything before an orphan `</think>` (templates that open the block in
-    the prompt). Returns the visible answer, stripped of surrounding whitespace.
+    """Remove reasoning blocks and return the visible answer, stripped of surrounding whitespace.
+
+    Removed: every `<think>...</think>`, an unclosed `<think>` and all after it, and
+    everything before an orphan `</think>` (templates that open the block in the prompt).
 
     With `strict=True` (Verifiers' strict ThinkParser) a reply that never closed a think
     block has no answer at all: "" is returned, so a model that skips thinking, or is cut off
-    while thinking, gets nothing parsed."""
+    while thinking, gets nothing parsed.
+
+    Args:
+        text: The model's text.
+        tag: The reasoning block's tag name.
+        strict: A reply that never closed a think block has no answer ("").
+
+    Returns:
+        The visible answer.
+    """
     if not text:
         return ""
     if strict and not _closes_think(text, tag):
@@ -115,8 +129,10 @@ def strip_think(text: str, tag: str = _THINK, *, strict: bool = False) -> str:
 
 
 def _closes_think(text: str, tag: str = _THINK) -> bool:
-    """Whether the text closes a think block: a whole `<think>...</think>`, or an orphan
-    `</think>` whose opening tag was in the prompt."""
+    """Whether the text closes a think block.
+
+    Either a whole `<think>...</think>`, or an orphan `</think>` whose opening tag was in the prompt.
+    """
     scan = _scan(text, [tag])
     return bool(scan.spans or scan.stray_closes)
 
@@ -134,6 +150,16 @@ def extract_xml(
 
     Nested elements of the same tag return the outermost one; elements inside `<think>`
     are ignored unless `ignore_think=False` (or `tag` is "think" itself).
+
+    Args:
+        text: The model's text (None gives None).
+        tag: The tag name, such as "answer".
+        last: The last element (False: the first).
+        ignore_think: Skip text inside `<think>` blocks (a reasoning model's drafts).
+        strip: Strip surrounding whitespace from the content.
+
+    Returns:
+        The element's content, or None.
     """
     _check_tag(tag)
     if not text:
@@ -154,10 +180,18 @@ def extract_xml(
 
 
 def extract_boxed(text: str | None, last: bool = True, *, ignore_think: bool = True) -> str | None:
-    """Content of the last (or first) `\\boxed{...}` / `\\fbox{...}`, braces balanced.
+    r"""Content of the last (or first) `\boxed{...}` / `\fbox{...}`, braces balanced.
 
-    `\\boxed{\\frac{1}{2}}` gives `\\frac{1}{2}`; escaped braces `\\{` do not count; a box
-    left unclosed (truncated output) is skipped. `\\boxed 5` (no braces) gives `5`.
+    `\boxed{\frac{1}{2}}` gives `\frac{1}{2}`; escaped braces `\{` do not count; a box
+    left unclosed (truncated output) is skipped. `\boxed 5` (no braces) gives `5`.
+
+    Args:
+        text: The model's text (None gives None).
+        last: The last box (False: the first).
+        ignore_think: Skip text inside `<think>` blocks (a reasoning model's drafts).
+
+    Returns:
+        The box's content, or None.
     """
     visible = _visible(text, ignore_think)
     found: list[str] = []
@@ -215,6 +249,18 @@ def _numbers(text: str) -> list[str]:
     return found
 
 
+@overload
+def extract_last_number(
+    text: str | None, *, as_text: Literal[False] = False, ignore_think: bool = True
+) -> float | None: ...
+@overload
+def extract_last_number(
+    text: str | None, *, as_text: Literal[True], ignore_think: bool = True
+) -> str | None: ...
+@overload
+def extract_last_number(
+    text: str | None, *, as_text: bool, ignore_think: bool = True
+) -> float | str | None: ...
 def extract_last_number(
     text: str | None, *, as_text: bool = False, ignore_think: bool = True
 ) -> float | str | None:
@@ -222,6 +268,14 @@ def extract_last_number(
 
     Understands signs (including the Unicode minus U+2212), thousands separators
     ("1,234"), decimals (".5", "3.25") and exponents; "10-5" yields 5, not -5.
+
+    Args:
+        text: The model's text (None gives None).
+        as_text: Return the number as canonical text ("1234", "0.5") instead of a float.
+        ignore_think: Skip text inside `<think>` blocks (a reasoning model's drafts).
+
+    Returns:
+        The number, or None when there is none.
     """
     numbers = _numbers(_visible(text, ignore_think))
     if not numbers:
@@ -232,8 +286,20 @@ def extract_last_number(
 def extract_after(
     text: str | None, marker: str = "####", *, ignore_think: bool = True, line: bool = True
 ) -> str | None:
-    """What follows the last `marker` (GSM8K's "#### 72"): its first line, stripped, or
-    everything after it with `line=False`. None if the marker is absent or nothing follows."""
+    """What follows the last `marker` (GSM8K's "#### 72").
+
+    Its first line, stripped, or everything after it with `line=False`. None if the marker
+    is absent or nothing follows.
+
+    Args:
+        text: The model's text (None gives None).
+        marker: What the answer follows.
+        ignore_think: Skip text inside `<think>` blocks (a reasoning model's drafts).
+        line: Only the first line after the marker (False: everything after it).
+
+    Returns:
+        The answer text, or None.
+    """
     if not marker:
         raise ConfigError("extract_after needs a non-empty marker, e.g. '####'")
     visible = _visible(text, ignore_think)
@@ -246,7 +312,7 @@ def extract_after(
     return rest or None
 
 
-def _check_tag(tag: Any) -> None:
+def _check_tag(tag: object) -> None:
     if not isinstance(tag, str):
         raise ConfigTypeError(
             f"an XML tag name must be a str such as 'answer', got {type(tag).__name__} {tag!r}"
@@ -271,6 +337,11 @@ class XMLFormat:
     "code" (the first name), written as `<code>` or `<answer>`; either counts, once.
     `answer_field` names a field (the answer is whichever of its tags was written) or, as in
     Verifiers, one alternative tag (the answer is that tag's content only).
+
+    Args:
+        fields: The tag names in order; a tuple is one field with alternative tags.
+        answer_field: The field (or alternative tag) whose content is the answer.
+        allow_text_outside: Whether text outside the tags keeps the format reward whole.
     """
 
     def __init__(
@@ -403,7 +474,7 @@ class XMLFormat:
             cursor = span.end
         return bool(window[cursor:].strip())
 
-    def reward(self, name: str = "format") -> Any:
+    def reward(self, name: str = "format") -> FunctionRubric:
         """This format's `format_reward` as a rubric leaf (reads the last assistant message)."""
 
         def format_reward(response: str) -> float:
@@ -414,7 +485,7 @@ class XMLFormat:
         )
         return make_leaf(format_reward, name=name)
 
-    def format(self, **values: Any) -> str:
+    def format(self, **values: object) -> str:
         """Write values in this format (for few-shot examples and tests); all fields required."""
         missing = [name for name in self.fields if name not in values]
         unknown = sorted(set(values) - set(self.fields))
@@ -437,14 +508,20 @@ class XMLFormat:
 
 
 class ThinkFormat:
-    """A reasoning model's format: one `<think>...</think>` block first, then the answer
-    (Verifiers' ThinkParser, with the same format reward).
+    """A reasoning model's format: one `<think>...</think>` block first, then the answer.
+
+    Verifiers' ThinkParser, with the same format reward.
 
     `parse_answer(text)` is the text after thinking (through `extract` when given, e.g.
     `extract_boxed`); with `strict=True` a reply that never closed its think block has no
     answer (None). `format_reward(text)` is 1.0 when the reply starts with the think block,
     has exactly one, properly closed, and a non-empty answer after it; else 0.0.
     `reward()` makes it a rubric leaf named "think_format".
+
+    Args:
+        tag: The reasoning block's tag name.
+        strict: A reply that never closed its think block has no answer.
+        extract: Applied to the text after thinking (e.g. `extract_boxed`).
     """
 
     def __init__(
@@ -479,7 +556,7 @@ class ThinkFormat:
         first = not text[: block.start].strip()
         return 1.0 if first and text[block.end :].strip() else 0.0
 
-    def reward(self, name: str = "think_format") -> Any:
+    def reward(self, name: str = "think_format") -> FunctionRubric:
         """This format's `format_reward` as a rubric leaf (reads the last assistant message)."""
 
         def think_format(response: str) -> float:

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from harness import ScriptedEndpoint
-from harness._endpoint.client import open_clients
+from harness import Client, ScriptedEndpoint
+from tests.cli.conftest import rubric  # noqa: F401  (the `rubric` fixture, for CLI tests outside tests/cli)
 from tests.helpers import markers
 from tests.helpers.hub import HubServer, serve_pypiserver
 from tests.helpers.install import ensure_openenv_side_python, openenv_side_venv
@@ -63,7 +63,7 @@ def _close_clients(request: pytest.FixtureRequest) -> Iterator[None]:
         # pytest-asyncio's runner for this test's loop: set up first, so torn down after us.
         request.getfixturevalue("_function_scoped_runner")
     yield
-    for client in open_clients():
+    for client in Client.open_clients():
         client.close()
 
 

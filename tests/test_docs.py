@@ -28,6 +28,7 @@ import pytest
 from tests.helpers.docs import blocks_run_by_tests, code_block, docs_pages, fenced_blocks
 from tests.helpers.endpoints import free_port
 from tests.helpers.processes import serving
+from tests.test_public_api import PUBLIC
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -165,11 +166,12 @@ def test_start_page_renders_and_search_finds_weighted_sum(browser: Any, site: st
     assert problems == []
 
 
-@pytest.mark.parametrize("package", ["rubrics", "envs", "harness"])
+@pytest.mark.parametrize("package", PUBLIC)
 def test_reference_page_has_an_entry_for_every_public_name(package: str, site: str) -> None:
+    """The three packages and each public module have a page listing their whole `__all__`."""
     with urllib.request.urlopen(f"{site}/reference/{package}/", timeout=10) as response:
         html = response.read().decode()
-    entries = set(re.findall(rf'id="{package}\.(\w+)"', html))
+    entries = set(re.findall(rf'id="{re.escape(package)}\.(\w+)"', html))
     assert entries >= set(importlib.import_module(package).__all__)
 
 
@@ -196,7 +198,8 @@ def test_no_page_has_a_console_error(browser: Any, site: str) -> None:
 
 
 def _undocumented_args() -> list[str]:
-    """Each exported function or class whose signature has a parameter missing from `Args:`.
+    """Each exported function or class (of a package or public module) whose signature has a
+    parameter missing from `Args:`.
 
     A data model (pydantic, NamedTuple) may list its fields under `Attributes:` instead, since
     griffe (mkdocs --strict) rejects `Args:` entries it cannot find in their signature.
@@ -206,7 +209,7 @@ def _undocumented_args() -> list[str]:
     import docstring_parser
 
     offenders = []
-    for package in ("rubrics", "envs", "harness"):
+    for package in PUBLIC:
         module = importlib.import_module(package)
         for name in module.__all__:
             obj = getattr(module, name)

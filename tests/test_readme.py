@@ -34,7 +34,7 @@ def test_first_rubric_example_prints_what_readme_says() -> None:
 
 def test_judge_example_runs_as_written_against_a_local_judge(monkeypatch: pytest.MonkeyPatch) -> None:
     from harness import ScriptedEndpoint
-    from rubrics._judge.llm import clear_cache
+    from rubrics.judges import JudgeCache
 
     seen: list[str] = []
 
@@ -43,7 +43,7 @@ def test_judge_example_runs_as_written_against_a_local_judge(monkeypatch: pytest
         seen.append(prompt)
         return "GRADE: C" if "GRADE" in prompt else "Helpful and exact.\nScore: 8"
 
-    clear_cache()
+    JudgeCache.shared.clear()
     with ScriptedEndpoint(judge_policy) as endpoint:
         monkeypatch.setenv("OPENAI_BASE_URL", endpoint.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "local")
@@ -177,11 +177,11 @@ def test_mcp_example_runs_a_server_written_with_the_sdk(
 def test_calibration_example_runs_offline_and_prints_what_readme_says(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from rubrics._judge.llm import clear_cache
+    from rubrics.judges import JudgeCache
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # the judge's local endpoint needs no key
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    clear_cache()
+    JudgeCache.shared.clear()
     out = io.StringIO()
     namespace: dict[str, Any] = {}
     with contextlib.redirect_stdout(out):

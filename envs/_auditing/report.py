@@ -19,11 +19,12 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from rich.console import RenderableType
 
-from envs._auditing.views import audit_body_html, render_audit
+from envs._auditing.views import audit_body_html, render_audit, write_audit_html
 from harness._core.types import Rollout
 from rubrics import Rubric, WeightedSum
 
@@ -74,11 +75,24 @@ class Flag:
 
 @dataclass
 class AuditReport:
-    """What `envs.audit` found. `cells[node][probe]` is a `Cell`; `flags` lists the findings.
+    """What `envs.audit` found: each rubric node's mean score under each probe, and the flags.
 
-    `node` is a dotted rubric path, or "reward" for the whole reward; `metrics` are the nodes
-    that cannot move the reward (weight 0), which are never called hackable. `rollouts[probe]` keeps
-    every probe rollout (with prompt, completion and per-node scores) for a closer look.
+    A node is a dotted rubric path, or "reward" for the whole reward. Printed with rich, it is
+    the table `rubric audit` shows; in a notebook, the HTML page.
+
+    Attributes:
+        env: The environment's name.
+        num_examples: How many dataset rows were probed.
+        reference: How the reference (correct) replies were made.
+        probes: The probes run, with what each one sends.
+        nodes: The rubric's node paths, the reward first.
+        judges: The paths of the LLM judges in the rubric.
+        cells: `cells[node][probe]`, the scores of one node under one probe.
+        flags: The findings (hackable, constant, erroring nodes; judges swayed by injection).
+        seconds: How long the audit took.
+        rollouts: Every probe rollout by probe (prompt, completion, per-node scores).
+        notes: What the audit could not do, one sentence each.
+        metrics: Nodes that cannot move the reward (weight 0); never called hackable.
     """
 
     env: str
@@ -133,6 +147,32 @@ class AuditReport:
     def to_json(self) -> str:
         """`to_dict` as indented JSON text."""
         return json.dumps(self.to_dict(), indent=2, allow_nan=False)
+
+    def write_json(self, path: str | Path) -> Path:
+        """Write `to_json()` to a file.
+
+        Args:
+            path: The file to write (its parent folders are created).
+
+        Returns:
+            The path written.
+        """
+        out = Path(path)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(self.to_json() + "\n", encoding="utf-8")
+        return out
+
+    def write_html(self, path: str | Path | None = None) -> Path:
+        """Write the report as a self-contained HTML page.
+
+        Args:
+            path: The file to write (default: ./audit--ENV.html).
+
+        Returns:
+            The path written.
+        """
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.env) or "env"
+        return write_audit_html(self, path or f"audit--{safe}.html")
 
     def _repr_html_(self) -> str:
         return audit_body_html(self)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rich.console import Console, Group, RenderableType
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -167,28 +167,4 @@ def write_audit_html(report: AuditReport, path: str | Path) -> Path:
     return out
 
 
-def show_audit(
-    console: Console, report: AuditReport, *, json_out: str | None = None, html_out: str | None = None
-) -> None:
-    """What `rubric audit` prints: the table (or, with `json_out="-"`, the JSON instead), and
-    a line for each file written (`json_out` a path, `html_out` a path; "" means the default
-    `audit--ENV.html`)."""
-    if json_out == "-":
-        print(report.to_json())
-    else:
-        console.print(render_audit(report))
-    if json_out not in (None, "-"):
-        out = Path(json_out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(report.to_json() + "\n", encoding="utf-8")
-        console.print(safe_text(f"wrote {out}"))
-    if html_out is not None:
-        written = write_audit_html(report, html_out or f"audit--{_file_part(report.env)}.html")
-        console.print(safe_text(f"wrote {written} ({written.stat().st_size:,} bytes); open it in a browser"))
-
-
-def _file_part(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "env"
-
-
-__all__ = ["audit_body_html", "audit_html", "audit_table", "render_audit", "show_audit", "write_audit_html"]
+__all__ = ["audit_body_html", "audit_html", "audit_table", "render_audit", "write_audit_html"]

@@ -17,8 +17,9 @@ from typing import Any
 from envs._environment import Environment
 from envs._harbor.task import HarborTask, HarborTaskError, load_task, task_folders
 from envs._harbor.verifier import INFO_KEY, HarborVerifier
-from envs.agents import AgentContext, AgentEpisodes, OracleAgent
+from envs.agents import Agent, AgentContext, AgentEpisodes, OracleAgent
 from harness._core.types import Rollout
+from harness._endpoint.client import Client
 from harness.runtimes import get_runtime
 from harness.scripted import ShellScript
 from rubrics._module import Rubric
@@ -102,14 +103,28 @@ class HarborEnvironment(Environment):
         self._owner: dict[int, AgentEpisodes] = {}
         self.scripted_policies = {"harbor": HarborScript(self.tasks)}
 
-    def set_agent(self, agent: Any, *, runtime: str | None = None, **options: Any) -> None:
+    def set_agent(
+        self,
+        agent: str | Agent | None,
+        *,
+        runtime: str | None = None,
+        files: str | None = None,
+        timeout: float | None = None,
+        sandbox: Mapping[str, Any] | None = None,
+    ) -> None:
         """As `Environment.set_agent`; `runtime` (default: each task's own image) overrides
         every task's; `oracle` runs each task's solution/solve.sh."""
         if agent == "oracle":
             agent = HarborOracle()
         self.runtime_override = runtime
         self._per_task = {}
-        super().set_agent(agent, runtime=runtime or "docker:rubric-harbor-unused", **options)
+        super().set_agent(
+            agent,
+            runtime=runtime or "docker:rubric-harbor-unused",
+            files=files,
+            timeout=timeout,
+            sandbox=sandbox,
+        )
 
     def _episodes(self, rollout: Rollout) -> AgentEpisodes:
         info = rollout.info.get(INFO_KEY) or {}
@@ -138,7 +153,7 @@ class HarborEnvironment(Environment):
             first = next(iter(self.tasks.values()))
             await get_runtime(self.runtime_override or first.runtime_spec).check()
 
-    async def run_episode(self, rollout: Rollout, client: Any, sampling: Mapping[str, Any]) -> None:
+    async def run_episode(self, rollout: Rollout, client: Client, sampling: Mapping[str, Any]) -> None:
         """Let the agent play the task in a sandbox of the task's image (tests not in it)."""
         episodes = self._episodes(rollout)
         self._owner[id(rollout)] = episodes
@@ -162,7 +177,7 @@ class HarborEnvironment(Environment):
 def from_harbor(
     path: str | Path,
     *,
-    agent: Any = None,
+    agent: str | Agent | None = None,
     runtime: str | None = None,
     rubric: Rubric | None = None,
     name: str | None = None,

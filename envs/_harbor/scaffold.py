@@ -41,11 +41,22 @@ fi
 }
 
 
-def init_task(name: str, parent: str | Path = ".", base_image: str = DEFAULT_BASE_IMAGE) -> list[Path]:
-    """Write the task folder `parent/name` (a file task to edit); the files written.
+def init_harbor_task(name: str, parent: str | Path = ".", base_image: str | None = None) -> list[Path]:
+    """Write a new Harbor task folder, `parent/name`, to edit, as `rubric init --harbor` does.
+
+    Its oracle (solution/solve.sh) scores 1 and doing nothing scores 0, so it passes
+    `check_harbor_tasks` as written.
+
+    Args:
+        name: The task's folder name, such as "my-task".
+        parent: The folder to create it in.
+        base_image: The image its Dockerfile starts FROM (default: debian:bookworm-slim).
+
+    Returns:
+        The files written.
 
     Raises:
-        HarborTaskError: the folder exists already, or the name is not a plain folder name.
+        HarborTaskError: The folder exists already, or the name is not a plain folder name.
     """
     if not name or "/" in name or name.startswith("."):
         raise HarborTaskError(f"task name {name!r} must be a plain folder name such as 'my-task'")
@@ -56,6 +67,6 @@ def init_task(name: str, parent: str | Path = ".", base_image: str = DEFAULT_BAS
     for relative, text in _FILES.items():
         path = folder / relative
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text.replace("{base}", base_image))
+        path.write_text(text.replace("{base}", base_image or DEFAULT_BASE_IMAGE))
         written.append(path)
     return written

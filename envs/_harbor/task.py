@@ -135,9 +135,16 @@ class HarborTask(BaseModel):
         return (self.path / "solution" / "solve.sh").is_file()
 
 
-def is_task(folder: Path) -> bool:
-    """Whether `folder` looks like a task (it has a task.toml)."""
-    return (folder / "task.toml").is_file()
+def is_harbor_task(folder: str | Path) -> bool:
+    """Whether a folder is a Harbor task (it has a task.toml).
+
+    Args:
+        folder: The folder to look at.
+
+    Returns:
+        True when it holds a task.toml.
+    """
+    return (Path(folder) / "task.toml").is_file()
 
 
 def load_task(folder: str | Path) -> HarborTask:
@@ -195,7 +202,7 @@ def task_folders(path: str | Path) -> list[Path]:
         raise HarborTaskError(
             f"harbor:{path}: no such folder; give a task folder or a folder of task folders"
         )
-    if is_task(root):
+    if is_harbor_task(root):
         return [root.resolve()]
     folders = sorted(p.resolve() for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not folders:

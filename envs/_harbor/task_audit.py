@@ -34,8 +34,13 @@ _PLANT = f"mkdir -p {LOGS_DIR} && echo 1 > {LOGS_DIR}/reward.txt"
 
 
 @dataclass
-class TaskCheck:
-    """The checks of one task: each name -> (passed, what was found)."""
+class HarborTaskCheck:
+    """The checks of one Harbor task (`check_harbor_tasks`).
+
+    Attributes:
+        task: The task's folder name.
+        results: Each check's name -> (passed, what was found).
+    """
 
     task: str
     results: dict[str, tuple[bool, str]] = field(default_factory=dict)
@@ -87,9 +92,20 @@ async def _score(env: HarborEnvironment, agent: Any) -> list[Rollout]:
     return list(results.rollouts)
 
 
-async def acheck_tasks(path: str | Path) -> list[TaskCheck]:
-    """Run the checks (module docstring) on a task folder or a folder of tasks."""
-    checks = {folder.name: TaskCheck(folder.name) for folder in task_folders(path)}
+async def acheck_harbor_tasks(path: str | Path) -> list[HarborTaskCheck]:
+    """Check Harbor tasks, in sandboxes of their images, as `rubric check TASK_DIR` does.
+
+    Per task: its solution scores 1, doing nothing scores 0, no file of tests/ or solution/
+    is readable in the agent's image, and test.sh writes its own reward (a planted one is
+    not taken).
+
+    Args:
+        path: A task folder, or a folder of tasks.
+
+    Returns:
+        One check per task, in folder order; a task that cannot be loaded fails its `task` check.
+    """
+    checks = {folder.name: HarborTaskCheck(folder.name) for folder in task_folders(path)}
     env = HarborEnvironment(path)
     for name, error in env.broken.items():
         checks[name].results["task"] = (False, error)
@@ -125,6 +141,13 @@ async def acheck_tasks(path: str | Path) -> list[TaskCheck]:
     return list(checks.values())
 
 
-def check_tasks(path: str | Path) -> list[TaskCheck]:
-    """Sync face of `acheck_tasks`."""
-    return run_sync(acheck_tasks(path))
+def check_harbor_tasks(path: str | Path) -> list[HarborTaskCheck]:
+    """`acheck_harbor_tasks`, synchronously (works inside a running event loop too).
+
+    Args:
+        path: A task folder, or a folder of tasks.
+
+    Returns:
+        One check per task (see `acheck_harbor_tasks`).
+    """
+    return run_sync(acheck_harbor_tasks(path))

@@ -27,9 +27,10 @@ import math
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from envs._environment import Environment
+from envs._inputs import DatasetSource, RubricSource
 from envs._interop.openenv_local import LocalServer
 from envs._interop.openenv_rewards import OpenEnvFinalReward, OpenEnvStepReward, RewardMode, default_rubric
 from envs._interop.openenv_schema import (
@@ -318,7 +319,7 @@ async def _close(client: Any) -> None:
         await exchange(client.close, timeout=REQUEST_TIMEOUT)
 
 
-def _episodes(dataset: Any, num_examples: int) -> Any:
+def _episodes(dataset: DatasetSource | None, num_examples: int) -> DatasetSource:
     if dataset is not None:
         return dataset
     if isinstance(num_examples, bool) or not isinstance(num_examples, int) or num_examples < 1:
@@ -358,9 +359,9 @@ def _server(target: object, python: object) -> tuple[str, LocalServer | None]:
 def from_openenv(
     target: str,
     *,
-    rubric: Any = None,
+    rubric: RubricSource | None = None,
     reward: RewardMode = "sum",
-    dataset: Any = None,
+    dataset: DatasetSource | None = None,
     num_examples: int = DEFAULT_EPISODES,
     action: ActionMode = "auto",
     system_prompt: str | None = None,
@@ -369,7 +370,7 @@ def from_openenv(
     observation_text: Callable[[Mapping[str, Any]], str] = render_observation,
     name: str | None = None,
     sampling: Mapping[str, Any] | None = None,
-    success: str | tuple[str, float] | list[Any] | None = None,
+    success: str | tuple[str, float] | list[str | float] | None = None,
     credit: Callable[[Rollout], Sequence[float]] | None = None,
     python: str | None = None,
 ) -> OpenEnvEnvironment:
@@ -422,7 +423,9 @@ def from_openenv(
             max_turns=max_turns,
             name=name or f"openenv:{target}",
             sampling=sampling,
-            success=tuple(success) if isinstance(success, list) else success,  # JSON from -a
+            success=cast("tuple[str, float]", tuple(success))
+            if isinstance(success, list)
+            else success,  # JSON from -a; Environment checks it
             credit=credit,
         )
     except BaseException:

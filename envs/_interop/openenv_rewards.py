@@ -27,7 +27,12 @@ def _steps(rollout: Rollout) -> list[dict[str, Any]]:
 
 class OpenEnvStepReward(Rubric):
     """The OpenEnv environment's per-step rewards: a turn scores the sum of its steps' rewards
-    (0.0 for a turn that took no step); the episode scores their sum (the return)."""
+    (0.0 for a turn that took no step); the episode scores their sum (the return).
+
+    Args:
+        name: The node's name in the tree.
+        on_error: The score when the environment gave no reward (None: NaN, unscored).
+    """
 
     reduce_turns = "sum"
 
@@ -39,7 +44,12 @@ class OpenEnvStepReward(Rubric):
 
 
 class OpenEnvFinalReward(Rubric):
-    """The last reward the OpenEnv environment gave (its outcome, for environments that score at the end)."""
+    """The last reward the OpenEnv environment gave (its outcome, for environments that score at the end).
+
+    Args:
+        name: The node's name in the tree.
+        on_error: The score when the environment gave no reward (None: NaN, unscored).
+    """
 
     def forward(self, rollout: Rollout) -> float:
         rewards = [s["reward"] for s in _steps(rollout) if s.get("reward") is not None]

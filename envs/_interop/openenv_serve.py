@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from envs._environment import Environment
@@ -311,14 +311,20 @@ async def aserve_openenv(
     max_sessions: int = MAX_SESSIONS,
     allow_origins: Sequence[str] = (),
     idle_timeout: float = IDLE_TIMEOUT,
+    ready: Callable[[str], None] | None = None,
 ) -> None:
-    """Serve `env` to OpenEnv clients on http://host:port (WebSocket sessions at /ws) until stopped."""
+    """Serve `env` to OpenEnv clients on http://host:port (WebSocket sessions at /ws) until stopped.
+
+    The arguments are `serve_openenv`'s; `ready` is told the URL once they are checked.
+    """
     import uvicorn  # comes with openenv's server
 
     app = openenv_app(
         env, max_sessions=max_sessions, host=host, allow_origins=allow_origins, idle_timeout=idle_timeout
     )
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    if ready is not None:
+        ready(f"http://{host}:{port}")
     quiet = _ClientLeft()
     logging.getLogger("uvicorn.error").addFilter(quiet)
     try:
@@ -345,6 +351,7 @@ def serve_openenv(
     max_sessions: int = MAX_SESSIONS,
     allow_origins: Sequence[str] = (),
     idle_timeout: float = IDLE_TIMEOUT,
+    ready: Callable[[str], None] | None = None,
 ) -> None:
     """Serve `env` to OpenEnv clients until stopped (`rubric serve ENV`).
 
@@ -357,6 +364,10 @@ def serve_openenv(
             besides its own; a browser page from any other origin is refused (403).
         idle_timeout: seconds a session's client may stay silent before the server closes
             the session (its rollout released, its slot freed).
+        ready: Told the server's URL once the arguments are checked, before it serves.
+
+    Raises:
+        ConfigError: An argument is out of range (`max_sessions`, an origin, `idle_timeout`).
     """
     served = aserve_openenv(
         env,
@@ -365,6 +376,7 @@ def serve_openenv(
         max_sessions=max_sessions,
         allow_origins=allow_origins,
         idle_timeout=idle_timeout,
+        ready=ready,
     )
     asyncio.run(served)
 

@@ -18,8 +18,9 @@ needs around them:
 - **Content.** Text content is what the model sees; images, audio and resources are
   summarised in that text, and every block is kept as MCP returned it on the tool result.
   Like the python sandbox's output, the text is cut at `output_limit` bytes with a note
-  saying how much was cut (texts kept on the result too), and a binary block over
-  `MAX_BLOCK_BYTES` is kept as its summary: a huge result cannot swell the run's results.
+  saying how much was cut (texts kept on the result too), and a binary block over the
+  server's `block_limit` (`MAX_BLOCK_BYTES`) is kept as its summary: a huge result cannot
+  swell the run's results.
 """
 
 from __future__ import annotations
@@ -191,6 +192,8 @@ class MCPServer:
 
     Holds the listing (`tools`, read once) and the running connections: one per event loop
     (shared by every rollout of a run), or one per rollout with `per_rollout=True`.
+    `block_limit` (default `MAX_BLOCK_BYTES`) is the largest binary content block kept on a
+    result; a larger one is kept as its summary.
     """
 
     def __init__(
@@ -205,6 +208,7 @@ class MCPServer:
         start_timeout: float,
         output_limit: int = OUTPUT_LIMIT,
         prefix: str | None = None,
+        block_limit: int = MAX_BLOCK_BYTES,
     ) -> None:
         self.command = list(command) if command is not None else None
         self.url = url
@@ -214,6 +218,7 @@ class MCPServer:
         self.timeout = timeout
         self.start_timeout = start_timeout
         self.output_limit = output_limit
+        self.block_limit = block_limit
         self.prefix = prefix
         self.label = url if url is not None else shlex.join(self.command or [])
         self._listing: list[MCPTool] | None = None
@@ -433,12 +438,12 @@ class MCPTool:
             return self._failure(
                 f"MCP server failed: {why}", f"tool {self.name!r} failed: its MCP server failed ({why})"
             )
-        return _tool_result(self.name, result, self.server.output_limit)
+        return _tool_result(self.name, result, self.server.output_limit, self.server.block_limit)
 
 
-def _tool_result(name: str, result: Any, limit: int) -> ToolResult:
+def _tool_result(name: str, result: Any, limit: int, block_limit: int) -> ToolResult:
     """The model's text for an MCP CallToolResult (cut at `limit` bytes, saying so), with every
-    content block kept as JSON (texts cut alike, binary blocks over `MAX_BLOCK_BYTES` summarised)."""
+    content block kept as JSON (texts cut alike, binary blocks over `block_limit` summarised)."""
     blocks = [b.model_dump(mode="json", by_alias=True, exclude_none=True) for b in result.content or []]
     text = "\n".join(block_text(block) for block in blocks)
     if not blocks and result.structured_content is not None:
@@ -446,7 +451,9 @@ def _tool_result(name: str, result: Any, limit: int) -> ToolResult:
     text = cap_output(text, limit)
     # Text-only results are their text; other blocks are kept beside the summary.
     parts = (
-        [_capped(block, limit) for block in blocks] if any(b.get("type") != "text" for b in blocks) else None
+        [_capped(block, limit, block_limit) for block in blocks]
+        if any(b.get("type") != "text" for b in blocks)
+        else None
     )
     if result.is_error:
         return ToolResult(
@@ -455,17 +462,17 @@ def _tool_result(name: str, result: Any, limit: int) -> ToolResult:
     return ToolResult(content=text, name=name, parts=parts)
 
 
-def _capped(block: dict[str, Any], limit: int) -> dict[str, Any]:
+def _capped(block: dict[str, Any], limit: int, block_limit: int) -> dict[str, Any]:
     """A content block as kept on the rollout: its text cut at `limit` bytes, a binary payload over
-    `MAX_BLOCK_BYTES` replaced by a text block with its summary."""
+    `block_limit` bytes replaced by a text block with its summary."""
     if isinstance(block.get("text"), str):
         return {**block, "text": cap_output(block["text"], limit)}
     resource = block.get("resource")
     if isinstance(resource, dict) and isinstance(resource.get("text"), str):
         return {**block, "resource": {**resource, "text": cap_output(resource["text"], limit)}}
     payload = block.get("data") or (resource.get("blob") if isinstance(resource, dict) else None)
-    if isinstance(payload, str) and len(payload) * 3 // 4 > MAX_BLOCK_BYTES:
-        return {"type": "text", "text": f"{block_text(block)} (not kept: over {MAX_BLOCK_BYTES:,} bytes)"}
+    if isinstance(payload, str) and len(payload) * 3 // 4 > block_limit:
+        return {"type": "text", "text": f"{block_text(block)} (not kept: over {block_limit:,} bytes)"}
     return block
 
 

@@ -1,6 +1,7 @@
-"""CLI agents as policies: an agent program runs in the rollout's sandbox, its model calls go
-through a capture proxy session (recorded as the rollout's turns), and the rubric reads what it
-left in the sandbox.
+"""CLI agents as policies: an agent program plays each episode in the rollout's sandbox.
+
+Its model calls go through a capture proxy session (recorded as the rollout's turns), and the
+rubric reads what it left in the sandbox.
 
     env.evaluate("my-model", agent="bash", runtime="docker:IMAGE")
     rubric eval ENV -m MODEL --agent 'command:python3 /agent/run.py {instruction_file}' --agent-files DIR --runtime bwrap
@@ -33,6 +34,12 @@ AGENTS: dict[str, Callable[[], Agent]] = {
 
 def get_agent(agent: str | Agent) -> Agent:
     """The agent a name gives: `command:CMD`, or one of `AGENTS` (an `Agent` is returned as is).
+
+    Args:
+        agent: A name, or an agent.
+
+    Returns:
+        The agent.
 
     Raises:
         AgentError: no agent of that name (the names are listed).

@@ -24,7 +24,10 @@ class CommandAgent(Agent):
     """Any program: `command:CMD`. `{instruction}` (shell-quoted) and `{instruction_file}` are
     filled in; `--agent-files DIR` is at /agent. The program reads its endpoint and key from
     OPENAI_BASE_URL / OPENAI_API_KEY or ANTHROPIC_BASE_URL / ANTHROPIC_API_KEY (and the
-    model name from RUBRIC_MODEL); every call it makes is a turn of the rollout."""
+    model name from RUBRIC_MODEL); every call it makes is a turn of the rollout.
+
+    Args:
+        template: The command line, with `{instruction}` / `{instruction_file}` to fill in."""
 
     name = "command"
 
@@ -52,7 +55,7 @@ class BashAgent(Agent):
     name = "bash"
 
     async def prepare(self, ctx: AgentContext) -> None:
-        script = resources.files("envs.agents").joinpath("bash_loop.py").read_text()
+        script = resources.files("envs.agents").joinpath("_bash_loop.py").read_text()
         await ctx.sandbox.write(f"{STATE_DIR}/bash_loop.py", script)
 
     def command(self, ctx: AgentContext) -> str:

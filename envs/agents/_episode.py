@@ -99,8 +99,14 @@ class AgentSetup:
 
 
 class AgentEpisodes:
-    """Runs an environment's episodes with one `AgentSetup`; holds each rollout's sandbox
-    until `release(rollout)` (after scoring)."""
+    """Runs an environment's episodes with one `AgentSetup`.
+
+    It holds each rollout's sandbox until `release(rollout)` (after scoring).
+
+    Args:
+        setup: The agent, its runtime, files and budgets.
+        workdir: The agent's working folder in the sandbox (default: the image's).
+        require_model_call: An episode in which the agent made no model call is an error."""
 
     def __init__(
         self, setup: AgentSetup, *, workdir: str | None = None, require_model_call: bool = True

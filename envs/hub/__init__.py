@@ -3,30 +3,70 @@
 A hub is any PyPI-compatible index (PyPI, devpi, pypiserver, Artifactory, one on localhost);
 an environment package is a normal wheel that registers the `rubric.environments` entry point
 and carries `rubric_card.json` (card, rubric tree summary, compatibility record). Every
-function here is what the matching `rubric` command calls.
+function here is what the matching `rubric` command calls (`init_package`, `check_package`,
+`build_package`, `push_package`, `install`, `installed_environments`, `search`, `info`), and
+the `*_lines` / `installed_table` functions are what it prints.
 """
 
 from __future__ import annotations
 
-from envs._project import CARD_FILE, HubError, PackageName, Project
-from envs.hub._card import Card, HubRecord, Needs, RubricNode, parse_card, summarize_rubric
+from envs._project import CARD_FILE, BumpPart, HubError, PackageName, Project
+from envs.hub._build import BuildResult, abuild_package, build_package
+from envs.hub._card import Card, HubRecord, Needs, parse_card
 from envs.hub._checks import CheckReport, CheckResult, acheck_package, check_package
-from envs.hub._scaffold import init_package
+from envs.hub._display import (
+    built_lines,
+    check_lines,
+    created_lines,
+    entry_lines,
+    installed_lines,
+    installed_table,
+    pushed_lines,
+    show_entries,
+)
+from envs.hub._index import Hub, HubEntry, ainfo, asearch, info, search
+from envs.hub._install import InstalledEnvironment, ainstall, install, installed_environments
+from envs.hub._publish import PushResult, apush_package, push_package
+from envs.hub._scaffold import KindOption, init_package
 
 __all__ = [
     "CARD_FILE",
+    "BuildResult",
+    "BumpPart",
     "Card",
     "CheckReport",
     "CheckResult",
+    "Hub",
+    "HubEntry",
     "HubError",
     "HubRecord",
+    "InstalledEnvironment",
+    "KindOption",
     "Needs",
     "PackageName",
     "Project",
-    "RubricNode",
+    "PushResult",
+    "abuild_package",
     "acheck_package",
+    "ainfo",
+    "ainstall",
+    "apush_package",
+    "asearch",
+    "build_package",
+    "built_lines",
+    "check_lines",
     "check_package",
+    "created_lines",
+    "entry_lines",
+    "info",
     "init_package",
+    "install",
+    "installed_environments",
+    "installed_lines",
+    "installed_table",
     "parse_card",
-    "summarize_rubric",
+    "push_package",
+    "pushed_lines",
+    "search",
+    "show_entries",
 ]

@@ -25,7 +25,7 @@ from packaging.utils import (
 )
 
 from envs._project import CARD_FILE, HubError, Project
-from envs.hub._card import HubRecord, summarize_rubric
+from envs.hub._card import HubRecord
 from envs.hub._checks import CheckReport, acheck_package, rubric_version
 from harness._core.aio import run_sync
 
@@ -35,7 +35,12 @@ HUB_EXTRA_HINT = "install the hub tools: pip install 'rubric-rl[hub]'"
 
 @dataclass(frozen=True)
 class BuildResult:
-    """What `build_package` made: the dist files and the record they carry."""
+    """What `build_package` made: the dist files and the record they carry.
+
+    Attributes:
+        files: The sdist and wheel written into `dist/`.
+        record: The hub record (`rubric_card.json`) the wheel carries.
+    """
 
     files: list[Path]
     record: HubRecord
@@ -51,7 +56,7 @@ def make_record(report: CheckReport) -> HubRecord:
         version=str(project.version),
         entry_points=project.entry_points,
         card=card,
-        rubric=summarize_rubric(report.env.rubric),
+        rubric=report.built().rubric.tree(),
         compatibility={"rubric-rl": [rubric_version()]},
         content_hash=project.content_hash(),
     )
@@ -133,6 +138,9 @@ async def abuild_package(directory: str | Path = ".", *, isolation: bool = True)
         isolation: Build in an isolated environment (PEP 517, fetching the build backend from
             the package index); False builds with the backend installed here (offline).
 
+    Returns:
+        The files built and the record they carry.
+
     Raises:
         HubError: a check failed, `build` is not installed, or the build failed.
     """
@@ -152,7 +160,15 @@ async def abuild_package(directory: str | Path = ".", *, isolation: bool = True)
 
 
 def build_package(directory: str | Path = ".", *, isolation: bool = True) -> BuildResult:
-    """Synchronous `abuild_package` (works inside a running event loop too)."""
+    """Synchronous `abuild_package` (works inside a running event loop too).
+
+    Args:
+        directory: The environment package's folder.
+        isolation: Build in an isolated environment; False builds with the backend installed here.
+
+    Returns:
+        The files built and the record they carry.
+    """
     return run_sync(abuild_package(directory, isolation=isolation))
 
 

@@ -12,8 +12,8 @@ The card is the package's README.md, whose YAML front matter says what a hub lis
     needs: {api_keys: [], sandbox: false, network: false}
     ---
 
-`rubric build` writes `HubRecord` (card + rubric tree summary + compatibility record + content
-hash) as `rubric_card.json` inside the package, so every wheel carries it; `rubric list` and
+`rubric build` writes `HubRecord` (card + the rubric tree as `Rubric.tree()` describes it +
+compatibility record + content hash) as `rubric_card.json` inside the package, so every wheel carries it; `rubric list` and
 `rubric hub info` read it back.
 """
 
@@ -21,20 +21,26 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from envs._project import CARD_FILE, HubError
+from harness._core.tree import TreeNode, read_tree
 
 Kind = Literal["single-turn", "tool", "multi-turn"]
 RECORD_FORMAT = 1
 
 
 class Needs(BaseModel):
-    """What running the environment needs besides a model endpoint."""
+    """What running the environment needs besides a model endpoint.
+
+    Attributes:
+        api_keys: The environment variables it reads keys from (a judge's, say).
+        sandbox: Whether it runs code in a sandbox.
+        network: Whether it reaches the network.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -44,7 +50,17 @@ class Needs(BaseModel):
 
 
 class Card(BaseModel):
-    """The front matter of an environment's README.md."""
+    """The front matter of an environment's README.md.
+
+    Attributes:
+        name: The environment's name.
+        description: One line on what it is.
+        tags: Words to find it by (`rubric hub search --tag`).
+        license: Its license (an SPDX name such as MIT).
+        kind: single-turn, tool or multi-turn.
+        reward_range: The lowest and highest reward its rubric gives.
+        needs: What running it needs besides a model endpoint.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -65,19 +81,19 @@ class Card(BaseModel):
         return value
 
 
-class RubricNode(BaseModel):
-    """One node of the rubric tree summary: its dotted path, type and the settings that shape it."""
-
-    path: str
-    type: str
-    weight: float | None = None
-    threshold: float | None = None
-    model: str | None = None
-    parse: str | None = None
-
-
 class HubRecord(BaseModel):
-    """What `rubric build` ships in the wheel as `rubric_card.json`."""
+    """What `rubric build` ships in the wheel as `rubric_card.json`.
+
+    Attributes:
+        format: The record's format version.
+        name: The distribution's name.
+        version: Its version.
+        entry_points: Its `rubric.environments` entry points (name -> object).
+        card: The README's card.
+        rubric: The rubric tree summary, root first.
+        compatibility: The versions it was checked on (package -> versions).
+        content_hash: The hash of the package's files, to refuse a different upload of one version.
+    """
 
     model_config = ConfigDict(extra="allow")
 
@@ -86,11 +102,19 @@ class HubRecord(BaseModel):
     version: str
     entry_points: dict[str, str]
     card: Card
-    rubric: list[RubricNode]
+    rubric: list[TreeNode] = Field(description="the rubric tree, as `Rubric.tree()` describes it")
     compatibility: dict[str, list[str]] = Field(
         description="package -> versions `rubric check` passed on, e.g. {'rubric-rl': ['0.1.0']}"
     )
     content_hash: str
+
+    @field_validator("rubric", mode="before")
+    @classmethod
+    def _readable_nodes(cls, value: object) -> object:
+        """A card is data: its tree is read as a run's is (malformed nodes left out, a judge's
+        model and parse beside its path, as cards first wrote them, read as its settings)."""
+        nodes = read_tree(value)
+        return value if nodes is None else nodes
 
 
 #: The largest `rubric_card.json` read (decompressed): a card is a few KB; a bigger one is refused.
@@ -138,6 +162,12 @@ def split_front_matter(text: str) -> tuple[dict[str, Any] | None, str]:
 def parse_card(text: str) -> Card:
     """The validated card of a README.md text.
 
+    Args:
+        text: The README.md, front matter first.
+
+    Returns:
+        The card.
+
     Raises:
         HubError: no front matter, or a field missing or invalid (each named, with its fix).
     """
@@ -156,37 +186,11 @@ def parse_card(text: str) -> Card:
         raise HubError(f"README.md front matter is invalid: {problems}") from None
 
 
-def summarize_rubric(rubric: Any) -> list[RubricNode]:
-    """Node paths, weights, gate thresholds and each judge's model and parse mode, root first."""
-    nodes = [RubricNode(path="", type=type(rubric).__name__, **_settings(rubric))]
-    for path, node in rubric.named_rubrics():
-        parent_path, _, child_name = path.rpartition(".")
-        parent = rubric.get_rubric(parent_path)
-        weights = getattr(parent, "weights", None)
-        weight = weights.get(child_name) if isinstance(weights, Mapping) else None
-        nodes.append(RubricNode(path=path, type=type(node).__name__, weight=weight, **_settings(node)))
-    return nodes
-
-
-def _settings(node: Any) -> dict[str, Any]:
-    found: dict[str, Any] = {}
-    threshold = getattr(node, "threshold", None)
-    if isinstance(threshold, int | float):
-        found["threshold"] = float(threshold)
-    for field in ("model", "parse"):
-        value = getattr(node, field, None)
-        if isinstance(value, str):
-            found[field] = value
-    return found
-
-
 __all__ = [
     "Card",
     "HubRecord",
     "Kind",
     "Needs",
-    "RubricNode",
     "parse_card",
     "split_front_matter",
-    "summarize_rubric",
 ]

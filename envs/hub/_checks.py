@@ -19,6 +19,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from envs import _dataset as ds_utils
+from envs._environment import Environment
 from envs._project import HubError, Project
 from envs._registry import load_environment
 from envs.hub._card import Card, parse_card
@@ -33,7 +34,13 @@ FIXTURE_TARGETS = {"gold": 1.0, "bad": 0.0, "unscored": math.nan}
 
 @dataclass(frozen=True)
 class CheckResult:
-    """One check: its name, whether it passed, and what it found (or why it failed)."""
+    """One check: its name, whether it passed, and what it found (or why it failed).
+
+    Attributes:
+        name: The check's name.
+        ok: Whether it passed.
+        detail: What it found, or why it failed.
+    """
 
     name: str
     ok: bool
@@ -45,11 +52,19 @@ class CheckResult:
 
 @dataclass
 class CheckReport:
-    """Every check run on one package; `env` is the environment built (None if it did not build)."""
+    """Every check run on one package.
+
+    Attributes:
+        directory: The package's folder.
+        results: Each check, in the order run.
+        env: The environment built (None if it did not build).
+        card: The README's card (None if it did not parse).
+        project: The package's pyproject (None if it did not parse).
+    """
 
     directory: Path
     results: list[CheckResult] = field(default_factory=list)
-    env: Any = None
+    env: Environment | None = None
     card: Card | None = None
     project: Project | None = None
 
@@ -61,6 +76,12 @@ class CheckReport:
     def add(self, name: str, ok: bool, detail: str) -> bool:
         self.results.append(CheckResult(name, ok, detail))
         return ok
+
+    def built(self) -> Environment:
+        """The environment built; raises HubError when it did not build."""
+        if self.env is None:
+            raise HubError("the environment did not build; see the load_environment check")
+        return self.env
 
     def text(self) -> str:
         """One line per check."""
@@ -103,7 +124,7 @@ def _check_builds(report: CheckReport) -> None:
 
 
 def _check_dataset(report: CheckReport) -> None:
-    env = report.env
+    env = report.built()
     data = env.get_dataset("eval")
     if len(data) == 0:
         raise HubError("the eval dataset is empty; give load_environment's dataset at least one row")
@@ -122,7 +143,7 @@ async def _check_policies(report: CheckReport) -> None:
     from harness._endpoint.client import Client
     from harness.scripted._endpoint import ScriptedEndpoint
 
-    env = report.env
+    env = report.built()
     policies: Mapping[str, Any] = getattr(env, "scripted_policies", None) or {}
     if not policies:
         report.add("scripted policies", True, "none declared (env.scripted_policies = {'demo': fn} adds one)")
@@ -177,7 +198,7 @@ async def _check_fixtures(report: CheckReport) -> None:
     for group, target in FIXTURE_TARGETS.items():
         for position, sample in enumerate(fixtures.get(group) or []):
             rollout = Rollout.model_validate(sample)
-            await report.env.score(rollout)
+            await report.built().score(rollout)
             got = rollout.reward
             good = math.isnan(got) if math.isnan(target) else math.isclose(got, target, abs_tol=1e-9)
             if not good:
@@ -206,6 +227,12 @@ async def acheck_package(directory: str | Path = ".") -> CheckReport:
     dataset not empty, rubric columns present, each scripted policy on a few examples
     (finite rewards), the card's front matter, reward fixtures (`gold` score 1, `bad` 0,
     `unscored` NaN). A failure stops the checks that depend on it.
+
+    Args:
+        directory: The environment package's folder.
+
+    Returns:
+        Every check run, and what they built.
     """
     report = CheckReport(directory=Path(directory).resolve())
     if not report.directory.is_dir():
@@ -223,7 +250,14 @@ async def acheck_package(directory: str | Path = ".") -> CheckReport:
 
 
 def check_package(directory: str | Path = ".") -> CheckReport:
-    """Synchronous `acheck_package` (works inside a running event loop too)."""
+    """Synchronous `acheck_package` (works inside a running event loop too).
+
+    Args:
+        directory: The environment package's folder.
+
+    Returns:
+        Every check run, and what they built.
+    """
     return run_sync(acheck_package(directory))
 
 

@@ -20,10 +20,18 @@ from envs.hub._index import HubEntry
 from envs.hub._install import InstalledEnvironment
 from envs.hub._publish import PushResult
 from harness._core.text import escape_control, safe_text
+from harness._core.tree import TreeNode, read_tree
 
 
 def installed_table(found: Sequence[InstalledEnvironment]) -> Table | str:
-    """The installed environments as a table (name, version, distribution, description)."""
+    """`rubric list`: the installed environments as a table (name, version, distribution, description).
+
+    Args:
+        found: The environments, from `installed_environments()`.
+
+    Returns:
+        A rich table, or a line saying none are installed.
+    """
     if not found:
         return "no environments installed (group rubric.environments)"
     table = Table(title="installed environments")
@@ -37,8 +45,15 @@ def installed_table(found: Sequence[InstalledEnvironment]) -> Table | str:
 
 
 def entry_lines(entry: HubEntry, full: bool) -> list[str]:
-    """An index entry: name, versions, description, tags, what it was checked on; with `full`,
-    its card, rubric tree and README too."""
+    """An index entry: name, versions, description, tags, what it was checked on.
+
+    Args:
+        entry: The entry, from `search` or `info`.
+        full: Add its card, rubric tree and README (`rubric hub info`).
+
+    Returns:
+        The lines, unescaped (print them through `harness.escape_control`).
+    """
     compat = "; ".join(f"{k} {', '.join(v)}" for k, v in entry.compatibility.items())
     lines = [
         f"{entry.name} {entry.version}  (versions: {', '.join(entry.versions)})",
@@ -55,15 +70,36 @@ def entry_lines(entry: HubEntry, full: bool) -> list[str]:
         f"  kind: {card.get('kind', '?')}; reward range {card.get('reward_range', '?')}; "
         f"license {card.get('license', '?')}; needs {', '.join(wanted) or 'nothing else'}"
     )
-    for node in (entry.record or {}).get("rubric", []):
-        extra = ", ".join(f"{k}={v}" for k, v in node.items() if k not in ("path", "type"))
-        lines.append(f"  rubric {node['path'] or '(root)'}: {node['type']}{f' ({extra})' if extra else ''}")
+    for node in read_tree((entry.record or {}).get("rubric")) or []:
+        lines.append(f"  rubric {node['path'] or '(root)'}: {node_line(node)}")
     return [*lines, "", split_front_matter(entry.readme)[1].strip()]
 
 
+def node_line(node: TreeNode) -> str:
+    """A card's rubric node as `repr()` heads it, with its parent's note (`weight=0.9`); a
+    card without heads shows the node's type and settings instead."""
+    facts = [node["note"]] if node.get("note") else []
+    if "head" in node:
+        return node["head"] + (f" ({facts[0]})" if facts else "")
+    if "weight" in node and not facts:
+        facts.append(f"weight={node['weight']:g}")
+    if "threshold" in node:
+        facts.append(f"threshold={node['threshold']:g}")
+    facts += [f"{key}={value}" for key, value in node.get("settings", {}).items()]
+    return node.get("type", "?") + (f" ({', '.join(facts)})" if facts else "")
+
+
 def show_entries(entries: Sequence[HubEntry], full: bool, note: Callable[[str], None]) -> list[str]:
-    """The lines of several entries; a card that was skipped is told to `note`, one line each
-    (the listing goes on)."""
+    """`rubric hub search` / `info`: the lines of several entries.
+
+    Args:
+        entries: The entries, from `search` or `info`.
+        full: Add each one's card, rubric tree and README.
+        note: Told of a card that was skipped, one line each (the listing goes on).
+
+    Returns:
+        The lines, unescaped (print them through `harness.escape_control`).
+    """
     lines: list[str] = []
     for entry in entries:
         if entry.problem:
@@ -73,7 +109,15 @@ def show_entries(entries: Sequence[HubEntry], full: bool, note: Callable[[str], 
 
 
 def created_lines(root: Path, kind: str) -> list[str]:
-    """`rubric init`: where the package is and what to run next."""
+    """`rubric init`: where the package is and what to run next.
+
+    Args:
+        root: The package's folder, from `init_package`.
+        kind: The kind it was made as.
+
+    Returns:
+        The lines.
+    """
     where = str(root) if root.is_absolute() else f"./{root}"  # a path, not an installed name
     return [
         f"Created {where} ({kind}). Try it: rubric eval {where} -m scripted:demo -n 3",
@@ -82,19 +126,40 @@ def created_lines(root: Path, kind: str) -> list[str]:
 
 
 def check_lines(report: CheckReport) -> list[str]:
-    """`rubric check`: every check, then the count of passed and failed."""
+    """`rubric check`: every check, then the count of passed and failed.
+
+    Args:
+        report: The checks, from `check_package`.
+
+    Returns:
+        The lines.
+    """
     failed = sum(not r.ok for r in report.results)
     return [report.text(), f"{len(report.results) - failed} passed, {failed} failed"]
 
 
 def built_lines(result: BuildResult) -> list[str]:
-    """`rubric build`: the files built and the rubric-rl versions it was checked on."""
+    """`rubric build`: the files built and the rubric-rl versions it was checked on.
+
+    Args:
+        result: What `build_package` made.
+
+    Returns:
+        The lines.
+    """
     checked = ", ".join(result.record.compatibility.get("rubric-rl", []))
     return [*(f"built {path}" for path in result.files), f"checked on rubric-rl {checked}; next: rubric push"]
 
 
 def pushed_lines(result: PushResult) -> list[str]:
-    """`rubric push`: what was uploaded where, and how to install it."""
+    """`rubric push`: what was uploaded where, and how to install it.
+
+    Args:
+        result: What `push_package` uploaded.
+
+    Returns:
+        The lines.
+    """
     return [
         f"pushed {result.name} {result.version} to {result.hub.url} ({len(result.files)} files)",
         f"install it with: rubric install {result.name}=={result.version} --hub {result.hub.url}",
@@ -102,7 +167,14 @@ def pushed_lines(result: PushResult) -> list[str]:
 
 
 def installed_lines(env: InstalledEnvironment) -> list[str]:
-    """`rubric install`: what was installed, and how to run it."""
+    """`rubric install`: what was installed, and how to run it.
+
+    Args:
+        env: What `install` installed.
+
+    Returns:
+        The lines.
+    """
     return [
         f"installed {env.distribution} {env.version}: environment {env.name!r} ({env.entry_point})",
         f"run it: rubric eval {env.name} -m MODEL -n 5",

@@ -59,6 +59,11 @@ class Hub:
     itself; a URL ending in `/simple/` (or devpi's `/+simple/`) uploads to the part before it;
     `https://pypi.org` uploads to `https://upload.pypi.org/legacy/`. `RUBRIC_HUB_UPLOAD_URL`
     overrides the upload URL for indexes that keep it elsewhere (e.g. Artifactory).
+
+    Attributes:
+        url: The URL as given.
+        simple_url: Its simple API (PEP 503/691), ending in a slash.
+        upload_url: Where uploads go.
     """
 
     url: str
@@ -104,7 +109,20 @@ class DistFile:
 
 @dataclass
 class HubEntry:
-    """One environment package on a hub: what `rubric hub search` lists and `info` shows."""
+    """One environment package on a hub: what `rubric hub search` lists and `info` shows.
+
+    Attributes:
+        name: The distribution's name.
+        versions: Every version on the hub, oldest first.
+        version: The newest, whose card this is.
+        description: The card's description.
+        tags: The card's tags.
+        compatibility: The versions it was checked on (package -> versions).
+        entry_points: Its `rubric.environments` entry points.
+        record: Its whole `rubric_card.json` (None when it has none that is valid).
+        readme: Its README.md.
+        problem: Why its card was skipped, if it was.
+    """
 
     name: str
     versions: list[str]
@@ -394,6 +412,13 @@ async def asearch(
 async def ainfo(name: str, *, hub: str | Hub | None = None) -> HubEntry:
     """One environment package on the hub, with its card and rubric tree summary.
 
+    Args:
+        name: The distribution's name.
+        hub: The index URL (default `$RUBRIC_HUB_URL`).
+
+    Returns:
+        The entry, with its card and README.
+
     Raises:
         HubError: the hub has no such project, or the project is not an environment package.
     """
@@ -413,10 +438,27 @@ async def ainfo(name: str, *, hub: str | Hub | None = None) -> HubEntry:
 def search(
     query: str | None = None, *, tag: str | None = None, hub: str | Hub | None = None
 ) -> list[HubEntry]:
-    """Synchronous `asearch` (works inside a running event loop too)."""
+    """Synchronous `asearch` (works inside a running event loop too).
+
+    Args:
+        query: Text to find in the name, description or tags (case-insensitive); None lists all.
+        tag: Keep only entries with this tag.
+        hub: The index URL (default `$RUBRIC_HUB_URL`).
+
+    Returns:
+        Entries sorted by name.
+    """
     return run_sync(asearch(query, tag=tag, hub=hub))
 
 
 def info(name: str, *, hub: str | Hub | None = None) -> HubEntry:
-    """Synchronous `ainfo` (works inside a running event loop too)."""
+    """Synchronous `ainfo` (works inside a running event loop too).
+
+    Args:
+        name: The distribution's name.
+        hub: The index URL (default `$RUBRIC_HUB_URL`).
+
+    Returns:
+        The entry, with its card and README.
+    """
     return run_sync(ainfo(name, hub=hub))

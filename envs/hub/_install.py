@@ -37,7 +37,15 @@ INSTALL_TIMEOUT = 900.0
 
 @dataclass(frozen=True)
 class InstalledEnvironment:
-    """An installed environment: its registered name, distribution, version and card description."""
+    """An installed environment: its registered name, distribution, version and card description.
+
+    Attributes:
+        name: The name it is registered under (`rubric eval NAME`).
+        distribution: The distribution that installed it.
+        version: Its version.
+        description: Its card's description.
+        entry_point: The object its entry point names (module:function).
+    """
 
     name: str
     distribution: str
@@ -143,6 +151,13 @@ def _installed(name: PackageName) -> Distribution:
 async def ainstall(spec: str, *, hub: str | Hub | None = None) -> InstalledEnvironment:
     """Install `NAME` or `NAME==VERSION` from the hub into the running interpreter's environment.
 
+    Args:
+        spec: `NAME` or `NAME==VERSION`.
+        hub: The index URL (default `$RUBRIC_HUB_URL`).
+
+    Returns:
+        What was installed.
+
     Raises:
         HubError: a bad spec, no such package or version on the hub, the installer failed, or
             the installed package registers no `rubric.environments` entry point.
@@ -172,7 +187,15 @@ async def ainstall(spec: str, *, hub: str | Hub | None = None) -> InstalledEnvir
 
 
 def install(spec: str, *, hub: str | Hub | None = None) -> InstalledEnvironment:
-    """Synchronous `ainstall` (works inside a running event loop too)."""
+    """Synchronous `ainstall` (works inside a running event loop too).
+
+    Args:
+        spec: `NAME` or `NAME==VERSION`.
+        hub: The index URL (default `$RUBRIC_HUB_URL`).
+
+    Returns:
+        What was installed.
+    """
     return run_sync(ainstall(spec, hub=hub))
 
 

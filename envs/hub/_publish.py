@@ -30,7 +30,14 @@ from harness._core.aio import run_sync
 
 @dataclass(frozen=True)
 class PushResult:
-    """What `push_package` uploaded, and where."""
+    """What `push_package` uploaded, and where.
+
+    Attributes:
+        name: The distribution's name.
+        version: The version uploaded.
+        files: The files uploaded.
+        hub: The hub they went to.
+    """
 
     name: str
     version: str
@@ -158,6 +165,9 @@ async def apush_package(
         bump: Raise this part of the version in pyproject.toml and rebuild before uploading.
         isolation: With `bump`, build in an isolated environment (see `build_package`).
 
+    Returns:
+        What was uploaded, and where.
+
     Raises:
         HubError: nothing built, the version (or identical content) is already on the hub,
             missing or wrong credentials, an unreachable hub or one that is not an index.
@@ -196,7 +206,17 @@ def push_package(
     bump: BumpPart | None = None,
     isolation: bool = True,
 ) -> PushResult:
-    """Synchronous `apush_package` (works inside a running event loop too)."""
+    """Synchronous `apush_package` (works inside a running event loop too).
+
+    Args:
+        directory: The environment package's folder (built with `rubric build`).
+        hub: The index URL (default `$RUBRIC_HUB_URL`).
+        bump: Raise this part of the version and rebuild before uploading.
+        isolation: With `bump`, build in an isolated environment.
+
+    Returns:
+        What was uploaded, and where.
+    """
     return run_sync(apush_package(directory, hub=hub, bump=bump, isolation=isolation))
 
 

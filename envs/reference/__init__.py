@@ -1,5 +1,7 @@
-"""The reference environments: `gsm8k` (single turn), `wordle` (multi-turn game) and
-`python` (tool use with a sandboxed interpreter).
+"""The reference environments: gsm8k, wordle and python.
+
+`gsm8k` is single turn, `wordle` a multi-turn game and `python` tool use with a sandboxed
+interpreter.
 
 Each module is short on purpose, to be copied as a template for your own environment, and
 ships two scripted policies (`env.scripted_policies["oracle"]` / `["noisy"]`) so the whole

@@ -196,7 +196,20 @@ def load_environment(
     system_prompt: str = SYSTEM_PROMPT,
     sampling: Mapping[str, Any] | None = None,
 ) -> SingleTurnEnv:
-    """The gsm8k environment (see `load_rows` for `dataset`; `sampling` e.g. {"max_tokens": 1024})."""
+    """The gsm8k environment: math word problems, the answer after "####".
+
+    Args:
+        dataset: None for the bundled synthetic problems, a GSM8K-shaped .jsonl file, or a
+            Hugging Face dataset name such as "openai/gsm8k" (needs network).
+        split: The Hugging Face dataset's split.
+        subset: The Hugging Face dataset's configuration ("main" or "socratic").
+        num_examples: Use only the first this many problems (None: all).
+        system_prompt: The system prompt.
+        sampling: Sampling arguments for the policy, e.g. {"max_tokens": 1024}.
+
+    Returns:
+        The environment.
+    """
     if num_examples is not None and num_examples < 1:
         raise ConfigError(f"num_examples must be a positive integer or None (all), got {num_examples}")
     rows = load_rows(dataset, split, subset)[:num_examples]

@@ -259,6 +259,26 @@ def load_environment(
 ) -> PythonEnv:
     """The python environment over the bundled verified questions (or a .jsonl of your own).
 
+    Args:
+        dataset: A .jsonl file of questions with `question` and `answer` (None: the bundled ones).
+        num_examples: Use only the first this many questions (None: all).
+        timeout: Seconds of wall clock per program.
+        cpu_seconds: Seconds of CPU per program.
+        memory_mb: Memory per program, in MB.
+        output_limit: Bytes of output kept per program (the rest is cut).
+        max_turns: Model turns per rollout.
+        sampling: Sampling arguments for the policy, e.g. {"max_tokens": 1024}.
+        disk_mb: Scratch disk per program, in MB.
+        max_processes: Processes per program.
+        max_tool_calls: Calls run per model turn; each extra call gets a message saying so.
+        network: Give the code the host's network (off by default).
+        unsafe_sandbox: Run code without isolation where bubblewrap is missing (warns).
+        runtime: Run each program in a fresh sandbox of this runtime ("docker:IMAGE",
+            "bwrap", ...; see `harness.runtimes`) instead of the built-in one.
+
+    Returns:
+        The environment.
+
     Raises:
         SandboxUnavailableError: bubblewrap cannot isolate code here and `unsafe_sandbox`
             is not set.

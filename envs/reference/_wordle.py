@@ -320,8 +320,18 @@ def load_environment(
 ) -> WordleEnv:
     """The wordle environment: `num_games` seeded games over the bundled (or given) word list.
 
-    `use_tool=False` removes the `guess` tool (for endpoints without tool calling); guesses
-    are then read from `<guess>word</guess>` only.
+    Args:
+        num_games: How many games (one example each).
+        seed: Seeds which words are chosen.
+        max_guesses: Guesses per game.
+        words_path: A word list of your own (one five-letter word a line).
+        use_tool: Offer the `guess` tool; False (for endpoints without tool calling) reads
+            guesses from `<guess>word</guess>` only.
+        max_turns: Model turns per rollout (default: `max_guesses` + 4, room for invalid guesses).
+        sampling: Sampling arguments for the policy, e.g. {"max_tokens": 1024}.
+
+    Returns:
+        The environment.
     """
     words = load_words(words_path)
     games = make_games(words, num_games, seed)

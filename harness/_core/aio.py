@@ -52,6 +52,9 @@ class Stopped(KeyboardInterrupt):
 
     A KeyboardInterrupt, so everything that handles Ctrl-C (cancelling the work, recording an
     "interrupted" run with its summary, ending worker processes) handles it the same way.
+
+    Args:
+        signum: The signal's number (`signal.SIGTERM`, `signal.SIGHUP`).
     """
 
     def __init__(self, signum: int) -> None:

@@ -75,7 +75,18 @@ def _check_fail_on_error(value: object, flag: str) -> None:
 
 
 def check_limits(values: Mapping[str, object], spelled: Mapping[str, str] | None = None) -> None:
-    """`check_limit` for every setting in `values` that has limits (others are ignored)."""
+    """Check run settings against the limits `evaluate` and `rubric eval` share.
+
+    Args:
+        values: Settings by name (`concurrency`, `rollouts_per_example`, `max_tokens`,
+            `timeout`, `fail_on_error`, ...); None means not given, and names without limits
+            are ignored.
+        spelled: How the caller spells a setting in messages, e.g.
+            `{"concurrency": "-c/--concurrency"}` (default: its name).
+
+    Raises:
+        ConfigError: A value is outside its limits; the message names the values allowed.
+    """
     for name, value in values.items():
         if name in INT_LIMITS or name in FLOAT_LIMITS or name == "fail_on_error":
             check_limit(name, value, (spelled or {}).get(name))

@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict, TypeVar
+from typing import Any, Literal, TypedDict, TypeVar
 
 from harness._core.errors import ConfigError, ConfigTypeError
 
@@ -21,7 +21,12 @@ _SHARD_TEXT = re.compile(r"^\s*(-?\d+)\s*/\s*(-?\d+)\s*$")
 
 @dataclass(frozen=True)
 class Shard:
-    """Slice `index` (from 0) of `count`: the examples at plan positions p with p % count == index."""
+    """Slice `index` (from 0) of `count`: the examples at plan positions p with p % count == index.
+
+    Attributes:
+        index: Which slice, from 0.
+        count: How many slices the examples are cut into.
+    """
 
     index: int
     count: int
@@ -59,6 +64,10 @@ class Shard:
         return list(items[self.index :: self.count])
 
 
+#: Where the rollouts of an evaluation run: the driver's own processes, or Ray actors.
+ExecutorName = Literal["local", "ray"]
+
+
 class EvaluateOptions(TypedDict, total=False):
     """The keyword arguments of `aevaluate` / `evaluate`, for the functions that pass them on
     (`Environment.evaluate` / `aevaluate`): typed, so a misspelt option is a type error.
@@ -76,7 +85,7 @@ class EvaluateOptions(TypedDict, total=False):
     sampling: Mapping[str, Any] | None
     shard: Shard | str | None
     workers: int
-    executor: str
+    executor: ExecutorName
     ray_address: str | None
     fail_on_error: float | None
 
@@ -102,4 +111,4 @@ def check_evaluate_options(options: Mapping[str, object], where: str) -> None:
             )
 
 
-__all__ = ["EvaluateOptions", "Shard", "check_evaluate_options"]
+__all__ = ["EvaluateOptions", "ExecutorName", "Shard", "check_evaluate_options"]

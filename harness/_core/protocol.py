@@ -172,7 +172,7 @@ class EnvironmentSource(Protocol):
     driver sends each worker its examples, so the environment may defer its dataset.
     (`envs._registry.EnvironmentSpec` implements it.)"""
 
-    def load(self, *, worker: bool = False) -> Any: ...
+    def load(self, *, worker: bool = False) -> EnvironmentProtocol: ...
 
 
 @runtime_checkable

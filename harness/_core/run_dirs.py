@@ -107,7 +107,17 @@ def rescored_path(folder: str | Path) -> Path:
 
 
 def newest_rescored(folder: str | Path) -> Path:
-    """The latest re-scored copy in a run folder; ResultsError when there is none."""
+    """The newest re-scored copy of a run's results (`rubric score` writes them).
+
+    Args:
+        folder: A run directory.
+
+    Returns:
+        Its newest `results.rescored-<time>.jsonl`, for `load_results`.
+
+    Raises:
+        ResultsError: The folder holds no re-scored results.
+    """
     found = sorted(Path(folder).glob(RESCORED_GLOB))
     if not found:
         raise ResultsError(

@@ -19,7 +19,7 @@ Definitions:
   Views always say what a pass is. Nodes do not declare their reward range, so a tree that
   cannot reach 1 is recognised by its rollouts: with the default criterion, no rollout passed
   and the best reward is above 0 (some rollouts earned reward, none the full 1); then
-  `pass_warning` says so and points to `success=`.
+  `Summary.pass_warning()` says so and points to `success=`.
 """
 
 from __future__ import annotations
@@ -131,6 +131,46 @@ class Summary(HtmlRepr, BaseModel):
         ]
         return f"Summary({'; '.join(parts)})"
 
+    def pass_warning(self) -> str | None:
+        """Why pass@k may not mean what it seems (see the module docstring).
+
+        Returns:
+            With the default criterion, a sentence when no rollout reached reward 1 though
+            some earned reward (pointing to `success=`); otherwise None.
+        """
+        best = self.best_reward
+        if self.pass_criterion != DEFAULT_PASS_CRITERION or not self.pass_at_k or best is None:
+            return None
+        if not 0 < best < PASS_THRESHOLD:
+            return None
+        return (
+            f"no rollout reached reward 1 (the best: {best:.4g}), which pass@k counts as a pass; if this "
+            f"rubric's top reward is below 1, say what passes with success=(node, threshold)"
+        )
+
+    def too_many_errors(self, fail_on_error: float | None, spelled: str = "fail_on_error") -> str | None:
+        """Why the run fails by its errors, as Inspect's `fail_on_error` decides.
+
+        Args:
+            fail_on_error: The most errored rollouts allowed: a share when below 1 (0: any
+                error fails), a count from 1 up; None: the run fails only when every rollout
+                errored.
+            spelled: The setting's name in the sentence (`--fail-on-error` on the command line).
+
+        Returns:
+            A sentence saying how many rollouts errored of how many and what was allowed, or
+            None when the run does not fail.
+        """
+        errors, rollouts = self.num_errors, self.num_rollouts
+        if fail_on_error is None:
+            too_many, allowed = rollouts > 0 and errors == rollouts, "every rollout"
+        elif fail_on_error == 0:
+            too_many, allowed = errors > 0, f"{spelled}: any error"
+        else:
+            limit = fail_on_error * rollouts if fail_on_error < 1 else fail_on_error
+            too_many, allowed = errors > limit, f"more than {spelled} {fail_on_error:g}"
+        return f"{errors} of {rollouts} rollouts errored ({allowed})" if too_many else None
+
     __str__ = __repr__
 
 
@@ -176,20 +216,6 @@ def skip_reason(scores: Mapping[str, float], path: str, paths: Sequence[str]) ->
         if value != value or value == 0.0:
             return f"skipped: after {sibling.rsplit('.', 1)[-1]} scored {'NaN' if value != value else 0}"
     return "not run"
-
-
-def pass_warning(summary: Summary) -> str | None:
-    """Why pass@k may not mean what it seems (None when it does): with the default criterion,
-    no rollout reached reward 1 though some earned reward (see the module docstring)."""
-    best = summary.best_reward
-    if summary.pass_criterion != DEFAULT_PASS_CRITERION or not summary.pass_at_k or best is None:
-        return None
-    if not 0 < best < PASS_THRESHOLD:
-        return None
-    return (
-        f"no rollout reached reward 1 (the best: {best:.4g}), which pass@k counts as a pass; if this "
-        f"rubric's top reward is below 1, say what passes with success=(node, threshold)"
-    )
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -465,7 +491,6 @@ __all__ = [
     "node_note",
     "over_scored",
     "pass_at_k",
-    "pass_warning",
     "skip_reason",
     "summarize",
     "wall_time",

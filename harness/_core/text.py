@@ -29,7 +29,7 @@ def _escape(match: re.Match[str]) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
-def escape_control(text: Any) -> str:
+def escape_control(text: object) -> str:
     """`text` (made a str) with every control, bidi and invisible character shown as an escape.
 
     Args:

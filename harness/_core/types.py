@@ -10,11 +10,15 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable
-from typing import Any, ClassVar, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from harness._core.display import HtmlRepr
+
+if TYPE_CHECKING:  # pragma: no cover
+    # Type-only: the foundation imports nothing else of the project at run time.
+    from harness.runtimes import Sandbox
 
 Role = Literal["system", "user", "assistant", "tool", "developer"]
 
@@ -185,19 +189,6 @@ def as_messages(value: Any, default_role: Role = "user") -> list[Message]:
     return [m if isinstance(m, Message) else Message.model_validate(m) for m in value]
 
 
-class TreeNode(TypedDict, total=False):
-    """One rubric node as a run's metadata and the views describe it: dotted `path` ("" = the
-    root), `head` (e.g. "Gate(threshold=1)"), `note` (what the parent says about it, e.g.
-    "weight=0.8"), a Gate's `threshold`, and `group` (True, only on a node that scores the
-    rollouts of one example together)."""
-
-    path: str
-    head: str
-    note: str
-    threshold: float | None
-    group: bool
-
-
 CONVERSATION_COLUMNS = ("response", "answer", "task", "info", "prompt", "completion")
 
 
@@ -316,11 +307,14 @@ class Rollout(HtmlRepr, BaseModel):
     _sandbox: LiveRef | None = PrivateAttr(default=None)
 
     @property
-    def sandbox(self) -> Any:
+    def sandbox(self) -> Sandbox | None:
         """The episode's sandbox while the rollout is being scored (an agent ran in it), else None."""
-        return self._sandbox.value if self._sandbox is not None else None
+        if self._sandbox is None:
+            return None
+        sandbox: Sandbox = self._sandbox.value
+        return sandbox
 
-    def attach_sandbox(self, sandbox: Any) -> None:
+    def attach_sandbox(self, sandbox: Sandbox | None) -> None:
         """Let reward nodes read `sandbox` (`rollout.sandbox`, a `sandbox` parameter); None detaches."""
         self._sandbox = LiveRef(sandbox) if sandbox is not None else None
 
@@ -421,7 +415,6 @@ __all__ = [
     "Role",
     "Rollout",
     "ToolCall",
-    "TreeNode",
     "TurnTokens",
     "Usage",
     "as_messages",

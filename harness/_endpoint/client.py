@@ -20,7 +20,7 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import ValidationError
 
@@ -30,6 +30,7 @@ from harness._core.errors import ConfigError, ConfigTypeError, EndpointError
 from harness._core.types import Message, Usage
 from harness._endpoint.retry import MalformedResponseError, call_with_retries, is_retryable, status_of
 from harness._endpoint.transport import (
+    MAX_BODY_BYTES,
     AiohttpTransport,
     SDKTransport,
     Transport,
@@ -57,6 +58,9 @@ from harness._endpoint.wire import (
     token_count,
 )
 
+if TYPE_CHECKING:  # pragma: no cover
+    from openai import AsyncOpenAI
+
 logger = logging.getLogger(__name__)
 
 
@@ -79,37 +83,9 @@ class _Secret:
         return text.replace(self.value, "***")
 
 
-# This process's share of every Client's max_concurrency: (worker index, number of workers).
-# A run with worker processes sets it in each worker, so a limit stays one limit for the run.
-_SHARE: tuple[int, int] = (0, 1)
-# Clients whose pool is open (`open_clients`), held until closed: a pool dropped unclosed
-# would leak its sockets anyway, and this way whoever ends the event loop can still close it.
-_OPEN: set[Client] = set()
-
-
-def open_clients() -> list[Client]:
-    """Every Client of this process whose HTTP pool is open now (a test harness or a
-    notebook closes them with `client.close()` before their event loop ends)."""
-    return list(_OPEN)
-
-
-def set_concurrency_share(index: int, count: int) -> None:
-    """Make every Client of this process use worker `index`'s share of `count` of its limit.
-
-    Called by `harness._engine.executors.workers` in each worker process before the environment is loaded, so
-    the policy client and every judge's client (`LLMJudge(max_concurrency=...)`) split their
-    run-wide limit across the workers instead of multiplying it.
-    """
+def _check_share(index: int, count: int) -> None:
     if not 0 <= index < count:
         raise ValueError(f"concurrency share {index}/{count}: index must be in 0..{count - 1}")
-    global _SHARE
-    _SHARE = (index, count)
-
-
-def concurrency_share(limit: int) -> int:
-    """This process's part of a run-wide `limit` (the parts of all workers add up to it)."""
-    index, count = _SHARE
-    return max(1, limit // count + (1 if index < limit % count else 0))
 
 
 def _sdk_client(
@@ -191,7 +167,8 @@ class Client:
     `REJECTED_STREAK`-th 400/422 before any success: the endpoint will not serve this key,
     model or request shape, and `evaluate` stops the run on it.
     Test knobs: `backoff_base`/`backoff_max` (seconds) shape the jittered exponential backoff;
-    `retry_after_max` caps how long a server's Retry-After may make us wait.
+    `retry_after_max` caps how long a server's Retry-After may make us wait. An answer over
+    `max_response_bytes` (64 MiB) is refused unread, like a malformed one.
 
     The HTTP pool belongs to the event loop that opened it, and the client opens a new one
     on another loop. Close it before its loop ends (`async with client:` or `await
@@ -214,6 +191,47 @@ class Client:
         transport: "aiohttp" (default), "openai", or your own `openai.AsyncOpenAI`.
     """
 
+    #: The largest answer body read (a runaway or hostile server's bigger one is refused, not
+    #: read into memory); set it on a client before its first request to change it.
+    max_response_bytes: int = MAX_BODY_BYTES
+    # This process's share of every Client's max_concurrency: (worker index, number of workers).
+    # A run with worker processes sets it in each worker, so a limit stays one limit for the run.
+    _share: ClassVar[tuple[int, int]] = (0, 1)
+    # Clients whose pool is open (`open_clients`), held until closed: a pool dropped unclosed
+    # would leak its sockets anyway, and this way whoever ends the event loop can still close it.
+    _open: ClassVar[set[Client]] = set()
+
+    @classmethod
+    def open_clients(cls) -> list[Client]:
+        """Every Client of this process whose HTTP pool is open now (a test harness or a
+        notebook closes them with `client.close()` before their event loop ends)."""
+        return list(Client._open)
+
+    @classmethod
+    def set_concurrency_share(cls, index: int, count: int) -> None:
+        """Make every Client of this process use worker `index`'s share of `count` of its limit.
+
+        Called by the worker executor in each worker process before the environment is
+        loaded, so the policy client and every judge's client split their run-wide limit
+        across the workers instead of multiplying it.
+
+        Args:
+            index: This worker's index, in 0..count-1.
+            count: How many workers share each limit.
+        """
+        _check_share(index, count)
+        Client._share = (index, count)
+
+    @classmethod
+    def concurrency_share(cls, limit: int) -> int:
+        """This process's part of a run-wide `limit` (the parts of all workers add up to it).
+
+        Args:
+            limit: A run-wide concurrency limit.
+        """
+        index, count = Client._share
+        return max(1, limit // count + (1 if index < limit % count else 0))
+
     def __init__(
         self,
         model: str,
@@ -229,7 +247,7 @@ class Client:
         backoff_max: float = 30.0,
         retry_after_max: float = 60.0,
         return_token_ids: bool = False,
-        transport: str | Any | None = None,
+        transport: str | AsyncOpenAI | None = None,
     ) -> None:
         transport = DEFAULT_TRANSPORT if transport is None else transport
         _check_transport(transport)
@@ -259,7 +277,7 @@ class Client:
         self.retry_after_max = float(retry_after_max)
         self.return_token_ids = bool(return_token_ids)
         # "aiohttp" (lean, the default), "openai" (the SDK), or the user's own openai.AsyncOpenAI.
-        self.transport: str | Any = transport
+        self.transport: str | AsyncOpenAI = transport
 
         self.usage = Usage()
         self.requests = 0
@@ -351,14 +369,15 @@ class Client:
             ):
                 asyncio.run_coroutine_threadsafe(old.aclose(), old_loop)  # its pool belongs to that loop
             self._transport = self._open_transport()
-            _OPEN.add(self)
-            self._semaphore = asyncio.Semaphore(concurrency_share(self.max_concurrency))
+            Client._open.add(self)
+            self._semaphore = asyncio.Semaphore(Client.concurrency_share(self.max_concurrency))
             self._loop = loop
         assert self._semaphore is not None
         return self._transport, self._semaphore
 
     def _open_transport(self) -> Transport:
-        connections = concurrency_share(self.max_concurrency)
+        connections = Client.concurrency_share(self.max_concurrency)
+        limit = self.max_response_bytes
         if self.transport == "aiohttp":
             return AiohttpTransport(
                 self.base_url,
@@ -366,16 +385,17 @@ class Client:
                 self.headers,
                 max_connections=connections,
                 timeout=self.timeout,
+                max_body_bytes=limit,
             )
         if self.transport == "openai":
             sdk = _sdk_client(self.base_url, self._key.value, self.headers, connections, self.timeout)
-            return SDKTransport(sdk, owned=True)
-        return SDKTransport(self.transport, owned=False)
+            return SDKTransport(sdk, owned=True, max_body_bytes=limit)
+        return SDKTransport(self.transport, owned=False, max_body_bytes=limit)
 
     async def aclose(self) -> None:
         """Close the HTTP pool; the client reconnects if used again."""
         transport, self._transport, self._loop = self._transport, None, None
-        _OPEN.discard(self)
+        Client._open.discard(self)
         if transport is not None:
             await transport.aclose()
 
@@ -386,7 +406,7 @@ class Client:
         loop = self._loop
         if loop is None or loop.is_closed():
             self._transport, self._loop = None, None
-            _OPEN.discard(self)
+            Client._open.discard(self)
         elif loop.is_running():
             asyncio.run_coroutine_threadsafe(self.aclose(), loop).result(10)
         else:
@@ -597,5 +617,4 @@ __all__ = [
     "EndpointError",
     "check_sampling",
     "is_context_length_error",
-    "open_clients",
 ]

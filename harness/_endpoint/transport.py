@@ -79,9 +79,17 @@ class AiohttpTransport:
     name = "aiohttp"
 
     def __init__(
-        self, base_url: str, api_key: str, headers: Mapping[str, str], *, max_connections: int, timeout: float
+        self,
+        base_url: str,
+        api_key: str,
+        headers: Mapping[str, str],
+        *,
+        max_connections: int,
+        timeout: float,
+        max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
         self._url = f"{base_url}/chat/completions"
+        self._max_body_bytes = max_body_bytes
         connector = aiohttp.TCPConnector(limit=max_connections, limit_per_host=max_connections)
         self._session = aiohttp.ClientSession(
             connector=connector,
@@ -99,7 +107,7 @@ class AiohttpTransport:
         data = json.dumps(body, ensure_ascii=False).encode("utf-8")
         try:
             async with self._session.post(self._url, data=data) as response:
-                raw = await _read_capped(response)
+                raw = await _read_capped(response, self._max_body_bytes)
                 status, headers = response.status, response.headers
         except aiohttp.ServerTimeoutError as exc:
             raise TransportTimeout(str(exc)) from exc
@@ -113,23 +121,23 @@ class AiohttpTransport:
         await self._session.close()
 
 
-async def _read_capped(response: aiohttp.ClientResponse) -> bytes:
-    """The whole body, refused (ValueError) as soon as it exceeds `MAX_BODY_BYTES`."""
+async def _read_capped(response: aiohttp.ClientResponse, limit: int) -> bytes:
+    """The whole body, refused (ValueError) as soon as it exceeds `limit` bytes."""
     if response.content_length is not None:
-        if response.content_length > MAX_BODY_BYTES:
-            raise _too_big(response.content_length)
+        if response.content_length > limit:
+            raise _too_big(response.content_length, limit)
         return await response.read()
     chunks, size = [], 0
     async for chunk in response.content.iter_any():
         size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise _too_big(size)
+        if size > limit:
+            raise _too_big(size, limit)
         chunks.append(chunk)
     return b"".join(chunks)
 
 
-def _too_big(size: int) -> ValueError:
-    return ValueError(f"the answer is {size:,} bytes, more than the {MAX_BODY_BYTES:,}-byte limit")
+def _too_big(size: int, limit: int) -> ValueError:
+    return ValueError(f"the answer is {size:,} bytes, more than the {limit:,}-byte limit")
 
 
 class SDKTransport:
@@ -141,12 +149,13 @@ class SDKTransport:
 
     name = "openai"
 
-    def __init__(self, sdk: Any, *, owned: bool) -> None:
+    def __init__(self, sdk: Any, *, owned: bool, max_body_bytes: int = MAX_BODY_BYTES) -> None:
         import openai  # deferred: the SDK is heavy and the default transport never needs it
 
         self._openai = openai
         self._sdk = sdk
         self._owned = owned
+        self._max_body_bytes = max_body_bytes
 
     async def chat(self, body: dict[str, Any]) -> Any:
         arguments = dict(body)
@@ -168,8 +177,8 @@ class SDKTransport:
             headers = {k.lower(): v for k, v in exc.response.headers.items()}
             raise HTTPStatusError(exc.status_code, body, headers) from exc
         content = raw.content
-        if len(content) > MAX_BODY_BYTES:
-            raise _too_big(len(content))
+        if len(content) > self._max_body_bytes:
+            raise _too_big(len(content), self._max_body_bytes)
         return json.loads(content)  # ValueError (bad JSON, bad UTF-8): the Client names it
 
     async def aclose(self) -> None:

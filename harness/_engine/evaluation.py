@@ -33,7 +33,7 @@ from harness._core.errors import (
     WorkersHint,
 )
 from harness._core.limits import check_limits, check_planned
-from harness._core.options import EvaluateOptions, Shard, check_evaluate_options
+from harness._core.options import EvaluateOptions, ExecutorName, Shard, check_evaluate_options
 from harness._core.protocol import (
     EnvironmentProtocol,
     HoldsResources,
@@ -62,7 +62,6 @@ from harness._engine.executors.workers import peak_rss_mib
 from harness._engine.runner import rollout as run_rollout
 from harness._results.eval_results import EvalResults, node_paths, success_of
 from harness._results.sharding import shard_metadata
-from harness._views.console import too_many_errors
 from harness._views.progress import ProgressDisplay, RunStats
 
 # Arguments that only change how fast a run goes, so a resumed run may change them.
@@ -429,7 +428,7 @@ async def aevaluate(
     sampling: Mapping[str, Any] | None = None,
     shard: Shard | str | None = None,
     workers: int = 1,
-    executor: str = "local",
+    executor: ExecutorName = "local",
     ray_address: str | None = None,
     fail_on_error: float | None = None,
 ) -> EvalResults:
@@ -585,11 +584,7 @@ def _start_work(
 def _raise_if_too_many_errors(
     results: EvalResults, fail_on_error: float | None, directory: Path | None
 ) -> None:
-    failed = (
-        too_many_errors(results.summary, fail_on_error, "fail_on_error")
-        if fail_on_error is not None
-        else None
-    )
+    failed = results.summary.too_many_errors(fail_on_error) if fail_on_error is not None else None
     if failed:
         where = f" (saved in {directory})" if directory else ""
         raise TooManyErrorsError(f"{failed}; the results{where} are on this error as .results", results)

@@ -85,8 +85,16 @@ class ExampleDelta:
 class Comparison(HtmlRepr):
     """Run A against run B, node by node and example by example.
 
-    `differences` holds, in the order of `nodes` (the reward first), each paired difference
-    over the examples both runs scored; in a notebook the comparison draws itself as a table.
+    In a notebook the comparison draws itself as a table; `rubric view A B` prints it.
+
+    Attributes:
+        a: The baseline run.
+        b: The run compared with it.
+        paths: The node paths compared, the reward ("") first.
+        nodes: Each node's means in both runs and their difference.
+        examples: Each shared example's reward in both runs, and whether it flipped.
+        differences: In the order of `nodes`, each paired difference over the examples both
+            runs scored, with its interval.
     """
 
     html_kind: ClassVar[str] = "comparison"

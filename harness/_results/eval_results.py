@@ -25,8 +25,9 @@ from harness._core.storage import (
     section,
     write_atomic,
 )
-from harness._core.summary import Summary, node_note, over_scored, pass_warning, summarize, wall_time
+from harness._core.summary import Summary, node_note, over_scored, summarize, wall_time
 from harness._core.text import safe_text
+from harness._core.tree import read_tree, tree_paths
 from harness._core.types import CONVERSATION_COLUMNS, Rollout, conversation_columns
 from harness._results.exports import export_rows
 
@@ -47,10 +48,8 @@ def _fmt(value: float | None, digits: int = 4) -> str:
 
 def node_paths(metadata: Mapping[str, Any]) -> list[str] | None:
     """The rubric's node paths in tree order, as the run recorded them (None if it did not)."""
-    nodes = section(metadata, "env").get("rubric")
-    if not isinstance(nodes, list):
-        return None
-    return [n["path"] for n in nodes if isinstance(n, dict) and isinstance(n.get("path"), str) and n["path"]]
+    nodes = read_tree(section(metadata, "env").get("rubric"))
+    return None if nodes is None else tree_paths(nodes)
 
 
 def success_of(metadata: Mapping[str, Any]) -> tuple[str, float] | None:
@@ -341,7 +340,7 @@ class EvalResults(HtmlRepr):
             )
             table.add_row(f"pass@{k}", _fmt(value) + (partial or fewer))
         if s.pass_at_k:  # always: "reward >= 1" reads as 0 for a rubric that tops out below 1
-            doubt = pass_warning(s)
+            doubt = s.pass_warning()
             table.add_row("pass means", safe_text(s.pass_criterion + (f"  ({doubt})" if doubt else "")))
         stops = ", ".join(f"{name} {n}" for name, n in s.stop_reasons.items()) or "-"
         table.add_row("stop reasons", safe_text(stops))

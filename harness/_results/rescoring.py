@@ -137,10 +137,23 @@ def rescore_to(
     spec: str | None = None,
     failed_only: bool = False,
 ) -> tuple[EvalResults, Path]:
-    """`rescore`, written to `out` (default: a new `results.rescored-<time>.jsonl` beside the
-    run in `source`), with where it came from in its metadata; returns it and the file.
+    """`rescore`, written to a new results file, as `rubric score` does.
+
+    Args:
+        results: A run, e.g. from `harness.load_results(DIR)`.
+        env: The environment whose `score` (its rubric) grades the copies.
+        out: The results file to write (default: a new `results.rescored-<time>.jsonl` in
+            `source`).
+        concurrency: Most rollouts (or groups) scored at once.
+        source: The run directory `results` came from, recorded in the new metadata.
+        spec: How the environment was named (`rubric score DIR ENV`), recorded too.
+        failed_only: Score again only the nodes that failed (NaN).
+
+    Returns:
+        The re-scored copy and the file it was written to.
 
     Raises:
+        ConfigError: Neither `out` nor `source` was given.
         ResultsError: `out` already exists (nothing is overwritten).
     """
     if out is None and source is None:

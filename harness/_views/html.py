@@ -5,8 +5,8 @@ only ever enters through `esc`), styled by `STYLE`, which is scoped under `.rv` 
 neither leaks into a notebook's page nor needs a network. `rubric view --html`
 (harness._views.report) embeds the same fragments, so a rollout looks the same in both places.
 
-A rubric tree is drawn from a list of node descriptions (`TreeNode`): from a live Rubric by
-`rubrics._render`, from a run's metadata, or, failing both, from the dotted score paths.
+A rubric tree is drawn from its one description, a list of `harness.TreeNode`: from a live
+Rubric (`Rubric.tree()`), from a run's metadata, or, failing both, from the dotted score paths.
 
 Just over 500 lines: the renderers share `esc`, `fmt` and `STYLE`, and every piece of text
 that reaches a page goes through this one file, which is what a security review reads.
@@ -23,19 +23,13 @@ from typing import TYPE_CHECKING, Any
 from harness._core.content import block_text, tool_content
 from harness._core.display import STYLE, esc, fmt, register_html_view
 from harness._core.storage import run_title, section
-from harness._core.summary import node_note, over_scored, pass_warning, skip_reason, wall_time
-from harness._core.types import Message, Rollout, TreeNode
+from harness._core.summary import node_note, over_scored, skip_reason, wall_time
+from harness._core.tree import TreeNode, read_tree, tree_from_paths, tree_paths
+from harness._core.types import Message, Rollout
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness._core.summary import Summary
     from harness._results.eval_results import EvalResults
-
-
-def _number(value: object) -> float | None:
-    """`value` if it is a real number (not a bool), else None: for numbers read from files."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
 
 
 def json_script(element_id: str, data: Any) -> str:
@@ -95,7 +89,7 @@ def _row(label: str, value: str, cls: str = "") -> str:
 
 
 def _node_rows(summary: Summary, nodes: Sequence[TreeNode] | None) -> list[str]:
-    order = [n["path"] for n in nodes or [] if n.get("path")]
+    order = tree_paths(nodes or [])
     paths = [p for p in order if p in summary.node_means]
     paths += [p for p in summary.node_means if p not in paths]
     stderrs = summary.node_stderrs
@@ -132,7 +126,7 @@ def _pass_rows(s: Summary) -> list[str]:
         )
         rows.append(_row(f"pass@{k}", esc(fmt(v)) + fewer))
     if s.pass_at_k:  # always: "reward >= 1" reads as 0 for a rubric that tops out below 1
-        doubt = pass_warning(s)
+        doubt = s.pass_warning()
         note = f" <span class='bad'>{esc(doubt)}</span>" if doubt else ""
         rows.append(_row("pass means", esc(s.pass_criterion) + note))
     return rows
@@ -247,9 +241,7 @@ def groups_html(
     if not shown:
         return ""
     marks = {n.get("path", ""): bool(n.get("group")) for n in nodes or []}
-    paths = [n["path"] for n in nodes or [] if n.get("path")] or sorted(
-        {p for g in shown for r in g for p in r.scores}
-    )
+    paths = tree_paths(nodes or []) or sorted({p for g in shown for r in g for p in r.scores})
     tables = []
     for group in shown:
         group = sorted(group, key=lambda r: r.rollout_index)
@@ -286,40 +278,12 @@ def _score_cell(value: float, reason: str) -> str:
 
 
 def tree_from_metadata(metadata: Mapping[str, Any]) -> list[TreeNode] | None:
-    """The rubric tree a run recorded (env config "rubric"), or None for older runs. A file
-    is data: only nodes with a text path are kept, head and note are text, a threshold a number."""
-    nodes = section(metadata, "env").get("rubric")
-    if not isinstance(nodes, list):
-        return None
-    kept: list[TreeNode] = []
-    for node in nodes:
-        if not isinstance(node, Mapping) or not isinstance(node.get("path"), str):
-            continue
-        clean: TreeNode = {
-            "path": node["path"],
-            "head": str(node.get("head") or ""),
-            "note": str(node.get("note") or ""),
-        }
-        threshold = _number(node.get("threshold"))
-        if threshold is not None:
-            clean["threshold"] = threshold
-        if node.get("group") is True:
-            clean["group"] = True
-        kept.append(clean)
-    return kept
+    """The rubric tree a run recorded (env config "rubric"), or None for older runs; a file
+    is data, read by `harness._core.tree.read_tree`."""
+    return read_tree(section(metadata, "env").get("rubric"))
 
 
 # ------------------------------------------------------------------------------- rubric tree
-
-
-def tree_from_paths(paths: Iterable[str]) -> list[TreeNode]:
-    """A tree drawn from dotted score paths alone (no heads or weights known), parents first."""
-    seen: dict[str, None] = {"": None}
-    for path in paths:
-        parts = path.split(".")
-        for i in range(1, len(parts) + 1):
-            seen.setdefault(".".join(parts[:i]), None)
-    return [{"path": p, "head": "reward" if not p else "", "note": ""} for p in seen]
 
 
 def _gate_note(node: TreeNode, scores: Mapping[str, float]) -> str:
@@ -563,7 +527,6 @@ register_html_view("results", results_html)
 
 __all__ = [
     "STYLE",
-    "TreeNode",
     "conversation_html",
     "esc",
     "fmt",
@@ -578,6 +541,5 @@ __all__ = [
     "scores_table_html",
     "summary_html",
     "tree_from_metadata",
-    "tree_from_paths",
     "tree_html",
 ]

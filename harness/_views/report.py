@@ -22,13 +22,13 @@ from typing import Any
 
 from harness._core.run_dirs import slug
 from harness._core.storage import run_title, section, write_atomic
+from harness._core.tree import TreeNode
 from harness._core.types import Rollout
 from harness._results.compare import FLIP_THRESHOLD, Comparison, compare, node_paths
 from harness._results.eval_results import EvalResults
 from harness._views.compare_html import node_table_html
 from harness._views.html import (
     STYLE,
-    TreeNode,
     esc,
     groups_html,
     histogram_svg,
@@ -174,8 +174,17 @@ def comparison_html(a: EvalResults, b: EvalResults) -> str:
 
 
 def report_path(source: str | Path, other: str | Path | None = None, out: str | None = None) -> Path:
-    """Where the report of run `source` (compared with `other`) goes unless `out` is given:
-    DIR/report.html, beside a results file as FILE.html, or ./compare--A--B.html for two runs."""
+    """Where `rubric view --html` writes the report of a run, or of two runs compared.
+
+    Args:
+        source: The run directory or results file.
+        other: A second run compared with it, if any.
+        out: The path asked for; when given, it is the answer.
+
+    Returns:
+        `out`, else DIR/report.html (FILE.html beside a results file), or
+        ./compare--A--B.html for two runs.
+    """
     if out:
         return Path(out)
     source = Path(source)

@@ -264,9 +264,20 @@ def show_run(
     errors: bool = False,
     note: str | None = None,
 ) -> None:
-    """What `rubric view` prints: the summary (then `note`, such as where the environment came
-    from) and the chosen rollouts whole (every node's score in tree order), or, with `other`,
-    the two runs compared.
+    """Print a run in the terminal as `rubric view` does, or two runs compared.
+
+    Every string from the run is printed escaped (never as rich markup).
+
+    Args:
+        console: The rich console to print to.
+        results: The run.
+        other: A second run to compare with: then the comparison is printed instead.
+        names: How the two runs were named (for the command that shows them side by side).
+        rollout: Show this rollout whole: an example id, or EXAMPLE:ROLLOUT_INDEX.
+        worst: Show the N rollouts with the lowest reward.
+        best: Show the N rollouts with the highest reward.
+        errors: Show the rollouts that errored or have unscored nodes.
+        note: A line printed under the summary (such as where the environment came from).
 
     Raises:
         KeyError: `rollout` names no rollout of the run (the message says which exist).

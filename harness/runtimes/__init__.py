@@ -78,7 +78,7 @@ def get_runtime(spec: str, *, run_id: str | None = None) -> Runtime:
 
 
 def _local_records(*, dry_run: bool) -> list[dict[str, str]]:
-    """bwrap and local sandbox folders (with their processes) of this machine."""
+    """The bubblewrap and local sandbox folders (with their processes) of this machine."""
     records = []
     for folder in state_folders():
         state = SandboxState.load(folder)
@@ -104,7 +104,14 @@ def _local_records(*, dry_run: bool) -> list[dict[str, str]]:
 
 
 async def alist_sandboxes(*, docker: bool = True) -> list[dict[str, str]]:
-    """Every sandbox of ours on this machine (kind, id, run, owner, alive), removing nothing."""
+    """Every sandbox of ours on this machine (kind, id, run, owner, alive), removing nothing.
+
+    Args:
+        docker: Ask Docker too (False: only bwrap and local sandboxes).
+
+    Returns:
+        One record per sandbox.
+    """
     found = _local_records(dry_run=True)
     if docker:
         found += await _docker_records(dry_run=True)
@@ -112,8 +119,17 @@ async def alist_sandboxes(*, docker: bool = True) -> list[dict[str, str]]:
 
 
 async def aprune(*, docker: bool = True) -> list[dict[str, str]]:
-    """Remove the sandboxes whose owner process is gone (bwrap processes and cgroups, host
-    folders, Docker containers and fork images labelled as ours); returns what was found."""
+    """Remove the sandboxes whose owner process is gone; returns what was found.
+
+    Those are bwrap processes and cgroups, host folders, Docker containers and fork images
+    labelled as ours.
+
+    Args:
+        docker: Prune Docker containers and images too (False: only bwrap and local sandboxes).
+
+    Returns:
+        One record per sandbox found, with whether it was removed.
+    """
     found = await _docker_records(dry_run=False) if docker else []
     found += _local_records(dry_run=False)
     cgroups.prune_groups()
@@ -130,12 +146,26 @@ async def _docker_records(*, dry_run: bool) -> list[dict[str, str]]:
 
 
 def list_sandboxes(*, docker: bool = True) -> list[dict[str, str]]:
-    """Sync face of `alist_sandboxes`."""
+    """Sync face of `alist_sandboxes`.
+
+    Args:
+        docker: Ask Docker too (False: only bwrap and local sandboxes).
+
+    Returns:
+        One record per sandbox.
+    """
     return run_sync(alist_sandboxes(docker=docker))
 
 
 def prune(*, docker: bool = True) -> list[dict[str, str]]:
-    """Sync face of `aprune`."""
+    """Sync face of `aprune`.
+
+    Args:
+        docker: Prune Docker containers and images too (False: only bwrap and local sandboxes).
+
+    Returns:
+        One record per sandbox found, with whether it was removed.
+    """
     return run_sync(aprune(docker=docker))
 
 

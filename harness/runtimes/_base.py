@@ -465,7 +465,10 @@ def elapsed(start: float) -> float:
 
 
 class SyncSandbox:
-    """The sync face of a `Sandbox`: the same methods, blocking (works inside a running loop)."""
+    """The sync face of a `Sandbox`: the same methods, blocking (works inside a running loop).
+
+    Args:
+        sandbox: The sandbox it drives."""
 
     def __init__(self, sandbox: Sandbox) -> None:
         self.aio = sandbox
@@ -530,7 +533,11 @@ class SyncSandbox:
 
 class SandboxContext:
     """What `runtime.sandbox(...)` returns: `async with` gives a `Sandbox`, `with` a `SyncSandbox`;
-    `await` gives a started `Sandbox` the caller closes."""
+    `await` gives a started `Sandbox` the caller closes.
+
+    Args:
+        runtime: The runtime that starts the sandbox.
+        config: The sandbox's image, limits and mounts."""
 
     def __init__(self, runtime: Runtime, config: SandboxConfig) -> None:
         self._runtime = runtime

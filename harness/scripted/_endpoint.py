@@ -24,7 +24,7 @@ import socket
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Protocol, runtime_checkable
 
@@ -347,17 +347,24 @@ def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:
 SCRIPTED_PREFIX = "scripted:"
 
 
-def scripted_policy(env: Any, model: str) -> Policy:
+def scripted_policy(env: object, model: str) -> Policy:
     """The policy `model` names ("scripted:NAME" or "NAME") from `env.scripted_policies`.
 
     The one lookup behind `rubric eval ENV -m scripted:NAME`, `rubric endpoint` and
     `env.evaluate("scripted:NAME")`.
 
+    Args:
+        env: The environment (anything with `scripted_policies`).
+        model: "scripted:NAME" or "NAME".
+
+    Returns:
+        The policy.
+
     Raises:
         ConfigError: the environment has no such policy (the ones it has are listed).
     """
     name = model.removeprefix(SCRIPTED_PREFIX)
-    policies = env.scripted_policies if isinstance(env, HasScriptedPolicies) else {}
+    policies: Mapping[str, Policy] = env.scripted_policies if isinstance(env, HasScriptedPolicies) else {}
     if name not in policies:
         available = ", ".join(sorted(policies)) or "none"
         raise ConfigError(

@@ -4,7 +4,7 @@
 - `config`: its settings, checked at construction (`JudgeConfig`).
 - `prompt`: the jinja2 template over a rollout's fields, and which fields it needs.
 - `verdicts`: reading a verdict from a reply (number, choice map, JSON) and rescaling it.
-- `cache`: one answer per identical question, shared by every judge of the process.
+- `cache`: `JudgeCache`, one answer per identical question (`JudgeCache.shared` unless a judge has its own).
 - `rank`: `RankJudge` and `PairwiseJudge`, group nodes that compare a group's members.
 - `labels`, `agreement`, `probes`, `calibration_view`: what `rubrics.calibration` builds on
   (human labels read, kappa/rho/confusion figured, probes, the view).

@@ -2,12 +2,13 @@
 
 Judging is the expensive part of many rubrics, and the same rollout is often judged again
 (re-scoring saved results, two rubric trees sharing a judge, resumed runs). So identical
-judge requests in one process are answered once: a process-wide cache keyed by
-(base_url, model, full request payload) holds the reply texts, and concurrent identical
-requests share one in-flight call. Failures are never cached.
+judge requests are answered once: a `JudgeCache` keyed by (base_url, model, full request
+payload) holds the reply texts, and concurrent identical requests share one in-flight call.
+Failures are never cached. Every judge uses `JudgeCache.shared` (one object, so judges of
+different trees share answers) unless it is given its own (`LLMJudge(..., cache=JudgeCache())`).
 
-This module also knows how to degrade gracefully on endpoints that reject `n=` or
-`response_format=`: it retries without them and remembers that for the endpoint.
+`ask` also degrades gracefully on endpoints that reject `n=` or `response_format=`: it
+retries without them and the cache remembers that for the endpoint.
 """
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
 from harness._core.errors import EndpointError
 from harness._core.types import Usage
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness._endpoint.client import Client
+    from harness._endpoint.wire import Completion
 
 Replies = tuple[str, ...]
 
@@ -39,17 +41,69 @@ class Answer:
     cached: bool = False
 
 
+class CacheInfo(TypedDict):
+    """A `JudgeCache`'s counters.
+
+    Attributes:
+        hits: Questions answered from the cache.
+        shared: Questions that joined an identical call already in flight.
+        misses: Requests actually made.
+        size: Answers held.
+    """
+
+    hits: int
+    shared: int
+    misses: int
+    size: int
+
+
 class JudgeCache:
-    """A bounded LRU of judge answers plus the in-flight calls, safe across threads/loops."""
+    """Judge answers by question: a bounded LRU plus the calls in flight, safe across threads
+    and event loops.
+
+    Every judge uses `JudgeCache.shared` unless given its own (`LLMJudge(..., cache=JudgeCache())`);
+    `JudgeCache.shared.info()` reads its counters and `JudgeCache.shared.clear()` empties it.
+    Copying a judge (or its tree) keeps its cache: a cache is shared, like a client; a pickled
+    judge finds `JudgeCache.shared` of the process that loads it, or an empty cache of its own.
+
+    Args:
+        maxsize: The most answers kept; the least recently used go first.
+    """
+
+    #: The cache every judge of this process uses unless it was given its own.
+    shared: ClassVar[JudgeCache]
 
     def __init__(self, maxsize: int = 100_000) -> None:
         self.maxsize = maxsize
-        self.hits = 0
-        self.misses = 0
-        self.shared = 0  # callers that joined an identical call already in flight
+        self._hits = 0
+        self._misses = 0
+        self._shared = 0  # callers that joined an identical call already in flight
         self._store: OrderedDict[str, Answer] = OrderedDict()
         self._inflight: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Future[Answer]]] = {}
+        # (base_url, model) -> request features the endpoint rejected ("n", "response_format").
+        self._rejected: dict[tuple[str | None, str], set[str]] = {}
         self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        which = "JudgeCache.shared" if self is JudgeCache.shared else "JudgeCache"
+        return f"<{which} maxsize={self.maxsize} {self.info()}>"
+
+    def __copy__(self) -> JudgeCache:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, object]) -> JudgeCache:
+        return self
+
+    def __reduce__(self) -> tuple[Callable[..., JudgeCache], tuple[int, ...]]:
+        # Answers and locks stay in this process; the shared cache is the loader's shared one.
+        if self is JudgeCache.shared:
+            return _shared_cache, ()
+        return JudgeCache, (self.maxsize,)
+
+    def rejected(self, client: Client) -> set[str]:
+        """The request features `client`'s endpoint rejected (`ask` adds to it)."""
+        with self._lock:
+            return self._rejected.setdefault((client.base_url, client.model), set())
 
     @staticmethod
     def key(base_url: str | None, model: str, payload: Mapping[str, Any]) -> str:
@@ -63,16 +117,16 @@ class JudgeCache:
             answer = self._store.get(key)
             if answer is not None:
                 self._store.move_to_end(key)
-                self.hits += 1
+                self._hits += 1
                 return Answer(answer.replies, Usage(), cached=True)
             inflight = self._inflight.get(key)
             joined = inflight is not None and inflight[0] is loop
             future: asyncio.Future[Answer]
             if inflight is not None and joined:
-                self.shared += 1
+                self._shared += 1
                 future = inflight[1]
             else:
-                self.misses += 1
+                self._misses += 1
                 future = loop.create_task(self._fetch(key, fetch))
                 self._inflight[key] = (loop, future)
         fetched = await asyncio.shield(future)
@@ -92,23 +146,32 @@ class JudgeCache:
                 self._store.popitem(last=False)
         return answer
 
-    def info(self) -> dict[str, int]:
-        """hits (answered from the cache), shared (joined an identical call in flight),
-        misses (requests actually made), size (answers held)."""
+    def info(self) -> CacheInfo:
+        """The counters: hits (answered from the cache), shared (joined an identical call in
+        flight), misses (requests actually made), size (answers held)."""
         with self._lock:
-            return {"hits": self.hits, "shared": self.shared, "misses": self.misses, "size": len(self._store)}
+            return {
+                "hits": self._hits,
+                "shared": self._shared,
+                "misses": self._misses,
+                "size": len(self._store),
+            }
 
     def clear(self) -> None:
-        """Forget every answer and zero the counters (calls in flight still finish)."""
+        """Forget every answer, zero the counters and forget which endpoints rejected `n=` /
+        `response_format=` (they are probed again); calls in flight still finish."""
         with self._lock:
             self._store.clear()
-            self.hits = self.misses = self.shared = 0
+            self._rejected.clear()
+            self._hits = self._misses = self._shared = 0
 
 
-CACHE = JudgeCache()
+JudgeCache.shared = JudgeCache()
 
-# (base_url, model) -> request features the endpoint rejected ("n", "response_format").
-_UNSUPPORTED: dict[tuple[str | None, str], set[str]] = {}
+
+def _shared_cache() -> JudgeCache:
+    """`JudgeCache.shared` of this process (what a pickled shared cache loads as)."""
+    return JudgeCache.shared
 
 
 def _rejects(error: Exception, feature: str) -> bool:
@@ -122,8 +185,9 @@ def _rejects(error: Exception, feature: str) -> bool:
     return True  # a 400 to an n>1 request: retry as single requests
 
 
-async def _complete(client: Client, messages: Sequence[Mapping[str, Any]], params: dict[str, Any]) -> Any:
-    unsupported = _UNSUPPORTED.setdefault((client.base_url, client.model), set())
+async def _complete(
+    client: Client, messages: Sequence[Mapping[str, Any]], params: dict[str, Any], unsupported: set[str]
+) -> Completion:
     if "response_format" in unsupported:
         params.pop("response_format", None)
     try:
@@ -137,17 +201,22 @@ async def _complete(client: Client, messages: Sequence[Mapping[str, Any]], param
 
 
 async def ask(
-    client: Client, messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any], samples: int
+    client: Client,
+    messages: Sequence[Mapping[str, Any]],
+    params: Mapping[str, Any],
+    samples: int,
+    cache: JudgeCache,
 ) -> Answer:
     """`samples` replies to one judge question: one request with `n=` where the endpoint
-    honours it, topped up (or replaced) by concurrent single requests."""
+    honours it, topped up (or replaced) by concurrent single requests. `cache` remembers
+    which of those features the endpoint rejected (the answer itself is cached by the caller)."""
     params = dict(params)
     replies: list[str] = []
     usage = Usage()
-    unsupported = _UNSUPPORTED.setdefault((client.base_url, client.model), set())
+    unsupported = cache.rejected(client)
     if samples > 1 and "n" not in unsupported:
         try:
-            completion = await _complete(client, messages, {**params, "n": samples})
+            completion = await _complete(client, messages, {**params, "n": samples}, unsupported)
         except EndpointError as error:
             if not _rejects(error, "n"):
                 raise
@@ -159,10 +228,10 @@ async def ask(
                 unsupported.add("n")  # the endpoint ignored n; do not ask for it again
     missing = samples - len(replies)
     if missing == 1:  # the common case: no extra task per judgement
-        completions = [await _complete(client, messages, dict(params))]
+        completions = [await _complete(client, messages, dict(params), unsupported)]
     else:
         completions = await asyncio.gather(
-            *(_complete(client, messages, dict(params)) for _ in range(missing))
+            *(_complete(client, messages, dict(params), unsupported) for _ in range(missing))
         )
     for completion in completions:
         replies.append(completion.message.text)
@@ -170,16 +239,4 @@ async def ask(
     return Answer(tuple(replies[:samples]), usage)
 
 
-def cache_info() -> dict[str, int]:
-    """Counters of the process-wide judge cache: hits, shared, misses, size."""
-    return CACHE.info()
-
-
-def clear_cache() -> None:
-    """Empty the process-wide judge cache, zero its counters, and forget which endpoints
-    rejected `n=` / `response_format=` (they are probed again)."""
-    CACHE.clear()
-    _UNSUPPORTED.clear()
-
-
-__all__ = ["CACHE", "Answer", "JudgeCache", "ask", "cache_info", "clear_cache"]
+__all__ = ["Answer", "CacheInfo", "JudgeCache", "ask"]

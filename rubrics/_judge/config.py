@@ -14,13 +14,13 @@ import functools
 import math
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from harness._core.errors import ConfigError
 from rubrics._judge.prompt import TEMPLATE_FIELDS, JudgeTemplate
-from rubrics._judge.verdicts import PARSE_MODES, REDUCTIONS
+from rubrics._judge.verdicts import PARSE_MODES, REDUCTIONS, ParseMode, Reduce
 
 
 @functools.lru_cache(maxsize=1024)
@@ -34,6 +34,43 @@ def _one_of(field: str, value: Any, options: Sequence[str]) -> str:
     if value not in options:
         raise ConfigError(f"LLMJudge {field}={value!r}; use one of {', '.join(options)}")
     return str(value)
+
+
+class JudgeSettings(TypedDict, total=False):
+    """Settings to change on a judge (`LLMJudge.configure`, `JudgeConfig.replace`): any of
+    `JudgeConfig`'s fields, each validated as at construction.
+
+    Attributes:
+        prompt: The jinja2 template over the rollout's fields that the judge is sent.
+        system_prompt: A system message sent before the rendered `prompt`.
+        model: The judge's model name.
+        base_url: The judge endpoint's base URL.
+        parse: How the reply is read: "number", "choice" or "json".
+        choices: Label -> score for `parse="choice"`.
+        score_range: The judge's scale, rescaled to [0, 1].
+        pattern: A regex whose first group is the number or label.
+        json_key: The field holding the score for `parse="json"`.
+        samples: How many times to ask.
+        reduce: How samples combine: mean, median or majority.
+        cache: Answer identical requests once.
+        sampling: Request arguments (temperature and the like).
+        variables: Constants the template may name.
+    """
+
+    prompt: str
+    system_prompt: str | None
+    model: str
+    base_url: str | None
+    parse: ParseMode
+    choices: Mapping[str, float] | None
+    score_range: tuple[float, float]
+    pattern: str | None
+    json_key: str
+    samples: int
+    reduce: Reduce
+    cache: bool
+    sampling: Mapping[str, Any]
+    variables: Mapping[str, Any]
 
 
 class JudgeConfig(BaseModel):
@@ -51,7 +88,7 @@ class JudgeConfig(BaseModel):
         json_key: The field holding the score for `parse="json"`.
         samples: How many times to ask.
         reduce: How samples combine: mean, median or majority.
-        cache: Answer identical requests once per process.
+        cache: Answer identical requests once, from the judge's `answer_cache`.
         sampling: Request arguments (temperature and the like).
         variables: Constants the template may name, inserted as safely as rollout values.
     """
@@ -62,13 +99,13 @@ class JudgeConfig(BaseModel):
     system_prompt: str | None = None
     model: str
     base_url: str | None = None
-    parse: str = "number"
+    parse: ParseMode = "number"
     choices: dict[str, float] | None = None
     score_range: tuple[float, float] = (0.0, 1.0)
     pattern: str | None = None
     json_key: str = "score"
     samples: int = 1
-    reduce: str = "mean"
+    reduce: Reduce = "mean"
     cache: bool = True
     sampling: dict[str, Any] = Field(default_factory=dict)
     variables: dict[str, Any] = Field(default_factory=dict)
@@ -81,8 +118,12 @@ class JudgeConfig(BaseModel):
         except ValidationError as exc:
             raise config_error(exc) from None
 
-    def replace(self, **changes: Any) -> JudgeConfig:
-        """A copy with `changes`, each validated as at construction (self is unchanged)."""
+    def replace(self, **changes: Unpack[JudgeSettings]) -> JudgeConfig:
+        """A copy with `changes`, each validated as at construction (self is unchanged).
+
+        Args:
+            **changes: The fields to change (see `JudgeSettings`).
+        """
         return self.build({**dict(self), **changes})
 
     def check(self) -> None:
@@ -206,7 +247,10 @@ class JudgeConfig(BaseModel):
     @classmethod
     def _cache(cls, value: Any) -> bool:
         if not isinstance(value, bool):
-            raise ConfigError(f"LLMJudge cache must be True or False, got {value!r}")
+            raise ConfigError(
+                f"LLMJudge cache must be True or False, got {value!r} "
+                "(a judge gets its own JudgeCache when built: LLMJudge(..., cache=JudgeCache()))"
+            )
         return value
 
     @field_validator("sampling", mode="before")

@@ -12,16 +12,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, NoReturn, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, NoReturn, TypedDict, TypeVar, Unpack, overload
 
 from harness._core.aio import unreachable
 from harness._core.defaults import DEFAULT_BASE_URL
 from harness._core.errors import ConfigError, EndpointError
+from harness._core.tree import TreeNode
 from harness._core.types import Rollout
-from rubrics._judge.cache import CACHE, Answer, ask, cache_info, clear_cache
-from rubrics._judge.config import JudgeConfig, compile_template
+from rubrics._judge.cache import Answer, JudgeCache, ask
+from rubrics._judge.config import JudgeConfig, JudgeSettings, compile_template
 from rubrics._judge.prompt import JudgeTemplate, MissingFieldError, rollout_fields
 from rubrics._judge.verdicts import (
+    ParseMode,
+    Reduce,
     VerdictError,
     parse_choice,
     parse_json,
@@ -68,7 +71,48 @@ class Setting(Generic[T]):
         return value
 
     def __set__(self, judge: LLMJudge, value: T) -> None:
-        judge._use_config(judge._config.replace(**{self.name: value}))
+        judge._use_config(JudgeConfig.build({**dict(judge._config), self.name: value}))
+
+
+class JudgeOptions(TypedDict, total=False):
+    """`LLMJudge`'s keyword arguments besides `prompt`, `name` and `on_error`, for functions
+    that build judges and pass them on (`rubrics.judges.correctness`, `criteria`).
+
+    Attributes:
+        model: The judge's model name.
+        client: A ready `harness.Client` (instead of `model`).
+        system_prompt: A system message sent before the rendered prompt.
+        parse: How the reply is read: "number", "choice" or "json".
+        choices: Label -> score for `parse="choice"`.
+        score_range: The judge's scale, rescaled to [0, 1].
+        pattern: A regex whose first group is the number or label.
+        json_key: The field holding the score for `parse="json"`.
+        samples: How many times to ask.
+        reduce: How samples combine: mean, median or majority.
+        cache: True, False or a `JudgeCache` of the judge's own.
+        sampling: Request arguments.
+        base_url: The judge endpoint's base URL when built from `model`.
+        api_key: The judge endpoint's key when built from `model`.
+        client_options: Further `harness.Client` arguments when built from `model`.
+        variables: Constants the template may name.
+    """
+
+    model: str | None
+    client: Client | None
+    system_prompt: str | None
+    parse: ParseMode
+    choices: Mapping[str, float] | None
+    score_range: tuple[float, float]
+    pattern: str | None
+    json_key: str
+    samples: int
+    reduce: Reduce
+    cache: bool | JudgeCache
+    sampling: Mapping[str, Any] | None
+    base_url: str | None
+    api_key: str | None
+    client_options: Mapping[str, Any] | None
+    variables: Mapping[str, Any] | None
 
 
 class LLMJudge(Rubric):
@@ -102,7 +146,9 @@ class LLMJudge(Rubric):
         samples: ask this many times.
         reduce: combine the samples by mean, median or majority.
         on_error: score for an unscorable rollout instead of NaN (the reason is kept either way).
-        cache: answer identical requests once per process (see `cache_info()`).
+        cache: True answers identical requests once, from `JudgeCache.shared` (every judge's
+            unless given its own); a `rubrics.judges.JudgeCache` uses that cache instead;
+            False asks every time. `judge.answer_cache` is the cache in use.
         sampling: request arguments (temperature defaults to 0, or 1 when samples > 1).
         variables: constants the template may name (e.g. a criterion's text), inserted
             as safely as rollout values.
@@ -122,13 +168,13 @@ class LLMJudge(Rubric):
     system_prompt = Setting[str | None]()
     model = Setting[str]()
     base_url = Setting[str | None]()
-    parse = Setting[str]()
+    parse = Setting[ParseMode]()
     choices = Setting[dict[str, float] | None]()
     score_range = Setting[tuple[float, float]]()
     pattern = Setting[str | None]()
     json_key = Setting[str]()
     samples = Setting[int]()
-    reduce = Setting[str]()
+    reduce = Setting[Reduce]()
     cache = Setting[bool]()
     sampling = Setting[dict[str, Any]]()
     variables = Setting[dict[str, Any]]()
@@ -140,15 +186,15 @@ class LLMJudge(Rubric):
         model: str | None = None,
         client: Client | None = None,
         system_prompt: str | None = None,
-        parse: str = "number",
+        parse: ParseMode = "number",
         choices: Mapping[str, float] | None = None,
         score_range: tuple[float, float] = (0.0, 1.0),
         pattern: str | None = None,
         json_key: str = "score",
         samples: int = 1,
-        reduce: str = "mean",
+        reduce: Reduce = "mean",
         on_error: float | None = math.nan,
-        cache: bool = True,
+        cache: bool | JudgeCache = True,
         name: str | None = None,
         sampling: Mapping[str, Any] | None = None,
         base_url: str | None = None,
@@ -172,6 +218,9 @@ class LLMJudge(Rubric):
         d["_api_key"] = api_key
         d["_client_options"] = dict(client_options or {})
         d["last_reply"] = None
+        # None: `JudgeCache.shared`, looked up when used (so a judge loaded in another process
+        # shares that process's cache).
+        d["_answer_cache"] = cache if isinstance(cache, JudgeCache) else None
         d["_config"] = JudgeConfig.build(
             {
                 "prompt": prompt,
@@ -185,7 +234,7 @@ class LLMJudge(Rubric):
                 "json_key": json_key,
                 "samples": samples,
                 "reduce": reduce,
-                "cache": cache,
+                "cache": cache if isinstance(cache, bool) else True,
                 "sampling": sampling,
                 "variables": variables,
             }
@@ -198,12 +247,15 @@ class LLMJudge(Rubric):
         """The judge's settings (read-only here: assign `judge.<field>` or call `configure`)."""
         return self._config.model_copy(deep=True)
 
-    def configure(self, **changes: Any) -> None:
+    def configure(self, **changes: Unpack[JudgeSettings]) -> None:
         """Change several settings at once, validated together; a bad one changes nothing.
 
         Use it for settings that only make sense together (`parse="choice"` with `choices`).
         Assigning one attribute (`judge.samples = 3`) validates that field alone, and the
         rules tying fields together are checked again before the next request.
+
+        Args:
+            **changes: The settings to change (see `rubrics.judges.JudgeSettings`).
         """
         config = self._config.replace(**changes)
         config.check()
@@ -319,8 +371,14 @@ class LLMJudge(Rubric):
         params.update(self.sampling)
         return {k: v for k, v in params.items() if v is not None}
 
-    cache_info = staticmethod(cache_info)
-    clear_cache = staticmethod(clear_cache)
+    @property
+    def answer_cache(self) -> JudgeCache | None:
+        """The cache answering this judge's repeated questions (None while `cache` is off):
+        `JudgeCache.shared` unless the judge was given its own."""
+        if not self.cache:
+            return None
+        own: JudgeCache | None = self.__dict__["_answer_cache"]
+        return own if own is not None else JudgeCache.shared
 
     async def _close_own(self) -> None:
         """Close the HTTP pool of a Client this judge built itself (one given to it is the giver's)."""
@@ -338,17 +396,19 @@ class LLMJudge(Rubric):
         client = self.client
         params = self.request_params()
 
+        cache = self.answer_cache
+
         async def fetch() -> Answer:
-            return await ask(client, messages, params, self.samples)
+            return await ask(client, messages, params, self.samples, cache or JudgeCache.shared)
 
         try:
-            if self.cache:
+            if cache is not None:
                 payload = {
                     "messages": messages,
                     "params": {**client.sampling, **params},
                     "samples": self.samples,
                 }
-                answer = await CACHE.get(CACHE.key(client.base_url, client.model, payload), fetch)
+                answer = await cache.get(cache.key(client.base_url, client.model, payload), fetch)
             else:
                 answer = await fetch()
         except EndpointError as exc:
@@ -384,7 +444,7 @@ class LLMJudge(Rubric):
         if reasons:
             detail["dropped"] = reasons
         self.record_detail(rollout, detail)
-        return reduce_scores(parsed, self.reduce)  # type: ignore[arg-type]
+        return reduce_scores(parsed, self.reduce)
 
     def _fail(
         self, rollout: Rollout, reason: str, replies: list[str], detail: dict[str, Any] | None = None
@@ -397,6 +457,11 @@ class LLMJudge(Rubric):
         raise ScoringError(reason)
 
     # ------------------------------------------------------------------ display
+    def describe(self) -> TreeNode:
+        entry = super().describe()
+        entry["settings"] = {"model": self.model, "parse": self.parse}
+        return entry
+
     def extra_repr(self) -> str:
         parts = [f"model={self.model!r}", f"parse={self.parse!r}"]
         if self.choices:
@@ -410,4 +475,4 @@ class LLMJudge(Rubric):
         return ", ".join(parts)
 
 
-__all__ = ["DEFAULT_SYSTEM_PROMPT", "LLMJudge", "cache_info", "clear_cache"]
+__all__ = ["DEFAULT_SYSTEM_PROMPT", "JudgeOptions", "LLMJudge"]

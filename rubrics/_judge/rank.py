@@ -22,14 +22,15 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Awaitable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 from harness._core.aio import unreachable
 from harness._core.defaults import DEFAULT_BASE_URL
 from harness._core.errors import ConfigError, EndpointError, ScoringError
+from harness._core.tree import TreeNode
 from harness._core.types import Rollout, Usage
 from rubrics._group import GroupRubric
-from rubrics._judge.cache import ask
+from rubrics._judge.cache import JudgeCache, ask
 from rubrics._judge.llm import DEFAULT_SYSTEM_PROMPT
 from rubrics._judge.prompt import JudgeTemplate, rollout_fields
 from rubrics._judge.verdicts import parse_label_scores, parse_ranking, parse_winner
@@ -49,6 +50,8 @@ RANK_PROMPT = (
     "{% if answer %}<reference>\n{{ answer }}\n</reference>\n{% endif %}"
     "{% for c in candidates %}\nCandidate {{ c.label }}:\n<candidate>\n{{ c.response }}\n</candidate>\n{% endfor %}"
 )
+#: How a RankJudge reads its reply: an ordering of the labels, or a score per label.
+RankParse = Literal["ranking", "scores"]
 RANK_FORMATS = {
     "ranking": (
         "\nRank every candidate from best to worst. End your reply with one line naming each label "
@@ -113,6 +116,12 @@ class GroupJudge(GroupRubric):
             state["_client"] = None  # rebuilt lazily after unpickling (TRL workers)
         return state
 
+    def describe(self) -> TreeNode:
+        entry = super().describe()
+        if self.model:
+            entry["settings"] = {"model": self.model}
+        return entry
+
     async def _close_own(self) -> None:
         """Close the HTTP pool of a Client this judge built itself (one given to it is the giver's)."""
         client = self.__dict__["_client"]
@@ -164,7 +173,7 @@ class GroupJudge(GroupRubric):
         params = {"temperature": 0.0, **self.sampling}
         self.calls += 1
         try:
-            answer = await ask(self.client, messages, params, 1)
+            answer = await ask(self.client, messages, params, 1, JudgeCache.shared)
         except EndpointError as exc:
             raise ScoringError(f"judge call failed: {exc}") from exc
         return answer.replies[0] or "", answer.usage
@@ -250,7 +259,7 @@ class RankJudge(GroupJudge):
         client: Client | None = None,
         base_url: str | None = None,
         api_key: str | None = None,
-        parse: str = "ranking",
+        parse: RankParse = "ranking",
         orders: int = 1,
         score_range: tuple[float, float] = (0.0, 10.0),
         prompt: str = RANK_PROMPT,
@@ -337,6 +346,11 @@ class RankJudge(GroupJudge):
             exc.usage = usage  # type: ignore[attr-defined]  # the failed call still cost tokens
             raise
         return ([by_label[labels[order.index(i)]] for i in range(len(group))], reply), usage
+
+    def describe(self) -> TreeNode:
+        entry = super().describe()
+        entry["settings"] = {**entry.get("settings", {}), "parse": self.parse}
+        return entry
 
     def _format(self, labels: str) -> str:
         if self.parse == "ranking":

@@ -16,15 +16,15 @@ import re
 import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from harness._core.errors import ScoringError
 from rubrics.parsers import strip_think
 
 ParseMode = Literal["number", "choice", "json"]
 Reduce = Literal["mean", "median", "majority"]
-PARSE_MODES: tuple[str, ...] = ("number", "choice", "json")
-REDUCTIONS: tuple[str, ...] = ("mean", "median", "majority")
+PARSE_MODES: tuple[ParseMode, ...] = get_args(ParseMode)
+REDUCTIONS: tuple[Reduce, ...] = get_args(Reduce)
 
 
 class VerdictError(ScoringError, ValueError):

@@ -1,4 +1,4 @@
-"""`rubric audit ENV` end to end in a subprocess: the table, --json, --html, --strict exit codes, judges."""
+"""`rubric audit ENV` end to end: the table, --json, --html, --strict exit codes, judges."""
 
 from __future__ import annotations
 
@@ -8,9 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.processes import RUBRIC, run
-
-pytestmark = pytest.mark.skipif(RUBRIC is None, reason="the rubric console script is not installed")
+from tests.cli.conftest import Invoke
 
 ENV_FILE = """
 import re
@@ -60,9 +58,9 @@ def env_file(tmp_path: Path) -> str:
     return str(path)
 
 
-def test_gsm8k_table_in_seconds_offline(tmp_path: Path) -> None:
+def test_gsm8k_table_in_seconds_offline(rubric: Invoke, tmp_path: Path) -> None:
     started = time.perf_counter()
-    proc = run("audit", "gsm8k", cwd=tmp_path)
+    proc = rubric("audit", "gsm8k", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert time.perf_counter() - started < 30
     out = proc.stdout
@@ -80,44 +78,44 @@ def test_gsm8k_table_in_seconds_offline(tmp_path: Path) -> None:
     assert "correct" in out and "format" in out and "20 rows" in out
 
 
-def test_strict_exits_1_only_when_flagged(tmp_path: Path, env_file: str) -> None:
-    sound = run("audit", env_file, "--strict", cwd=tmp_path)
+def test_strict_exits_1_only_when_flagged(rubric: Invoke, tmp_path: Path, env_file: str) -> None:
+    sound = rubric("audit", env_file, "--strict", cwd=tmp_path)
     assert sound.returncode == 0, sound.stderr
     assert "nothing flagged" in sound.stdout
-    hackable = run("audit", env_file, "-a", '{"hackable": true}', "--strict", cwd=tmp_path)
+    hackable = rubric("audit", env_file, "-a", '{"hackable": true}', "--strict", cwd=tmp_path)
     assert hackable.returncode == 1, hackable.stderr
     assert "hackable: empty" in hackable.stdout and "on format" in hackable.stdout
-    without_strict = run("audit", env_file, "-a", '{"hackable": true}', cwd=tmp_path)
+    without_strict = rubric("audit", env_file, "-a", '{"hackable": true}', cwd=tmp_path)
     assert without_strict.returncode == 0
 
 
-def test_json_to_stdout_and_to_a_file(tmp_path: Path, env_file: str) -> None:
-    proc = run("audit", env_file, "-a", '{"hackable": true}', "--json", "-n", "2", cwd=tmp_path)
+def test_json_to_stdout_and_to_a_file(rubric: Invoke, tmp_path: Path, env_file: str) -> None:
+    proc = rubric("audit", env_file, "-a", '{"hackable": true}', "--json", "-n", "2", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)  # nothing but the JSON on stdout
     assert data["flagged"] is True and data["num_examples"] == 2
     assert {(f["node"], f["probe"]) for f in data["flags"]} >= {("format", "empty"), ("format", "whitespace")}
     assert data["nodes"]["reward"]["reference"]["mean"] == 1.0
     out = tmp_path / "ci" / "audit.json"
-    written = run("audit", env_file, "--json", str(out), cwd=tmp_path)
+    written = rubric("audit", env_file, "--json", str(out), cwd=tmp_path)
     assert written.returncode == 0 and "audit of" in written.stdout and f"wrote {out}" in written.stdout
     assert json.loads(out.read_text())["flagged"] is False
 
 
-def test_html_report_escapes_every_string(tmp_path: Path, env_file: str) -> None:
+def test_html_report_escapes_every_string(rubric: Invoke, tmp_path: Path, env_file: str) -> None:
     out = tmp_path / "audit.html"
-    proc = run("audit", env_file, "-a", '{"hackable": true}', "--html", str(out), cwd=tmp_path)
+    proc = rubric("audit", env_file, "-a", '{"hackable": true}', "--html", str(out), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     page = out.read_text()
     assert "<b>" not in page and "sums &lt;b&gt;&amp;amp;&lt;/b&gt;" in page  # the env's name, escaped once
     assert "hackable" in page and "wrong_answer" in page and "&lt;think&gt;" in page
-    default = run("audit", env_file, "--html", cwd=tmp_path)
+    default = rubric("audit", env_file, "--html", cwd=tmp_path)
     assert default.returncode == 0 and list(tmp_path.glob("audit--sums*.html"))
 
 
-def test_judge_model_from_a_scripted_policy(tmp_path: Path, env_file: str) -> None:
+def test_judge_model_from_a_scripted_policy(rubric: Invoke, tmp_path: Path, env_file: str) -> None:
     args = ("audit", env_file, "-a", '{"judged": true}', "--json", "--judge-model", "scripted:judge")
-    proc = run(*args, cwd=tmp_path)
+    proc = rubric(*args, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["judges"] == ["judge"]
@@ -128,14 +126,16 @@ def test_judge_model_from_a_scripted_policy(tmp_path: Path, env_file: str) -> No
     )
 
 
-def test_errors_are_one_line(tmp_path: Path, env_file: str) -> None:
-    proc = run("audit", env_file, "--judge-base-url", "http://127.0.0.1:9/v1", cwd=tmp_path)
+def test_errors_are_one_line(rubric: Invoke, tmp_path: Path, env_file: str) -> None:
+    proc = rubric("audit", env_file, "--judge-base-url", "http://127.0.0.1:9/v1", cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "rubric audit: error: --judge-base-url needs --judge-model (the judge's model name, or scripted:POLICY)"
     ]
-    unreachable = run("audit", env_file, "-a", '{"judged": true}', cwd=tmp_path)  # the judge's own endpoint
+    unreachable = rubric(
+        "audit", env_file, "-a", '{"judged": true}', cwd=tmp_path
+    )  # the judge's own endpoint
     assert unreachable.returncode == 2 and len(unreachable.stderr.strip().splitlines()) == 1
     assert "cannot reach its endpoint" in unreachable.stderr
-    missing = run("audit", "no-such-env", cwd=tmp_path)
+    missing = rubric("audit", "no-such-env", cwd=tmp_path)
     assert missing.returncode == 2 and "cannot load environment 'no-such-env'" in missing.stderr

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from harness import ScriptedEndpoint
-from tests.helpers.processes import run
+from tests.cli.conftest import Invoke
 
 ENV_FILE = """
 from envs import SingleTurnEnv
@@ -47,11 +47,11 @@ def _files(tmp_path: Path) -> None:
 
 
 def test_calibrate_a_judge_node_at_another_endpoint(
-    tmp_path: Path, scripted_endpoint: Callable[..., ScriptedEndpoint]
+    rubric: Invoke, tmp_path: Path, scripted_endpoint: Callable[..., ScriptedEndpoint]
 ) -> None:
     ep = scripted_endpoint(grader)
     _files(tmp_path)
-    proc = run(
+    proc = rubric(
         "calibrate", "judge_env.py", "labels.jsonl", "--node", "grade.judge", "--judge-base-url", ep.base_url,
         "--judge-model", "local-judge", "--price-prompt", "1e-6", "--price-completion", "2e-6", "--html", "cal.html",
         cwd=tmp_path,
@@ -67,14 +67,14 @@ def test_calibrate_a_judge_node_at_another_endpoint(
     assert ep.stats.requests == 12
 
 
-def test_calibrate_names_the_judges_when_the_node_is_wrong(tmp_path: Path) -> None:
+def test_calibrate_names_the_judges_when_the_node_is_wrong(rubric: Invoke, tmp_path: Path) -> None:
     _files(tmp_path)
-    proc = run("calibrate", "judge_env.py", "labels.jsonl", "-a", '{"judges": 2}', cwd=tmp_path)
+    proc = rubric("calibrate", "judge_env.py", "labels.jsonl", "-a", '{"judges": 2}', cwd=tmp_path)
     assert proc.returncode == 2
     assert "several judges (judges: 'grade.judge', 'style'); pick one with node= (--node PATH)" in proc.stderr
-    proc = run("calibrate", "judge_env.py", "labels.jsonl", "--node", "grade.short", cwd=tmp_path)
+    proc = rubric("calibrate", "judge_env.py", "labels.jsonl", "--node", "grade.short", cwd=tmp_path)
     assert proc.returncode == 2 and "not an LLMJudge; the rubric's judges: 'grade.judge'" in proc.stderr
-    proc = run("calibrate", "judge_env.py", "labels.jsonl", "--price-prompt", "1e-6", cwd=tmp_path)
+    proc = rubric("calibrate", "judge_env.py", "labels.jsonl", "--price-prompt", "1e-6", cwd=tmp_path)
     assert proc.returncode == 2 and "give both --price-prompt and --price-completion" in proc.stderr
 
 
@@ -104,7 +104,7 @@ def plays_and_judges(messages: list[dict[str, Any]], tools: Any) -> str:
 
 
 def test_calibrate_corrects_the_judges_mean_over_a_run(
-    tmp_path: Path, scripted_endpoint: Callable[..., ScriptedEndpoint]
+    rubric: Invoke, tmp_path: Path, scripted_endpoint: Callable[..., ScriptedEndpoint]
 ) -> None:
     """A run judged by a lenient judge (0.8 for every "yes", though a human passes only half of
     them; 0.3 for "no", which a human fails): 20 labelled rollouts correct its mean."""
@@ -116,7 +116,7 @@ def test_calibrate_corrects_the_judges_mean_over_a_run(
     ep = scripted_endpoint(plays_and_judges)
     (tmp_path / "run_env.py").write_text(RUN_ENV)
     args = json.dumps({"judge_url": ep.base_url})
-    made = run(
+    made = rubric(
         "eval", "run_env.py", "-a", args, "-m", "policy", "-b", ep.base_url, "-o", "run", "-c", "4",
         cwd=tmp_path, env={"OPENAI_API_KEY": "k"},
     )  # fmt: skip
@@ -126,7 +126,7 @@ def test_calibrate_corrects_the_judges_mean_over_a_run(
         {"example_id": i, "rollout_index": 0, "label": 0} for i in range(1, 40, 4)
     ]
     (tmp_path / "labels.jsonl").write_text("".join(json.dumps(r) + "\n" for r in labelled))
-    proc = run(
+    proc = rubric(
         "calibrate", "run_env.py", "labels.jsonl", "-a", args, "--run", "run", "--no-probes", "--html", "cal.html",
         cwd=tmp_path,
     )  # fmt: skip
@@ -152,25 +152,25 @@ def test_calibrate_corrects_the_judges_mean_over_a_run(
 
 
 def test_calibrate_against_a_run_names_a_row_the_run_lacks(
-    tmp_path: Path, scripted_endpoint: Callable[..., ScriptedEndpoint]
+    rubric: Invoke, tmp_path: Path, scripted_endpoint: Callable[..., ScriptedEndpoint]
 ) -> None:
     ep = scripted_endpoint(plays_and_judges)
     (tmp_path / "run_env.py").write_text(RUN_ENV)
     args = json.dumps({"judge_url": ep.base_url, "judges": 2})
-    made = run(
+    made = rubric(
         "eval", "run_env.py", "-a", args, "-m", "policy", "-b", ep.base_url, "-o", "run", "-n", "8",
         cwd=tmp_path, env={"OPENAI_API_KEY": "k"},
     )  # fmt: skip
     assert made.returncode == 0, made.stderr
     (tmp_path / "labels.jsonl").write_text('{"example_id": 99, "label": 1}\n')
-    proc = run(
+    proc = rubric(
         "calibrate", "run_env.py", "labels.jsonl", "-a", args, "--run", "run", "--node", "judge", cwd=tmp_path
     )
     assert proc.returncode == 2
     assert "row 1 labels example '99' rollout 0, which the run does not have" in proc.stderr
     rows = [{"example_id": i, "label": int(i % 4 == 0)} for i in range(8)]
     (tmp_path / "labels.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    proc = run(
+    proc = rubric(
         "calibrate", "run_env.py", "labels.jsonl", "-a", args, "--run", "run", "--node", "judge", "--no-probes",
         cwd=tmp_path,
     )  # fmt: skip

@@ -1,4 +1,4 @@
-"""The real `rubric` executable in a subprocess: eval, resume, view, score, list, endpoint, errors."""
+"""`rubric` eval, resume, view, score, list, endpoint and errors (real processes where that is the point)."""
 
 from __future__ import annotations
 
@@ -12,15 +12,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli.conftest import Invoke
 from tests.helpers.processes import RUBRIC, run
 
-pytestmark = pytest.mark.skipif(RUBRIC is None, reason="the rubric console script is not installed")
+needs_script = pytest.mark.skipif(RUBRIC is None, reason="the rubric console script is not installed")
 
 
 def read_rollouts(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+@needs_script
 def test_help_and_version(tmp_path: Path) -> None:
     help_text = run("--help", cwd=tmp_path)
     assert help_text.returncode == 0
@@ -30,9 +32,9 @@ def test_help_and_version(tmp_path: Path) -> None:
     assert version.returncode == 0 and version.stdout.startswith("rubric ")
 
 
-def test_eval_oracle_writes_results_and_prints_summary(tmp_path: Path) -> None:
+def test_eval_oracle_writes_results_and_prints_summary(rubric: Invoke, tmp_path: Path) -> None:
     out = tmp_path / "run"
-    proc = run(
+    proc = rubric(
         "eval",
         "gsm8k",
         "-m",
@@ -58,17 +60,17 @@ def test_eval_oracle_writes_results_and_prints_summary(tmp_path: Path) -> None:
     assert metadata["env"]["name"] == "gsm8k"
 
 
-def test_eval_default_output_dir_under_runs(tmp_path: Path) -> None:
-    proc = run("eval", "gsm8k", "-m", "scripted:noisy", "-n", "3", "--no-progress", cwd=tmp_path)
+def test_eval_default_output_dir_under_runs(rubric: Invoke, tmp_path: Path) -> None:
+    proc = rubric("eval", "gsm8k", "-m", "scripted:noisy", "-n", "3", "--no-progress", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     dirs = list((tmp_path / "runs").iterdir())
     assert len(dirs) == 1 and dirs[0].name.startswith("gsm8k--scripted-noisy--")
     assert len(read_rollouts(dirs[0] / "results.jsonl")) == 3
 
 
-def test_eval_sampling_and_max_turns_reach_the_run(tmp_path: Path) -> None:
+def test_eval_sampling_and_max_turns_reach_the_run(rubric: Invoke, tmp_path: Path) -> None:
     out = tmp_path / "run"
-    proc = run(
+    proc = rubric(
         "eval",
         "wordle",
         "-m",
@@ -99,9 +101,9 @@ def test_eval_sampling_and_max_turns_reach_the_run(tmp_path: Path) -> None:
     assert '"top_p": 0.9' in text and '"max_tokens": 64' in text
 
 
-def test_resume_runs_only_missing_rollouts(tmp_path: Path) -> None:
+def test_resume_runs_only_missing_rollouts(rubric: Invoke, tmp_path: Path) -> None:
     out = tmp_path / "run"
-    first = run(
+    first = rubric(
         "eval", "gsm8k", "-m", "scripted:oracle", "-n", "10", "-o", str(out), "--no-progress", cwd=tmp_path
     )
     assert first.returncode == 0, first.stderr
@@ -109,7 +111,7 @@ def test_resume_runs_only_missing_rollouts(tmp_path: Path) -> None:
     lines = results.read_text().splitlines()
     # Keep 4 finished rollouts and a torn fifth line, as a kill mid-write would leave.
     results.write_text("\n".join(lines[:4]) + "\n" + lines[4][: len(lines[4]) // 2])
-    resumed = run(
+    resumed = rubric(
         "eval",
         "gsm8k",
         "-m",
@@ -127,15 +129,15 @@ def test_resume_runs_only_missing_rollouts(tmp_path: Path) -> None:
     assert len(keys) == 10 and len(set(keys)) == 10
 
 
-def test_resume_with_other_settings_is_one_clear_line(tmp_path: Path) -> None:
+def test_resume_with_other_settings_is_one_clear_line(rubric: Invoke, tmp_path: Path) -> None:
     out = tmp_path / "run"
     assert (
-        run(
+        rubric(
             "eval", "gsm8k", "-m", "scripted:oracle", "-n", "3", "-o", str(out), "--no-progress", cwd=tmp_path
         ).returncode
         == 0
     )
-    proc = run(
+    proc = rubric(
         "eval",
         "gsm8k",
         "-m",
@@ -152,10 +154,10 @@ def test_resume_with_other_settings_is_one_clear_line(tmp_path: Path) -> None:
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
 
 
-def test_view_shows_conversations_and_node_scores(tmp_path: Path) -> None:
+def test_view_shows_conversations_and_node_scores(rubric: Invoke, tmp_path: Path) -> None:
     out = tmp_path / "run"
     assert (
-        run(
+        rubric(
             "eval",
             "python",
             "-m",
@@ -170,21 +172,21 @@ def test_view_shows_conversations_and_node_scores(tmp_path: Path) -> None:
         == 0
     )
     example_id = read_rollouts(out / "results.jsonl")[0]["example_id"]
-    proc = run("view", str(out), "--rollout", str(example_id), cwd=tmp_path)
+    proc = rubric("view", str(out), "--rollout", str(example_id), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "run_python(" in proc.stdout  # the tool call
     assert "tool result" in proc.stdout
     assert "correct" in proc.stdout and "scores" in proc.stdout
-    worst = run("view", str(out), "--worst", "1", "--best", "1", cwd=tmp_path)
+    worst = rubric("view", str(out), "--worst", "1", "--best", "1", cwd=tmp_path)
     assert worst.returncode == 0 and worst.stdout.count("example ") >= 2
-    missing = run("view", str(out), "--rollout", "no-such-id", cwd=tmp_path)
+    missing = rubric("view", str(out), "--rollout", "no-such-id", cwd=tmp_path)
     assert missing.returncode != 0 and "no rollout with id" in missing.stderr
 
 
-def test_score_rescores_into_a_new_file_without_model_calls(tmp_path: Path) -> None:
+def test_score_rescores_into_a_new_file_without_model_calls(rubric: Invoke, tmp_path: Path) -> None:
     out = tmp_path / "run"
     assert (
-        run(
+        rubric(
             "eval", "gsm8k", "-m", "scripted:noisy", "-n", "8", "-o", str(out), "--no-progress", cwd=tmp_path
         ).returncode
         == 0
@@ -200,7 +202,7 @@ def test_score_rescores_into_a_new_file_without_model_calls(tmp_path: Path) -> N
         "    env.rubric = reward(lambda response: 1.0, name='anything')\n"
         "    return env\n"
     )
-    proc = run("score", str(out), str(env_file), "-o", str(tmp_path / "rescored.jsonl"), cwd=tmp_path)
+    proc = rubric("score", str(out), str(env_file), "-o", str(tmp_path / "rescored.jsonl"), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     rescored = read_rollouts(tmp_path / "rescored.jsonl")
     assert len(rescored) == len(original)
@@ -210,7 +212,7 @@ def test_score_rescores_into_a_new_file_without_model_calls(tmp_path: Path) -> N
     assert all(r["completion"] == by_key[r["example_id"], r["rollout_index"]]["completion"] for r in rescored)
     assert read_rollouts(out / "results.jsonl") == original  # the original file is untouched
     # Without ENV it uses the environment recorded in the run and reproduces the rewards.
-    again = run("score", str(out), cwd=tmp_path)
+    again = rubric("score", str(out), cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     new_files = list(out.glob("results.rescored-*.jsonl"))
     assert len(new_files) == 1
@@ -220,8 +222,8 @@ def test_score_rescores_into_a_new_file_without_model_calls(tmp_path: Path) -> N
     )
 
 
-def test_list_shows_reference_environments(tmp_path: Path) -> None:
-    proc = run("list", cwd=tmp_path)
+def test_list_shows_reference_environments(rubric: Invoke, tmp_path: Path) -> None:
+    proc = rubric("list", cwd=tmp_path)
     assert proc.returncode == 0
     for name in ("gsm8k", "wordle", "python"):
         assert name in proc.stdout
@@ -233,7 +235,8 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_endpoint_serves_and_eval_uses_it(tmp_path: Path) -> None:
+@needs_script
+def test_endpoint_serves_and_eval_uses_it(rubric: Invoke, tmp_path: Path) -> None:
     port = free_port()
     server = subprocess.Popen(
         [RUBRIC, "endpoint", "--policy", "gsm8k:oracle", "--port", str(port)],
@@ -252,28 +255,10 @@ def test_endpoint_serves_and_eval_uses_it(tmp_path: Path) -> None:
                 time.sleep(0.1)
         else:
             pytest.fail("rubric endpoint did not start listening")
-        env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
-        proc = subprocess.run(
-            [
-                RUBRIC,
-                "eval",
-                "gsm8k",
-                "-m",
-                "any-model",
-                "-b",
-                f"http://127.0.0.1:{port}/v1",
-                "-n",
-                "3",
-                "-o",
-                str(tmp_path / "run"),
-                "--no-progress",
-            ],
-            cwd=tmp_path,
-            env={**env, "COLUMNS": "200"},
-            capture_output=True,
-            text=True,
-            timeout=90,
-        )
+        proc = rubric(
+            "eval", "gsm8k", "-m", "any-model", "-b", f"http://127.0.0.1:{port}/v1", "-n", "3",
+            "-o", str(tmp_path / "run"), "--no-progress", cwd=tmp_path, env={"OPENAI_API_KEY": None},
+        )  # fmt: skip
         assert proc.returncode == 0, proc.stderr
         assert "1.0000" in proc.stdout
     finally:
@@ -303,31 +288,33 @@ def test_endpoint_serves_and_eval_uses_it(tmp_path: Path) -> None:
         ),
     ],
 )
-def test_errors_are_one_clear_line(tmp_path: Path, args: list[str], message: str) -> None:
-    proc = run(*args, cwd=tmp_path, env={"OPENAI_API_KEY": ""})
+def test_errors_are_one_clear_line(rubric: Invoke, tmp_path: Path, args: list[str], message: str) -> None:
+    proc = rubric(*args, cwd=tmp_path, env={"OPENAI_API_KEY": ""})
     assert proc.returncode != 0
     assert message in proc.stderr
     assert "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
-def test_existing_output_dir_needs_resume(tmp_path: Path) -> None:
+def test_existing_output_dir_needs_resume(rubric: Invoke, tmp_path: Path) -> None:
     out = tmp_path / "run"
     out.mkdir()
     (out / "results.jsonl").write_text("")
-    proc = run("eval", "gsm8k", "-m", "scripted:oracle", "-o", str(out), cwd=tmp_path)
+    proc = rubric("eval", "gsm8k", "-m", "scripted:oracle", "-o", str(out), cwd=tmp_path)
     assert proc.returncode != 0
     assert "already exists" in proc.stderr and "--resume" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
-def test_debug_shows_traceback(tmp_path: Path) -> None:
-    proc = run("--debug", "eval", "no-such-env", "-m", "scripted:oracle", cwd=tmp_path)
+def test_debug_shows_traceback(rubric: Invoke, tmp_path: Path) -> None:
+    proc = rubric("--debug", "eval", "no-such-env", "-m", "scripted:oracle", cwd=tmp_path)
     assert proc.returncode != 0
     assert "Traceback" in proc.stderr
 
 
-def test_errors_in_rollouts_are_said_and_fail_the_run_only_past_the_error_rate(tmp_path: Path) -> None:
+def test_errors_in_rollouts_are_said_and_fail_the_run_only_past_the_error_rate(
+    rubric: Invoke, tmp_path: Path
+) -> None:
     env_file = tmp_path / "broken.py"
     env_file.write_text(
         "from envs import MultiTurnEnv\n\n"
@@ -339,7 +326,7 @@ def test_errors_in_rollouts_are_said_and_fail_the_run_only_past_the_error_rate(t
         "    env.scripted_policies = {'echo': lambda messages, tools: 'hello'}\n"
         "    return env\n"
     )
-    proc = run(
+    proc = rubric(
         "eval",
         str(env_file),
         "-m",
@@ -356,7 +343,7 @@ def test_errors_in_rollouts_are_said_and_fail_the_run_only_past_the_error_rate(t
     rollouts = read_rollouts(tmp_path / "run" / "results.jsonl")
     assert rollouts[0]["stop_reason"] == "error" and "feedback bug" in rollouts[0]["error"]
     # By default a run in which every rollout errored fails.
-    again = run(
+    again = rubric(
         "eval",
         str(env_file),
         "-m",
@@ -421,15 +408,32 @@ def _run_in_terminal(args: list[str], cwd: Path, timeout: float = 90) -> str:
     return b"".join(chunks).decode(errors="replace")
 
 
-def test_progress_bar_shows_on_a_terminal_only(tmp_path: Path) -> None:
+@needs_script
+def test_progress_bar_shows_on_a_terminal_only(rubric: Invoke, tmp_path: Path) -> None:
     shown = _run_in_terminal(
         ["eval", "gsm8k", "-m", "scripted:noisy", "-n", "30", "-o", str(tmp_path / "a")], tmp_path
     )
     assert "30/30 · " in shown and "rollouts/s · reward 0." in shown and "errors 0" in shown
-    piped = run("eval", "gsm8k", "-m", "scripted:noisy", "-n", "30", "-o", str(tmp_path / "b"), cwd=tmp_path)
+    piped = rubric(
+        "eval", "gsm8k", "-m", "scripted:noisy", "-n", "30", "-o", str(tmp_path / "b"), cwd=tmp_path
+    )
     assert piped.returncode == 0 and "rollouts/s · reward" not in piped.stdout + piped.stderr
     quiet = _run_in_terminal(
         ["eval", "gsm8k", "-m", "scripted:noisy", "-n", "30", "-o", str(tmp_path / "c"), "--no-progress"],
         tmp_path,
     )
     assert "rollouts/s · reward" not in quiet and "mean reward" in quiet
+
+
+def test_a_command_run_in_this_process_leaves_nothing_behind(rubric: Invoke, tmp_path: Path) -> None:
+    """The `rubric` fixture puts back what a command changes: `eval ./PACKAGE` puts the folder
+    first on sys.path and imports its module; cwd, the environment and the modules are this test's."""
+    before = (os.getcwd(), list(sys.path), dict(os.environ))
+    assert rubric("init", "left-env", cwd=tmp_path).returncode == 0
+    done = rubric(
+        "eval", "./left-env", "-m", "scripted:demo", "-n", "1", "-o", "run", "--no-progress",
+        cwd=tmp_path, env={"RUBRIC_TEST_SET_BY_A_TEST": "1"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (os.getcwd(), list(sys.path), dict(os.environ)) == before
+    assert not [name for name in sys.modules if name.startswith("left_env")]

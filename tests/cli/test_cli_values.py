@@ -8,7 +8,7 @@ import pytest
 
 from harness import ConfigError
 from harness._core.limits import check_planned
-from tests.helpers.processes import run
+from tests.cli.conftest import Invoke
 
 EVAL = ["eval", "gsm8k", "-m", "scripted:oracle", "--no-progress"]
 
@@ -38,10 +38,12 @@ EVAL = ["eval", "gsm8k", "-m", "scripted:oracle", "--no-progress"]
         (["-S", '{"n": 4}'], "use -r/--rollouts-per-example for several"),
     ],
 )
-def test_bad_values_are_one_line_and_nothing_starts(tmp_path: Path, args: list[str], message: str) -> None:
+def test_bad_values_are_one_line_and_nothing_starts(
+    rubric: Invoke, tmp_path: Path, args: list[str], message: str
+) -> None:
     out = tmp_path / "out"
     extra = ["-o", str(out)] if "--resume" not in args else []
-    proc = run(*EVAL, *args, *extra, cwd=tmp_path)
+    proc = rubric(*EVAL, *args, *extra, cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in proc.stderr
@@ -50,8 +52,8 @@ def test_bad_values_are_one_line_and_nothing_starts(tmp_path: Path, args: list[s
 
 
 @pytest.mark.parametrize(("flag", "value"), [("--worst", "-3"), ("--best", "0")])
-def test_view_counts_must_be_positive(tmp_path: Path, flag: str, value: str) -> None:
-    proc = run("view", str(tmp_path), flag, value, cwd=tmp_path)
+def test_view_counts_must_be_positive(rubric: Invoke, tmp_path: Path, flag: str, value: str) -> None:
+    proc = rubric("view", str(tmp_path), flag, value, cwd=tmp_path)
     assert proc.returncode == 2 and f"{flag} must be a count of at least 1, got {value}" in proc.stderr
 
 

@@ -4,9 +4,6 @@ members consistently with their known answer quality, and the summary shows the 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 import textwrap
 from collections import defaultdict
 from pathlib import Path
@@ -15,10 +12,8 @@ from typing import Any
 import pytest
 
 from harness import ScriptedEndpoint
+from tests.cli.conftest import Invoke
 from tests.rubrics.test_rank_judge import closeness_ranking
-
-RUBRIC = shutil.which("rubric")
-pytestmark = pytest.mark.skipif(RUBRIC is None, reason="the rubric console script is not installed")
 
 ENV_FILE = textwrap.dedent(
     '''
@@ -62,28 +57,13 @@ ENV_FILE = textwrap.dedent(
 )
 
 
-def test_eval_r4_ranks_members_by_answer_quality(tmp_path: Path) -> None:
+def test_eval_r4_ranks_members_by_answer_quality(rubric: Invoke, tmp_path: Path) -> None:
     (tmp_path / "ranked_env.py").write_text(ENV_FILE)
     with ScriptedEndpoint(closeness_ranking, record=True) as judge:
-        proc = subprocess.run(
-            [
-                RUBRIC,
-                "eval",
-                "ranked_env.py",
-                "-m",
-                "scripted:drifting",
-                "-r",
-                "4",
-                "-o",
-                "out",
-                "--no-progress",
-            ],
-            cwd=tmp_path,
-            env={**os.environ, "COLUMNS": "200", "JUDGE_URL": judge.base_url},
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
+        proc = rubric(
+            "eval", "ranked_env.py", "-m", "scripted:drifting", "-r", "4", "-o", "out", "--no-progress",
+            cwd=tmp_path, env={"JUDGE_URL": judge.base_url},
+        )  # fmt: skip
         calls = judge.stats.requests
     assert proc.returncode == 0, proc.stderr
     assert "rank" in proc.stdout
@@ -118,20 +98,17 @@ def rows_of(path: Path) -> dict[tuple[int, int], dict[str, Any]]:
     return {(r["example_id"], r["rollout_index"]): r for r in rows}
 
 
-def test_score_reruns_group_nodes_and_failed_only_reruns_just_what_failed(tmp_path: Path) -> None:
+def test_score_reruns_group_nodes_and_failed_only_reruns_just_what_failed(
+    rubric: Invoke, tmp_path: Path
+) -> None:
     (tmp_path / "ranked_env.py").write_text(ENV_FILE)
     judge = FlakyJudge()
     with ScriptedEndpoint(judge) as server:
-        env = {**os.environ, "COLUMNS": "200", "JUDGE_URL": server.base_url}
-
-        def rubric(*args: str) -> subprocess.CompletedProcess[str]:
-            return subprocess.run(
-                [RUBRIC, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180
-            )
-
+        env = {"JUDGE_URL": server.base_url}
         ran = rubric(
-            "eval", "ranked_env.py", "-m", "scripted:drifting", "-r", "4", "-o", "out", "--no-progress"
-        )
+            "eval", "ranked_env.py", "-m", "scripted:drifting", "-r", "4", "-o", "out", "--no-progress",
+            cwd=tmp_path, env=env,
+        )  # fmt: skip
         assert ran.returncode == 0, ran.stderr
         saved = rows_of(tmp_path / "out" / "results.jsonl")
         assert all(r["scores"]["rank"] is None for k, r in saved.items() if k[0] == 0)
@@ -139,7 +116,9 @@ def test_score_reruns_group_nodes_and_failed_only_reruns_just_what_failed(tmp_pa
         assert "1 failed" not in ran.stdout and "4 failed" in ran.stdout
 
         judge.broken, judge.calls = False, 0
-        fixed = rubric("score", "out", "ranked_env.py", "--failed-only", "-o", "fixed.jsonl")
+        fixed = rubric(
+            "score", "out", "ranked_env.py", "--failed-only", "-o", "fixed.jsonl", cwd=tmp_path, env=env
+        )
         assert fixed.returncode == 0, fixed.stderr
         assert judge.calls == 2  # only example 0's group, in two orders
         after = rows_of(tmp_path / "fixed.jsonl")
@@ -155,7 +134,7 @@ def test_score_reruns_group_nodes_and_failed_only_reruns_just_what_failed(tmp_pa
         assert json.loads((tmp_path / "fixed.jsonl").read_text().splitlines()[0])["example_id"] == 0
 
         judge.calls = 0
-        full = rubric("score", "out", "ranked_env.py", "-o", "full.jsonl")
+        full = rubric("score", "out", "ranked_env.py", "-o", "full.jsonl", cwd=tmp_path, env=env)
         assert full.returncode == 0, full.stderr
         assert judge.calls == 6  # every saved group re-ranked, two orders each
         again = rows_of(tmp_path / "full.jsonl")

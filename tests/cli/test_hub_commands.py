@@ -9,79 +9,80 @@ from pathlib import Path
 
 import pytest
 
-from cli import main
+from tests.cli.conftest import Invoke
 from tests.helpers.docs import code_block
 from tests.helpers.hub import HubServer
 
 
-def _one_line_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    assert main(argv) == 2
-    err = capsys.readouterr().err.strip()
+def _one_line_error(rubric: Invoke, *args: str, cwd: Path) -> str:
+    done = rubric(*args, cwd=cwd)
+    assert done.returncode == 2, done.stdout + done.stderr
+    err = done.stderr.strip()
     assert len(err.splitlines()) == 1, err
     return err
 
 
 def test_build_push_search_info_print_what_happened(
-    tmp_path: Path, hub_server: HubServer, capsys: pytest.CaptureFixture[str]
+    rubric: Invoke, tmp_path: Path, hub_server: HubServer
 ) -> None:
     package = tmp_path / "cli-hub-env"
-    assert main(["init", "cli-hub-env", "--dir", str(tmp_path)]) == 0
-    assert main(["build", str(package), "--no-isolation"]) == 0
-    out = capsys.readouterr().out
-    assert "cli_hub_env-0.1.0-py3-none-any.whl" in out and "checked on rubric-rl" in out
-    assert main(["push", str(package)]) == 0  # the hub from RUBRIC_HUB_URL
-    assert f"rubric install cli-hub-env==0.1.0 --hub {hub_server.url}" in capsys.readouterr().out
-    assert main(["hub", "search"]) == 0
-    out = capsys.readouterr().out
-    assert "cli-hub-env 0.1.0  (versions: 0.1.0)" in out and "checked on: rubric-rl" in out
-    assert main(["hub", "search", "--tag", "no-such-tag"]) == 0
-    assert "no environment packages match" in capsys.readouterr().out
-    assert main(["hub", "info", "cli_hub_env"]) == 0
-    out = capsys.readouterr().out
-    assert "rubric correct: FunctionRubric (weight=0.8)" in out and "reward_range:" not in out
-    assert "kind: single-turn; reward range [0.0, 1.0]; license Apache-2.0; needs nothing else" in out
-    assert "# cli-hub-env" in out  # the card's body
+
+    def out(*args: str) -> str:
+        done = rubric(*args, cwd=tmp_path)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    out("init", "cli-hub-env", "--dir", str(tmp_path))
+    built = out("build", str(package), "--no-isolation")
+    assert "cli_hub_env-0.1.0-py3-none-any.whl" in built and "checked on rubric-rl" in built
+    pushed = out("push", str(package))  # the hub from RUBRIC_HUB_URL
+    assert f"rubric install cli-hub-env==0.1.0 --hub {hub_server.url}" in pushed
+    found = out("hub", "search")
+    assert "cli-hub-env 0.1.0  (versions: 0.1.0)" in found and "checked on: rubric-rl" in found
+    assert "no environment packages match" in out("hub", "search", "--tag", "no-such-tag")
+    info = out("hub", "info", "cli_hub_env")
+    assert "rubric correct: FunctionRubric (weight=0.8)" in info and "reward_range:" not in info
+    assert "kind: single-turn; reward range [0.0, 1.0]; license Apache-2.0; needs nothing else" in info
+    assert "# cli-hub-env" in info  # the card's body
 
 
 def test_bad_inputs_are_one_line_each(
-    tmp_path: Path, hub_server: HubServer, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    rubric: Invoke, tmp_path: Path, hub_server: HubServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert "cannot read 'no good'; give NAME or NAME==VERSION" in _one_line_error(
-        ["install", "no good"], capsys
-    )
-    assert "invalid environment name '9lives'" in _one_line_error(["install", "9lives"], capsys)
-    assert "no package 'absent-env' on" in _one_line_error(["install", "absent-env"], capsys)
-    assert "'absent-env'" in _one_line_error(["hub", "info", "absent-env"], capsys)
+    def error(*args: str) -> str:
+        return _one_line_error(rubric, *args, cwd=tmp_path)
+
+    assert "cannot read 'no good'; give NAME or NAME==VERSION" in error("install", "no good")
+    assert "invalid environment name '9lives'" in error("install", "9lives")
+    assert "no package 'absent-env' on" in error("install", "absent-env")
+    assert "'absent-env'" in error("hub", "info", "absent-env")
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    assert "cannot reach the hub" in _one_line_error(["hub", "search", "--hub", closed], capsys)
+    assert "cannot reach the hub" in error("hub", "search", "--hub", closed)
     monkeypatch.setenv("RUBRIC_HUB_PASSWORD", "wrong-secret-123")
     package = tmp_path / "creds-env"
-    assert main(["init", "creds-env", "--dir", str(tmp_path)]) == 0
-    assert main(["build", str(package), "--no-isolation"]) == 0
-    capsys.readouterr()
-    err = _one_line_error(["push", str(package)], capsys)
+    assert rubric("init", "creds-env", "--dir", str(tmp_path), cwd=tmp_path).returncode == 0
+    assert rubric("build", str(package), "--no-isolation", cwd=tmp_path).returncode == 0
+    err = error("push", str(package))
     assert "refused the credentials" in err and "wrong-secret-123" not in err
 
 
-def test_readme_publish_block_runs_as_written(
-    tmp_path: Path, hub_server: HubServer, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_readme_publish_block_runs_as_written(rubric: Invoke, tmp_path: Path, hub_server: HubServer) -> None:
     """Build, push, search and info as README writes them; install and list run in a fresh venv
     in test_hub_end_to_end.py (here they would change this test's own environment)."""
     import shlex
 
-    blocks = [code_block("bash", "rubric build ./my-env")]
-    monkeypatch.chdir(tmp_path)
-    assert main(["init", "my-env", "--kind", "tool"]) == 0
-    for line in blocks[0].splitlines():
+    assert rubric("init", "my-env", "--kind", "tool", cwd=tmp_path).returncode == 0
+    out = ""
+    for line in code_block("bash", "rubric build ./my-env").splitlines():
         argv = shlex.split(line.split("#")[0])
         if argv[1] in ("install", "list"):
             continue
         extra = ["--no-isolation"] if argv[1] == "build" else []  # offline: the backend installed here
-        assert main([*argv[1:], *extra]) == 0, capsys.readouterr()
-    out = capsys.readouterr().out
+        done = rubric(*argv[1:], *extra, cwd=tmp_path)
+        assert done.returncode == 0, done.stdout + done.stderr
+        out += done.stdout
     assert "my-env 0.1.0  (versions: 0.1.0)" in out and "rubric used_tool: FunctionRubric (weight=0.1)" in out
 
 

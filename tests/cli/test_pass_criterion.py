@@ -7,7 +7,7 @@ from pathlib import Path
 from rich.console import Console
 
 from harness import EvalResults, Rollout
-from tests.helpers.processes import run
+from tests.cli.conftest import Invoke
 
 # A judge at weight 0.2 on a 0-10 scale, as the issue found it: a perfect answer earns 0.2.
 CAPPED_ENV = """
@@ -39,9 +39,11 @@ def test_nothing_to_doubt_when_no_rollout_earned_anything() -> None:
     assert "no rollout reached" not in _text(results)
 
 
-def test_a_rubric_that_tops_out_below_1_is_named(tmp_path: Path) -> None:
+def test_a_rubric_that_tops_out_below_1_is_named(rubric: Invoke, tmp_path: Path) -> None:
     (tmp_path / "capped.py").write_text(CAPPED_ENV)
-    proc = run("eval", "capped.py", "-m", "scripted:a", "-r", "2", "-o", "out", "--no-progress", cwd=tmp_path)
+    proc = rubric(
+        "eval", "capped.py", "-m", "scripted:a", "-r", "2", "-o", "out", "--no-progress", cwd=tmp_path
+    )
     assert proc.returncode == 0, proc.stderr
     warning = (
         "no rollout reached reward 1 (the best: 0.2), which pass@k counts as a pass; if this rubric's "
@@ -50,6 +52,6 @@ def test_a_rubric_that_tops_out_below_1_is_named(tmp_path: Path) -> None:
     assert proc.stderr.strip() == f"rubric eval: warning: {warning}"
     pass_means = next(line for line in proc.stdout.splitlines() if "pass means" in line)
     assert "reward >= 1" in pass_means and "no rollout reached reward 1" in pass_means
-    view = run("view", "out", "--html", cwd=tmp_path)
+    view = rubric("view", "out", "--html", cwd=tmp_path)
     assert view.returncode == 0, view.stderr
     assert "no rollout reached reward 1" in (tmp_path / "out" / "report.html").read_text()

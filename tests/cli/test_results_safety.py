@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.processes import at_a_terminal, run
+from tests.cli.conftest import Invoke
+from tests.helpers.processes import at_a_terminal
 
 
 def _folder(tmp_path: Path, env: dict) -> Path:
@@ -32,36 +33,38 @@ def _folder(tmp_path: Path, env: dict) -> Path:
         {"name": "evil", "load_spec": "evil", "load_kwargs": {}},  # importable, but not installed
     ],
 )
-def test_metadata_naming_code_never_runs_it(tmp_path: Path, env: dict) -> None:
+def test_metadata_naming_code_never_runs_it(rubric: Invoke, tmp_path: Path, env: dict) -> None:
     (tmp_path / "evil.py").write_text("open('CANARY', 'w').write('ran')\ndef load_environment():\n    pass\n")
     folder = _folder(tmp_path, env)
     for command in (["score", str(folder)], ["view", str(folder)]):
-        run(*command, cwd=tmp_path)
-    score = run("score", str(folder), cwd=tmp_path)
+        rubric(*command, cwd=tmp_path)
+    score = rubric("score", str(folder), cwd=tmp_path)
     assert not (tmp_path / "CANARY").exists(), "code named in metadata.json ran"
     assert score.returncode != 0 and len(score.stderr.strip().splitlines()) == 1
     assert "never runs code it names" in score.stderr
     assert f"rubric score {folder} {env['load_spec']}" in score.stderr  # the command to type instead
 
 
-def test_a_registered_name_is_used_and_said(tmp_path: Path) -> None:
+def test_a_registered_name_is_used_and_said(rubric: Invoke, tmp_path: Path) -> None:
     folder = _folder(tmp_path, {"name": "gsm8k", "load_spec": "gsm8k", "load_kwargs": {}})
-    proc = run("score", str(folder), "-o", str(tmp_path / "rescored.jsonl"), cwd=tmp_path)
+    proc = rubric("score", str(folder), "-o", str(tmp_path / "rescored.jsonl"), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "using the installed environment 'gsm8k'" in proc.stderr
     assert (tmp_path / "rescored.jsonl").exists()
 
 
-def test_the_folders_arguments_are_used_only_when_the_user_passes_or_accepts_them(tmp_path: Path) -> None:
+def test_the_folders_arguments_are_used_only_when_the_user_passes_or_accepts_them(
+    rubric: Invoke, tmp_path: Path
+) -> None:
     recorded = {"num_examples": 1}
     folder = _folder(tmp_path, {"name": "gsm8k", "load_spec": "gsm8k", "load_kwargs": recorded})
-    refused = run("score", str(folder), "-o", str(tmp_path / "a.jsonl"), cwd=tmp_path)
+    refused = rubric("score", str(folder), "-o", str(tmp_path / "a.jsonl"), cwd=tmp_path)
     assert refused.returncode == 2 and not (tmp_path / "a.jsonl").exists()
     assert """records these arguments for 'gsm8k': {"num_examples": 1}""" in refused.stderr
     assert (
         f"""used only if you pass them: rubric score {folder} -a '{{"num_examples": 1}}'""" in refused.stderr
     )
-    typed = run(
+    typed = rubric(
         "score", str(folder), "-a", json.dumps(recorded), "-o", str(tmp_path / "b.jsonl"), cwd=tmp_path
     )
     assert typed.returncode == 0, typed.stderr
@@ -79,10 +82,10 @@ def _at_a_terminal(args: list[str], cwd: Path, answer: str) -> int:
     return proc.returncode
 
 
-def test_the_hint_never_carries_raw_control_characters(tmp_path: Path) -> None:
+def test_the_hint_never_carries_raw_control_characters(rubric: Invoke, tmp_path: Path) -> None:
     spec = "evil\x1b]0;pwned\x07\u202e.py"
     folder = _folder(tmp_path, {"name": "evil", "load_spec": spec, "load_kwargs": {}})
-    proc = run("score", str(folder), cwd=tmp_path)
+    proc = rubric("score", str(folder), cwd=tmp_path)
     assert proc.returncode != 0 and "never runs code it names" in proc.stderr
     assert not any(c in proc.stderr for c in ("\x1b", "\x07", "\u202e")), repr(proc.stderr)
     assert "\\x1b]0;pwned\\x07" in proc.stderr

@@ -13,7 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from tests.helpers.processes import at_a_terminal, run
+from tests.cli.conftest import Invoke
+from tests.helpers.processes import at_a_terminal
 
 CANARY = "sk-canary-7f3e9b"
 
@@ -56,10 +57,10 @@ def _cut(folder: Path) -> None:
     (folder / "results.jsonl").write_text(lines[0] + "\n")
 
 
-def _shared_folder(tmp_path: Path, **edit: Any) -> Path:
+def _shared_folder(rubric: Invoke, tmp_path: Path, **edit: Any) -> Path:
     """A run folder cut after one of its rollouts, its metadata.json then edited as someone
     sharing it could (`env` and `model` keys merged into those sections)."""
-    made = run(
+    made = rubric(
         "eval", "gsm8k", "-m", "scripted:noisy", "-n", "3", "-o", "shared", "--no-progress", cwd=tmp_path
     )
     assert made.returncode == 0, made.stderr
@@ -72,11 +73,11 @@ def _shared_folder(tmp_path: Path, **edit: Any) -> Path:
     return folder
 
 
-def test_a_recorded_endpoint_never_gets_the_key_unasked(tmp_path: Path) -> None:
+def test_a_recorded_endpoint_never_gets_the_key_unasked(rubric: Invoke, tmp_path: Path) -> None:
     with key_sink() as (url, seen):
-        _shared_folder(tmp_path, model={"model": "gpt-test", "base_url": url})
+        _shared_folder(rubric, tmp_path, model={"model": "gpt-test", "base_url": url})
         user = {"OPENAI_API_KEY": CANARY, "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}
-        refused = run("eval", "--resume", "shared", "--no-progress", cwd=tmp_path, env=user)
+        refused = rubric("eval", "--resume", "shared", "--no-progress", cwd=tmp_path, env=user)
         declined = at_a_terminal(
             "eval", "--resume", "shared", "--no-progress", cwd=tmp_path, answer="n", env=user
         )
@@ -86,20 +87,22 @@ def test_a_recorded_endpoint_never_gets_the_key_unasked(tmp_path: Path) -> None:
         assert f"-b {url}" in refused.stderr  # the flag to pass if you trust it
         assert declined.returncode == 2 and "[y/N]" in declined.stdout, declined.stdout + declined.stderr
         # Named by the user (their OPENAI_BASE_URL, or -b), the same endpoint is used.
-        run("eval", "--resume", "shared", "--no-progress", cwd=tmp_path, env={**user, "OPENAI_BASE_URL": url})
+        rubric(
+            "eval", "--resume", "shared", "--no-progress", cwd=tmp_path, env={**user, "OPENAI_BASE_URL": url}
+        )
         assert f"Bearer {CANARY}" in seen
         seen.clear()
         _cut(tmp_path / "shared")
-        run("eval", "--resume", "shared", "--no-progress", "-b", url, cwd=tmp_path, env=user)
+        rubric("eval", "--resume", "shared", "--no-progress", "-b", url, cwd=tmp_path, env=user)
         assert f"Bearer {CANARY}" in seen
 
 
-def test_recorded_environment_arguments_are_not_used_unasked(tmp_path: Path) -> None:
+def test_recorded_environment_arguments_are_not_used_unasked(rubric: Invoke, tmp_path: Path) -> None:
     touched = tmp_path / "touched"
     command = shlex.join([sys.executable, "-c", f"open({str(touched)!r}, 'w')"])
     recorded = {"mcp_servers": [command]}
-    _shared_folder(tmp_path, env={"load_kwargs": recorded})
-    refused = run("eval", "--resume", "shared", "--no-progress", cwd=tmp_path)
+    _shared_folder(rubric, tmp_path, env={"load_kwargs": recorded})
+    refused = rubric("eval", "--resume", "shared", "--no-progress", cwd=tmp_path)
     declined = at_a_terminal("eval", "--resume", "shared", "--no-progress", cwd=tmp_path, answer="n")
     assert not touched.exists(), "a command recorded in the folder ran"
     assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
@@ -109,8 +112,10 @@ def test_recorded_environment_arguments_are_not_used_unasked(tmp_path: Path) -> 
     assert not touched.exists()
 
 
-def test_a_folder_with_no_arguments_and_the_users_endpoint_resumes_unasked(tmp_path: Path) -> None:
-    _shared_folder(tmp_path)  # gsm8k with no arguments, scripted: nothing to confirm
-    resumed = run("eval", "--resume", "shared", "--no-progress", cwd=tmp_path)
+def test_a_folder_with_no_arguments_and_the_users_endpoint_resumes_unasked(
+    rubric: Invoke, tmp_path: Path
+) -> None:
+    _shared_folder(rubric, tmp_path)  # gsm8k with no arguments, scripted: nothing to confirm
+    resumed = rubric("eval", "--resume", "shared", "--no-progress", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert len((tmp_path / "shared" / "results.jsonl").read_text().splitlines()) == 3

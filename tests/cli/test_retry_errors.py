@@ -11,7 +11,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.helpers.processes import RUBRIC, run
+from tests.cli.conftest import Invoke
+from tests.helpers.processes import RUBRIC
 
 ENV_FILE = """
 import os, time
@@ -40,10 +41,10 @@ def _rows(folder: Path) -> list[dict]:
     return [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines()]
 
 
-def test_retry_errors_runs_only_the_errored_rollouts_again(tmp_path: Path) -> None:
+def test_retry_errors_runs_only_the_errored_rollouts_again(rubric: Invoke, tmp_path: Path) -> None:
     marker = tmp_path / "healed"
     (tmp_path / "flaky.py").write_text(ENV_FILE.format(marker=str(marker)))
-    first = run(
+    first = rubric(
         "eval",
         "flaky.py",
         "-m",
@@ -58,19 +59,19 @@ def test_retry_errors_runs_only_the_errored_rollouts_again(tmp_path: Path) -> No
     assert first.returncode == 0 and "1 rollout(s) ended with an error" in first.stdout
     assert [r["example_id"] for r in _rows(tmp_path / "r") if r["error"]] == [2]
     marker.write_text("")
-    again = run(
+    again = rubric(
         "eval", "--resume", "r", "--retry-errors", "--max-retries", "0", "--no-progress", cwd=tmp_path
     )
     assert again.returncode == 0, again.stderr
     rows = _rows(tmp_path / "r")
     assert len(rows) == 5 and not any(r["error"] for r in rows) and all(r["reward"] == 1.0 for r in rows)
-    refused = run(
+    refused = rubric(
         "eval", "flaky.py", "-m", "scripted:flaky", "--retry-errors", "-o", "x", "--no-progress", cwd=tmp_path
     )
     assert refused.returncode == 2 and "use it with --resume DIR" in refused.stderr
 
 
-def test_ctrl_c_prints_the_exact_resume_command(tmp_path: Path) -> None:
+def test_ctrl_c_prints_the_exact_resume_command(rubric: Invoke, tmp_path: Path) -> None:
     (tmp_path / "healed").write_text("")
     (tmp_path / "flaky.py").write_text(ENV_FILE.format(marker=str(tmp_path / "healed")))
     with subprocess.Popen(
@@ -104,5 +105,5 @@ def test_ctrl_c_prints_the_exact_resume_command(tmp_path: Path) -> None:
     (folder,) = tmp_path.glob("runs/*")
     hint = f"""continue with: rubric eval --resume runs/{folder.name} -a '{{"n": 40}}'"""
     assert hint in err, err  # the run's arguments too: a folder's are not used unasked
-    again = run(*shlex.split(hint.removeprefix("continue with: rubric ")), "--no-progress", cwd=tmp_path)
+    again = rubric(*shlex.split(hint.removeprefix("continue with: rubric ")), "--no-progress", cwd=tmp_path)
     assert again.returncode == 0, again.stderr

@@ -8,18 +8,18 @@ from pathlib import Path
 
 from harness import load_results
 from harness._results.compare import compare
-from tests.helpers.processes import run
+from tests.cli.conftest import Invoke
 
 
-def _eval(tmp_path: Path, policy: str, out: str) -> Path:
-    proc = run("eval", "gsm8k", "-m", policy, "-n", "12", "-o", out, "--no-progress", cwd=tmp_path)
+def _eval(rubric: Invoke, tmp_path: Path, policy: str, out: str) -> Path:
+    proc = rubric("eval", "gsm8k", "-m", policy, "-n", "12", "-o", out, "--no-progress", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     return tmp_path / out
 
 
-def test_two_runs_compare_in_the_terminal(tmp_path: Path) -> None:
-    a, b = _eval(tmp_path, "scripted:noisy", "a"), _eval(tmp_path, "scripted:oracle", "b")
-    proc = run("view", "a", "b", cwd=tmp_path)
+def test_two_runs_compare_in_the_terminal(rubric: Invoke, tmp_path: Path) -> None:
+    a, b = _eval(rubric, tmp_path, "scripted:noisy", "a"), _eval(rubric, tmp_path, "scripted:oracle", "b")
+    proc = rubric("view", "a", "b", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     comparison = compare(load_results(a), load_results(b))
     fixed = [e for e in comparison.examples if e.reward_a < e.reward_b]
@@ -41,8 +41,8 @@ def test_two_runs_compare_in_the_terminal(tmp_path: Path) -> None:
     assert "rubric view a b --html" in out
 
 
-def test_terminal_comparison_with_unscored_nodes_and_missing_examples(tmp_path: Path) -> None:
-    a, b = _eval(tmp_path, "scripted:oracle", "a"), _eval(tmp_path, "scripted:oracle", "b")
+def test_terminal_comparison_with_unscored_nodes_and_missing_examples(rubric: Invoke, tmp_path: Path) -> None:
+    a, b = _eval(rubric, tmp_path, "scripted:oracle", "a"), _eval(rubric, tmp_path, "scripted:oracle", "b")
     rows = [json.loads(line) for line in (b / "results.jsonl").read_text().splitlines()]
     shown_first = load_results(a).rollouts[0].example_id
     first = next(r for r in rows if r["example_id"] == shown_first)
@@ -54,21 +54,21 @@ def test_terminal_comparison_with_unscored_nodes_and_missing_examples(tmp_path: 
     comparison = compare(load_results(a), load_results(b))
     assert math.isnan(comparison.examples[0].reward_b) and comparison.examples[0].flipped
     assert len(comparison.examples) == 12 and comparison.examples[-1].rollouts_b == ()
-    proc = run("view", "a", "b", cwd=tmp_path)
+    proc = rubric("view", "a", "b", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "NaN" in proc.stdout and str(comparison.examples[0].example) in proc.stdout
 
 
-def test_picking_rollouts_of_two_runs_is_refused(tmp_path: Path) -> None:
-    _eval(tmp_path, "scripted:oracle", "a")
-    _eval(tmp_path, "scripted:oracle", "b")
-    proc = run("view", "a", "b", "--worst", "2", cwd=tmp_path)
+def test_picking_rollouts_of_two_runs_is_refused(rubric: Invoke, tmp_path: Path) -> None:
+    _eval(rubric, tmp_path, "scripted:oracle", "a")
+    _eval(rubric, tmp_path, "scripted:oracle", "b")
+    proc = rubric("view", "a", "b", "--worst", "2", cwd=tmp_path)
     assert proc.returncode == 2 and "view each run on its own" in proc.stderr
 
 
-def test_runs_of_two_environments_are_not_compared(tmp_path: Path) -> None:
-    _eval(tmp_path, "scripted:oracle", "g")
-    other = run(
+def test_runs_of_two_environments_are_not_compared(rubric: Invoke, tmp_path: Path) -> None:
+    _eval(rubric, tmp_path, "scripted:oracle", "g")
+    other = rubric(
         "eval",
         "wordle",
         "-m",
@@ -83,7 +83,7 @@ def test_runs_of_two_environments_are_not_compared(tmp_path: Path) -> None:
     assert other.returncode == 0, other.stderr
     said = "run A is of environment 'gsm8k' and run B of 'wordle': their examples and rubrics differ"
     for extra in ([], ["--html"]):
-        proc = run("view", "g", "w", *extra, cwd=tmp_path)
+        proc = rubric("view", "g", "w", *extra, cwd=tmp_path)
         assert proc.returncode != 0 and said in proc.stderr, (extra, proc.stdout, proc.stderr)
         assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert not list(tmp_path.glob("compare--*.html"))

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from harness._core.text import escape_control, safe_text
-from tests.helpers.processes import run
+from tests.cli.conftest import Invoke
 
 NASTY = "\x1b[2J\x1b]0;pwned\x07\u202eevil\x00[/bold][red]x[/red]\x9b"
 
@@ -19,7 +19,7 @@ def test_escape_control_keeps_text_and_shows_controls() -> None:
     assert safe_text("[/bold]").plain == "[/bold]"  # a Text is never parsed as markup
 
 
-def test_view_escapes_everything_that_came_from_outside(tmp_path: Path) -> None:
+def test_view_escapes_everything_that_came_from_outside(rubric: Invoke, tmp_path: Path) -> None:
     folder = tmp_path / "run"
     folder.mkdir()
     rollout = {
@@ -51,7 +51,7 @@ def test_view_escapes_everything_that_came_from_outside(tmp_path: Path) -> None:
     (folder / "results.jsonl").write_text(json.dumps(rollout) + "\n")
     metadata = {"status": f"odd{NASTY}", "env": {"name": f"env{NASTY}"}, "model": {"model": f"m{NASTY}"}}
     (folder / "metadata.json").write_text(json.dumps(metadata))
-    proc = run("view", str(folder), "--worst", "1", cwd=tmp_path)
+    proc = rubric("view", str(folder), "--worst", "1", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     for raw in ("\x1b", "\x07", "\u202e", "\x00", "\x9b"):

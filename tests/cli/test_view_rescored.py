@@ -6,24 +6,24 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness import load_results
-from tests.helpers.processes import run
+from tests.cli.conftest import Invoke
 
 
-def test_a_rescored_file_views_in_the_terminal_and_in_html(tmp_path: Path) -> None:
+def test_a_rescored_file_views_in_the_terminal_and_in_html(rubric: Invoke, tmp_path: Path) -> None:
     assert (
-        run(
+        rubric(
             "eval", "gsm8k", "-m", "scripted:noisy", "-n", "4", "-o", "r", "--no-progress", cwd=tmp_path
         ).returncode
         == 0
     )
-    assert run("view", "r", "--rescored", cwd=tmp_path).returncode == 2  # nothing re-scored yet: said
-    scored = run("score", "r", cwd=tmp_path)
+    assert rubric("view", "r", "--rescored", cwd=tmp_path).returncode == 2  # nothing re-scored yet: said
+    scored = rubric("score", "r", cwd=tmp_path)
     assert scored.returncode == 0, scored.stderr
     (rescored,) = (tmp_path / "r").glob("results.rescored-*.jsonl")
-    shown = run("view", "r", "--rescored", cwd=tmp_path)
+    shown = rubric("view", "r", "--rescored", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     assert "scores from" in shown.stdout and rescored.name in shown.stdout.replace("\n", "").replace(" ", "")
-    page = run("view", str(rescored), "--html", cwd=tmp_path)
+    page = rubric("view", str(rescored), "--html", cwd=tmp_path)
     assert page.returncode == 0, page.stderr
     html = rescored.with_suffix(".html").read_text()
     assert f"gsm8k · scripted:noisy · scores from {rescored.name}" in html

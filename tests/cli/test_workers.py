@@ -6,12 +6,14 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from harness import ScriptedEndpoint
 from harness._engine.executors.plan import workers_hint
+from tests.cli.conftest import Invoke
 from tests.helpers.docs import code_block
 
 RUBRIC = shutil.which("rubric")
@@ -80,14 +82,11 @@ def test_a_small_run_with_workers_says_in_one_line_that_they_cannot_help(tmp_pat
         ),
     ],
 )
-def test_worker_errors_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:
-    # A `ray` that fails to import stands in for Ray not being installed.
-    (tmp_path / "fake").mkdir()
-    (tmp_path / "fake" / "ray.py").write_text("raise ImportError('No module named ray')\n")
-    proc = run(
-        "eval", "gsm8k", "-m", "scripted:oracle", "-n", "2", "-o", "out", *args, cwd=tmp_path,
-        env={"PYTHONPATH": str(tmp_path / "fake")},
-    )  # fmt: skip
+def test_worker_errors_are_one_line(
+    rubric: Invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], message: str
+) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails: Ray is not installed
+    proc = rubric("eval", "gsm8k", "-m", "scripted:oracle", "-n", "2", "-o", "out", *args, cwd=tmp_path)
     assert proc.returncode != 0
     assert message in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1

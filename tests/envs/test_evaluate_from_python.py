@@ -10,7 +10,7 @@ import pytest
 from envs import SingleTurnEnv, load_environment
 from harness import Client, ConfigError, ScriptedEndpoint
 from rubrics import LLMJudge, WeightedSum
-from rubrics._judge.llm import clear_cache
+from rubrics.judges import JudgeCache
 
 
 def test_scripted_policy_runs_offline_like_the_cli(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -43,7 +43,7 @@ def test_judge_tokens_are_kept_apart_from_the_policy(monkeypatch: pytest.MonkeyP
             return "Fine work.\nScore: 9"
         return "42"
 
-    clear_cache()
+    JudgeCache.shared.clear()
     with ScriptedEndpoint(policy) as endpoint:
         judge = LLMJudge(
             "<q>{{ prompt_messages[-1].content }}</q><r>{{ response }}</r>",

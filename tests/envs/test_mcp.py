@@ -21,7 +21,6 @@ from mcp.client import Client as SDKClient
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from envs import ToolEnv, mcp_server
-from envs._tools import mcp as mcp_module
 from envs._tools.functions import OUTPUT_LIMIT
 from envs._tools.mcp import MCPStartError, MCPTool
 from harness import ConfigError, run_sync
@@ -132,7 +131,7 @@ async def test_a_crashed_server_leaves_no_process_behind(detach: bool) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-async def test_a_huge_result_is_cut_like_the_python_sandboxs_output(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_huge_result_is_cut_like_the_python_sandboxs_output() -> None:
     tools = _tools()
     server = tools["add"].server
     try:
@@ -144,7 +143,7 @@ async def test_a_huge_result_is_cut_like_the_python_sandboxs_output(monkeypatch:
         whole = (await tools["big"].call({"size": OUTPUT_LIMIT})).content
         assert len(whole) == OUTPUT_LIMIT and "truncated" not in whole  # at the limit: kept whole
         # A binary block over the cap is kept on the result as its summary alone.
-        monkeypatch.setattr(mcp_module, "MAX_BLOCK_BYTES", 50)
+        server.block_limit = 50
         picture = await tools["picture"].call({})
         assert [part["type"] for part in picture.parts or []] == ["text", "text", "resource"]
         assert (

@@ -10,7 +10,7 @@ import pytest
 
 from cli import main
 from envs import load_environment
-from envs._provenance import changes, describe
+from envs._provenance import changes, describe_provenance
 from envs.hub import init_package
 
 
@@ -22,7 +22,7 @@ def test_an_installed_name_records_its_distribution_and_version() -> None:
         "version": version("rubric-rl"),
         "entry_point": "envs.reference._gsm8k:load_environment",
     }
-    assert describe(env.provenance) == (
+    assert describe_provenance(env.provenance) == (
         f"rubric-rl {version('rubric-rl')} (installed distribution, envs.reference._gsm8k:load_environment)"
     )
 

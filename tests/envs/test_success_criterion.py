@@ -10,11 +10,13 @@ import pytest
 from envs import SingleTurnEnv, load_environment
 from harness import ConfigError, load_results
 from rubrics import WeightedSum
-from tests.helpers.processes import run
+from tests.cli.conftest import Invoke
 
 
-def test_wordle_pass_at_k_counts_wins(tmp_path: Path) -> None:
-    proc = run("eval", "wordle", "-m", "scripted:noisy", "-n", "6", "--no-progress", "-o", "w", cwd=tmp_path)
+def test_wordle_pass_at_k_counts_wins(rubric: Invoke, tmp_path: Path) -> None:
+    proc = rubric(
+        "eval", "wordle", "-m", "scripted:noisy", "-n", "6", "--no-progress", "-o", "w", cwd=tmp_path
+    )
     assert proc.returncode == 0, proc.stderr
     assert "pass means" in proc.stdout and "grade.win >= 1" in proc.stdout
     results = load_results(tmp_path / "w")

@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-import harness._endpoint.client as client_module
 from harness import Client, Completion, EndpointError, Message, ScriptedEndpoint, ToolCall, Usage, run_sync
 from harness._endpoint.client import TRANSPORTS
 from harness._endpoint.connect import open_client
@@ -27,14 +26,19 @@ pytestmark = pytest.mark.timeout(30)
 
 
 @pytest.fixture(autouse=True, params=TRANSPORTS)
-def transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every Client built in this module uses this transport unless it names one."""
-    monkeypatch.setattr(client_module, "DEFAULT_TRANSPORT", request.param)
+def transport(request: pytest.FixtureRequest) -> str:
+    """The transport this run of the module's tests uses (`fast_retry` passes it)."""
     return str(request.param)
 
 
+@pytest.fixture
+def fast_retry(transport: str) -> dict[str, Any]:
+    """The conftest's near-instant retry backoff, plus this run's transport."""
+    return {"backoff_base": 0.005, "backoff_max": 0.02, "transport": transport}
+
+
 Endpoints = Callable[..., ScriptedEndpoint]  # the conftest fixture factory
-Fast = dict[str, float]  # the conftest fast_retry Client keywords
+Fast = dict[str, Any]  # Client keywords: fast retries and the transport under test
 
 USER = [{"role": "user", "content": "what is two plus two"}]
 KEY = "sk-test-SECRET-0123456789abcdef"
@@ -254,7 +258,7 @@ def test_only_real_keys_are_masked_in_errors(scripted_endpoint: Endpoints, fast_
     endpoint = scripted_endpoint(policy)
     with contextlib.ExitStack() as stack:
         env = SimpleNamespace(scripted_policies={"call": policy})
-        scripted = open_client(stack, "scripted:call", env=env, max_retries=0)
+        scripted = open_client(stack, "scripted:call", env=env, max_retries=0, **fast_retry)
         with pytest.raises(EndpointError) as info:
             run_sync(scripted.complete(USER))
         scripted.close()

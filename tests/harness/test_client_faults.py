@@ -6,33 +6,40 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
-import harness._endpoint.client as client_module
 from harness import Client, EndpointError
 from harness._endpoint.client import TRANSPORTS
 from tests.helpers.endpoints import raw_server
 
 
-@pytest.fixture(autouse=True, params=TRANSPORTS)
-def transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every Client built in this module uses this transport unless it names one."""
-    monkeypatch.setattr(client_module, "DEFAULT_TRANSPORT", request.param)
+@pytest.fixture(params=TRANSPORTS)
+def transport(request: pytest.FixtureRequest) -> str:
+    """Each test runs with each transport."""
     return str(request.param)
 
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], "asyncio.Future[None] | object"]
 
 
-def _client(url: str, **kwargs: object) -> Client:
-    return Client("m", base_url=url, api_key="sk-test", backoff_base=0.01, backoff_max=0.02, **kwargs)
+def _client(url: str, transport: str, **kwargs: Any) -> Client:
+    return Client(
+        "m",
+        base_url=url,
+        api_key="sk-test",
+        backoff_base=0.01,
+        backoff_max=0.02,
+        transport=transport,
+        **kwargs,
+    )
 
 
 @pytest.mark.slow  # waits out a timeout
-async def test_timeout_is_a_deadline_for_the_whole_request() -> None:
+async def test_timeout_is_a_deadline_for_the_whole_request(transport: str) -> None:
     async with raw_server(drip=0.2) as (url, hits):
-        client = _client(url, timeout=1.0, max_retries=1)
+        client = _client(url, transport, timeout=1.0, max_retries=1)
         started = time.monotonic()
         with pytest.raises(EndpointError, match="no answer within the 1s timeout") as caught:
             await client.complete([{"role": "user", "content": "hi"}])
@@ -50,9 +57,9 @@ async def test_timeout_is_a_deadline_for_the_whole_request() -> None:
         (b'{"choices": [{"message": {"role": "assistant", "content": "\xff\xfe"}}]}', "not valid UTF-8"),
     ],
 )
-async def test_a_bad_200_body_is_retried_then_named(body: bytes, problem: str) -> None:
+async def test_a_bad_200_body_is_retried_then_named(body: bytes, problem: str, transport: str) -> None:
     async with raw_server(body) as (url, hits):
-        client = _client(url, max_retries=2)
+        client = _client(url, transport, max_retries=2)
         with pytest.raises(EndpointError) as caught:
             await client.complete([{"role": "user", "content": "hi"}])
         await client.aclose()
@@ -73,9 +80,9 @@ async def test_a_bad_200_body_is_retried_then_named(body: bytes, problem: str) -
         ),
     ],
 )
-async def test_null_or_mistyped_message_fields_are_named(body: bytes, field: str) -> None:
+async def test_null_or_mistyped_message_fields_are_named(body: bytes, field: str, transport: str) -> None:
     async with raw_server(body) as (url, _):
-        client = _client(url, max_retries=0)
+        client = _client(url, transport, max_retries=0)
         with pytest.raises(EndpointError) as caught:
             await client.complete([{"role": "user", "content": "hi"}])
         await client.aclose()

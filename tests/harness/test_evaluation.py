@@ -12,7 +12,6 @@ import pytest
 
 from envs import SingleTurnEnv
 from harness import Client, Rollout, aevaluate, load_results
-from harness._endpoint.client import open_clients
 from harness._views.progress import ProgressDisplay, RunStats
 from harness.scripted._endpoint import ScriptedHTTPError
 from rubrics import LLMJudge, RankJudge, WeightedSum, judges
@@ -264,4 +263,4 @@ async def test_a_run_closes_the_pools_its_judges_opened(scripted_endpoint: Any) 
         results = await aevaluate(env, client, rollouts_per_example=3, progress=False)
         assert results.summary.num_scored == 3 and number.stats.requests == met.stats.requests == 3
         assert ranks.stats.requests == 1
-        assert open_clients() == [client]  # the judges' three pools are closed, on the run's loop
+        assert Client.open_clients() == [client]  # the judges' three pools are closed, on the run's loop

@@ -11,7 +11,6 @@ from harness._core.summary import node_note, summarize
 from harness._views.html import groups_html
 from harness._views.report import report_html
 from rubrics import WeightedSum, relative
-from rubrics._render import tree_nodes
 
 
 def correct(response: str, answer: str) -> float:
@@ -34,7 +33,7 @@ def scored_run() -> EvalResults:
         for i, text in enumerate(texts)
     ]
     TREE.score_batch(rollouts)
-    metadata = {"env": {"name": "g", "rubric": tree_nodes(TREE)}, "model": {"model": "m"}}
+    metadata = {"env": {"name": "g", "rubric": TREE.tree()}, "model": {"model": "m"}}
     return EvalResults(rollouts, metadata=metadata)
 
 

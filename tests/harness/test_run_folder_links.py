@@ -12,6 +12,7 @@ import pytest
 
 from harness import ResultsError, load_results
 from harness._core.storage import RESULTS_FILE, open_owned
+from tests.cli.conftest import Invoke
 from tests.helpers.processes import run
 
 PRECIOUS = "precious\nsecond line without newline"
@@ -40,10 +41,10 @@ def _copy_with_link(finished_run: Path, tmp_path: Path, name: str) -> tuple[Path
 
 
 def test_a_report_written_over_a_link_replaces_the_link_not_its_target(
-    finished_run: Path, tmp_path: Path
+    rubric: Invoke, finished_run: Path, tmp_path: Path
 ) -> None:
     folder, victim = _copy_with_link(finished_run, tmp_path, "report.html")
-    proc = run("view", "r", "--html", cwd=tmp_path)
+    proc = rubric("view", "r", "--html", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert victim.read_text() == PRECIOUS
     report = folder / "report.html"
@@ -52,11 +53,11 @@ def test_a_report_written_over_a_link_replaces_the_link_not_its_target(
 
 @pytest.mark.parametrize("name", [".lock", RESULTS_FILE, "metadata.json"])
 def test_resume_refuses_a_linked_file_and_leaves_its_target_alone(
-    finished_run: Path, tmp_path: Path, name: str
+    rubric: Invoke, finished_run: Path, tmp_path: Path, name: str
 ) -> None:
     folder, victim = _copy_with_link(finished_run, tmp_path, name)
     before = victim.read_bytes()
-    proc = run(
+    proc = rubric(
         "eval", "gsm8k", "-m", "scripted:noisy", "-n", "4", "--no-progress", "--resume", "r", cwd=tmp_path
     )
     assert proc.returncode != 0
@@ -79,11 +80,11 @@ def test_a_hard_link_and_a_fifo_are_refused_too(finished_run: Path, tmp_path: Pa
         open_owned(folder / ".lock", os.O_RDWR | os.O_CREAT)
 
 
-def test_reading_a_linked_results_file_is_refused(finished_run: Path, tmp_path: Path) -> None:
+def test_reading_a_linked_results_file_is_refused(rubric: Invoke, finished_run: Path, tmp_path: Path) -> None:
     folder, _ = _copy_with_link(finished_run, tmp_path, RESULTS_FILE)
     with pytest.raises(ResultsError, match="is a symbolic link"):
         load_results(folder)
-    proc = run("view", "r", cwd=tmp_path)
+    proc = rubric("view", "r", cwd=tmp_path)
     assert proc.returncode != 0 and "is a symbolic link" in proc.stderr
 
 

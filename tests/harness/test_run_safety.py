@@ -25,9 +25,9 @@ from harness import (
 from harness._core.errors import ResultsWarning
 from harness._core.summary import summarize
 from harness.scripted._app import ScriptedHTTPError
+from tests.cli.conftest import Invoke
 from tests.helpers.endpoints import serve
 from tests.helpers.fakes import FakeEnv, sum_policy
-from tests.helpers.processes import run
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -85,7 +85,7 @@ async def test_a_401_after_successes_is_an_error_on_the_rollout_only(tmp_path: P
     assert [r.error is not None for r in results].count(True) == 1 and len(results) == 6
 
 
-def test_cli_early_stop_and_fail_on_error(tmp_path: Path) -> None:
+def test_cli_early_stop_and_fail_on_error(rubric: Invoke, tmp_path: Path) -> None:
     env_file = tmp_path / "deny_env.py"
     env_file.write_text(
         textwrap.dedent(
@@ -106,7 +106,7 @@ def test_cli_early_stop_and_fail_on_error(tmp_path: Path) -> None:
             """
         )
     )
-    denied = run(
+    denied = rubric(
         "eval",
         str(env_file),
         "-m",
@@ -122,7 +122,7 @@ def test_cli_early_stop_and_fail_on_error(tmp_path: Path) -> None:
     assert len(denied.stderr.strip().splitlines()) == 1
     assert len((tmp_path / "a" / "results.jsonl").read_text().splitlines()) <= 4  # not all 200
     common = ["eval", str(env_file), "-m", "scripted:some", "-n", "40", "--no-progress"]
-    first = run(*common, "-o", str(tmp_path / "b"), cwd=tmp_path)  # by default only all-errored fails
+    first = rubric(*common, "-o", str(tmp_path / "b"), cwd=tmp_path)  # by default only all-errored fails
     assert first.returncode == 0, first.stderr
     errors = json.loads((tmp_path / "b" / "metadata.json").read_text())["summary"]["num_errors"]
     assert 0 < errors < 10 and f"(over {40 - errors} scored, {errors} errored)" in first.stdout
@@ -133,14 +133,14 @@ def test_cli_early_stop_and_fail_on_error(tmp_path: Path) -> None:
         (["--fail-on-error", str(errors - 1)], 1, f"(more than --fail-on-error {errors - 1})"),  # a count
         (["--fail-on-error", str(errors)], 0, ""),
     ):
-        proc = run(*common, "-o", str(tmp_path / f"c{len(flag)}{code}{flag[-1]}"), *flag, cwd=tmp_path)
+        proc = rubric(*common, "-o", str(tmp_path / f"c{len(flag)}{code}{flag[-1]}"), *flag, cwd=tmp_path)
         assert proc.returncode == code, (flag, proc.stderr)
         assert f"{errors} of 40 rollouts errored {why}" in proc.stderr if code else not proc.stderr
-    bad = run(*common, "-o", str(tmp_path / "d"), "--fail-on-error", "2.5", cwd=tmp_path)
+    bad = rubric(*common, "-o", str(tmp_path / "d"), "--fail-on-error", "2.5", cwd=tmp_path)
     assert bad.returncode == 2 and "must be a share below 1 (0.1) or a count of rollouts (5)" in bad.stderr
 
 
-def test_two_concurrent_resumes_one_writer(tmp_path: Path) -> None:
+def test_two_concurrent_resumes_one_writer(rubric: Invoke, tmp_path: Path) -> None:
     env_file = tmp_path / "slow_env.py"
     env_file.write_text(
         textwrap.dedent(
@@ -188,7 +188,7 @@ def test_two_concurrent_resumes_one_writer(tmp_path: Path) -> None:
     first = start("--resume", str(out))
     try:
         wait_for_lines(5)
-        second = run(*common, "--resume", str(out), cwd=tmp_path)
+        second = rubric(*common, "--resume", str(out), cwd=tmp_path)
         assert second.returncode != 0 and len(second.stderr.strip().splitlines()) == 1, second.stderr
         assert f"being written by another run (process {first.pid})" in second.stderr
     finally:

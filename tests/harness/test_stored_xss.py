@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from harness import Rollout, load_results
+from tests.cli.conftest import Invoke
 from tests.helpers.processes import run
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -146,11 +147,13 @@ def _check_page(browser: Any, path: Path) -> None:
     page.close()
 
 
-def test_the_report_and_the_comparison_run_no_planted_script(browser: Any, planted: Path) -> None:
-    proc = run("view", "a", "--html", cwd=planted)
+def test_the_report_and_the_comparison_run_no_planted_script(
+    rubric: Invoke, browser: Any, planted: Path
+) -> None:
+    proc = rubric("view", "a", "--html", cwd=planted)
     assert proc.returncode == 0, proc.stderr
     _check_page(browser, planted / "a" / "report.html")
-    proc = run("view", "a", "b", "--html", "compare.html", cwd=planted)
+    proc = rubric("view", "a", "b", "--html", "compare.html", cwd=planted)
     assert proc.returncode == 0, proc.stderr
     _check_page(browser, planted / "compare.html")
 
@@ -176,8 +179,10 @@ def test_notebook_views_make_no_live_element(planted: Path) -> None:
     assert any("&lt;img src=x onerror=" in view for view in views)  # the payload is there, as text
 
 
-def test_the_reported_vector_judge_usage_in_score_details(tmp_path: Path) -> None:
-    proc = run("eval", "gsm8k", "-m", "scripted:noisy", "-n", "2", "--no-progress", "-o", "r", cwd=tmp_path)
+def test_the_reported_vector_judge_usage_in_score_details(rubric: Invoke, tmp_path: Path) -> None:
+    proc = rubric(
+        "eval", "gsm8k", "-m", "scripted:noisy", "-n", "2", "--no-progress", "-o", "r", cwd=tmp_path
+    )
     assert proc.returncode == 0, proc.stderr
     path = tmp_path / "r" / "results.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines()]

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from harness import Rollout
 from harness._core.summary import mean_and_stderr, summarize
-from tests.helpers.processes import run
+from tests.cli.conftest import Invoke
 
 HUGE_ENV = """
 from envs import SingleTurnEnv
@@ -40,14 +40,14 @@ def test_two_huge_rewards_summarise() -> None:
     assert summarize(_rollouts([1.7e308, -1.7e308, 1.7e308])).mean_reward == 1.7e308 / 3
 
 
-def test_rubric_eval_and_view_of_huge_rewards(tmp_path: Path) -> None:
+def test_rubric_eval_and_view_of_huge_rewards(rubric: Invoke, tmp_path: Path) -> None:
     (tmp_path / "huge.py").write_text(HUGE_ENV)
-    proc = run("eval", "huge.py", "-m", "scripted:a", "-o", "out", "--no-progress", cwd=tmp_path)
+    proc = rubric("eval", "huge.py", "-m", "scripted:a", "-o", "out", "--no-progress", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "1e+308" in proc.stdout
-    view = run("view", "out", cwd=tmp_path)
+    view = rubric("view", "out", cwd=tmp_path)
     assert view.returncode == 0 and "1e+308" in view.stdout, view.stderr
-    compared = run("view", "out", "out", cwd=tmp_path)  # the comparison's means and intervals too
+    compared = rubric("view", "out", "out", cwd=tmp_path)  # the comparison's means and intervals too
     assert compared.returncode == 0 and "Traceback" not in compared.stderr, compared.stderr
 
 

@@ -14,7 +14,6 @@ from typing import Any
 import openai
 import pytest
 
-import harness._endpoint.transport as transport_module
 from harness import Client, Completion, ConfigError, ConfigTypeError, EndpointError, ScriptedEndpoint
 from harness._endpoint.client import TRANSPORTS
 from tests.helpers.endpoints import raw_server
@@ -109,13 +108,13 @@ async def test_errors_name_the_endpoint_alike_with_either_transport(scripted_end
 
 
 @pytest.mark.parametrize("name", TRANSPORTS)
-async def test_an_oversized_answer_is_refused_not_read(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(transport_module, "MAX_BODY_BYTES", 1000)
+async def test_an_oversized_answer_is_refused_not_read(name: str) -> None:
     body = b'{"choices": [{"message": {"role": "assistant", "content": "' + b"x" * 5000 + b'"}}]}'
     async with raw_server(body) as (url, hits):
         client = Client(
             "m", base_url=url, api_key="sk-test", max_retries=1, backoff_base=0.01, transport=name
         )
+        client.max_response_bytes = 1000
         with pytest.raises(EndpointError, match="HTTP 200 with a body .*more than the 1,000-byte limit"):
             await client.complete(MESSAGES)
         await client.aclose()

@@ -11,9 +11,8 @@ from typing import Any
 
 import pytest
 
-from harness import ConfigError, Rollout, WorkerError, aevaluate
+from harness import Client, ConfigError, Rollout, WorkerError, aevaluate
 from harness._core.errors import WorkersHint
-from harness._endpoint.client import concurrency_share, set_concurrency_share
 from harness._engine.executors.plan import workers_hint
 from harness._engine.executors.workers import check_workers, split_evenly
 from tests.helpers.endpoints import serve
@@ -229,14 +228,14 @@ def test_concurrency_shares_add_up_to_the_limit() -> None:
     try:
         shares = []
         for index in range(3):
-            set_concurrency_share(index, 3)
-            shares.append(concurrency_share(64))
+            Client.set_concurrency_share(index, 3)
+            shares.append(Client.concurrency_share(64))
         assert shares == [22, 21, 21]
-        set_concurrency_share(2, 3)
-        assert concurrency_share(2) == 1  # never zero: a worker always makes progress
+        Client.set_concurrency_share(2, 3)
+        assert Client.concurrency_share(2) == 1  # never zero: a worker always makes progress
     finally:
-        set_concurrency_share(0, 1)
-    assert concurrency_share(64) == 64
+        Client.set_concurrency_share(0, 1)
+    assert Client.concurrency_share(64) == 64
 
 
 async def test_client_limit_is_run_wide_across_workers(tmp_path: Path) -> None:

@@ -15,9 +15,9 @@ from rich.console import Console
 from harness import Client, ConfigError, ScriptedEndpoint
 from rubrics import LLMJudge, WeightedSum
 from rubrics._judge import agreement
-from rubrics._judge.llm import clear_cache
 from rubrics._judge.probes import FILLER
 from rubrics.calibration import acalibrate, calibrate, find_judge
+from rubrics.judges import JudgeCache
 
 EndpointFactory = Callable[..., ScriptedEndpoint]
 PROMPT = "Question: {{ prompt }}\n<response>\n{{ response }}\n</response>\nReference: {{ answer }}"
@@ -27,9 +27,9 @@ SCORES = {"yes": 8, "no": 3, "ref": 6, "three": 3, "four": 4, "five": 5, "nine":
 
 @pytest.fixture(autouse=True)
 def _fresh_cache() -> Iterator[None]:
-    clear_cache()
+    JudgeCache.shared.clear()
     yield
-    clear_cache()
+    JudgeCache.shared.clear()
 
 
 def grader(messages: list[dict[str, Any]], tools: Any) -> str:

@@ -13,16 +13,16 @@ import pytest
 
 from harness import Client, Rollout, ScriptedEndpoint
 from rubrics import judges
-from rubrics._judge.llm import clear_cache
+from rubrics.judges import JudgeCache
 
 EndpointFactory = Callable[..., ScriptedEndpoint]
 
 
 @pytest.fixture(autouse=True)
 def _fresh_cache() -> Iterator[None]:
-    clear_cache()
+    JudgeCache.shared.clear()
     yield
-    clear_cache()
+    JudgeCache.shared.clear()
 
 
 def _block(text: str, tag: str) -> str:

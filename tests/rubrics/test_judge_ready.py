@@ -7,9 +7,9 @@ import pytest
 
 from harness import ConfigError, Rollout
 from rubrics import LLMJudge, WeightedSum
+from tests.cli.conftest import Invoke
 from tests.helpers.docs import code_block
 from tests.helpers.endpoints import free_port
-from tests.helpers.processes import run
 
 ITEM = {"prompt": "What is 6 x 7?", "completion": "42", "answer": "42"}
 
@@ -51,9 +51,9 @@ def load_environment():
 """
 
 
-def test_rubric_eval_stops_before_any_rollout_when_its_judge_has_no_key(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_rubric_eval_stops_before_any_rollout_when_its_judge_has_no_key(rubric: Invoke, tmp_path) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "judged.py").write_text(JUDGED_ENV)
-    proc = run(
+    proc = rubric(
         "eval",
         "judged.py",
         "-m",

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import math
+import pickle
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -13,7 +15,7 @@ import pytest
 from harness import Client, ConfigError, Rollout, ScriptedEndpoint
 from harness.scripted._endpoint import ScriptedHTTPError
 from rubrics import JudgeConfig, LLMJudge, WeightedSum
-from rubrics._judge.llm import cache_info, clear_cache
+from rubrics.judges import JudgeCache
 
 EndpointFactory = Callable[..., ScriptedEndpoint]
 
@@ -23,9 +25,9 @@ SAMPLE = {"prompt": "What is 2+2?", "completion": "4", "answer": "4"}
 
 @pytest.fixture(autouse=True)
 def _fresh_cache() -> Iterator[None]:
-    clear_cache()
+    JudgeCache.shared.clear()
     yield
-    clear_cache()
+    JudgeCache.shared.clear()
 
 
 def make_endpoint(factory: EndpointFactory, replies: Any, **knobs: Any) -> ScriptedEndpoint:
@@ -185,7 +187,7 @@ async def test_failing_endpoint_is_nan_after_bounded_retries(
     assert rollout.score_errors[""].startswith("judge call failed:")
     assert "HTTP 500" in rollout.score_errors[""]
     assert rollout.score_details[""]["reason"] == rollout.score_errors[""]
-    assert cache_info()["size"] == 0  # failures are never cached
+    assert JudgeCache.shared.info()["size"] == 0  # failures are never cached
 
 
 async def test_on_error_value_still_records_reason(
@@ -305,12 +307,38 @@ async def test_identical_request_is_made_once(
     assert await judge.ascore(first) == 1.0
     assert await judge.ascore(second) == 1.0
     assert ep.stats.requests == 1
-    assert cache_info() == {"hits": 1, "shared": 0, "misses": 1, "size": 1}
-    assert LLMJudge.cache_info() == cache_info()
+    assert JudgeCache.shared.info() == {"hits": 1, "shared": 0, "misses": 1, "size": 1}
+    assert judge.answer_cache is JudgeCache.shared
     assert second.score_details[""]["cached"] is True and first.score_details[""]["cached"] is False
     uncached = judge_for(ep, fast_retry, cache=False)
     assert await uncached.ascore(SAMPLE) == 1.0
     assert ep.stats.requests == 2
+
+
+async def test_a_judge_given_its_own_cache_keeps_its_answers_there(
+    scripted_endpoint: EndpointFactory, fast_retry: dict[str, float]
+) -> None:
+    ep = make_endpoint(scripted_endpoint, "Score: 1")
+    own = JudgeCache(maxsize=10)
+    judge = judge_for(ep, fast_retry, cache=own)
+    assert judge.cache is True and judge.answer_cache is own
+    assert await judge.ascore(SAMPLE) == 1.0
+    assert await judge_for(ep, fast_retry, cache=own).ascore(SAMPLE) == 1.0  # shared explicitly
+    assert own.info() == {"hits": 1, "shared": 0, "misses": 1, "size": 1}
+    assert JudgeCache.shared.info() == {"hits": 0, "shared": 0, "misses": 0, "size": 0}
+    assert await judge_for(ep, fast_retry).ascore(SAMPLE) == 1.0  # the shared cache has not seen it
+    assert ep.stats.requests == 2
+    # A copied tree keeps its judges' cache; a pickled judge loads with an empty one of its own.
+    assert copy.deepcopy(WeightedSum([judge])).get_rubric("judge").answer_cache is own
+    loaded = pickle.loads(pickle.dumps(judge))
+    assert loaded.answer_cache is not own and loaded.answer_cache.info()["size"] == 0
+    assert pickle.loads(pickle.dumps(judge_for(ep, fast_retry))).answer_cache is JudgeCache.shared
+    own.clear()
+    assert own.info() == {"hits": 0, "shared": 0, "misses": 0, "size": 0}
+    judge.cache = False
+    assert judge.answer_cache is None
+    with pytest.raises(ConfigError, match="must be True or False"):
+        judge.cache = own  # type: ignore[assignment]
 
 
 async def test_concurrent_identical_requests_share_one_call(
@@ -321,7 +349,7 @@ async def test_concurrent_identical_requests_share_one_call(
     scores = await asyncio.gather(*(judge.ascore(SAMPLE) for _ in range(5)))
     assert scores == [1.0] * 5
     assert ep.stats.requests == 1
-    assert cache_info()["shared"] == 4
+    assert JudgeCache.shared.info()["shared"] == 4
 
 
 # ----------------------------------------------------------------------------- concurrency

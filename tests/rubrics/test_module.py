@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import math
 import random
 
@@ -443,3 +444,27 @@ def test_scoring_from_many_threads_at_once_keeps_each_rollout_separate() -> None
         v = i / 50
         assert score == pytest.approx(0.5 * (v if v >= 0.5 else 0.0) + 0.5 * v)
         assert r.scores["g.lambda"] == pytest.approx(v)
+
+
+async def test_a_change_deep_in_a_tree_or_its_copy_reaches_the_cached_answers_above() -> None:
+    # Whether a subtree runs without awaiting is cached on each node; adding an async leaf
+    # two levels down (in the tree, or in a deep copy of it) must reach the root's answer, or
+    # the sync path would call the async leaf inside this running loop and fail it.
+    async def slow() -> float:
+        await asyncio.sleep(0)
+        return 1.0
+
+    tree = Sequential({"inner": Sequential({"fast": lambda: 1.0})})
+    clone = copy.deepcopy(tree)
+    assert tree(blank()) == clone(blank()) == 1.0  # both cache "all sync"
+    tree.inner.add_rubric("slow", reward(slow))
+    clone.inner.add_rubric("slow", reward(slow))
+    for scored in (tree, clone):
+        r = blank()
+        assert scored(r) == 1.0 and r.score_errors == {} and r.scores["inner.slow"] == 1.0
+    handle = tree.inner.fast.register_forward_hook(lambda node, rollout, score: 0.0)
+    assert tree(blank()) == 0.0
+    handle.remove()
+    assert tree(blank()) == 1.0
+    del clone.inner.slow
+    assert clone._is_sync_tree() and not tree._is_sync_tree()

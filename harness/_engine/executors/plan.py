@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from harness._core.errors import ConfigError
+from harness._core.options import ExecutorName
 from harness._core.types import Rollout
 from harness._engine.executors.ray_cluster import ray_executor
 from harness._engine.executors.scheduler import Job, PoolReport
@@ -26,7 +27,7 @@ def plan_executor(
     client: Any,
     *,
     workers: int,
-    executor: str,
+    executor: ExecutorName,
     ray_address: str | None,
     concurrency: int,
     sampling: Mapping[str, Any] | None,

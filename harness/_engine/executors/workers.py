@@ -11,7 +11,7 @@ bar are unchanged. A worker only runs rollouts:
   built has the driver's `config()`;
 - it builds its own `Client` from the driver's settings; every Client in the worker (the
   policy's and any judge's) takes the worker's share of its `max_concurrency`
-  (`harness._endpoint.client.set_concurrency_share`), so limits stay run-wide;
+  (`harness.Client.set_concurrency_share`), so limits stay run-wide;
 - it receives examples as plain dicts, so it never needs `datasets` for them.
 
 The scheduler (`harness._engine.executors.scheduler.run_jobs`) hands out the jobs and re-queues those
@@ -46,7 +46,7 @@ from harness._core.protocol import (
     scores_groups,
 )
 from harness._core.types import Rollout, jsonable
-from harness._endpoint.client import Client, set_concurrency_share
+from harness._endpoint.client import Client
 from harness._engine.executors.scheduler import Job, PoolReport, WorkerLost, prefetch, run_jobs
 from harness._engine.runner import rollout
 
@@ -178,7 +178,7 @@ class WorkerRuntime:
         for entry in reversed(spec.sys_path):
             if entry not in sys.path:
                 sys.path.insert(0, entry)
-        set_concurrency_share(spec.index, spec.count)
+        Client.set_concurrency_share(spec.index, spec.count)
         try:
             env = spec.source.load(worker=True)
         except Exception as exc:
