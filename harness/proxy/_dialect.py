@@ -52,6 +52,9 @@ class Call:
     dropped: list[str] = field(default_factory=list)
     # Dialect-specific settings the reply needs (e.g. Chat's `include_usage`).
     options: dict[str, Any] = field(default_factory=dict)
+    # Responses: the earlier response of the same session this call continues; the server
+    # puts that response's conversation before `messages` (after their instructions).
+    previous_response_id: str | None = None
 
 
 class Translator:

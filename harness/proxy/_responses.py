@@ -8,7 +8,8 @@ the next assistant message's `reasoning_content`. Function tools become chat fun
 `tool_choice`, `max_output_tokens`, `temperature`, `top_p`, `parallel_tool_calls` and
 `text.format` (JSON schema) map to their chat forms. Tools that are not functions (Codex's
 `web_search`, `namespace`, custom tools, ...) and items with no chat form are untranslatable;
-`previous_response_id` is refused (the proxy keeps no responses: send the whole input).
+`previous_response_id` continues a response of the same session: the server puts that
+response's conversation (its input and output, not its instructions) before the new input.
 
 Answer: a `response` object whose `output` holds a `reasoning` item (when the engine gave
 reasoning text), a `message` item with one `output_text` part, and a `function_call` item per
@@ -60,10 +61,8 @@ TEXT_PARTS = frozenset({"input_text", "output_text", "text", "summary_text", "re
 def parse(body: Mapping[str, Any], policy: Untranslatable) -> Call:
     """A Responses request body as a `Call`; a `Refusal` names what is wrong."""
     t = Translator("Responses", policy)
-    if body.get("previous_response_id") is not None:
-        raise Refusal(
-            400, "previous_response_id: this proxy keeps no responses; send the whole conversation as input"
-        )
+    previous = body.get("previous_response_id")
+    require(previous is None or isinstance(previous, str), "'previous_response_id' must be a string")
     if body.get("background"):
         raise Refusal(400, "background=true: this proxy answers in the request; leave it out")
     messages: list[Message] = []
@@ -94,6 +93,7 @@ def parse(body: Mapping[str, Any], policy: Untranslatable) -> Call:
         model=model if isinstance(model, str) else None,
         dropped=t.dropped,
         options={"request": {k: body[k] for k in ("instructions", "tool_choice", "tools") if k in body}},
+        previous_response_id=previous,
     )
 
 

@@ -256,7 +256,12 @@ class CaptureProxy:
             if dialect is None or request.method != "POST":
                 raise Refusal(404, _no_route(request), "not_found_error")
             call = await self._read(request, dialect, turn)
+            if call.previous_response_id is not None:
+                call.messages = turn.messages = _continued(session, call)
             reply = await self._forward(session, call, turn, clock)
+            if dialect.name == "responses":  # what a later call's previous_response_id continues
+                own = call.messages[1:] if _has_instructions(call) else call.messages
+                session.responses[f"resp_{reply.id}"] = [*own, reply.message]
             response = self._answer(dialect, call, reply)
             turn.status = response.status
         except Refusal as refusal:
@@ -418,6 +423,28 @@ def _refused(
     turn.status, turn.error = refusal.status, refusal.message
     body = _error_dialect(request, dialect).error(refusal.status, refusal.message, refusal.kind)
     return _json(refusal.status, body)
+
+
+def _has_instructions(call: Call) -> bool:
+    """Whether a Responses call's first message came from its `instructions`."""
+    return "instructions" in call.options.get("request", {})
+
+
+def _continued(session: ProxySession, call: Call) -> list[Message]:
+    """A Responses call's messages after the conversation of the response it continues (its
+    input and output; instructions are the new call's own, as in the API)."""
+    previous = call.previous_response_id
+    earlier = session.responses.get(previous or "")
+    if earlier is None:
+        known = ", ".join(list(session.responses)[-3:]) or "none yet"
+        raise Refusal(
+            400,
+            f"previous_response_id {previous!r} is not a response of this session (latest: {known}); "
+            "continue one this proxy returned to this session, or send the whole conversation as input",
+        )
+    if _has_instructions(call):
+        return [call.messages[0], *earlier, *call.messages[1:]]
+    return [*earlier, *call.messages]
 
 
 def _upstream_refusal(exc: EndpointError) -> Refusal:

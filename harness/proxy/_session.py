@@ -80,6 +80,9 @@ class ProxySession:
         self.key = f"rubric-{secrets.token_urlsafe(24)}"
         self.budgets = budgets
         self.turns: list[ModelCall] = []
+        #: Responses-dialect answers by id ("resp_..."): the conversation each one ended, for
+        #: a later call's `previous_response_id`.
+        self.responses: dict[str, list[Message]] = {}
         self.num_answered = 0  # calls the engine answered (turns that are `ok`)
         self.usage = Usage()
         self.stop_reason: str | None = None

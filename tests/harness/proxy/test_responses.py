@@ -147,7 +147,7 @@ async def test_codex_non_function_tools_are_refused_by_default_and_dropped_on_re
 @pytest.mark.parametrize(
     ("body", "says"),
     [
-        ({"input": "x", "previous_response_id": "resp_1"}, "keeps no responses"),
+        ({"input": "x", "previous_response_id": "resp_1"}, "'resp_1' is not a response of this session"),
         ({"input": [{"type": "local_shell_call", "id": "1"}]}, "input[0] of type 'local_shell_call'"),
         ({"input": [{"type": "message", "role": "wizard", "content": "x"}]}, "input[0].role"),
         (
@@ -164,6 +164,34 @@ async def test_bad_responses_requests_are_named(start_proxy: Start, body: dict[s
     status, answer = await _post(proxy, session.key, body)
     assert status == 400 and says in answer["error"]["message"]
     assert session.turns[0].status == 400
+
+
+async def test_previous_response_id_continues_a_response_of_the_session(start_proxy: Start) -> None:
+    proxy = await start_proxy(lambda messages, tools: f"reply {len(messages)}")
+    session, other = proxy.open_session(), proxy.open_session()
+    async with openai.AsyncOpenAI(base_url=f"{proxy.base_url}/v1", api_key=session.key, max_retries=0) as sdk:
+        first = await sdk.responses.create(model="served-model", input="hi", instructions="Be brief.")
+        second = await sdk.responses.create(
+            model="served-model", input="and again?", instructions="Be brief.", previous_response_id=first.id
+        )
+        async with sdk.responses.stream(
+            model="served-model", input="once more", previous_response_id=second.id
+        ) as events:
+            third = await events.get_final_response()
+    assert (first.output_text, second.output_text, third.output_text) == ("reply 2", "reply 4", "reply 5")
+    sent = [(m.role, m.text) for m in session.turns[2].messages]
+    assert sent == [
+        ("user", "hi"),
+        ("assistant", "reply 2"),
+        ("user", "and again?"),
+        ("assistant", "reply 4"),
+        ("user", "once more"),
+    ]
+    assert session.turns[1].messages[0].text == "Be brief."  # instructions are each call's own
+    assert session.turns[1].skew is not None and session.turns[1].skew.extends  # token ids chained
+    # Another session's response ids mean nothing here.
+    status, answer = await _post(proxy, other.key, {"input": "x", "previous_response_id": first.id})
+    assert status == 400 and "is not a response of this session" in answer["error"]["message"]
 
 
 async def test_a_length_stop_is_an_incomplete_response(start_proxy: Start) -> None:
