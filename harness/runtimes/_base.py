@@ -14,6 +14,7 @@ import contextlib
 import io
 import os
 import shlex
+import shutil
 import sys
 import tarfile
 import time
@@ -407,12 +408,18 @@ class Sandbox(ABC):
         )
 
 
-# Runs on the host before a command under a loop whose subprocesses leak descriptors: close
-# every descriptor above 2 except those listed in argv[1], then become the command.
-_CLOSE_FDS = (
+# Run on the host before a command under a loop whose subprocesses leak descriptors: close
+# every descriptor above 2 but those listed in the first argument, then become the command.
+# bash (a few ms) where the host has it: its `{var}>&-` closes any number, which POSIX sh's
+# single-digit redirections cannot (--posix: no BASH_ENV read on the host); else Python.
+_CLOSE_FDS_BASH = (
+    'keep=" $1 "; shift; for p in /proc/$$/fd/*; do n=${p##*/}; [ "$n" -gt 2 ] || continue; '
+    'case "$keep" in *" $n "*) continue ;; esac; { exec {n}>&-; } 2>/dev/null; done; exec "$@"'
+)
+_CLOSE_FDS_PYTHON = (
     "import os, sys\n"
     "low = 3\n"
-    "for fd in sorted(int(f) for f in sys.argv[1].split(',') if f):\n"
+    "for fd in sorted(int(f) for f in sys.argv[1].split() if f):\n"
     "    os.closerange(low, fd); low = fd + 1\n"
     "os.closerange(low, os.sysconf('SC_OPEN_MAX'))\n"
     "os.execvp(sys.argv[2], sys.argv[2:])\n"
@@ -427,11 +434,15 @@ async def spawn(*argv: str, pass_fds: Sequence[int] = (), **kwargs: Any) -> asyn
     including the spare ends of their own stdout/stderr socket pairs. A command that leaves a
     process in the background (the relay a sandbox starts) then holds the pipes the harness
     reads until end of file, and the command never ends. Under any loop but the standard
-    library's, the command is started through a small host Python that closes them first.
+    library's, the command is started through a small host closer (bash, else Python) first.
     """
     if not isinstance(asyncio.get_running_loop(), asyncio.BaseEventLoop):
-        keep = ",".join(str(fd) for fd in pass_fds)
-        argv = (sys.executable, "-I", "-S", "-c", _CLOSE_FDS, keep, *argv)
+        keep = " ".join(str(fd) for fd in pass_fds)
+        bash = shutil.which("bash")
+        if bash is not None:
+            argv = (bash, "--posix", "-c", _CLOSE_FDS_BASH, "close-fds", keep, *argv)
+        else:
+            argv = (sys.executable, "-I", "-S", "-c", _CLOSE_FDS_PYTHON, keep, *argv)
     return await asyncio.create_subprocess_exec(*argv, pass_fds=pass_fds, **kwargs)
 
 
