@@ -602,6 +602,7 @@ class Environment:
         A rubric that raises (rather than recording a failing leaf) leaves reward NaN and the
         reason in `rollout.error`: one broken rollout never stops an evaluation.
         """
+        rollout.state.pop(STATE_SCORED_ALONE, None)  # scored whole now (`harness.rollout(score=True)`)
         self.prepare_for_scoring(rollout)
         try:
             await self.rubric.ascore(rollout)
