@@ -1,0 +1,107 @@
+"""Set up once per group, fork per rollout: an environment's `setup_sandbox` runs once per
+example with `-r > 1`, and every rollout starts from a fork of the set-up sandbox."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from envs import load_environment
+from harness import Client, ScriptedEndpoint, aevaluate
+from harness.runtimes import list_sandboxes
+from harness.scripted import ShellScript
+
+pytestmark = pytest.mark.timeout(180)
+
+# The setup step writes the seed file the agent copies (so a rollout scores 1 only in a sandbox
+# that was set up) and appends a line to a host file outside the sandbox (the count of setups).
+ENV_FILE = textwrap.dedent(
+    """
+    from pathlib import Path
+
+    from envs import Environment
+    from envs.agents import file_contains
+
+
+    class SetUpTask(Environment):
+        def __init__(self, counter, n, runtime, fail):
+            rows = [{"prompt": f"task {i}: copy seed.txt to hello.txt"} for i in range(n)]
+            super().__init__(rows, file_contains("hello.txt", "hi"), name="set-up-task", max_turns=8)
+            self.counter, self.fail = Path(counter), fail
+            self.set_agent("bash", runtime=runtime)
+
+        async def setup_sandbox(self, sandbox, rollout):
+            with self.counter.open("a") as file:
+                file.write(f"{rollout.example_id}\\n")
+            await sandbox.write("seed.txt", "hi")
+            if self.fail:
+                raise RuntimeError("the repository cannot be cloned")
+
+
+    def load_environment(counter: str, n: int = 2, runtime: str = "bwrap", fail: bool = False):
+        return SetUpTask(counter, n, runtime, fail)
+    """
+)
+SOLVE = ShellScript(["cp seed.txt hello.txt && rm seed.txt"], "copied")
+
+
+def _env_file(tmp_path: Path) -> str:
+    path = tmp_path / "set_up_task.py"
+    path.write_text(ENV_FILE)
+    return str(path)
+
+
+def _setups(counter: Path) -> list[str]:
+    return sorted(counter.read_text().split()) if counter.exists() else []
+
+
+def _ours(run_id: str) -> list[dict[str, str]]:
+    return [s for s in list_sandboxes(docker=False) if s["run"] == run_id]
+
+
+@pytest.mark.parametrize("workers", [pytest.param(1, id="driver"), pytest.param(2, id="workers")])
+async def test_setup_runs_once_per_example_and_each_rollout_gets_a_fork(tmp_path: Path, workers: int) -> None:
+    counter = tmp_path / "setups.txt"
+    env = load_environment(_env_file(tmp_path), counter=str(counter), n=2)
+    with ScriptedEndpoint(SOLVE) as endpoint:
+        client = Client("served", base_url=endpoint.base_url)
+        results = await aevaluate(
+            env, client, rollouts_per_example=4, concurrency=4, workers=workers, progress=False
+        )
+    assert [r.error for r in results.rollouts] == [None] * 8
+    # Every rollout found the seed (a fork of the set-up sandbox) and removed it in its own copy
+    # only: the other rollouts of its group still found it.
+    assert [r.reward for r in results.rollouts] == [1.0] * 8
+    expected = ["0", "1"] if workers == 1 else None
+    if expected is not None:
+        assert _setups(counter) == expected  # once per example, not once per rollout
+    else:  # each worker sets up the examples it was handed, at most once each
+        seen = _setups(counter)
+        assert set(seen) == {"0", "1"} and len(seen) <= 2 * workers
+    assert env._agent_episodes is not None and not env._agent_episodes._templates  # templates closed
+    assert not _ours(env._agent_episodes.runtime.run_id)
+
+
+async def test_one_rollout_per_example_sets_up_in_its_own_sandbox(tmp_path: Path) -> None:
+    counter = tmp_path / "setups.txt"
+    env = load_environment(_env_file(tmp_path), counter=str(counter), n=2)
+    with ScriptedEndpoint(SOLVE) as endpoint:
+        results = await aevaluate(env, Client("served", base_url=endpoint.base_url), progress=False)
+    assert [r.reward for r in results.rollouts] == [1.0, 1.0]
+    assert _setups(counter) == ["0", "1"]
+
+
+async def test_a_failed_setup_fails_its_group_once_and_leaves_nothing(tmp_path: Path) -> None:
+    counter = tmp_path / "setups.txt"
+    env = load_environment(_env_file(tmp_path), counter=str(counter), n=1, fail=True)
+    with ScriptedEndpoint(SOLVE) as endpoint:
+        results = await aevaluate(
+            env, Client("served", base_url=endpoint.base_url), rollouts_per_example=4, progress=False
+        )
+    errors = [r.error or "" for r in results.rollouts]
+    assert len(errors) == 4 and all("the repository cannot be cloned" in e for e in errors), errors
+    assert _setups(counter) == ["0"]  # not retried by each rollout of the group
+    assert env._agent_episodes is not None and not env._agent_episodes._templates
+    assert not _ours(env._agent_episodes.runtime.run_id)
