@@ -3,13 +3,14 @@ example with `-r > 1`, and every rollout starts from a fork of the set-up sandbo
 
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 
 import pytest
 
 from envs import load_environment
-from harness import Client, ScriptedEndpoint, aevaluate
+from harness import Client, EvalResults, ScriptedEndpoint, aevaluate
 from harness.runtimes import list_sandboxes
 from harness.scripted import ShellScript
 
@@ -19,6 +20,7 @@ pytestmark = pytest.mark.timeout(180)
 # that was set up) and appends a line to a host file outside the sandbox (the count of setups).
 ENV_FILE = textwrap.dedent(
     """
+    import os
     from pathlib import Path
 
     from envs import Environment
@@ -34,7 +36,8 @@ ENV_FILE = textwrap.dedent(
 
         async def setup_sandbox(self, sandbox, rollout):
             with self.counter.open("a") as file:
-                file.write(f"{rollout.example_id}\\n")
+                # who set it up, and who owns the sandbox: the worker process running the rollout
+                file.write(f"{rollout.example_id} {os.getpid()} {sandbox.state.owner}\\n")
             await sandbox.write("seed.txt", "hi")
             if self.fail:
                 raise RuntimeError("the repository cannot be cloned")
@@ -54,34 +57,65 @@ def _env_file(tmp_path: Path) -> str:
 
 
 def _setups(counter: Path) -> list[str]:
-    return sorted(counter.read_text().split()) if counter.exists() else []
+    """The examples set up, one entry per setup."""
+    return sorted(line.split()[0] for line in _lines(counter))
 
 
-def _ours(run_id: str) -> list[dict[str, str]]:
-    return [s for s in list_sandboxes(docker=False) if s["run"] == run_id]
+def _lines(counter: Path) -> list[str]:
+    return counter.read_text().splitlines() if counter.exists() else []
 
 
-@pytest.mark.parametrize("workers", [pytest.param(1, id="driver"), pytest.param(2, id="workers")])
-async def test_setup_runs_once_per_example_and_each_rollout_gets_a_fork(tmp_path: Path, workers: int) -> None:
+def _ours(run_or_owner: str) -> list[dict[str, str]]:
+    """The bwrap sandboxes of a run id or an owner pid still on this machine."""
+    return [s for s in list_sandboxes(docker=False) if run_or_owner in (s["run"], s["owner"])]
+
+
+async def _run_groups(tmp_path: Path, workers: int) -> tuple[Path, EvalResults]:
     counter = tmp_path / "setups.txt"
     env = load_environment(_env_file(tmp_path), counter=str(counter), n=2)
     with ScriptedEndpoint(SOLVE) as endpoint:
         client = Client("served", base_url=endpoint.base_url)
         results = await aevaluate(
-            env, client, rollouts_per_example=4, concurrency=4, workers=workers, progress=False
+            env,
+            client,
+            rollouts_per_example=4,
+            concurrency=4,
+            workers=workers,
+            progress=False,
         )
     assert [r.error for r in results.rollouts] == [None] * 8
     # Every rollout found the seed (a fork of the set-up sandbox) and removed it in its own copy
     # only: the other rollouts of its group still found it.
     assert [r.reward for r in results.rollouts] == [1.0] * 8
-    expected = ["0", "1"] if workers == 1 else None
-    if expected is not None:
-        assert _setups(counter) == expected  # once per example, not once per rollout
-    else:  # each worker sets up the examples it was handed, at most once each
-        seen = _setups(counter)
-        assert set(seen) == {"0", "1"} and len(seen) <= 2 * workers
     assert env._agent_episodes is not None and not env._agent_episodes._templates  # templates closed
-    assert not _ours(env._agent_episodes.runtime.run_id)
+    return counter, results
+
+
+async def test_setup_runs_once_per_example_and_each_rollout_gets_a_fork(tmp_path: Path) -> None:
+    counter, _ = await _run_groups(tmp_path, 1)
+    assert _setups(counter) == ["0", "1"]  # once per example, not once per rollout
+    assert {tuple(line.split()[1:]) for line in _lines(counter)} == {(str(os.getpid()),) * 2}
+    assert not _ours(str(os.getpid()))
+
+
+def _check_workers_own_their_sandboxes(counter: Path) -> None:
+    """Each worker sets up the examples it was handed, at most once each, in sandboxes it owns
+    (not the driver): its rollouts' sandboxes go with it, and none is left after the run."""
+    seen = _setups(counter)
+    assert set(seen) == {"0", "1"} and len(seen) <= 4, seen
+    owners = set()
+    for line in _lines(counter):
+        _, pid, owner = line.split()
+        assert pid == owner != str(os.getpid()), line
+        owners.add(owner)
+    for owner in owners:
+        assert not _ours(owner)
+
+
+async def test_workers_own_the_sandboxes_of_their_rollouts(tmp_path: Path) -> None:
+    counter, results = await _run_groups(tmp_path, 2)
+    _check_workers_own_their_sandboxes(counter)
+    assert results.metadata["sessions"][-1]["workers"]["executor"] == "local"
 
 
 async def test_one_rollout_per_example_sets_up_in_its_own_sandbox(tmp_path: Path) -> None:
