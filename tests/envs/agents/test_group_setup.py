@@ -3,6 +3,7 @@ example with `-r > 1`, and every rollout starts from a fork of the set-up sandbo
 
 from __future__ import annotations
 
+import asyncio
 import os
 import textwrap
 from pathlib import Path
@@ -20,6 +21,7 @@ pytestmark = pytest.mark.timeout(180)
 # that was set up) and appends a line to a host file outside the sandbox (the count of setups).
 ENV_FILE = textwrap.dedent(
     """
+    import asyncio
     import os
     from pathlib import Path
 
@@ -28,10 +30,10 @@ ENV_FILE = textwrap.dedent(
 
 
     class SetUpTask(Environment):
-        def __init__(self, counter, n, runtime, fail):
+        def __init__(self, counter, n, runtime, fail, hang):
             rows = [{"prompt": f"task {i}: copy seed.txt to hello.txt"} for i in range(n)]
             super().__init__(rows, file_contains("hello.txt", "hi"), name="set-up-task", max_turns=8)
-            self.counter, self.fail = Path(counter), fail
+            self.counter, self.fail, self.hang = Path(counter), fail, hang
             self.set_agent("bash", runtime=runtime)
 
         async def setup_sandbox(self, sandbox, rollout):
@@ -39,12 +41,14 @@ ENV_FILE = textwrap.dedent(
                 # who set it up, and who owns the sandbox: the worker process running the rollout
                 file.write(f"{rollout.example_id} {os.getpid()} {sandbox.state.owner}\\n")
             await sandbox.write("seed.txt", "hi")
+            if self.hang:
+                await asyncio.sleep(60)
             if self.fail:
                 raise RuntimeError("the repository cannot be cloned")
 
 
-    def load_environment(counter: str, n: int = 2, runtime: str = "bwrap", fail: bool = False):
-        return SetUpTask(counter, n, runtime, fail)
+    def load_environment(counter: str, n: int = 2, runtime: str = "bwrap", fail: bool = False, hang: bool = False):
+        return SetUpTask(counter, n, runtime, fail, hang)
     """
 )
 SOLVE = ShellScript(["cp seed.txt hello.txt && rm seed.txt"], "copied")
@@ -138,4 +142,28 @@ async def test_a_failed_setup_fails_its_group_once_and_leaves_nothing(tmp_path: 
     assert len(errors) == 4 and all("the repository cannot be cloned" in e for e in errors), errors
     assert _setups(counter) == ["0"]  # not retried by each rollout of the group
     assert env._agent_episodes is not None and not env._agent_episodes._templates
+    assert not _ours(env._agent_episodes.runtime.run_id)
+
+
+async def test_a_run_cancelled_during_setup_leaves_no_template_or_fork(tmp_path: Path) -> None:
+    counter = tmp_path / "setups.txt"
+    env = load_environment(_env_file(tmp_path), counter=str(counter), n=2, hang=True)
+    with ScriptedEndpoint(SOLVE) as endpoint:
+        run = asyncio.create_task(
+            aevaluate(
+                env,
+                Client("served", base_url=endpoint.base_url),
+                rollouts_per_example=4,
+                concurrency=8,
+                progress=False,
+            )
+        )
+        while len(_lines(counter)) < 2:  # both examples' templates are being set up
+            await asyncio.sleep(0.05)
+        assert env._agent_episodes is not None
+        assert len(_ours(env._agent_episodes.runtime.run_id)) == 2
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+    assert not env._agent_episodes._templates
     assert not _ours(env._agent_episodes.runtime.run_id)
