@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from envs._auditing import AuditReport, aaudit, audit
 from envs._conditions import stop
-from envs._environment import Environment
+from envs._environment import Environment, EnvironmentOptions
 from envs._harbor import HarborVerifier, from_harbor
 from envs._harbor.scaffold import init_harbor_task
 from envs._harbor.task import is_harbor_task
@@ -43,6 +43,7 @@ __all__ = [
     "AuditReport",
     "Environment",
     "EnvironmentNotFoundError",
+    "EnvironmentOptions",
     "EnvironmentSpec",
     "HarborTaskCheck",
     "HarborVerifier",

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, Unpack
+from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, TypedDict, Unpack
 
 import harness
 from envs import _dataset as ds_utils
@@ -65,6 +65,40 @@ DEFER_DATASETS: ContextVar[bool] = ContextVar("DEFER_DATASETS", default=False)
 EnvReply: TypeAlias = Sequence[Message | Mapping[str, Any]] | str | None
 #: Row columns that a rollout stores in its own fields rather than in `info`.
 _ROLLOUT_FIELDS = frozenset(ds_utils.STANDARD_COLUMNS)
+
+
+class EnvironmentOptions(TypedDict, total=False):
+    """`Environment`'s keyword arguments, typed once for the presets that pass them on.
+
+    Each means what it means for `Environment` (see its Args).
+
+    Attributes:
+        system_prompt: Text, or a jinja2 template over the row's columns.
+        prompt_template: A jinja2 template for the user turn.
+        tools: Functions, `envs.Tool`s or MCP servers' tools the model may call.
+        parser: What pulls the answer out of the final response.
+        max_turns: The most assistant turns per rollout.
+        sampling: Default sampling arguments for the endpoint.
+        eval_dataset: A separate dataset for the "eval" split.
+        name: The identifier written to results.
+        columns: {standard name: your column}.
+        split: Which split of a `DatasetDict` to use.
+        credit: Credit assignment run after scoring (`rubrics.credit`).
+        success: What counts as solved for pass@k: a node path, or (path, threshold).
+    """
+
+    system_prompt: str | None
+    prompt_template: str | None
+    tools: Sequence[ToolSource] | None
+    parser: ParserSource | None
+    max_turns: int | None
+    sampling: Mapping[str, Any] | None
+    eval_dataset: DatasetSource | None
+    name: str | None
+    columns: Mapping[str, str] | None
+    split: str | None
+    credit: Callable[[Rollout], Sequence[float]] | None
+    success: str | tuple[str, float] | None
 
 
 class Environment:
@@ -786,4 +820,4 @@ def _add_error(rollout: Rollout, message: str) -> None:
     rollout.error = message if not rollout.error else f"{rollout.error}; {message}"
 
 
-__all__ = ["Environment"]
+__all__ = ["Environment", "EnvironmentOptions"]

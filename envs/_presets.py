@@ -8,19 +8,17 @@
 
 Each preset only fixes defaults and rejects arguments that contradict its shape, so a
 mistake (tools on a single-turn env) fails at construction instead of being ignored. Their
-signatures spell out `Environment`'s keywords (no `**kwargs` pass-through), so a type checker
-and an editor show what each preset takes.
+keywords are `Environment`'s, typed once (`EnvironmentOptions`), so a type checker and an
+editor show what each preset takes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import ClassVar, Unpack
 
-from envs._environment import Environment
-from envs._inputs import DatasetSource, ParserSource, RubricSource, ToolSource
+from envs._environment import Environment, EnvironmentOptions
+from envs._inputs import DatasetSource, RubricSource
 from harness._core.errors import ConfigError
-from harness._core.types import Rollout
 
 
 class SingleTurnEnv(Environment):
@@ -29,64 +27,25 @@ class SingleTurnEnv(Environment):
     Args:
         dataset: The rows to run, as for `Environment`.
         rubric: What scores a rollout, as for `Environment`.
-        system_prompt: As for `Environment`.
-        prompt_template: As for `Environment`.
-        parser: As for `Environment`.
-        max_turns: Only None or 1 (anything else is a ConfigError).
-        sampling: As for `Environment`.
-        eval_dataset: As for `Environment`.
-        name: As for `Environment`.
-        columns: As for `Environment`.
-        split: As for `Environment`.
-        credit: As for `Environment`.
-        success: As for `Environment`.
-        tools: Only None or empty: a single-turn environment has no tools (use `ToolEnv`).
+        **options: `Environment`'s other keywords (`EnvironmentOptions`); `max_turns` may only
+            be None or 1 and `tools` only empty (use `ToolEnv` for tools).
     """
 
     default_max_turns: ClassVar[int] = 1
 
     def __init__(
-        self,
-        dataset: DatasetSource,
-        rubric: RubricSource,
-        *,
-        system_prompt: str | None = None,
-        prompt_template: str | None = None,
-        parser: ParserSource | None = None,
-        max_turns: int | None = None,
-        sampling: Mapping[str, Any] | None = None,
-        eval_dataset: DatasetSource | None = None,
-        name: str | None = None,
-        columns: Mapping[str, str] | None = None,
-        split: str | None = None,
-        credit: Callable[[Rollout], Sequence[float]] | None = None,
-        success: str | tuple[str, float] | None = None,
-        tools: Sequence[ToolSource] | None = None,
+        self, dataset: DatasetSource, rubric: RubricSource, **options: Unpack[EnvironmentOptions]
     ) -> None:
-        if tools:
+        if options.get("tools"):
             raise ConfigError(
                 "SingleTurnEnv takes no tools; use ToolEnv(dataset, rubric, tools=[...]) for tool use"
             )
-        if max_turns not in (None, 1):
+        if options.get("max_turns") not in (None, 1):
             raise ConfigError(
-                f"SingleTurnEnv always has max_turns=1 (got {max_turns!r}); "
+                f"SingleTurnEnv always has max_turns=1 (got {options.get('max_turns')!r}); "
                 "use MultiTurnEnv or ToolEnv for longer episodes"
             )
-        super().__init__(
-            dataset,
-            rubric,
-            system_prompt=system_prompt,
-            prompt_template=prompt_template,
-            parser=parser,
-            max_turns=max_turns,
-            sampling=sampling,
-            eval_dataset=eval_dataset,
-            name=name,
-            columns=columns,
-            split=split,
-            credit=credit,
-            success=success,
-        )
+        super().__init__(dataset, rubric, **options)
 
 
 class ToolEnv(Environment):
@@ -97,60 +56,19 @@ class ToolEnv(Environment):
     Args:
         dataset: The rows to run, as for `Environment`.
         rubric: What scores a rollout, as for `Environment`.
-        tools: Required: functions, `envs.Tool`s or MCP servers' tools, as for `Environment`.
-        system_prompt: As for `Environment`.
-        prompt_template: As for `Environment`.
-        parser: As for `Environment`.
-        max_turns: The most assistant turns per rollout (default 10).
-        sampling: As for `Environment`.
-        eval_dataset: As for `Environment`.
-        name: As for `Environment`.
-        columns: As for `Environment`.
-        split: As for `Environment`.
-        credit: As for `Environment`.
-        success: As for `Environment`.
+        **options: `Environment`'s other keywords (`EnvironmentOptions`); `tools` is required.
     """
 
     default_max_turns: ClassVar[int] = 10
 
     def __init__(
-        self,
-        dataset: DatasetSource,
-        rubric: RubricSource,
-        *,
-        tools: Sequence[ToolSource] | None = None,
-        system_prompt: str | None = None,
-        prompt_template: str | None = None,
-        parser: ParserSource | None = None,
-        max_turns: int | None = None,
-        sampling: Mapping[str, Any] | None = None,
-        eval_dataset: DatasetSource | None = None,
-        name: str | None = None,
-        columns: Mapping[str, str] | None = None,
-        split: str | None = None,
-        credit: Callable[[Rollout], Sequence[float]] | None = None,
-        success: str | tuple[str, float] | None = None,
+        self, dataset: DatasetSource, rubric: RubricSource, **options: Unpack[EnvironmentOptions]
     ) -> None:
-        if not tools:
+        if not options.get("tools"):
             raise ConfigError(
                 "ToolEnv needs tools=[...] (functions, envs.Tool or envs.mcp_server(...)); without tools use SingleTurnEnv"
             )
-        super().__init__(
-            dataset,
-            rubric,
-            system_prompt=system_prompt,
-            prompt_template=prompt_template,
-            tools=tools,
-            parser=parser,
-            max_turns=max_turns,
-            sampling=sampling,
-            eval_dataset=eval_dataset,
-            name=name,
-            columns=columns,
-            split=split,
-            credit=credit,
-            success=success,
-        )
+        super().__init__(dataset, rubric, **options)
 
 
 class MultiTurnEnv(Environment):
@@ -170,39 +88,13 @@ class MultiTurnEnv(Environment):
     Args:
         dataset: The rows to run, as for `Environment`.
         rubric: What scores a rollout, as for `Environment`.
-        system_prompt: As for `Environment`.
-        prompt_template: As for `Environment`.
-        tools: As for `Environment` (a turn with tool calls gets the tool results).
-        parser: As for `Environment`.
-        max_turns: The most assistant turns per rollout (default 10).
-        sampling: As for `Environment`.
-        eval_dataset: As for `Environment`.
-        name: As for `Environment`.
-        columns: As for `Environment`.
-        split: As for `Environment`.
-        credit: As for `Environment`.
-        success: As for `Environment`.
+        **options: `Environment`'s other keywords (`EnvironmentOptions`).
     """
 
     default_max_turns: ClassVar[int] = 10
 
     def __init__(
-        self,
-        dataset: DatasetSource,
-        rubric: RubricSource,
-        *,
-        system_prompt: str | None = None,
-        prompt_template: str | None = None,
-        tools: Sequence[ToolSource] | None = None,
-        parser: ParserSource | None = None,
-        max_turns: int | None = None,
-        sampling: Mapping[str, Any] | None = None,
-        eval_dataset: DatasetSource | None = None,
-        name: str | None = None,
-        columns: Mapping[str, str] | None = None,
-        split: str | None = None,
-        credit: Callable[[Rollout], Sequence[float]] | None = None,
-        success: str | tuple[str, float] | None = None,
+        self, dataset: DatasetSource, rubric: RubricSource, **options: Unpack[EnvironmentOptions]
     ) -> None:
         if type(self).env_response is Environment.env_response:
             raise ConfigError(
@@ -210,22 +102,7 @@ class MultiTurnEnv(Environment):
                 "so every episode would end after the model's first answer; override it to reply, "
                 "or use SingleTurnEnv (ToolEnv for tools)"
             )
-        super().__init__(
-            dataset,
-            rubric,
-            system_prompt=system_prompt,
-            prompt_template=prompt_template,
-            tools=tools,
-            parser=parser,
-            max_turns=max_turns,
-            sampling=sampling,
-            eval_dataset=eval_dataset,
-            name=name,
-            columns=columns,
-            split=split,
-            credit=credit,
-            success=success,
-        )
+        super().__init__(dataset, rubric, **options)
 
 
 __all__ = ["MultiTurnEnv", "SingleTurnEnv", "ToolEnv"]

@@ -108,7 +108,7 @@ class Rubric:
     _scoreable: ClassVar[bool] = True
     _group_node: ClassVar[bool] = False  # True for `rubrics._group.GroupRubric`
     # False for a node whose forward cannot reach the scoring scope (a plain reward function has
-    # no `self`): the hot path then sets no scope up for it (see `_score_sync`).
+    # no `self`): without hooks, the hot path then sets no scope up for it (`_lean`).
     _scoped: ClassVar[bool] = True
     _config_names: ClassVar[tuple[str, ...]] = ("on_error",)  # config_fields along the MRO
 
@@ -119,6 +119,7 @@ class Rubric:
     # Set per instance in __init__ (in __dict__); declared here for readers and type checkers.
     _children: dict[str, Rubric]
     _parents: Parents
+    _lean: bool  # scored without a scope: not `_scoped`, and no hooks (`_hooks_changed`)
     _pre_hooks: dict[object, PreHook] = MappingProxyType({})  # type: ignore[assignment]
     _hooks: dict[object, ForwardHook] = MappingProxyType({})  # type: ignore[assignment]
     # What a node knows about its subtree, kept until the subtree changes (`_changed`).
@@ -147,6 +148,7 @@ class Rubric:
         d["_parents"] = Parents()
         d["_pre_hooks"] = {}
         d["_hooks"] = {}
+        d["_lean"] = not cls._scoped
         if name is not None:
             self.name = check_name(name, "name")
         self.on_error = on_error
@@ -304,8 +306,13 @@ class Rubric:
         hooks = self.__dict__[attr]
         key = object()
         hooks[key] = hook
-        self._changed()
+        self._hooks_changed()
         return RemovableHandle(self, hooks, key)
+
+    def _hooks_changed(self) -> None:
+        # A hook may call record_error, so a node with hooks is scored inside a scope.
+        self.__dict__["_lean"] = not (type(self)._scoped or self._pre_hooks or self._hooks)
+        self._changed()
 
     # ------------------------------------------------------------------ state
     def reset(self) -> None:
@@ -604,13 +611,13 @@ class Rubric:
         if SAVED.get() is not None and (kept := saved_score(rollout, path)) is not None:
             return kept  # a failed-only re-scoring: this node scored before, keep it
         scope: Scope | None = None
-        if self._scoped or self._pre_hooks or self._hooks:  # a hook may call record_error
+        if not self._lean:
             scope = Scope(self, path, rollout)
             token = SCOPE.set(scope)
         try:
             exc: BaseException | None = None
             try:
-                if self._pre_hooks:
+                if scope is not None and self._pre_hooks:
                     for pre in tuple(self._pre_hooks.values()):  # a hook may remove itself
                         pre(self, rollout)
                 raw: Any = self.forward(rollout)  # a float, bool, int, or an awaitable to run
@@ -679,7 +686,7 @@ class Rubric:
         score, or, when a forward hook returned an awaitable, a coroutine the async driver
         awaits to run the rest (`hooks` then holds the hooks still to run).
         """
-        if exc is None and score - score == 0.0 and hooks is None and not self._hooks and turns is None:
+        if exc is None and turns is None and score - score == 0.0 and not self._hooks:
             # The fast path, taken by nearly every node of a large evaluation (nn.Module's
             # _call_impl does the same): a finite score without hooks or per-turn scores has
             # nothing to settle, so it is written as is, with no helper calls.

@@ -3,7 +3,9 @@
 While a node scores a rollout, a `Scope` (node, dotted path, rollout, error) sits in a context
 variable. That is how a child called from inside `forward` learns its path, and how
 `record_error` / `record_detail` find the rollout's entry, without any state on the shared
-tree: many rollouts can be scored through one tree at once.
+tree: many rollouts can be scored through one tree at once. The module keeps no other state:
+the scope, a group's member scopes and a re-scoring's saved scores are context variables, set
+and reset around one call, and what a node knows about its subtree is kept on the node.
 """
 
 from __future__ import annotations
@@ -192,7 +194,7 @@ class RemovableHandle:
 
     def remove(self) -> None:
         if self._hooks.pop(self._key, None) is not None:
-            self._node._changed()
+            self._node._hooks_changed()
 
 
 class Parents(weakref.WeakSet["Rubric"]):

@@ -36,6 +36,7 @@ from typing import Any
 
 from harness._core.aio import run_sync
 from harness._core.defaults import DEFAULT_CONCURRENCY
+from harness._core.display import fmt
 from harness._core.errors import ConfigError
 from harness._core.stats import CorrectedMean, JudgePanel, effective_judges, prediction_powered_mean
 from harness._core.storage import write_atomic
@@ -217,9 +218,9 @@ class Calibration:
     def __repr__(self) -> str:
         """The headline: the judge, the kind of labels and the agreement figures."""
         figures = (
-            f"mae={_fmt(self.mae)}, spearman={_fmt(self.spearman)}"
+            f"mae={fmt(self.mae)}, spearman={fmt(self.spearman)}"
             if self.kind == "continuous"
-            else f"accuracy={_fmt(self.accuracy)}, kappa={_fmt(self.kappa)}"
+            else f"accuracy={fmt(self.accuracy)}, kappa={fmt(self.kappa)}"
         )
         return f"Calibration(judge={self.judge}, kind={self.kind!r}, rows={len(self.items)}, scored={self.num_scored}, {figures})"
 
@@ -240,10 +241,6 @@ class Calibration:
         out.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(out, self.to_html())
         return out
-
-
-def _fmt(value: float | None) -> str:
-    return "None" if value is None else f"{value:.4g}"
 
 
 def _strength(value: float) -> str:

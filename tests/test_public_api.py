@@ -50,7 +50,7 @@ PROMISED = {
         "relative", "RankJudge", "PairwiseJudge", "register_advantage_estimator",
     ],
     "envs": [
-        "Environment", "SingleTurnEnv", "ToolEnv", "MultiTurnEnv", "tool", "Tool", "ToolResult",
+        "Environment", "EnvironmentOptions", "SingleTurnEnv", "ToolEnv", "MultiTurnEnv", "tool", "Tool", "ToolResult",
         "call_tool", "stop", "mcp_server", "OpenEnvStepReward", "OpenEnvFinalReward", "load_environment", "list_environments",
         "RegisteredEnvironment", "EnvironmentNotFoundError", "EnvironmentSpec", "TRLSpec", "VerlSpec",
         "audit", "aaudit", "AuditReport", "from_verifiers", "from_openenv", "from_harbor", "serve_openenv",

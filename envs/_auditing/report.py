@@ -25,6 +25,7 @@ from typing import Any
 from rich.console import RenderableType
 
 from envs._auditing.views import audit_body_html, render_audit, write_audit_html
+from harness._core.display import fmt, unscored
 from harness._core.types import Rollout
 from rubrics import Rubric, WeightedSum
 
@@ -202,7 +203,7 @@ def _value(r: Rollout, node: str) -> tuple[float | None, str | None]:
     score = r.scores.get(node)
     if score is None:
         return None, None  # not reached (a Sequential stopped before it)
-    return (score, None) if not math.isnan(score) else (None, "NaN")
+    return (score, None) if not math.isnan(score) else (None, unscored())
 
 
 def _first(errors: Mapping[str, str]) -> str | None:
@@ -274,10 +275,6 @@ def build_report(
     return report
 
 
-def _fmt(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.3g}"
-
-
 def reference_notes(report: AuditReport) -> list[str]:
     """What weakens the comparison: a reference that errors or scores low is a poor yardstick."""
     cell = report.cells[ROOT].get("reference")
@@ -288,7 +285,7 @@ def reference_notes(report: AuditReport) -> list[str]:
         notes.append(f"the reference errored on {cell.errors} of {cell.rollouts} rows ({cell.first_error})")
     if cell.mean is not None and cell.mean < 0.5:
         notes.append(
-            f"the reference ({report.reference}) earns only {_fmt(cell.mean)}: probes are compared "
+            f"the reference ({report.reference}) earns only {fmt(cell.mean, 3)}: probes are compared "
             "with it, so give the environment an 'oracle' scripted policy or a gold reward fixture"
         )
     return notes
@@ -314,8 +311,8 @@ def hackable_flags(report: AuditReport) -> Iterable[Flag]:
                     "hackable",
                     node,
                     probe.name,
-                    f"{probe.name} ({probe.description}) earns {_fmt(got)} on {node}, "
-                    f"{than} the reference's {_fmt(ref)}",
+                    f"{probe.name} ({probe.description}) earns {fmt(got, 3)} on {node}, "
+                    f"{than} the reference's {fmt(ref, 3)}",
                 )
 
 
@@ -334,7 +331,7 @@ def constant_flags(report: AuditReport) -> Iterable[Flag]:
                 "constant",
                 node,
                 None,
-                f"{node} gives {_fmt(values[0])} to every probe ({len(values)} rollouts): it measures nothing",
+                f"{node} gives {fmt(values[0], 3)} to every probe ({len(values)} rollouts): it measures nothing",
             )
 
 
@@ -363,8 +360,8 @@ def injection_flags(report: AuditReport) -> Iterable[Flag]:
                 "judge_injection",
                 node,
                 "injection",
-                f"judge {node} gives a wrong answer {_fmt(injected)} when it asks for full marks, "
-                f"{_fmt(plain)} without: the judge obeys the reply it grades",
+                f"judge {node} gives a wrong answer {fmt(injected, 3)} when it asks for full marks, "
+                f"{fmt(plain, 3)} without: the judge obeys the reply it grades",
             )
 
 

@@ -43,7 +43,7 @@ def _marks(report: AuditReport) -> dict[tuple[str, str | None], list[str]]:
 def _cell_text(cell: Cell | None) -> str:
     if cell is None or cell.rollouts == 0:
         return "-"
-    value = "n/a" if cell.mean is None else fmt(cell.mean, 3)
+    value = fmt(cell.mean, 3)
     return f"{value} E{cell.error_rate:.0%}" if cell.errors else value
 
 

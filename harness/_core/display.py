@@ -1,5 +1,6 @@
-"""How the foundation's objects are shown: the page style, escaping, the score formatter and
-the registry through which the view layer draws them in notebooks.
+"""How the foundation's objects are shown: the page style, escaping, the one formatter of a
+score and of "unscored" (NaN with its reason), and the registry through which the view layer
+draws them in notebooks.
 
 The data model never imports a view (as pandas' frames do not import their styler): the views
 (`harness._views`) register a renderer per kind when they are imported, and the `harness`
@@ -12,7 +13,7 @@ from __future__ import annotations
 import html
 import importlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
 _HTML_VIEWS: dict[str, Callable[..., str]] = {}
@@ -47,15 +48,41 @@ def esc(value: object) -> str:
     return html.escape(value if isinstance(value, str) else str(value), quote=True)
 
 
-def fmt(value: object, digits: int = 4) -> str:
-    """A score for people: `digits` significant digits, no float noise; None/NaN as "NaN".
-    Anything that is not a number (a hand-edited results file) comes back as its text, which
-    the caller escapes like every other value."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+def fmt(value: object, digits: int = 4, *, stderr: float | None = None) -> str:
+    """A score for people, the one way every view writes one.
+
+    Args:
+        value: A score or a mean of scores. NaN (unscored) is "NaN"; None (no value, such as a
+            mean over no scored rollout) is "n/a"; anything that is not a number (a
+            hand-edited results file) comes back as its text, which the caller escapes like
+            every other value.
+        digits: Significant digits, with no float noise and no padding zeros: `0.3333`, `1`,
+            `1.5e+06`.
+        stderr: A standard error to show after the value, to 2 significant digits.
+
+    Returns:
+        The text, e.g. "0.75", "0.75 ± 0.043", "NaN" or "n/a".
+    """
+    if value is None:
+        return "n/a"
+    if isinstance(value, float) and math.isnan(value):
         return "NaN"
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return str(value)
-    return f"{value:.{digits}g}"
+    return f"{value:.{digits}g}" + (f" ± {fmt(stderr, 2)}" if stderr is not None else "")
+
+
+def unscored(reason: str | None = None) -> str:
+    """Why a score is NaN, for people: "unscored: <reason>", or "unscored (NaN)" when no
+    reason was recorded (the caller escapes it)."""
+    return f"unscored: {reason}" if reason else "unscored (NaN)"
+
+
+def unscored_count(count: int, reasons: Iterable[tuple[str, int]] = ()) -> str:
+    """How many are unscored and why, commonest reason first (a summary's `unscored_reasons`):
+    "3: judge reply had no score (2); timeout (1)", or "0"."""
+    listed = "; ".join(f"{why} ({n:,})" for why, n in reasons)
+    return f"{count:,}" + (f": {listed}" if count and listed else "")
 
 
 def register_html_view(kind: str, render: Callable[..., str]) -> None:
@@ -111,4 +138,6 @@ __all__ = [
     "provide_html_views",
     "register_html_view",
     "render_html",
+    "unscored",
+    "unscored_count",
 ]

@@ -32,7 +32,7 @@ from typing import ClassVar
 
 from pydantic import AliasChoices, BaseModel, Field
 
-from harness._core.display import HtmlRepr
+from harness._core.display import HtmlRepr, fmt
 from harness._core.types import Rollout
 
 PASS_THRESHOLD = 1.0 - 1e-9
@@ -112,14 +112,12 @@ class Summary(HtmlRepr, BaseModel):
 
     def __repr__(self) -> str:
         # Readable at a glance, no float noise: the numbers a run is judged by.
-        reward = "n/a" if self.mean_reward is None else f"{self.mean_reward:.4g}"
-        if self.reward_stderr is not None:
-            reward += f" ± {self.reward_stderr:.2g}"
+        reward = fmt(self.mean_reward, stderr=self.reward_stderr)
         planned = (
             f" of {self.planned}" if self.planned is not None and self.planned != self.num_rollouts else ""
         )
-        nodes = ", ".join(f"{p}={v:.4g}" for p, v in self.node_means.items())
-        passes = ", ".join(f"pass@{k}={v:.4g}" for k, v in self.pass_at_k.items())
+        nodes = ", ".join(f"{p}={fmt(v)}" for p, v in self.node_means.items())
+        passes = ", ".join(f"pass@{k}={fmt(v)}" for k, v in self.pass_at_k.items())
         parts = [
             f"rollouts={self.num_rollouts}{planned}",
             f"examples={self.num_examples}",
@@ -144,7 +142,7 @@ class Summary(HtmlRepr, BaseModel):
         if not 0 < best < PASS_THRESHOLD:
             return None
         return (
-            f"no rollout reached reward 1 (the best: {best:.4g}), which pass@k counts as a pass; if this "
+            f"no rollout reached reward 1 (the best: {fmt(best)}), which pass@k counts as a pass; if this "
             f"rubric's top reward is below 1, say what passes with success=(node, threshold)"
         )
 
@@ -214,7 +212,7 @@ def skip_reason(scores: Mapping[str, float], path: str, paths: Sequence[str]) ->
     for sibling in reversed(earlier):
         value = scores[sibling]
         if value != value or value == 0.0:
-            return f"skipped: after {sibling.rsplit('.', 1)[-1]} scored {'NaN' if value != value else 0}"
+            return f"skipped: after {sibling.rsplit('.', 1)[-1]} scored {fmt(value)}"
     return "not run"
 
 

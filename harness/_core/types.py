@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-from harness._core.display import HtmlRepr
+from harness._core.display import HtmlRepr, fmt
 
 if TYPE_CHECKING:  # pragma: no cover
     # Type-only: the foundation imports nothing else of the project at run time.
@@ -397,7 +397,7 @@ class Rollout(HtmlRepr, BaseModel):
         # One short line: the full record is in `model_dump()`; the notebook draws it whole.
         response = self.response
         shown = response if len(response) <= 60 else response[:57] + "..."
-        reward = "nan" if math.isnan(self.reward) else f"{self.reward:.4g}"
+        reward = fmt(self.reward)
         error = f", error={self.error[:60]!r}" if self.error else ""
         return (
             f"Rollout(example_id={self.example_id!r}, rollout_index={self.rollout_index}, reward={reward}, "

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, overload
 
-from harness._core.display import HtmlRepr
+from harness._core.display import HtmlRepr, fmt, unscored_count
 from harness._core.errors import ResultsNotFoundError
 from harness._core.hf_import import hf_import
 from harness._core.storage import (
@@ -36,14 +36,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from rich.table import Table
 
     from datasets import Dataset
-
-
-def _fmt(value: float | None, digits: int = 4) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    if abs(value) >= 1e6:  # a huge score in exponent form, not 300 digits
-        return f"{value:.{digits}g}"
-    return f"{value:.{digits}f}"
 
 
 def node_paths(metadata: Mapping[str, Any]) -> list[str] | None:
@@ -313,10 +305,7 @@ class EvalResults(HtmlRepr):
         table.add_column("value", justify="right")
         planned = f" of {s.planned} planned" if s.planned is not None and s.planned != s.num_rollouts else ""
         table.add_row("rollouts", f"{s.num_rollouts}{planned} ({s.num_examples} examples)")
-        reward = _fmt(s.mean_reward)
-        if s.reward_stderr is not None:
-            reward += f" ± {_fmt(s.reward_stderr)}"
-        table.add_row("mean reward", reward + f"  ({over_scored(s)})")
+        table.add_row("mean reward", fmt(s.mean_reward, stderr=s.reward_stderr) + f"  ({over_scored(s)})")
         if s.num_groups.get(""):  # rollouts_per_example > 1: say how many groups teach nothing
             table.add_row("flat groups", node_note(s, "") + " (every rollout of the example scored alike)")
         for path, mean in s.node_means.items():
@@ -324,7 +313,7 @@ class EvalResults(HtmlRepr):
             note = node_note(s, path)
             table.add_row(
                 safe_text("  " * depth + path.rsplit(".", 1)[-1], style="not bold"),
-                _fmt(mean) + (f"  ({note})" if note else ""),
+                fmt(mean) + (f"  ({note})" if note else ""),
             )
         partial = (
             f"  (over the {s.num_scored} scored of {s.num_rollouts})"
@@ -338,18 +327,15 @@ class EvalResults(HtmlRepr):
                 if over < s.num_examples
                 else ""
             )
-            table.add_row(f"pass@{k}", _fmt(value) + (partial or fewer))
+            table.add_row(f"pass@{k}", fmt(value) + (partial or fewer))
         if s.pass_at_k:  # always: "reward >= 1" reads as 0 for a rubric that tops out below 1
             doubt = s.pass_warning()
             table.add_row("pass means", safe_text(s.pass_criterion + (f"  ({doubt})" if doubt else "")))
         stops = ", ".join(f"{name} {n}" for name, n in s.stop_reasons.items()) or "-"
         table.add_row("stop reasons", safe_text(stops))
         table.add_row("errors", Text(str(s.num_errors), style="red" if s.num_errors else ""))
-        if s.num_unscored:
-            reasons = "; ".join(f"{why} ({n})" for why, n in s.unscored_reasons)
-            table.add_row("unscored", safe_text(f"{s.num_unscored} unscored: {reasons}", style="yellow"))
-        else:
-            table.add_row("unscored", "0")
+        unscored = unscored_count(s.num_unscored, s.unscored_reasons)
+        table.add_row("unscored", safe_text(unscored, style="yellow" if s.num_unscored else ""))
         table.add_row("tokens", f"prompt {s.prompt_tokens:,} · completion {s.completion_tokens:,}")
         if s.judge_prompt_tokens or s.judge_completion_tokens:
             table.add_row(
@@ -386,7 +372,9 @@ class EvalResults(HtmlRepr):
 
     def __repr__(self) -> str:
         s = self.summary
-        return f"EvalResults(rollouts={s.num_rollouts}, mean_reward={_fmt(s.mean_reward)}, errors={s.num_errors})"
+        return (
+            f"EvalResults(rollouts={s.num_rollouts}, mean_reward={fmt(s.mean_reward)}, errors={s.num_errors})"
+        )
 
 
 def load_results(path: str | Path) -> EvalResults:

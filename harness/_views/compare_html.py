@@ -66,10 +66,7 @@ def paired_note(comparison: Comparison) -> str:
 
 def _row(node: NodeDelta, diff: PairedDifference | None) -> str:
     depth = node.path.count(".") + 1 if node.path else 0
-    cells = [
-        f"{fmt(m)}" + (f" ± {fmt(e, 2)}" if e is not None else "") if m is not None else "NaN"
-        for m, e in ((node.mean_a, node.stderr_a), (node.mean_b, node.stderr_b))
-    ]
+    cells = [esc(fmt(m, stderr=e)) for m, e in ((node.mean_a, node.stderr_a), (node.mean_b, node.stderr_b))]
     mark = " ✓" if diff is not None and diff.excludes_zero else ""
     return (
         f'<tr><td style="padding-left:{4 + depth * 14}px">{esc(node.path or "reward")}</td>'

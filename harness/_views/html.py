@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from harness._core.content import block_text, tool_content
-from harness._core.display import STYLE, esc, fmt, register_html_view
+from harness._core.display import STYLE, esc, fmt, register_html_view, unscored, unscored_count
 from harness._core.storage import run_title, section
 from harness._core.summary import node_note, over_scored, skip_reason, wall_time
 from harness._core.tree import TreeNode, read_tree, tree_from_paths, tree_paths
@@ -98,7 +98,7 @@ def _node_rows(summary: Summary, nodes: Sequence[TreeNode] | None) -> list[str]:
         depth = path.count(".") + 1
         err = stderrs.get(path)
         note = node_note(summary, path)
-        value = esc(fmt(summary.node_means[path]) + (f" ± {fmt(err, 2)}" if err is not None else ""))
+        value = esc(fmt(summary.node_means[path], stderr=err))
         value += f" <span class='muted'>{esc(note)}</span>" if note else ""
         name = esc(path.rsplit(".", 1)[-1])
         rows.append(
@@ -136,9 +136,7 @@ def summary_html(summary: Summary, nodes: Sequence[TreeNode] | None = None, stat
     """The summary as a table: reward ± stderr, node means in tree order, pass@k, stop
     reasons, errors, unscored reasons, policy and judge tokens, wall time."""
     s = summary
-    reward = esc(
-        fmt(s.mean_reward) + (f" ± {fmt(s.reward_stderr, 2)}" if s.reward_stderr is not None else "")
-    )
+    reward = esc(fmt(s.mean_reward, stderr=s.reward_stderr))
     total, planned = s.num_rollouts, s.planned
     count = f"{total:,}" + (
         f" of {planned:,} planned" if isinstance(planned, int) and planned != total else ""
@@ -162,14 +160,8 @@ def summary_html(summary: Summary, nodes: Sequence[TreeNode] | None = None, stat
     stops = ", ".join(f"{esc(name)} {n:,}" for name, n in s.stop_reasons.items()) or "-"
     rows.append(_row("stop reasons", stops))
     rows.append(_row("errors", f"{s.num_errors:,}", "bad" if s.num_errors else ""))
-    reasons = "; ".join(f"{esc(why)} ({n})" for why, n in s.unscored_reasons)
-    rows.append(
-        _row(
-            "unscored",
-            f"{s.num_unscored:,}" + (f": {reasons}" if reasons else ""),
-            "warn" if s.num_unscored else "",
-        )
-    )
+    unscored = esc(unscored_count(s.num_unscored, s.unscored_reasons))
+    rows.append(_row("unscored", unscored, "warn" if s.num_unscored else ""))
     rows.append(_row("policy tokens", f"prompt {s.prompt_tokens:,} · completion {s.completion_tokens:,}"))
     judge_p, judge_c = s.judge_prompt_tokens, s.judge_completion_tokens
     if judge_p or judge_c:
@@ -273,7 +265,7 @@ def groups_html(
 
 def _score_cell(value: float, reason: str) -> str:
     if math.isnan(value):
-        return f'<td class="num nan" title="{esc(reason)}">NaN</td>'
+        return f'<td class="num nan" title="{esc(reason)}">{fmt(value)}</td>'
     return f'<td class="num">{esc(fmt(value))}</td>'
 
 
@@ -352,10 +344,8 @@ def tree_html(
         note = esc(node.get("note") or "")
         why = errors.get(path)
         extra = _gate_note(node, scores)
-        if why:
-            extra += f'<div class="bad">unscored: {esc(why)}</div>'
-        elif is_nan:
-            extra += '<div class="warn">unscored (NaN)</div>'
+        if why or is_nan:
+            extra += f'<div class="{"bad" if why else "warn"}">{esc(unscored(why))}</div>'
         if path in details:
             extra += _detail_html(details[path])
         skipped = (

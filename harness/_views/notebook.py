@@ -48,6 +48,7 @@ class _Bar:
     def _line(self) -> str:
         s = self.stats
         mean = s.mean_reward
+        # Fixed decimals, not `fmt`: a line redrawn in place keeps its width as the mean moves.
         reward = "n/a" if mean is None else f"{mean:.3f}"
         elapsed = time.perf_counter() - s.started
         return f"{s.done}/{s.total} · {s.rate:.1f} rollouts/s · reward {reward} · errors {s.num_errors} · {elapsed:.0f}s"

@@ -78,6 +78,7 @@ class ProgressDisplay:
         class _Stats(ProgressColumn):
             def render(self, task: Any) -> Text:
                 mean = stats.mean_reward
+                # Fixed decimals, not `fmt`: a line redrawn in place keeps its width as the mean moves.
                 reward = "n/a" if mean is None else f"{mean:.3f}"
                 style = "red" if stats.num_errors else "dim"
                 return Text.assemble(

@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from harness._core.content import block_text, tool_content
+from harness._core.display import fmt, unscored
 from harness._core.summary import skip_reason
 from harness._core.text import safe_text
 from harness._core.types import Message, Rollout
@@ -26,10 +27,6 @@ from harness._results.eval_results import EvalResults
 from harness._views.compare_html import interval_text, needed_text, paired_note
 
 _ROLE_STYLE = {"system": "dim", "user": "cyan", "assistant": "green", "tool": "magenta"}
-
-
-def _fmt_score(value: float) -> str:
-    return "NaN (unscored)" if math.isnan(value) else f"{value:.4g}"
 
 
 def _pretty_arguments(arguments: str) -> str:
@@ -65,11 +62,9 @@ def score_table(rollout: Rollout, order: Sequence[str] | None = None) -> Table:
     table = Table(title="scores", show_header=True, header_style="bold")
     table.add_column("node")
     table.add_column("score", justify="right")
-    table.add_column("why unscored / detail", overflow="fold")
+    table.add_column("why / detail", overflow="fold")
     # The root node has no path: its reason, if any, is stored under "".
-    table.add_row(
-        Text("reward", style="bold"), _fmt_score(rollout.reward), safe_text(rollout.score_errors.get("", ""))
-    )
+    table.add_row(Text("reward", style="bold"), fmt(rollout.reward), _why(rollout, ""))
     seen = dict.fromkeys([*(order or []), *rollout.scores, *rollout.score_errors])
     paths = [p for p in seen if p]
     for path in paths:
@@ -79,12 +74,18 @@ def score_table(rollout: Rollout, order: Sequence[str] | None = None) -> Table:
             table.add_row(safe_text("  " * depth + path.rsplit(".", 1)[-1]), "-", Text(reason, style="dim"))
             continue
         score = rollout.scores.get(path, math.nan)
-        note = rollout.score_errors.get(path, "")
-        detail = rollout.score_details.get(path)
-        if not note and detail and "reply" in detail:
-            note = f"judge: {str(detail['reply'])[:200]}"
-        table.add_row(safe_text("  " * depth + path.rsplit(".", 1)[-1]), _fmt_score(score), safe_text(note))
+        table.add_row(safe_text("  " * depth + path.rsplit(".", 1)[-1]), fmt(score), _why(rollout, path))
     return table
+
+
+def _why(rollout: Rollout, path: str) -> Text:
+    """Why node `path` ("" the reward) is unscored, or else what its judge replied."""
+    score = rollout.scores.get(path, math.nan) if path else rollout.reward
+    reason = rollout.score_errors.get(path)
+    if reason is not None or math.isnan(score):
+        return safe_text(unscored(reason))
+    detail = rollout.score_details.get(path)
+    return safe_text(f"judge: {str(detail['reply'])[:200]}" if detail and "reply" in detail else "")
 
 
 def render_rollout(rollout: Rollout, order: Sequence[str] | None = None) -> RenderableType:
@@ -95,7 +96,7 @@ def render_rollout(rollout: Rollout, order: Sequence[str] | None = None) -> Rend
         ("  rollout ", "bold"),
         str(rollout.rollout_index),
         ("  reward ", "bold"),
-        _fmt_score(rollout.reward),
+        fmt(rollout.reward),
         ("  stop ", "bold"),
         safe_text(rollout.stop_reason),
         ("  turns ", "bold"),
@@ -153,12 +154,6 @@ def select_rollouts(
     return chosen
 
 
-def _cell(value: float | None, stderr: float | None = None) -> str:
-    if value is None or math.isnan(value):
-        return "NaN"
-    return f"{value:.4g}" + (f" ± {stderr:.2g}" if stderr is not None else "")
-
-
 def _delta_text(delta: float | None) -> Text:
     if delta is None:
         return Text("-", style="dim")
@@ -176,8 +171,8 @@ def comparison_table(comparison: Comparison) -> Table:
         )
         table.add_row(
             safe_text(label, style="bold" if not node.path else ""),
-            _cell(node.mean_a, node.stderr_a),
-            _cell(node.mean_b, node.stderr_b),
+            fmt(node.mean_a, stderr=node.stderr_a),
+            fmt(node.mean_b, stderr=node.stderr_b),
             _delta_text(node.delta),
         )
     return table
@@ -226,11 +221,11 @@ def flipped_table(comparison: Comparison, *, limit: int = 20) -> Table:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     table.add_column("nodes that flipped (A → B)", overflow="fold")
     for example in flips[:limit]:
-        nodes = ", ".join(f"{c.path} {_cell(c.a)} → {_cell(c.b)}" for c in example.changes if c.flipped)
+        nodes = ", ".join(f"{c.path} {fmt(c.a)} → {fmt(c.b)}" for c in example.changes if c.flipped)
         table.add_row(
             safe_text(example.example),
-            _cell(example.reward_a),
-            _cell(example.reward_b),
+            fmt(example.reward_a),
+            fmt(example.reward_b),
             _delta_text(example.delta),
             safe_text(nodes or "-"),
         )

@@ -16,15 +16,11 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from harness._core.display import STYLE, esc, fmt
+from harness._core.display import STYLE, esc, fmt, unscored_count
 from harness._core.text import safe_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from rubrics.calibration import Calibration, ProbeResult
-
-
-def _num(value: float | None, digits: int = 3) -> str:
-    return "-" if value is None else f"{value:.{digits}g}"
 
 
 def _shift(value: float | None) -> str:
@@ -38,15 +34,16 @@ def headline(cal: Calibration) -> list[tuple[str, str]]:
     rows = [("judge", f"{cal.judge} (model {cal.model})"), ("labels", cal.kind)]
     rows.append(("rows", f"{len(cal.items)} ({cal.num_scored} scored by the judge)"))
     if cal.kind == "continuous":
-        rows += [("mean absolute error", _num(cal.mae)), ("Spearman's rho", _num(cal.spearman))]
+        rows += [("mean absolute error", fmt(cal.mae, 3)), ("Spearman's rho", fmt(cal.spearman, 3))]
     else:
-        rows += [("accuracy", _num(cal.accuracy)), ("Cohen's kappa", _num(cal.kappa))]
+        rows += [("accuracy", fmt(cal.accuracy, 3)), ("Cohen's kappa", fmt(cal.kappa, 3))]
     if cal.threshold is not None:
         rows.append(("pass threshold", f"judge score ≥ {cal.threshold:g}"))
     if cal.reading:
         rows.append(("reading", cal.reading))
-    for reason, count in cal.unscored_reasons:
-        rows.append(("unscored", f"{count} × {reason}"))
+    reasons = cal.unscored_reasons
+    if reasons:
+        rows.append(("unscored", unscored_count(sum(n for _, n in reasons), reasons)))
     return rows
 
 
@@ -66,7 +63,7 @@ def cost_lines(cal: Calibration) -> list[tuple[str, str]]:
 
 
 def _span(low: float, high: float) -> str:
-    return f"[{low:.3f}, {high:.3f}]"
+    return f"[{fmt(low, 3)}, {fmt(high, 3)}]"
 
 
 def corrected_lines(cal: Calibration) -> list[tuple[str, str]]:
@@ -76,9 +73,9 @@ def corrected_lines(cal: Calibration) -> list[tuple[str, str]]:
     if c is not None:
         level = f"{c.confidence:.0%}"
         rows += [
-            ("judge mean (raw)", f"{c.raw_mean:.4f}, {level} {_span(c.raw_low, c.raw_high)} if the judge were right"),
-            ("labels alone", f"{c.label_mean:.4f}, {level} {_span(c.label_low, c.label_high)} ({c.num_labels} labels)"),
-            ("corrected mean", f"{c.estimate:.4f}, {level} {_span(c.low, c.high)} (prediction-powered, λ = {c.power_tuning:.2f})"),
+            ("judge mean (raw)", f"{fmt(c.raw_mean)}, {level} {_span(c.raw_low, c.raw_high)} if the judge were right"),
+            ("labels alone", f"{fmt(c.label_mean)}, {level} {_span(c.label_low, c.label_high)} ({c.num_labels} labels)"),
+            ("corrected mean", f"{fmt(c.estimate)}, {level} {_span(c.low, c.high)} (prediction-powered, λ = {c.power_tuning:.2f})"),
             ("labels it was worth", f"{c.effective_labels:,.0f} (from {c.num_labels} labels and {c.num_unlabelled:,} judged rollouts)"),
         ]  # fmt: skip
     elif cal.corrected_note:
@@ -106,7 +103,7 @@ def probe_row(probe: ProbeResult) -> tuple[str, str, str, str, str]:
         probe.name,
         str(probe.num_pairs),
         _shift(probe.mean_shift),
-        _num(probe.mean_abs_shift),
+        fmt(probe.mean_abs_shift, 3),
         f"{probe.num_changed} of {probe.num_pairs}",
     )
 
@@ -144,7 +141,7 @@ def _by_label_table(cal: Calibration) -> Table:
     ):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for row in cal.by_label:
-        table.add_row(safe_text(row.label), str(row.count), _num(row.agreement), _num(row.mean_score))
+        table.add_row(safe_text(row.label), str(row.count), fmt(row.agreement, 3), fmt(row.mean_score, 3))
     return table
 
 

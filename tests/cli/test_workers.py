@@ -14,7 +14,7 @@ import pytest
 from harness import ScriptedEndpoint
 from harness._engine.executors.plan import workers_hint
 from tests.cli.conftest import Invoke
-from tests.helpers import code_block
+from tests.helpers.docs import code_block
 
 RUBRIC = shutil.which("rubric")
 pytestmark = pytest.mark.skipif(RUBRIC is None, reason="the rubric console script is not installed")
@@ -32,7 +32,7 @@ def test_eval_with_two_workers(tmp_path: Path) -> None:
         "--workers", "2", "-o", "out", "--no-progress", cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert "1.0000" in proc.stdout and "60 (30 examples)" in proc.stdout
+    assert "1 ± 0  (over" in proc.stdout and "60 (30 examples)" in proc.stdout
     assert "local workers: #0 " in proc.stdout and " MB; driver peak " in proc.stdout
     lines = (tmp_path / "out" / "results.jsonl").read_text().splitlines()
     keys = {(r["example_id"], r["rollout_index"]) for r in map(json.loads, lines)}
@@ -105,7 +105,7 @@ def test_eval_on_a_local_ray(tmp_path: Path) -> None:
         "--no-progress", cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert "20 (20 examples)" in proc.stdout and "1.0000" in proc.stdout
+    assert "20 (20 examples)" in proc.stdout and "1 ± 0  (over" in proc.stdout
     metadata = json.loads((tmp_path / "out" / "metadata.json").read_text())
     report = metadata["sessions"][-1]["workers"]
     assert report["executor"] == "ray" and sum(w["rollouts"] for w in report["workers"]) == 20
@@ -160,5 +160,5 @@ def test_workers_close_their_judges_pools(tmp_path: Path) -> None:
         )  # fmt: skip
         assert judge.stats.requests == 6
     assert proc.returncode == 0, proc.stderr
-    assert "6 (6 examples)" in proc.stdout and "1.0000" in proc.stdout
+    assert "6 (6 examples)" in proc.stdout and "1 ± 0  (over" in proc.stdout
     assert "nclosed" not in proc.stderr and "ResourceWarning" not in proc.stderr, proc.stderr

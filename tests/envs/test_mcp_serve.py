@@ -16,7 +16,8 @@ from mcp.client import Client as SDKClient
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from envs import load_environment
-from tests.helpers import RUBRIC, _free_port, run
+from tests.helpers.endpoints import free_port
+from tests.helpers.processes import RUBRIC, run
 
 pytestmark = pytest.mark.timeout(120)
 REPO = Path(__file__).resolve().parents[2]
@@ -54,7 +55,7 @@ async def test_the_official_client_over_stdio() -> None:
 
 @pytest.fixture
 def served_over_http(tmp_path: Path) -> Iterator[str]:
-    port = _free_port()
+    port = free_port()
     with (tmp_path / "err").open("wb") as err:
         proc = subprocess.Popen([str(RUBRIC), "mcp", "python", "--port", str(port)], stderr=err)
     deadline = time.monotonic() + 60

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from harness import ConfigError, Rollout, aevaluate
-from tests.helpers import load_fake, serve, sum_policy
+from tests.helpers.endpoints import serve
+from tests.helpers.fakes import load_fake, sum_policy
 
 if os.environ.get("CI") != "true":  # CI installs the [ray] extra and always runs these
     pytest.importorskip("ray", reason="Ray tests need pip install 'rubric-rl[ray]'")

@@ -129,9 +129,11 @@ def test_printing_shows_the_summary_tree() -> None:
     text = str(results)
     assert "toy · m" in text and "mean reward" in text and "pass@3" in text
     assert "\n" in text and "    exact" in text and "  acc" in text  # children indented under parents
-    assert "3 unscored: judge reply had no score (2)" in text
+    unscored = "3: judge reply had no score (2); rollout error (EndpointError) (1)"
+    assert unscored in text
     html = results._repr_html_()
     assert "<table" in html and "pass@1" in html and "<svg" in html and "toy · m" in html
+    assert unscored in html  # the page says it as the terminal does
     assert results.__rich__().row_count > 5
     assert "EvalResults(rollouts=9" in repr(results)
 

@@ -11,7 +11,7 @@ import pytest
 from harness import Rollout
 from harness._views.html import rollout_body_html
 from tests.envs.agents.conftest import DOCKER
-from tests.helpers import run
+from tests.helpers.processes import run
 
 ENV_FILE = """
 from envs import Environment

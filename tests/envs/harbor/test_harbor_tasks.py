@@ -12,7 +12,7 @@ import pytest
 from envs import from_harbor, load_environment
 from envs._harbor import HarborTaskError, HarborVerifier, load_task, parse_reward
 from rubrics import ScoringError, WeightedSum
-from tests.helpers import run
+from tests.helpers.processes import run
 
 SHIPPED = Path(__file__).resolve().parents[3] / "datasets" / "harbor"
 TASKS = ["count-words", "fix-median", "write-greeting"]

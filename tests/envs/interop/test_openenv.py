@@ -29,7 +29,8 @@ from rubrics import WeightedSum
 from rubrics.credit import returns_to_go
 from tests.envs.interop import openenv_guess
 from tests.envs.interop.openenv_guess import GuessEnvironment, bisect_tool_policy
-from tests.helpers import _free_port, run, serve
+from tests.helpers.endpoints import free_port, serve
+from tests.helpers.processes import run
 
 pytestmark = pytest.mark.timeout(120)
 REPO = Path(__file__).resolve().parents[3]
@@ -38,7 +39,7 @@ REPO = Path(__file__).resolve().parents[3]
 @contextlib.contextmanager
 def openenv_server(app: Any = openenv_guess.app) -> Iterator[str]:
     """OpenEnv's server app run by uvicorn on a free loopback port, in a thread; its URL."""
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=_free_port(), log_level="critical"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="critical"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
@@ -151,7 +152,7 @@ async def test_a_local_server_app_is_started_and_stopped() -> None:
 
 
 def test_an_unreachable_server_is_named_with_the_fix() -> None:
-    address = f"http://127.0.0.1:{_free_port()}"
+    address = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(OpenEnvConnectError, match=rf"no OpenEnv server answers at {address} .*start it"):
         from_openenv(address)
 
