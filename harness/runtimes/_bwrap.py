@@ -45,6 +45,7 @@ from harness.runtimes._base import (
     elapsed,
     quote,
     reap,
+    spawn,
 )
 from harness.runtimes._state import SandboxState
 
@@ -182,7 +183,7 @@ class BwrapSandbox(Sandbox):
             command = self._bwrap_args(write_end)
             if self._cgroup is not None:  # join before bwrap starts: every descendant is inside
                 command = ["/bin/sh", "-c", _ENTER, "sh", *self._cgroup.procs, "--", *command]
-            self._process = await asyncio.create_subprocess_exec(
+            self._process = await spawn(
                 *command,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
@@ -252,7 +253,7 @@ class BwrapSandbox(Sandbox):
         self._packed = None  # any command may change the files a fork copies
         if self._process is None or self._process.returncode is not None:
             raise SandboxError("the bwrap sandbox has ended (its init process is gone); open a new one")
-        process = await asyncio.create_subprocess_exec(
+        process = await spawn(
             *self._enter_args(cwd, user),
             *argv,
             stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
