@@ -49,6 +49,7 @@ from harness._core.options import EvaluateOptions, check_evaluate_options
 from harness._core.types import INJECTED, Message, Rollout, ToolCall, as_messages, jsonable
 from harness._endpoint.client import Client
 from harness._endpoint.connect import open_client
+from harness.runtimes import Sandbox
 from rubrics._grouping import ascore_alone, ascore_group, has_group_nodes
 from rubrics.credit import assign_credit
 
@@ -150,6 +151,7 @@ class Environment:
     #: for the harness's own chat loop.
     agent: AgentSetup | None = None
     _agent_episodes: AgentEpisodes | None = None
+    _group_size: int | None = None
     tools: list[ToolLike]
     mcp_servers: list[MCPServer]
     _tool_map: dict[str, ToolLike]
@@ -506,7 +508,24 @@ class Environment:
             DEFAULT_TIMEOUT if timeout is None else timeout,
             dict(sandbox or {}),
         )
-        self.agent, self._agent_episodes = setup, AgentEpisodes(setup)
+        declared = type(self).setup_sandbox is not Environment.setup_sandbox
+        episodes = AgentEpisodes(setup, sandbox_setup=self.setup_sandbox if declared else None)
+        episodes.group_size = self._group_size
+        self.agent, self._agent_episodes = setup, episodes
+
+    async def setup_sandbox(self, sandbox: Sandbox, rollout: Rollout) -> None:
+        """The environment's setup step for its agent's sandboxes (override it): clone a
+        repository, install dependencies, write fixtures. It runs before the agent starts; with
+        several rollouts per example (`-r N`) it runs once per example in a template sandbox and
+        each rollout gets a fork of it, so N rollouts pay for one setup. A failure is recorded
+        on the rollouts of that example."""
+
+    def plan_groups(self, rollouts_per_example: int) -> None:
+        """Told the run's rollouts per example (`harness._core.protocol.PlansGroups`): with more
+        than one, a declared `setup_sandbox` runs once per example and is forked per rollout."""
+        self._group_size = rollouts_per_example
+        if self._agent_episodes is not None:
+            self._agent_episodes.group_size = rollouts_per_example
 
     @property
     def runs_episodes(self) -> bool:

@@ -16,8 +16,9 @@ from mcp.client import Client as SDKClient
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from envs import load_environment
+from tests.cli.conftest import Invoke
 from tests.helpers.endpoints import free_port
-from tests.helpers.processes import RUBRIC, run
+from tests.helpers.processes import RUBRIC
 
 pytestmark = pytest.mark.timeout(120)
 REPO = Path(__file__).resolve().parents[2]
@@ -79,6 +80,6 @@ async def test_the_official_client_over_streamable_http(served_over_http: str) -
         assert await _exercise(client) == ["run_python"]
 
 
-def test_an_environment_without_python_tools_is_refused(tmp_path: Path) -> None:
-    proc = run("mcp", "gsm8k", cwd=tmp_path)
+def test_an_environment_without_python_tools_is_refused(rubric: Invoke, tmp_path: Path) -> None:
+    proc = rubric("mcp", "gsm8k", cwd=tmp_path)
     assert proc.returncode == 1 and "has no Python tools to serve over MCP" in proc.stderr

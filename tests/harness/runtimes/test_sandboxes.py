@@ -214,6 +214,23 @@ async def test_fork_copies_files_and_is_independent(spec: str) -> None:
             assert first.socket_path != sb.socket_path
 
 
+@pytest.mark.parametrize("spec", ISOLATING)
+@pytest.mark.parametrize("workdir", ["/work/deep/er", "/tmp/job"])
+async def test_fork_copies_tmp_the_workdir_and_modes(spec: str, workdir: str) -> None:
+    """A fork has the template's /tmp and working directory (nested, or inside /tmp), with
+    executable bits kept, and nothing else of the template's writable layer is lost."""
+    async with get_runtime(spec).sandbox(workdir=workdir) as sb:
+        made = await sb.exec(
+            "printf tmp > /tmp/t.txt && printf 'echo run' > run.sh && chmod +x run.sh && mkdir -p a/b && printf deep > a/b/c"
+        )
+        assert made.ok, made
+        async with await sb.fork() as copy:
+            assert await copy.read("/tmp/t.txt") == b"tmp"
+            assert (await copy.exec("./run.sh")).stdout == "run\n"
+            assert await copy.read("a/b/c") == b"deep"
+            assert (await copy.exec("pwd")).stdout == f"{workdir}\n"
+
+
 @pytest.mark.parametrize("spec", ALL)
 def test_sync_face(spec: str) -> None:
     with get_runtime(spec).sandbox() as sb:
