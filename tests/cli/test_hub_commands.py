@@ -41,7 +41,7 @@ def test_build_push_search_info_print_what_happened(
     assert "cli-hub-env 0.1.0  (versions: 0.1.0)" in found and "checked on: rubric-rl" in found
     assert "no environment packages match" in out("hub", "search", "--tag", "no-such-tag")
     info = out("hub", "info", "cli_hub_env")
-    assert "rubric correct: FunctionRubric (weight=0.8)" in info and "reward_range:" not in info
+    assert "rubric correct: reward(correct) (weight=0.8)" in info and "reward_range:" not in info
     assert "kind: single-turn; reward range [0.0, 1.0]; license Apache-2.0; needs nothing else" in info
     assert "# cli-hub-env" in info  # the card's body
 
@@ -83,7 +83,9 @@ def test_readme_publish_block_runs_as_written(rubric: Invoke, tmp_path: Path, hu
         done = rubric(*argv[1:], *extra, cwd=tmp_path)
         assert done.returncode == 0, done.stdout + done.stderr
         out += done.stdout
-    assert "my-env 0.1.0  (versions: 0.1.0)" in out and "rubric used_tool: FunctionRubric (weight=0.1)" in out
+    assert (
+        "my-env 0.1.0  (versions: 0.1.0)" in out and "rubric used_tool: reward(used_tool) (weight=0.1)" in out
+    )
 
 
 def test_readme_local_hub_block_runs_as_written_on_loopback_only(tmp_path: Path) -> None:
