@@ -132,9 +132,8 @@ def test_quick_start_command_runs_as_written(tmp_path: Path) -> None:
 
 @pytest.mark.timeout(300)
 def test_train_with_trl_blocks_run_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.helpers import tiny_chat_model
-
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # nothing is downloaded
     out = io.StringIO()
     namespace: dict[str, object] = {}
     with contextlib.redirect_stdout(out):
@@ -144,11 +143,14 @@ def test_train_with_trl_blocks_run_as_written(tmp_path: Path, monkeypatch: pytes
         )
     assert out.getvalue().splitlines()[0] == "[1.0]"
     assert "'environment_factory'" not in out.getvalue() and "'Answer briefly.'" in out.getvalue()
-    namespace["model"], namespace["tokenizer"] = tiny_chat_model(" It is 4")  # "your model and tokenizer"
-    exec(compile(code_block("python", "GRPOTrainer(model=model"), "<README>", "exec"), namespace)
-    history = namespace["trainer"].state.log_history  # type: ignore[attr-defined]
-    # The model always says "It is 4": right on one of the two questions.
-    assert [entry["rubric/correct"] for entry in history if "rubric/correct" in entry] == [0.5]
+    exec(compile(code_block("python", "model = Qwen2ForCausalLM(config)"), "<docs>", "exec"), namespace)
+    assert sum(p.numel() for p in namespace["model"].parameters()) < 50_000  # type: ignore[attr-defined]
+    exec(compile(code_block("python", "GRPOTrainer(model=model"), "<docs>", "exec"), namespace)
+    trainer = namespace["trainer"]
+    assert trainer.state.global_step == 2  # type: ignore[attr-defined]
+    # Random weights say anything: each node's batch mean is logged, whatever it is.
+    logged = [entry for entry in trainer.state.log_history if "rubric/correct" in entry]  # type: ignore[attr-defined]
+    assert logged and all(0 <= entry["rubric/correct"] <= 1 for entry in logged)
 
 
 def test_train_with_verl_block_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
