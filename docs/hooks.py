@@ -5,6 +5,7 @@ package's (or public module's) `__all__`, read at build time, so the reference c
 from __future__ import annotations
 
 import importlib
+import inspect
 import re
 from typing import Any
 
@@ -18,12 +19,24 @@ PUBLIC_MODULES = (
 
 
 def on_page_markdown(markdown: str, **kwargs: Any) -> str:
-    """Add `options: members:` (the package's `__all__`) to each bare `::: package` line."""
+    """Add `options: members:` (the package's `__all__`) to each bare `::: package` line.
+
+    A public module in `__all__` (`rubrics.judges`) has a reference page of its own: it is listed
+    with a link there (its anchor kept) rather than documented twice, which autorefs refuses.
+    """
 
     def members(match: re.Match[str]) -> str:
         package = match.group(1)
-        names = "".join(f"        - {name}\n" for name in importlib.import_module(package).__all__)
-        return f"::: {package}\n    options:\n      members:\n{names}"
+        module = importlib.import_module(package)
+        own = [name for name in module.__all__ if not inspect.ismodule(getattr(module, name))]
+        names = "".join(f"        - {name}\n" for name in own)
+        pages = "".join(
+            f'\n<a id="{package}.{name}"></a>[`{package}.{name}`]({package}.{name}.md): a public module, '
+            "on a page of its own.\n"
+            for name in module.__all__
+            if name not in own
+        )
+        return f"::: {package}\n    options:\n      members:\n{names}{pages}"
 
     names = "|".join(re.escape(name) for name in (*PUBLIC_MODULES, *PUBLIC_PACKAGES))
     pattern = rf"^::: ({names})\n(?!    options:)"

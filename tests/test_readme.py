@@ -32,37 +32,53 @@ def test_first_rubric_example_prints_what_readme_says() -> None:
     assert f"The last line prints `{lines[-1]}`" in readme()
 
 
-def test_judge_example_runs_as_written_against_a_local_judge(monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness import ScriptedEndpoint
+def test_judge_example_runs_as_written_offline(monkeypatch: pytest.MonkeyPatch) -> None:
     from rubrics.judges import JudgeCache
 
-    seen: list[str] = []
-
-    def judge_policy(messages: list[dict[str, Any]], tools: Any) -> str:
-        prompt = messages[-1]["content"]
-        seen.append(prompt)
-        return "GRADE: C" if "GRADE" in prompt else "Helpful and exact.\nScore: 8"
-
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # the stand-in judge needs no key
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     JudgeCache.shared.clear()
-    with ScriptedEndpoint(judge_policy) as endpoint:
-        monkeypatch.setenv("OPENAI_BASE_URL", endpoint.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "local")
-        out = io.StringIO()
-        namespace: dict[str, object] = {}
-        with contextlib.redirect_stdout(out):
-            exec(
-                compile(code_block("python", 'judges.correctness(model="gpt-4.1-mini")'), "<README>", "exec"),
-                namespace,
-            )
+    out = io.StringIO()
+    namespace: dict[str, object] = {}
+    with contextlib.redirect_stdout(out):
+        exec(compile(code_block("python", "def judge_model(messages, tools)"), "<docs>", "exec"), namespace)
     rubric = namespace["rubric"]
-    assert [name for name, _ in rubric.named_children()] == ["correct", "helpful"]
-    assert "model='gpt-4.1-mini', parse='number', score_range=(0, 10)" in repr(rubric)
-    assert out.getvalue().startswith("0.94 {'correct': 1.0, 'helpful': 0.8}")
-    assert "judge_usage" not in out.getvalue() and "prompt_tokens=" in out.getvalue()
-    assert any("<question>What is 6 x 7?</question>" in p for p in seen)
+    assert [name for name, _ in rubric.named_children()] == ["correct", "helpful"]  # type: ignore[attr-defined]
+    assert "model='judge', parse='number', score_range=(0, 10)" in repr(rubric)
+    printed = out.getvalue()
+    assert printed.startswith("0.94 {'correct': 1.0, 'helpful': 0.8}")
+    assert f"It prints `{printed.split(' prompt_tokens=')[0]}`" in documented()
+    assert "judge_usage" not in printed and "prompt_tokens=" in printed
     rollout = namespace["rollout"]
-    assert rollout.judge_usage.prompt_tokens > 0 and rollout.usage.prompt_tokens == 0
-    assert "What is 6 x 7?" in rollout.score_details["helpful"]["prompt"]
+    assert rollout.judge_usage.prompt_tokens > 0 and rollout.usage.prompt_tokens == 0  # type: ignore[attr-defined]
+    assert "<question>What is 6 x 7?</question>" in rollout.score_details["helpful"]["prompt"]  # type: ignore[attr-defined]
+    assert 'model="gpt-4.1-mini"` with `OPENAI_API_KEY`' in documented()  # how to use a real judge
+
+
+def test_rubric_endpoint_serves_the_stand_in_judge_of_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rubrics import LLMJudge
+    from tests.helpers.endpoints import free_port
+    from tests.helpers.processes import serving
+
+    (tmp_path / "judge_env.py").write_text(code_block("python", "an environment only to carry the policy"))
+    line = code_block("bash", "rubric endpoint --policy judge_env.py:judge").split("#")
+    command, comment = shlex.split(line[0]), line[1]
+    assert command[-2:] == ["--port", "8001"] and 'base_url="http://127.0.0.1:8001/v1"' in comment
+    port = free_port()  # 8001 may be taken here
+    monkeypatch.chdir(tmp_path)  # the server runs where the file is
+    rubric = shutil.which("rubric") or "rubric"
+    with serving([rubric, *command[1:-1], str(port)], port, timeout=60) as server:
+        judge = LLMJudge(
+            "Rate {{ response }}. End with 'Score: N'.",
+            model="judge",
+            base_url=f"http://127.0.0.1:{port}/v1",
+            score_range=(0, 10),
+            cache=False,
+        )
+        assert judge({"completion": "42"}) == 0.8
+    assert "serving judge_env.py:judge at" in server.stop()[0]
 
 
 @pytest.mark.skipif(shutil.which("rubric") is None, reason="the rubric console script is not installed")
@@ -117,9 +133,8 @@ def test_quick_start_command_runs_as_written(tmp_path: Path) -> None:
 
 @pytest.mark.timeout(300)
 def test_train_with_trl_blocks_run_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.helpers.training import tiny_chat_model
-
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # nothing is downloaded
     out = io.StringIO()
     namespace: dict[str, object] = {}
     with contextlib.redirect_stdout(out):
@@ -129,11 +144,14 @@ def test_train_with_trl_blocks_run_as_written(tmp_path: Path, monkeypatch: pytes
         )
     assert out.getvalue().splitlines()[0] == "[1.0]"
     assert "'environment_factory'" not in out.getvalue() and "'Answer briefly.'" in out.getvalue()
-    namespace["model"], namespace["tokenizer"] = tiny_chat_model(" It is 4")  # "your model and tokenizer"
-    exec(compile(code_block("python", "GRPOTrainer(model=model"), "<README>", "exec"), namespace)
-    history = namespace["trainer"].state.log_history  # type: ignore[attr-defined]
-    # The model always says "It is 4": right on one of the two questions.
-    assert [entry["rubric/correct"] for entry in history if "rubric/correct" in entry] == [0.5]
+    exec(compile(code_block("python", "model = Qwen2ForCausalLM(config)"), "<docs>", "exec"), namespace)
+    assert sum(p.numel() for p in namespace["model"].parameters()) < 50_000  # type: ignore[attr-defined]
+    exec(compile(code_block("python", "GRPOTrainer(model=model"), "<docs>", "exec"), namespace)
+    trainer = namespace["trainer"]
+    assert trainer.state.global_step == 2  # type: ignore[attr-defined]
+    # Random weights say anything: each node's batch mean is logged, whatever it is.
+    logged = [entry for entry in trainer.state.log_history if "rubric/correct" in entry]  # type: ignore[attr-defined]
+    assert logged and all(0 <= entry["rubric/correct"] <= 1 for entry in logged)
 
 
 def test_train_with_verl_block_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -215,23 +233,14 @@ def test_verifiers_example_runs_as_written() -> None:
 def test_openenv_client_example_runs_a_server_written_with_openenv(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from harness import ScriptedEndpoint
-
-    def count(messages: list[dict[str, Any]], tools: Any) -> dict[str, Any]:
-        said = sum(1 for m in messages if m["role"] == "tool")
-        return {"tool_calls": [{"function": {"name": "count", "arguments": {"number": said + 1}}}]}
-
     (tmp_path / "counter_env.py").write_text(code_block("python", "class CountEnvironment(Environment)"))
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
-    with ScriptedEndpoint(count) as endpoint:
-        monkeypatch.setenv("OPENAI_BASE_URL", endpoint.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "local")
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            exec(
-                compile(code_block("python", 'from_openenv(\n    "counter_env:app"'), "<README>", "exec"), {}
-            )
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # the scripted policy needs no key
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code_block("python", 'from_openenv(\n    "counter_env:app"'), "<README>", "exec"), {})
     lines = out.getvalue().splitlines()
     assert lines == ["count", "done {'env': 1.5, 'few_steps': 1.0} [0.5, 0.5, 0.5]"]
     assert f'print(r.stop_reason, r.scores, r.turn_scores["env"])  # {lines[1]}' in documented()
@@ -272,31 +281,30 @@ def test_openenv_serve_example_plays_python_with_openenv_client(tmp_path: Path) 
 
 
 def test_comparing_within_a_group_example_prints_what_readme_says(monkeypatch: pytest.MonkeyPatch) -> None:
-    import re
-
-    from harness import ScriptedEndpoint
-
-    def rank_judge(messages: list[dict[str, Any]], tools: Any) -> str:
-        """Exactly the answer first, then answers holding it, then the rest."""
-        text = messages[-1]["content"]
-        candidates = dict(re.findall(r"Candidate ([A-Z]):\n<candidate>\n(.*?)\n</candidate>", text, re.S))
-        quality = {k: 2 if v.strip() == "42" else 1 if "42" in v else 0 for k, v in candidates.items()}
-        return "RANKING: " + " > ".join(sorted(quality, key=lambda k: -quality[k]))
-
-    with ScriptedEndpoint(rank_judge) as endpoint:
-        monkeypatch.setenv("OPENAI_BASE_URL", endpoint.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "local")
-        out = io.StringIO()
-        namespace: dict[str, object] = {}
-        with contextlib.redirect_stdout(out):
-            exec(compile(code_block("python", "RankJudge(model="), "<README>", "exec"), namespace)
-        calls = endpoint.stats.requests
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # the stand-in judge needs no key
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    out = io.StringIO()
+    namespace: dict[str, Any] = {}
+    with contextlib.redirect_stdout(out):
+        exec(compile(code_block("python", "def rank_model(messages, tools)"), "<docs>", "exec"), namespace)
     lines = out.getvalue().splitlines()
     assert f"The first line prints `{lines[0]}`" in documented()
     assert lines[1].startswith("'The answer is 42.'  0.15") and lines[2].startswith(
         "'41'                 0.15"
     )
-    assert calls == 2  # one group, two orders
+    assert namespace["endpoint"].stats.requests == 2  # one group, two orders
+
+
+def test_pairwise_example_prints_what_its_comment_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    block = code_block("python", "def pair_model(messages, tools)")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(block, "<docs>", "exec"), {})
+    printed = out.getvalue().strip()
+    assert printed == "[1.0, 0.5, 0.0] 6"
+    assert f"# {printed}\n" in block
 
 
 def test_capture_proxy_example_prints_what_readme_says() -> None:

@@ -6,23 +6,22 @@ from __future__ import annotations
 import pytest
 
 from harness import ConfigError, Rollout
-from rubrics import LLMJudge, WeightedSum
+from rubrics import LLMJudge, WeightedSum, judges
 from tests.cli.conftest import Invoke
-from tests.helpers.docs import code_block
 from tests.helpers.endpoints import free_port
 
 ITEM = {"prompt": "What is 6 x 7?", "completion": "42", "answer": "42"}
 
 
-def test_the_readme_judge_block_without_a_key_is_one_loud_error(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_hosted_judge_without_a_key_is_one_loud_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The docs' note on a real judge (`model="gpt-4.1-mini"` with OPENAI_API_KEY), key unset."""
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    rubric = WeightedSum({"correct": judges.correctness(model="gpt-4.1-mini")})
     with pytest.raises(
         ConfigError, match=r"judge '.*' \(model 'gpt-4.1-mini' at https://api.openai.com/v1\) has no API key"
     ):
-        exec(
-            compile(code_block("python", 'judges.correctness(model="gpt-4.1-mini")'), "<README>", "exec"), {}
-        )
+        rubric(Rollout.model_validate(ITEM))
 
 
 def test_a_judge_whose_endpoint_is_down_fails_before_scoring() -> None:
