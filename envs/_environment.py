@@ -49,7 +49,8 @@ from harness._core.options import EvaluateOptions, check_evaluate_options
 from harness._core.types import INJECTED, Message, Rollout, ToolCall, as_messages, jsonable
 from harness._endpoint.client import Client
 from harness._endpoint.connect import open_client
-from rubrics._grouping import has_group_nodes
+from harness.runtimes import Sandbox
+from rubrics._grouping import ascore_alone, ascore_group, has_group_nodes
 from rubrics.credit import assign_credit
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -64,6 +65,9 @@ DEFER_DATASETS: ContextVar[bool] = ContextVar("DEFER_DATASETS", default=False)
 EnvReply: TypeAlias = Sequence[Message | Mapping[str, Any]] | str | None
 #: Row columns that a rollout stores in its own fields rather than in `info`.
 _ROLLOUT_FIELDS = frozenset(ds_utils.STANDARD_COLUMNS)
+#: `rollout.state` key, between an agent episode and its group's scoring: the node paths
+#: already scored while the sandbox was open (`Environment.score_while_open`).
+STATE_SCORED_ALONE = "scored_alone"
 
 
 class EnvironmentOptions(TypedDict, total=False):
@@ -147,6 +151,7 @@ class Environment:
     #: for the harness's own chat loop.
     agent: AgentSetup | None = None
     _agent_episodes: AgentEpisodes | None = None
+    _group_size: int | None = None
     tools: list[ToolLike]
     mcp_servers: list[MCPServer]
     _tool_map: dict[str, ToolLike]
@@ -503,7 +508,24 @@ class Environment:
             DEFAULT_TIMEOUT if timeout is None else timeout,
             dict(sandbox or {}),
         )
-        self.agent, self._agent_episodes = setup, AgentEpisodes(setup)
+        declared = type(self).setup_sandbox is not Environment.setup_sandbox
+        episodes = AgentEpisodes(setup, sandbox_setup=self.setup_sandbox if declared else None)
+        episodes.group_size = self._group_size
+        self.agent, self._agent_episodes = setup, episodes
+
+    async def setup_sandbox(self, sandbox: Sandbox, rollout: Rollout) -> None:
+        """The environment's setup step for its agent's sandboxes (override it): clone a
+        repository, install dependencies, write fixtures. It runs before the agent starts; with
+        several rollouts per example (`-r N`) it runs once per example in a template sandbox and
+        each rollout gets a fork of it, so N rollouts pay for one setup. A failure is recorded
+        on the rollouts of that example."""
+
+    def plan_groups(self, rollouts_per_example: int) -> None:
+        """Told the run's rollouts per example (`harness._core.protocol.PlansGroups`): with more
+        than one, a declared `setup_sandbox` runs once per example and is forked per rollout."""
+        self._group_size = rollouts_per_example
+        if self._agent_episodes is not None:
+            self._agent_episodes.group_size = rollouts_per_example
 
     @property
     def runs_episodes(self) -> bool:
@@ -519,6 +541,21 @@ class Environment:
         if self._agent_episodes is None:
             raise ConfigError("run_episode needs an agent: call env.set_agent(NAME) first")
         await self._agent_episodes.run(rollout, client, sampling, self.instruction(rollout), self.max_turns)
+        await self.score_while_open(rollout)
+
+    async def score_while_open(self, rollout: Rollout) -> None:
+        """Under a rubric with group nodes, score now what needs no other member (nodes reading
+        the sandbox among them), before the sandbox is released; `score_group` keeps these
+        scores (`STATE_SCORED_ALONE` names them) and runs the group nodes and those above.
+        Without group nodes the rollout is scored whole before release anyway."""
+        if rollout.error is not None or not self.needs_groups:
+            return
+        self.prepare_for_scoring(rollout)
+        try:
+            await self.rubric.acheck_ready()
+            rollout.state[STATE_SCORED_ALONE] = await ascore_alone(self.rubric, rollout)
+        except Exception:  # the tree cannot score (a judge not ready): score_group records why
+            rollout.state.pop(STATE_SCORED_ALONE, None)
 
     def parse_answer(self, rollout: Rollout) -> str | None:
         """The answer extracted from the final response by `parser` (the raw response without one)."""
@@ -616,8 +653,17 @@ class Environment:
                 self.prepare_for_scoring(rollout)
                 if rollout.error is not None:
                     noted[id(rollout)], rollout.error = rollout.error, None
+        scored_alone = {
+            id(r): list(paths)
+            for r in rollouts
+            if (paths := r.state.pop(STATE_SCORED_ALONE, None)) is not None
+        }
         try:
-            await self.rubric.ascore_group(rollouts)
+            if scored_alone:  # agent episodes: their per-rollout nodes ran while the sandbox lived
+                await self.rubric.acheck_ready()
+                await ascore_group(self.rubric, rollouts, scored_alone=scored_alone)
+            else:
+                await self.rubric.ascore_group(rollouts)
         except Exception as exc:
             for rollout in rollouts:
                 rollout.reward = math.nan

@@ -47,7 +47,16 @@ from harness._core.run_dirs import newest_rescored
 from harness._core.summary import Summary
 from harness._core.text import escape_control
 from harness._core.tree import TreeNode
-from harness._core.types import FunctionCall, Message, Rollout, ToolCall, TurnTokens, Usage
+from harness._core.types import (
+    FunctionCall,
+    Message,
+    ModelCall,
+    RetokenizationSkew,
+    Rollout,
+    ToolCall,
+    TurnTokens,
+    Usage,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness._endpoint.client import Client, Completion
@@ -59,7 +68,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from harness._results.sharding import MergeReport, merge_results
     from harness._views.report import report_path, write_report
     from harness._views.terminal import show_run
-    from harness.proxy import CaptureProxy, ProxyBudgets, ProxySession, ProxyTurn, RetokenizationSkew
+    from harness.proxy import CaptureProxy, ProxyBudgets, ProxySession
     from harness.scripted import ScriptedEndpoint
 
 # Above the foundation: loaded on first use (see the module docstring).
@@ -72,8 +81,6 @@ _LAZY = {
     "MergeReport": "harness._results.sharding",
     "ProxyBudgets": "harness.proxy",
     "ProxySession": "harness.proxy",
-    "ProxyTurn": "harness.proxy",
-    "RetokenizationSkew": "harness.proxy",
     "ScriptedEndpoint": "harness.scripted",
     "aevaluate": "harness._engine.evaluation",
     "arescore": "harness._results.rescoring",
@@ -122,10 +129,10 @@ __all__ = [
     "FunctionCall",
     "MergeReport",
     "Message",
+    "ModelCall",
     "NotScoreableError",
     "ProxyBudgets",
     "ProxySession",
-    "ProxyTurn",
     "ResultsError",
     "ResultsNotFoundError",
     "ResultsWarning",

@@ -21,11 +21,22 @@ import pytest
 
 from harness import Client, ScriptedEndpoint
 from tests.cli.conftest import rubric  # noqa: F401  (the `rubric` fixture, for CLI tests outside tests/cli)
-from tests.helpers import HubServer, ensure_openenv_side_python, openenv_side_venv, serve_pypiserver
+from tests.helpers import markers
+from tests.helpers.hub import HubServer, serve_pypiserver
+from tests.helpers.install import ensure_openenv_side_python, openenv_side_venv
 
 # The OpenEnv cross-version tests run OpenEnv 0.10 from a venv of its own (it cannot sit beside
 # our extras); the session makes that venv before the first test, so no test's timeout pays for it.
 OPENENV_VERSIONS_TESTS = "tests/envs/interop/test_openenv_versions.py"
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects by them
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test with the real parts it uses and `slow` (tests/helpers/markers.py); in a
+    pytest-xdist worker, order the files heaviest first (every worker orders alike)."""
+    markers.mark(items)
+    if hasattr(config, "workerinput"):
+        markers.order_heaviest_first(items)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

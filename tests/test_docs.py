@@ -25,7 +25,9 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import DOCS, _free_port, blocks_run_by_tests, code_block, fenced_blocks, serving
+from tests.helpers.docs import blocks_run_by_tests, code_block, docs_pages, fenced_blocks
+from tests.helpers.endpoints import free_port
+from tests.helpers.processes import serving
 from tests.test_public_api import PUBLIC
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,7 +36,7 @@ CLAIMED = blocks_run_by_tests()
 
 
 def _runnable(page: str) -> list[str]:
-    return [b for b in fenced_blocks(DOCS[page], "python") if not any(c in b for c in CLAIMED)]
+    return [b for b in fenced_blocks(docs_pages()[page], "python") if not any(c in b for c in CLAIMED)]
 
 
 def test_examples_no_other_test_runs_run_offline_with_no_api_key(
@@ -42,9 +44,9 @@ def test_examples_no_other_test_runs_run_offline_with_no_api_key(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{_free_port()}/v1")  # nothing listens
+    monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{free_port()}/v1")  # nothing listens
     ran = 0
-    for page in DOCS:
+    for page in docs_pages():
         namespace: dict[str, Any] = {"__name__": "docs_example"}
         for block in _runnable(page):
             with contextlib.redirect_stdout(io.StringIO()):
@@ -54,7 +56,7 @@ def test_examples_no_other_test_runs_run_offline_with_no_api_key(
 
 
 def test_a_block_fenced_with_attributes_is_shown_not_run() -> None:
-    page = DOCS["guides/sharing.md"]
+    page = docs_pages()["guides/sharing.md"]
     assert '```python title="not run: a fragment of load_environment"\nenv.reward_fixtures' in page
     assert not any("env.reward_fixtures = {" in b for b in fenced_blocks(page, "python"))
 
@@ -77,7 +79,7 @@ def test_readme_is_short_and_its_links_into_docs_resolve() -> None:
 
 
 def test_docs_say_how_to_read_and_publish_the_site() -> None:
-    assert "mkdocs serve" in DOCS["index.md"] and "mkdocs gh-deploy" in DOCS["index.md"]
+    assert "mkdocs serve" in docs_pages()["index.md"] and "mkdocs gh-deploy" in docs_pages()["index.md"]
 
 
 # ---------------------------------------------------------------- the built site in Chromium
@@ -96,7 +98,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
     )
     assert proc.returncode == 0, proc.stderr
-    port = _free_port()
+    port = free_port()
     command = [
         sys.executable,
         "-m",
@@ -186,7 +188,7 @@ def test_rubrics_reference_lists_llm_judge_with_its_arguments(browser: Any, site
 
 def test_no_page_has_a_console_error(browser: Any, site: str) -> None:
     problems: list[str] = []
-    for source in DOCS:
+    for source in docs_pages():
         path = "" if source == "index.md" else source.removesuffix(".md") + "/"
         page, seen = _open(browser, f"{site}/{path}")
         assert page.locator("article h1").count() == 1, source

@@ -28,7 +28,9 @@ from openenv.core.generic_client import GenericEnvClient
 from packaging.version import Version
 
 from tests.envs.interop.test_openenv_serve import play
-from tests.helpers import _free_port, build_rubric_wheel, serving
+from tests.helpers.endpoints import free_port
+from tests.helpers.install import build_rubric_wheel
+from tests.helpers.processes import serving
 
 pytestmark = pytest.mark.timeout(1200)
 ORDERS = [("mcp", "openenv"), ("openenv", "mcp")]
@@ -103,7 +105,7 @@ def test_extras_installed_one_after_the_other_keep_working_versions(
 
     rubric = target / "bin" / "rubric"
     asyncio.run(_mcp_answers(rubric, tmp_path))
-    port = _free_port()
+    port = free_port()
     command = [str(rubric), "serve", "wordle", "--port", str(port)]
     with serving(command, port, env={"PYTHONPATH": ""}) as server:  # empty: no checkout on the path
         result = asyncio.run(_openenv_plays(f"http://127.0.0.1:{port}"))

@@ -66,7 +66,7 @@ PROMISED = {
         "RubricError", "ConfigError", "ConfigTypeError", "EndpointError", "EnvironmentNotFoundError",
         "NotScoreableError", "ResultsError", "ResultsNotFoundError", "ScoringError",
         "TooManyErrorsError", "UserCodeError", "WorkerError", "CaptureProxy", "ProxyBudgets",
-        "ProxySession", "ProxyTurn", "RetokenizationSkew", "Stopped", "DEFAULT_CONCURRENCY",
+        "ProxySession", "ModelCall", "RetokenizationSkew", "Stopped", "DEFAULT_CONCURRENCY",
         "DEFAULT_TRANSPORT", "TRANSPORTS", "check_limits", "escape_control", "newest_rescored",
         "rescore_to", "report_path", "show_run", "compare", "Comparison", "ResultsWarning", "WorkersHint",
     ],

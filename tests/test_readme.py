@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from rubrics._judge.labels import MAX_FILE_BYTES, MAX_LINE_BYTES
-from tests.helpers import DOCS, DOCUMENTED, README, code_block
+from tests.helpers.docs import code_block, docs_pages, documented, readme
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,7 +29,7 @@ def test_first_rubric_example_prints_what_readme_says() -> None:
     assert "  (correct) weight=0.8: reward(correct)" in lines
     assert "1.0" in lines
     assert lines[-1] == "0.2 {'correct': 0.0, 'concise.concise': 1.0, 'concise': 1.0}"
-    assert f"The last line prints `{lines[-1]}`" in README
+    assert f"The last line prints `{lines[-1]}`" in readme()
 
 
 def test_judge_example_runs_as_written_against_a_local_judge(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -86,7 +86,7 @@ def test_own_environment_example_runs_with_the_cli(tmp_path: Path) -> None:
 def test_readme_test_command_is_the_ci_command() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
     command = code_block("bash", "pytest").strip().splitlines()[-1].split("&&")[-1].strip()
-    assert command == "python -m pytest"
+    assert command == "python -m pytest -n auto --dist loadfile"
     assert "\n" + command + "\n" in ci
 
 
@@ -94,7 +94,7 @@ def test_readme_documents_every_cli_command() -> None:
     import cli
 
     for name in cli.rubric.commands:
-        assert f"`rubric {name}" in DOCUMENTED, f"neither README nor docs/ document `rubric {name}`"
+        assert f"`rubric {name}" in documented(), f"neither README nor docs/ document `rubric {name}`"
 
 
 @pytest.mark.skipif(shutil.which("rubric") is None, reason="the rubric console script is not installed")
@@ -117,7 +117,7 @@ def test_quick_start_command_runs_as_written(tmp_path: Path) -> None:
 
 @pytest.mark.timeout(300)
 def test_train_with_trl_blocks_run_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.helpers import tiny_chat_model
+    from tests.helpers.training import tiny_chat_model
 
     monkeypatch.chdir(tmp_path)
     out = io.StringIO()
@@ -160,6 +160,7 @@ def test_per_turn_example_prints_what_readme_says() -> None:
     ]
 
 
+@pytest.mark.interop
 def test_mcp_example_runs_a_server_written_with_the_sdk(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -170,7 +171,7 @@ def test_mcp_example_runs_a_server_written_with_the_sdk(
     with contextlib.redirect_stdout(out):
         exec(compile(code_block("python", "mcp_server([sys.executable"), "<README>", "exec"), namespace)
     assert out.getvalue().splitlines()[-1] == "['add'] 1.0"
-    assert "print([t.name for t in env.tools], results[0].reward)  # ['add'] 1.0" in DOCUMENTED
+    assert "print([t.name for t in env.tools], results[0].reward)  # ['add'] 1.0" in documented()
 
 
 def test_calibration_example_runs_offline_and_prints_what_readme_says(
@@ -187,7 +188,7 @@ def test_calibration_example_runs_offline_and_prints_what_readme_says(
         exec(compile(code_block("python", "calibrate(judge, labels"), "<README>", "exec"), namespace)
     first, second = out.getvalue().splitlines()[:2]
     assert first == "0.75 0.5 ((1, 1), (0, 2))"
-    assert f"The first line printed is `{first}`" in DOCUMENTED
+    assert f"The first line printed is `{first}`" in documented()
     assert second.startswith(
         "Calibration(judge='correctness', kind='binary', rows=4, scored=4, accuracy=0.75"
     )
@@ -207,9 +208,10 @@ def test_verifiers_example_runs_as_written() -> None:
         "  (length) weight=0: reward(length, async)",
     ]
     assert lines[-1] == "[1.0, 1.0, 0.8] {'correct': 1.0, 'short': 0.0, 'length': 3.0}"
-    assert f"# {lines[-1]}" in DOCUMENTED
+    assert f"# {lines[-1]}" in documented()
 
 
+@pytest.mark.interop
 def test_openenv_client_example_runs_a_server_written_with_openenv(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -232,7 +234,7 @@ def test_openenv_client_example_runs_a_server_written_with_openenv(
             )
     lines = out.getvalue().splitlines()
     assert lines == ["count", "done {'env': 1.5, 'few_steps': 1.0} [0.5, 0.5, 0.5]"]
-    assert f'print(r.stop_reason, r.scores, r.turn_scores["env"])  # {lines[1]}' in DOCUMENTED
+    assert f'print(r.stop_reason, r.scores, r.turn_scores["env"])  # {lines[1]}' in documented()
 
 
 @pytest.mark.timeout(120)
@@ -240,9 +242,10 @@ def test_openenv_serve_example_plays_python_with_openenv_client(tmp_path: Path) 
     import socket
     import time
 
-    from tests.helpers import RUBRIC, _free_port
+    from tests.helpers.endpoints import free_port
+    from tests.helpers.processes import RUBRIC
 
-    port = _free_port()
+    port = free_port()
     command = code_block("bash", "rubric serve python").split()
     assert command[:3] == ["rubric", "serve", "python"]
     server = subprocess.Popen([str(RUBRIC), *command[1:-1], str(port)], stdout=subprocess.DEVNULL)
@@ -265,7 +268,7 @@ def test_openenv_serve_example_plays_python_with_openenv_client(tmp_path: Path) 
     lines = out.getvalue().splitlines()
     assert lines[:2] == ["['run_python']", "False 42"]
     assert lines[2:] == ["True completed ['correct', 'ran_code']"]
-    assert f"# {lines[2]}  (and final.reward" in DOCUMENTED
+    assert f"# {lines[2]}  (and final.reward" in documented()
 
 
 def test_comparing_within_a_group_example_prints_what_readme_says(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -289,7 +292,7 @@ def test_comparing_within_a_group_example_prints_what_readme_says(monkeypatch: p
             exec(compile(code_block("python", "RankJudge(model="), "<README>", "exec"), namespace)
         calls = endpoint.stats.requests
     lines = out.getvalue().splitlines()
-    assert f"The first line prints `{lines[0]}`" in DOCUMENTED
+    assert f"The first line prints `{lines[0]}`" in documented()
     assert lines[1].startswith("'The answer is 42.'  0.15") and lines[2].startswith(
         "'41'                 0.15"
     )
@@ -302,7 +305,7 @@ def test_capture_proxy_example_prints_what_readme_says() -> None:
         exec(compile(code_block("python", "CaptureProxy(Client("), "<README>", "exec"), {})
     printed = out.getvalue().strip()
     assert printed == "responses ['user'] '4' prompt_tokens=3 completion_tokens=1"
-    assert f"It prints `{printed}`" in DOCUMENTED
+    assert f"It prints `{printed}`" in documented()
 
 
 def test_the_wordle_run_then_score_lines_work_outside_a_terminal(tmp_path: Path) -> None:
@@ -331,7 +334,7 @@ def test_the_wordle_run_then_score_lines_work_outside_a_terminal(tmp_path: Path)
 
 
 def test_the_security_table_states_the_labels_caps_and_the_resume_rule() -> None:
-    table = DOCS["guides/security.md"]
+    table = docs_pages()["guides/security.md"]
     labels = next(row for row in table.splitlines() if "**labels file**" in row)
     assert f"{MAX_LINE_BYTES // 2**20} MiB a line or {MAX_FILE_BYTES // 2**20} MiB in all" in labels
     results = next(row for row in table.splitlines() if "**results folder**" in row)

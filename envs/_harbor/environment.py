@@ -158,6 +158,7 @@ class HarborEnvironment(Environment):
         episodes = self._episodes(rollout)
         self._owner[id(rollout)] = episodes
         await episodes.run(rollout, client, sampling, self.instruction(rollout), self.max_turns)
+        await self.score_while_open(rollout)
 
     async def release_rollout(self, rollout: Rollout) -> None:
         """Close the rollout's sandbox (after the verifier ran)."""

@@ -11,7 +11,6 @@ parameter named `sandbox` gets it).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from harness._core.types import Rollout
@@ -37,18 +36,10 @@ def last_call_touching(rollout: Rollout, needle: str) -> dict[str, Any] | None:
     """The last tool call of the agent (in its recorded model calls) whose arguments mention
     `needle`: {"turn": model call index, "tool_call": its id, "tool": its name}, or None."""
     found = None
-    for call in rollout.state.get("model_calls", []):
-        reply = call.get("reply") or {}
-        for tool_call in reply.get("tool_calls") or []:
-            function = tool_call.get("function") or {}
-            arguments = function.get("arguments")
-            text = arguments if isinstance(arguments, str) else json.dumps(arguments)
-            if needle and needle in text:
-                found = {
-                    "turn": call.get("index"),
-                    "tool_call": tool_call.get("id"),
-                    "tool": function.get("name"),
-                }
+    for call in rollout.model_calls:
+        for tool_call in (call.reply.tool_calls or []) if call.reply is not None else []:
+            if needle and needle in tool_call.arguments:
+                found = {"turn": call.index, "tool_call": tool_call.id, "tool": tool_call.name}
     return found
 
 

@@ -6,6 +6,13 @@
     memory) -> until it exits, its time runs out, or a budget ends the session -> every model
     call recorded as a turn -> the sandbox stays open for the rubric, then is released.
 
+Set up once per group, fork per rollout: an environment that declares a setup step
+(`sandbox_setup`, e.g. cloning a repository or installing dependencies) has it run once per
+example in a template sandbox when the run has several rollouts of each example
+(`group_size > 1`, from `-r`); each rollout gets a `fork()` of the template, and the template
+is closed when the group's last fork is made (or at `release_all`: an error, a cancel, the
+end of the run). With one rollout per example the setup runs in the rollout's own sandbox.
+
 How an episode ends (`rollout.stop_reason`; an `error` leaves the reward NaN with the reason):
 - the agent exits 0 after calling the model: "completed";
 - a budget ends the session (`max_turns`, `max_tokens`, `timeout`): that name; the agent
@@ -22,7 +29,7 @@ import asyncio
 import contextlib
 import dataclasses
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +59,19 @@ GRACE_SECONDS = 5.0
 #: The most of an agent's stdout / stderr kept on the rollout (its last bytes).
 OUTPUT_TAIL = 16 * 1024
 _SANDBOX_KEYS = ("cpus", "memory_mb", "pids", "disk_mb")
+
+#: An environment's setup step: prepares a fresh sandbox for the rollouts of one example.
+SandboxSetup = Callable[[Sandbox, Rollout], Awaitable[None]]
+
+
+@dataclass
+class _Template:
+    """One example's set-up sandbox, forked for each rollout of its group."""
+
+    sandbox: Sandbox | None = None
+    error: str | None = None
+    forks: int = 0
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 @dataclass
@@ -106,12 +126,25 @@ class AgentEpisodes:
     Args:
         setup: The agent, its runtime, files and budgets.
         workdir: The agent's working folder in the sandbox (default: the image's).
-        require_model_call: An episode in which the agent made no model call is an error."""
+        require_model_call: An episode in which the agent made no model call is an error.
+        sandbox_setup: The environment's setup step, run once per example and forked per
+            rollout when `group_size > 1` (see the module docstring)."""
 
     def __init__(
-        self, setup: AgentSetup, *, workdir: str | None = None, require_model_call: bool = True
+        self,
+        setup: AgentSetup,
+        *,
+        workdir: str | None = None,
+        require_model_call: bool = True,
+        sandbox_setup: SandboxSetup | None = None,
     ) -> None:
         self.setup = setup
+        self.sandbox_setup = sandbox_setup
+        #: Rollouts of each example in this run (`rollouts_per_example`; None: not told, as 1).
+        self.group_size: int | None = None
+        #: How many times the setup step ran (a figure for tests and benchmarks).
+        self.setups = 0
+        self._templates: dict[str, _Template] = {}
         #: The sandboxes' working directory (None: the runtime's default), e.g. an image's WORKDIR.
         self.workdir = workdir
         #: False where a verifier judges what the agent left (Harbor tasks): an agent that exits 0
@@ -138,7 +171,7 @@ class AgentEpisodes:
         config = SandboxConfig(**limits, mounts=mounts)
         if self.workdir:
             config = dataclasses.replace(config, workdir=self.workdir)
-        sandbox = await self.runtime.open(config)
+        sandbox = await self._open(rollout, config)
         self._live[id(rollout)] = sandbox
         rollout.attach_sandbox(sandbox)
         try:
@@ -148,6 +181,50 @@ class AgentEpisodes:
             raise
         finally:
             rollout.state.setdefault("agent", {})["seconds"] = round(time.monotonic() - started, 3)
+
+    async def _open(self, rollout: Rollout, config: SandboxConfig) -> Sandbox:
+        """The rollout's sandbox: fresh, set up, or forked from its group's set-up template."""
+        if self.sandbox_setup is None:
+            return await self.runtime.open(config)
+        if (self.group_size or 1) <= 1:
+            sandbox = await self.runtime.open(config)
+            try:
+                await self._set_up(sandbox, rollout)
+            except BaseException:
+                await sandbox.close()
+                raise
+            return sandbox
+        key = str(rollout.example_id)
+        template = self._templates.setdefault(key, _Template())
+        try:
+            async with template.lock:  # the first rollout of the group sets up; the others wait
+                if template.sandbox is None and template.error is None:
+                    opened = await self.runtime.open(config)
+                    try:
+                        await self._set_up(opened, rollout)
+                    except Exception as exc:  # every rollout of the group fails with it, once
+                        await opened.close()
+                        template.error = f"{type(exc).__name__}: {exc}"
+                    except BaseException:  # a cancel: the next rollout of the group sets up again
+                        await opened.close()
+                        raise
+                    else:
+                        template.sandbox = opened
+                if template.error is not None:
+                    raise AgentError(f"the setup step of example {key!r} failed: {template.error}")
+                assert template.sandbox is not None
+                return await template.sandbox.fork()
+        finally:
+            template.forks += 1
+            if template.forks >= (self.group_size or 1) and self._templates.get(key) is template:
+                del self._templates[key]  # the group's last rollout: the template is done
+                if template.sandbox is not None:
+                    await template.sandbox.close()
+
+    async def _set_up(self, sandbox: Sandbox, rollout: Rollout) -> None:
+        assert self.sandbox_setup is not None
+        self.setups += 1
+        await self.sandbox_setup(sandbox, rollout)
 
     async def _play(
         self,
@@ -242,6 +319,8 @@ class AgentEpisodes:
     async def release_all(self) -> None:
         """Close every sandbox still open (the run ended or was interrupted)."""
         live, self._live = list(self._live.values()), {}
+        templates, self._templates = list(self._templates.values()), {}
+        live += [t.sandbox for t in templates if t.sandbox is not None]
         for sandbox in live:
             await sandbox.close()
 

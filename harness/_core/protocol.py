@@ -127,6 +127,15 @@ class Preflight(Protocol):
 
 
 @runtime_checkable
+class PlansGroups(Protocol):
+    """Optional: an environment told how many rollouts of each example the run makes (`-r`),
+    before any rollout runs (in the driver and in each worker), e.g. to set up a sandbox once
+    per example and fork it for each rollout of the group."""
+
+    def plan_groups(self, rollouts_per_example: int) -> None: ...
+
+
+@runtime_checkable
 class ScoresGroups(Protocol):
     """Optional: an environment whose rubric compares the rollouts of one example (group nodes).
 
@@ -225,6 +234,7 @@ __all__ = [
     "EnvironmentSource",
     "HasScriptedPolicies",
     "HoldsResources",
+    "PlansGroups",
     "Preflight",
     "Reloadable",
     "RescoresFailed",

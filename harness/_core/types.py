@@ -178,6 +178,85 @@ class TurnTokens(BaseModel):
     logprobs: list[float] | None = None
 
 
+class RetokenizationSkew(BaseModel):
+    """How the engine's own token ids for a turn's history compare with the ids it sampled.
+
+    `extends` is True when the agent sent back the previous turn's conversation and reply
+    unchanged (then the prompt ids are chained); `exact` when the engine re-tokenised that
+    history into exactly the ids it had produced. `common_prefix` counts the leading ids the
+    two agree on; `length_delta` is the re-tokenised history's length minus the chained one's.
+
+    Attributes:
+        previous_turn: The index of the turn whose history is compared.
+        extends: The agent sent back that turn's conversation and reply unchanged.
+        exact: The re-tokenised history equals the ids the engine had produced.
+        common_prefix: How many leading ids the two agree on.
+        length_delta: The re-tokenised history's length minus the chained one's.
+    """
+
+    previous_turn: int
+    extends: bool
+    exact: bool
+    common_prefix: int
+    length_delta: int
+
+
+class ModelCall(BaseModel):
+    """One model call an agent made through the capture proxy (`harness.proxy`), as it made
+    it and as the engine answered: an agent rollout's `Rollout.model_calls`, in order, failed
+    calls included.
+
+    Attributes:
+        index: The call's position in its session (0-based).
+        dialect: The wire format the agent spoke ("chat", "responses" or "anthropic").
+        model: The model the agent asked for.
+        stream: Whether the agent asked for a streamed answer.
+        messages: The conversation sent, as chat messages.
+        tools: The tool schemas sent.
+        params: The sampling and other parameters passed on.
+        reply: The engine's answer, once it came.
+        finish_reason: Why generation stopped.
+        usage: The tokens the call used.
+        tokens: The turn's token ids, when the engine returned them.
+        skew: How the engine's ids for the history compare with those it sampled.
+        status: The HTTP status the agent got; 0 while the call is in flight.
+        error: Why the call failed, if it did.
+        dropped: Provider hints left out of the call upstream.
+        timing: Seconds: `start` (since the session began), `total`, `upstream`, `proxy_cpu`.
+    """
+
+    index: int
+    dialect: str
+    model: str | None = None
+    stream: bool = False
+    messages: list[Message] = Field(default_factory=list)
+    tools: list[dict[str, Any]] = Field(default_factory=list)
+    params: dict[str, Any] = Field(default_factory=dict)
+    reply: Message | None = None
+    finish_reason: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+    tokens: TurnTokens | None = None
+    skew: RetokenizationSkew | None = None
+    status: int = 0  # the HTTP status the agent got; 0 while the call is in flight
+    error: str | None = None
+    dropped: list[str] = Field(default_factory=list)
+    # The engine's own prompt ids, before chaining replaced them (what the next turn's
+    # re-tokenised history starts with).
+    _engine_prompt_ids: list[int] | None = PrivateAttr(default=None)
+    # Seconds: `start` since the session began, `total` for the call, `upstream` waiting for
+    # the engine, `proxy_cpu` of this process's CPU spent translating and recording.
+    timing: dict[str, float] = Field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.reply is not None
+
+    @property
+    def conversation(self) -> list[Message]:
+        """The messages sent, then the reply (when there was one)."""
+        return [*self.messages, self.reply] if self.reply is not None else list(self.messages)
+
+
 def as_messages(value: Any, default_role: Role = "user") -> list[Message]:
     """Accept a string, one message dict, or a list of them, and return validated messages."""
     if value is None:
@@ -268,6 +347,8 @@ class Rollout(HtmlRepr, BaseModel):
         turn_scores: Per-turn scores by node path (the root under "").
         turn_rewards: The credit-assigned reward per assistant turn.
         turn_tokens: Token ids and logprobs per assistant turn, when the endpoint returns them.
+        model_calls: An agent's every model call through the capture proxy, in the order it
+            made them, failed ones too (empty for the harness's own loop).
     """
 
     html_kind: ClassVar[str] = "rollout"
@@ -302,6 +383,8 @@ class Rollout(HtmlRepr, BaseModel):
     turn_rewards: list[float] = Field(default_factory=list)
     # Token ids and logprobs per assistant turn, when the endpoint returns them.
     turn_tokens: list[TurnTokens] = Field(default_factory=list)
+    # An agent's every model call through the capture proxy, in order (failed ones too).
+    model_calls: list[ModelCall] = Field(default_factory=list)
     # A live resource of the episode that reward nodes may read before it is released (an
     # agent's sandbox); never saved, never copied deep.
     _sandbox: LiveRef | None = PrivateAttr(default=None)
@@ -338,6 +421,10 @@ class Rollout(HtmlRepr, BaseModel):
             data["info"] = {}
         if data.get("state") is None:
             data["state"] = {}
+        elif "model_calls" in data["state"] and "model_calls" not in data:
+            # Results written before `model_calls` was a field kept the calls in state.
+            state = dict(data["state"])
+            data["model_calls"], data["state"] = state.pop("model_calls"), state
         return data
 
     @field_validator("reward", mode="before")
@@ -412,6 +499,8 @@ __all__ = [
     "INJECTED",
     "FunctionCall",
     "Message",
+    "ModelCall",
+    "RetokenizationSkew",
     "Role",
     "Rollout",
     "ToolCall",

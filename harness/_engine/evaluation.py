@@ -37,6 +37,7 @@ from harness._core.options import EvaluateOptions, ExecutorName, Shard, check_ev
 from harness._core.protocol import (
     EnvironmentProtocol,
     HoldsResources,
+    PlansGroups,
     Preflight,
     Reloadable,
     protocol_members,
@@ -488,6 +489,7 @@ async def aevaluate(
         ray_address=ray_address,
         concurrency=concurrency,
         sampling=sampling,
+        rollouts_per_example=rollouts_per_example,
     )
     chosen = Shard.parse(shard) if shard is not None else None
     examples, ids, sharding = _select_examples(env, split, num_examples, seed, chosen)
@@ -545,6 +547,8 @@ async def _check_run(
     client.check_credentials()  # no key for OpenAI: one clear error, not N failed rollouts
     if isinstance(env, Preflight):  # e.g. a judge with no key: one clear error before anything runs
         await env.preflight()
+    if isinstance(env, PlansGroups):
+        env.plan_groups(rollouts_per_example)
     check_sampling(dict(sampling or {}))
     # The client's and the environment's defaults go into every request too (a server that
     # ignores `n` would otherwise answer with one choice: a silent wrong result).

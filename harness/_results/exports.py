@@ -6,7 +6,8 @@
     each example (TRL's conversational preference format), only where they differ.
   - "tokens": `prompt_ids`, `completion_ids`, `logprobs`, `env_mask` (1 on tokens the model
     generated, 0 on tool/user tokens between its turns) rebuilt from the token ids the
-    endpoint returned for each turn, never by re-tokenizing text.
+    endpoint returned for each turn, never by re-tokenizing text; an agent rollout's row adds
+    `model_calls`, each proxied call's own ids (side calls, calls before a history rewrite).
   - "trl": one GRPO-ready row per example: `prompt` messages, `answer`, `task`, `info`.
   - "nemo-rl" / "prime-rl": the "tokens" rows of *every* rollout, each group whole, with the
     trainer's own per-sample flag (`mask_sample` for NeMo-RL, `is_filtered` for prime-rl) True
@@ -133,7 +134,24 @@ def token_row(r: Rollout) -> dict[str, Any]:
         "env_mask": mask,
         "reward": r.reward,
         "turn_rewards": list(r.turn_rewards),
+        "model_calls": call_token_rows(r),
     }
+
+
+def call_token_rows(r: Rollout) -> list[dict[str, Any]]:
+    """Each model call of an agent rollout that has token ids, as the engine returned them:
+    `index` (its place among the calls), `prompt_ids`, `completion_ids`, `logprobs`. The row's
+    joined sequence holds only the main line; these hold every call."""
+    return [
+        {
+            "index": c.index,
+            "prompt_ids": list(c.tokens.prompt_token_ids),
+            "completion_ids": list(c.tokens.completion_token_ids),
+            "logprobs": list(c.tokens.logprobs or []),
+        }
+        for c in r.model_calls
+        if c.tokens is not None
+    ]
 
 
 def tokens_rows(rollouts: Iterable[Rollout]) -> list[dict[str, Any]]:
@@ -160,6 +178,7 @@ def flagged_token_rows(rollouts: Iterable[Rollout], flag: str) -> list[dict[str,
                 "env_mask": [],
                 "reward": math.nan,
                 "turn_rewards": list(r.turn_rewards),
+                "model_calls": call_token_rows(r),
             }
         else:
             row = token_row(r)

@@ -25,7 +25,7 @@ from harness._core.display import STYLE, esc, fmt, register_html_view, unscored,
 from harness._core.storage import run_title, section
 from harness._core.summary import node_note, over_scored, skip_reason, wall_time
 from harness._core.tree import TreeNode, read_tree, tree_from_paths, tree_paths
-from harness._core.types import Message, Rollout
+from harness._core.types import Message, ModelCall, Rollout
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness._core.summary import Summary
@@ -459,6 +459,28 @@ def tool_content_html(state: Mapping[str, Any]) -> str:
     return f'<div class="head">tool content</div>{items}'
 
 
+def model_calls_html(calls: Sequence[ModelCall]) -> str:
+    """An agent's model calls through the capture proxy: one row each, in order, failed ones
+    with their reason ("" when the rollout has none)."""
+    if not calls:
+        return ""
+    rows = []
+    for c in calls:
+        seconds = c.timing.get("total")
+        state = f"{c.status}" + (f": {c.error}" if c.error else "")
+        rows.append(
+            f'<tr><td class="num">{c.index}</td><td>{esc(c.dialect)}</td><td>{esc(c.model or "")}</td>'
+            f'<td class="{"bad" if c.error else ""}">{esc(state)}</td><td>{esc(c.finish_reason or "")}</td>'
+            f'<td class="num">{c.usage.prompt_tokens:,}</td><td class="num">{c.usage.completion_tokens:,}</td>'
+            f'<td class="num">{"" if seconds is None else f"{seconds:.3f}"}</td></tr>'
+        )
+    return (
+        '<div class="head">model calls</div><table class="items"><tr><th class="num">#</th><th>dialect</th>'
+        '<th>model</th><th>status</th><th>finish</th><th class="num">prompt</th><th class="num">completion</th>'
+        f'<th class="num">seconds</th></tr>{"".join(rows)}</table>'
+    )
+
+
 def rollout_body_html(rollout: Rollout, nodes: Sequence[TreeNode] | None = None) -> str:
     """Facts, conversation and reward tree of one rollout, without the stylesheet."""
     tree = tree_html(
@@ -471,6 +493,7 @@ def rollout_body_html(rollout: Rollout, nodes: Sequence[TreeNode] | None = None)
     return (
         f'{rollout_facts_html(rollout)}<div class="head">conversation</div>'
         f"{conversation_html(rollout.messages)}{tool_content_html(rollout.state)}"
+        f"{model_calls_html(rollout.model_calls)}"
         f'<div class="head">reward tree</div>{tree}'
     )
 

@@ -1,7 +1,7 @@
 """The model-call capture proxy: agents' model calls in their own dialect, recorded per rollout.
 
 - `_server`: `CaptureProxy`, the aiohttp server (Unix sockets, loopback), keys, budgets.
-- `_session`: `ProxySession` (one rollout), `ProxyTurn` (one call), token-id chaining.
+- `_session`: `ProxySession` (one rollout), each call a `harness.ModelCall`, token-id chaining.
 - `_dialect`: the translated call, refusals and the drop policy every dialect shares.
 - `_chat`, `_responses`, `_anthropic`: the three wire formats, each to and from Chat Completions.
 
@@ -11,6 +11,6 @@ Sits beside the endpoint client: may import the data model (`harness._core.types
 """
 
 from harness.proxy._server import CaptureProxy
-from harness.proxy._session import ProxyBudgets, ProxySession, ProxyTurn, RetokenizationSkew
+from harness.proxy._session import ProxyBudgets, ProxySession
 
-__all__ = ["CaptureProxy", "ProxyBudgets", "ProxySession", "ProxyTurn", "RetokenizationSkew"]
+__all__ = ["CaptureProxy", "ProxyBudgets", "ProxySession"]

@@ -46,14 +46,14 @@ from aiohttp import web
 
 from harness._core.aio import run_sync
 from harness._core.errors import ConfigError, EndpointError
-from harness._core.types import FunctionCall, Message, ToolCall
+from harness._core.types import FunctionCall, Message, ModelCall, ToolCall
 from harness._endpoint.client import Client, Completion, check_sampling, is_context_length_error
 from harness._endpoint.wire import REJECTED_STATUSES
 from harness.proxy import _anthropic as anthropic
 from harness.proxy import _chat as chat
 from harness.proxy import _responses as responses
 from harness.proxy._dialect import DEFAULT_UNTRANSLATABLE, Call, Refusal, Reply, Untranslatable
-from harness.proxy._session import ProxyBudgets, ProxySession, ProxyTurn, new_sessions_name
+from harness.proxy._session import ProxyBudgets, ProxySession, new_sessions_name
 
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 
@@ -290,7 +290,7 @@ class CaptureProxy:
             "data": [{"id": n, "object": "model", "created": 0, "owned_by": "rubric"} for n in names],
         }
 
-    async def _read(self, request: web.Request, dialect: Dialect, turn: ProxyTurn) -> Call:
+    async def _read(self, request: web.Request, dialect: Dialect, turn: ModelCall) -> Call:
         """The request as a Call, the model name checked; the turn notes what it asked."""
         raw = await request.read()
         try:
@@ -317,7 +317,7 @@ class CaptureProxy:
             )
         return call
 
-    async def _forward(self, session: ProxySession, call: Call, turn: ProxyTurn, clock: _CPUClock) -> Reply:
+    async def _forward(self, session: ProxySession, call: Call, turn: ModelCall, clock: _CPUClock) -> Reply:
         """The upstream's answer to `call`, within the session's budgets and the run's limit."""
         spent = session.exhausted()
         if spent is not None:
@@ -340,7 +340,7 @@ class CaptureProxy:
             clock.resume()
         return self._reply(completion, call, turn)
 
-    def _reply(self, completion: Completion, call: Call, turn: ProxyTurn) -> Reply:
+    def _reply(self, completion: Completion, call: Call, turn: ModelCall) -> Reply:
         message = _with_call_ids(completion.message)
         turn.reply, turn.finish_reason, turn.usage = message, completion.finish_reason, completion.usage
         turn.tokens = completion.turn_tokens(turn.index)
@@ -412,7 +412,7 @@ def _error_dialect(request: web.Request, dialect: Dialect | None) -> Dialect:
 
 
 def _refused(
-    request: web.Request, dialect: Dialect | None, turn: ProxyTurn, refusal: Refusal
+    request: web.Request, dialect: Dialect | None, turn: ModelCall, refusal: Refusal
 ) -> web.Response:
     """The refusal recorded on the turn, and answered in the agent's dialect."""
     turn.status, turn.error = refusal.status, refusal.message

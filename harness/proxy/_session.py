@@ -1,7 +1,7 @@
 """One rollout's side of the proxy: its key, its budgets, and every model call it made.
 
 A `ProxySession` is what a sandboxed agent reaches with its secret key. Each call the agent
-makes becomes a `ProxyTurn`, in order, failed calls included: the conversation it sent as
+makes becomes a `ModelCall`, in order, failed calls included: the conversation it sent as
 OpenAI chat messages (the agent's own tool calls and their outputs as assistant tool calls
 and tool messages), the reply, token counts, timing and, when the engine returned them, its
 token ids. A multi-turn agent's prompt ids are chained from the engine's own ids (the
@@ -19,12 +19,9 @@ import secrets
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
-
-from pydantic import BaseModel, Field, PrivateAttr
 
 from harness._core.errors import ConfigError
-from harness._core.types import Message, Rollout, TurnTokens, Usage
+from harness._core.types import Message, ModelCall, RetokenizationSkew, Rollout, Usage
 
 #: How many of the latest calls with token ids a new call may continue: agents interleave
 #: side calls (titles, summaries) with their main line, but not hundreds of them, and the
@@ -32,83 +29,6 @@ from harness._core.types import Message, Rollout, TurnTokens, Usage
 CHAIN_WINDOW = 16
 #: Stop reasons a budget gives the session (and its rollout).
 BUDGET_STOPS = ("max_turns", "max_tokens", "timeout")
-
-
-class RetokenizationSkew(BaseModel):
-    """How the engine's own token ids for a turn's history compare with the ids it sampled.
-
-    `extends` is True when the agent sent back the previous turn's conversation and reply
-    unchanged (then the prompt ids are chained); `exact` when the engine re-tokenised that
-    history into exactly the ids it had produced. `common_prefix` counts the leading ids the
-    two agree on; `length_delta` is the re-tokenised history's length minus the chained one's.
-
-    Attributes:
-        previous_turn: The index of the turn whose history is compared.
-        extends: The agent sent back that turn's conversation and reply unchanged.
-        exact: The re-tokenised history equals the ids the engine had produced.
-        common_prefix: How many leading ids the two agree on.
-        length_delta: The re-tokenised history's length minus the chained one's.
-    """
-
-    previous_turn: int
-    extends: bool
-    exact: bool
-    common_prefix: int
-    length_delta: int
-
-
-class ProxyTurn(BaseModel):
-    """One model call through the proxy, as the agent made it and as the engine answered.
-
-    Attributes:
-        index: The call's position in its session (0-based).
-        dialect: The wire format the agent spoke ("chat", "responses" or "anthropic").
-        model: The model the agent asked for.
-        stream: Whether the agent asked for a streamed answer.
-        messages: The conversation sent, as chat messages.
-        tools: The tool schemas sent.
-        params: The sampling and other parameters passed on.
-        reply: The engine's answer, once it came.
-        finish_reason: Why generation stopped.
-        usage: The tokens the call used.
-        tokens: The turn's token ids, when the engine returned them.
-        skew: How the engine's ids for the history compare with those it sampled.
-        status: The HTTP status the agent got; 0 while the call is in flight.
-        error: Why the call failed, if it did.
-        dropped: Provider hints left out of the call upstream.
-        timing: Seconds: `start` (since the session began), `total`, `upstream`, `proxy_cpu`.
-    """
-
-    index: int
-    dialect: str
-    model: str | None = None
-    stream: bool = False
-    messages: list[Message] = Field(default_factory=list)
-    tools: list[dict[str, Any]] = Field(default_factory=list)
-    params: dict[str, Any] = Field(default_factory=dict)
-    reply: Message | None = None
-    finish_reason: str | None = None
-    usage: Usage = Field(default_factory=Usage)
-    tokens: TurnTokens | None = None
-    skew: RetokenizationSkew | None = None
-    status: int = 0  # the HTTP status the agent got; 0 while the call is in flight
-    error: str | None = None
-    dropped: list[str] = Field(default_factory=list)
-    # The engine's own prompt ids, before chaining replaced them (what the next turn's
-    # re-tokenised history starts with).
-    _engine_prompt_ids: list[int] | None = PrivateAttr(default=None)
-    # Seconds: `start` since the session began, `total` for the call, `upstream` waiting for
-    # the engine, `proxy_cpu` of this process's CPU spent translating and recording.
-    timing: dict[str, float] = Field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and self.reply is not None
-
-    @property
-    def conversation(self) -> list[Message]:
-        """The messages sent, then the reply (when there was one)."""
-        return [*self.messages, self.reply] if self.reply is not None else list(self.messages)
 
 
 @dataclass(frozen=True)
@@ -159,7 +79,7 @@ class ProxySession:
         self.name = name
         self.key = f"rubric-{secrets.token_urlsafe(24)}"
         self.budgets = budgets
-        self.turns: list[ProxyTurn] = []
+        self.turns: list[ModelCall] = []
         self.num_answered = 0  # calls the engine answered (turns that are `ok`)
         self.usage = Usage()
         self.stop_reason: str | None = None
@@ -203,15 +123,15 @@ class ProxySession:
         await self._stopped.wait()
         return self.stop_reason or "stopped"
 
-    def begin(self, dialect: str) -> ProxyTurn:
+    def begin(self, dialect: str) -> ModelCall:
         """A new call's turn, in its place in the order calls were made (calls of one session
         may overlap: an agent's side call beside its main line)."""
-        turn = ProxyTurn(index=len(self.turns), dialect=dialect)
+        turn = ModelCall(index=len(self.turns), dialect=dialect)
         turn.timing["start"] = self.elapsed
         self.turns.append(turn)
         return turn
 
-    def finish(self, turn: ProxyTurn) -> None:
+    def finish(self, turn: ModelCall) -> None:
         """Account a finished call: chain its token ids, count it, stop the session if it spent a budget."""
         if turn.tokens is not None:
             chain_tokens(turn, self.turns[: turn.index])
@@ -228,12 +148,12 @@ class ProxySession:
                 return turn.conversation
         return []
 
-    def main_line(self) -> list[ProxyTurn]:
+    def main_line(self) -> list[ModelCall]:
         """The calls that built the final conversation, in order: the last successful call,
         then the call it continued (`skew.extends`), and so on back. Side calls (a title, a
         summary) and calls before a rewrite of the history are not on it."""
         last = next((t for t in reversed(self.turns) if t.ok), None)
-        line: list[ProxyTurn] = []
+        line: list[ModelCall] = []
         while last is not None:
             line.append(last)
             skew = last.skew
@@ -243,7 +163,7 @@ class ProxySession:
     def record_into(self, rollout: Rollout) -> None:
         """Put the calls on `rollout`: the final conversation (prompt = the messages before its
         first reply), the answered calls as `turns`, usage, the budget's stop reason, every
-        call (failed ones too) as JSON under `rollout.state["model_calls"]`, and the main
+        call (failed ones too) as `rollout.model_calls`, and the main
         line's token ids as `turn_tokens`, each numbered by its assistant turn in the
         conversation, so a token export joins them into one sequence."""
         conversation = self.conversation()
@@ -262,7 +182,7 @@ class ProxySession:
         ]
         if self.stop_reason is not None:
             rollout.stop_reason = self.stop_reason
-        rollout.state["model_calls"] = [t.model_dump(mode="json", exclude_none=True) for t in self.turns]
+        rollout.model_calls = list(self.turns)
 
 
 def _same(a: Message, b: Message) -> bool:
@@ -283,7 +203,7 @@ def _arguments(text: str) -> object:
         return text
 
 
-def _extends(messages: Sequence[Message], previous: ProxyTurn) -> bool:
+def _extends(messages: Sequence[Message], previous: ModelCall) -> bool:
     history = previous.conversation
     return len(messages) > len(history) and all(_same(a, b) for a, b in zip(history, messages))
 
@@ -298,7 +218,7 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
     return n
 
 
-def chain_tokens(turn: ProxyTurn, earlier: Sequence[ProxyTurn]) -> None:
+def chain_tokens(turn: ModelCall, earlier: Sequence[ModelCall]) -> None:
     """Chain `turn`'s prompt ids from the engine's own ids of the turn it continues.
 
     The turn continued is the latest earlier one with token ids (among the last
@@ -335,9 +255,9 @@ def chain_tokens(turn: ProxyTurn, earlier: Sequence[ProxyTurn]) -> None:
         tokens.prompt_token_ids = [*previous.tokens.prompt_token_ids, *sampled, *engine[end:]]
 
 
-def _recent_with_ids(earlier: Sequence[ProxyTurn]) -> list[ProxyTurn]:
+def _recent_with_ids(earlier: Sequence[ModelCall]) -> list[ModelCall]:
     """The last `CHAIN_WINDOW` answered calls with token ids, oldest first."""
-    found: list[ProxyTurn] = []
+    found: list[ModelCall] = []
     for t in reversed(earlier):
         if t.ok and t.tokens is not None:
             found.append(t)
@@ -377,9 +297,9 @@ def new_sessions_name(existing: Sequence[str], name: str | None) -> str:
 __all__ = [
     "BUDGET_STOPS",
     "CHAIN_WINDOW",
+    "ModelCall",
     "ProxyBudgets",
     "ProxySession",
-    "ProxyTurn",
     "RetokenizationSkew",
     "chain_tokens",
     "new_sessions_name",

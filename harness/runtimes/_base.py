@@ -14,6 +14,7 @@ import contextlib
 import io
 import os
 import shlex
+import sys
 import tarfile
 import time
 from abc import ABC, abstractmethod
@@ -21,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from types import TracebackType
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from harness._core.aio import run_sync
 from harness._core.errors import ConfigError, RubricError
@@ -404,6 +405,34 @@ class Sandbox(ABC):
         return await self._run(
             argv, stdin=stdin, timeout=timeout, env=merged, cwd=self.resolve(cwd or self.workdir), user=user
         )
+
+
+# Runs on the host before a command under a loop whose subprocesses leak descriptors: close
+# every descriptor above 2 except those listed in argv[1], then become the command.
+_CLOSE_FDS = (
+    "import os, sys\n"
+    "low = 3\n"
+    "for fd in sorted(int(f) for f in sys.argv[1].split(',') if f):\n"
+    "    os.closerange(low, fd); low = fd + 1\n"
+    "os.closerange(low, os.sysconf('SC_OPEN_MAX'))\n"
+    "os.execvp(sys.argv[2], sys.argv[2:])\n"
+)
+
+
+async def spawn(*argv: str, pass_fds: Sequence[int] = (), **kwargs: Any) -> asyncio.subprocess.Process:
+    """`asyncio.create_subprocess_exec` whose child holds only its standard streams and `pass_fds`.
+
+    The standard library's loop closes the rest (`close_fds`); uvloop (the loop of Ray's
+    workers) does not: its children inherit every inheritable descriptor of the process,
+    including the spare ends of their own stdout/stderr socket pairs. A command that leaves a
+    process in the background (the relay a sandbox starts) then holds the pipes the harness
+    reads until end of file, and the command never ends. Under any loop but the standard
+    library's, the command is started through a small host Python that closes them first.
+    """
+    if not isinstance(asyncio.get_running_loop(), asyncio.BaseEventLoop):
+        keep = ",".join(str(fd) for fd in pass_fds)
+        argv = (sys.executable, "-I", "-S", "-c", _CLOSE_FDS, keep, *argv)
+    return await asyncio.create_subprocess_exec(*argv, pass_fds=pass_fds, **kwargs)
 
 
 def _last_line(data: bytes) -> str:

@@ -45,6 +45,7 @@ from harness.runtimes._base import (
     elapsed,
     quote,
     reap,
+    spawn,
 )
 from harness.runtimes._state import SandboxState
 
@@ -123,7 +124,7 @@ class BwrapSandbox(Sandbox):
         self._init_pid = 0
         self._cgroup: cgroups.Cgroup | None = None
         self._groups: set[int] = set()
-        self._packed: list[tuple[str, bytes]] | None = None  # the writable layer as tars, for forks
+        self._packed: bytes | None = None  # the writable layer as a tar, for forks
 
     def _layer_args(self) -> list[str]:
         rootfs = self.runtime.rootfs
@@ -182,7 +183,7 @@ class BwrapSandbox(Sandbox):
             command = self._bwrap_args(write_end)
             if self._cgroup is not None:  # join before bwrap starts: every descendant is inside
                 command = ["/bin/sh", "-c", _ENTER, "sh", *self._cgroup.procs, "--", *command]
-            self._process = await asyncio.create_subprocess_exec(
+            self._process = await spawn(
                 *command,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
@@ -252,7 +253,7 @@ class BwrapSandbox(Sandbox):
         self._packed = None  # any command may change the files a fork copies
         if self._process is None or self._process.returncode is not None:
             raise SandboxError("the bwrap sandbox has ended (its init process is gone); open a new one")
-        process = await asyncio.create_subprocess_exec(
+        process = await spawn(
             *self._enter_args(cwd, user),
             *argv,
             stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
@@ -296,23 +297,19 @@ class BwrapSandbox(Sandbox):
                 os.kill(self._init_pid, signal.SIGKILL)
 
     async def _fork(self) -> Sandbox:
-        """A new sandbox of the same runtime and settings, with `/tmp` and the workdir copied."""
+        """A new sandbox of the same runtime and settings, with `/tmp` and the workdir copied
+        (one tar of both: one command to pack, one to unpack)."""
         if self._packed is None:  # packed once, reused by every fork until a command runs here
-            packed = []
-            for folder in ["/tmp"] if self.workdir.startswith("/tmp") else ["/tmp", self.workdir]:
-                done = await self._checked_run(["tar", "-c", "-C", folder, "."])
-                if done.exit_code != 0:
-                    raise SandboxError(f"fork: cannot pack {folder}: {done.stderr.decode(errors='replace')}")
-                packed.append((folder, done.stdout))
-            self._packed = packed
+            folders = ["tmp"] if self.workdir.startswith("/tmp") else ["tmp", self.workdir.lstrip("/")]
+            done = await self._checked_run(["tar", "-c", "-C", "/", "--", *folders])
+            if done.exit_code != 0:
+                raise SandboxError(f"fork: cannot pack {folders}: {done.stderr.decode(errors='replace')}")
+            self._packed = done.stdout
         copy = await self.runtime.open(self.config)
         try:
-            for folder, data in self._packed:
-                unpacked = await copy._checked_run(["tar", "-x", "-C", folder], stdin=data)
-                if unpacked.exit_code != 0:
-                    raise SandboxError(
-                        f"fork: cannot unpack {folder}: {unpacked.stderr.decode(errors='replace')}"
-                    )
+            unpacked = await copy._checked_run(["tar", "-x", "-C", "/"], stdin=self._packed)
+            if unpacked.exit_code != 0:
+                raise SandboxError(f"fork: cannot unpack: {unpacked.stderr.decode(errors='replace')}")
         except BaseException:
             await copy.close()
             raise

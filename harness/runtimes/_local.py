@@ -26,6 +26,7 @@ from harness.runtimes._base import (
     communicate,
     elapsed,
     reap,
+    spawn,
 )
 from harness.runtimes._state import SandboxState
 
@@ -79,7 +80,7 @@ class LocalSandbox(Sandbox):
         if not os.path.isdir(cwd):
             raise SandboxError(f"working directory {cwd!r} does not exist")
         start = time.monotonic()
-        process = await asyncio.create_subprocess_exec(
+        process = await spawn(
             *self._limits(),
             *argv,
             stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
@@ -103,7 +104,7 @@ class LocalSandbox(Sandbox):
         return RawResult(code, out, err, timed_out, elapsed(start))
 
     async def _start_relay(self, port: int, argv: list[str]) -> None:
-        process = await asyncio.create_subprocess_exec(
+        process = await spawn(
             sys.executable,
             *argv[1:],
             stdin=asyncio.subprocess.DEVNULL,

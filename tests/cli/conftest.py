@@ -4,14 +4,15 @@
         done = rubric("eval", "gsm8k", "-m", "scripted:oracle", "-n", "2", cwd=tmp_path)
         assert done.returncode == 0, done.stderr
 
-It calls `cli.main` (what the console script runs) with stdin, stdout and stderr captured and
-returns what a subprocess would (`returncode`, `stdout`, `stderr`), in a fraction of the time.
-Nothing a command changes is kept: the working directory, the environment variables, `sys.path`,
-the modules imported from the test's folders are put back, log handlers writing to the
-captured streams removed, and the signal handlers must come back as they were (a leak fails
-the test). Warnings stay errors
-(`-W error`), as for every test. A real process is still the point for workers, servers,
-signals, the console script itself and a terminal on stdin: those tests use `tests.helpers.run`.
+It calls `cli.main` (what the console script runs) inside `CliRunner.isolation()`, stdout and
+stderr captured, and returns what a subprocess would (`returncode`, `stdout`, `stderr`), in a
+fraction of the time. Nothing a command changes is kept: the working directory, the environment
+variables, `sys.path` and the modules imported from the tests' temporary folders are put back,
+log handlers writing to the captured streams removed, and the signal handlers must come back as
+they were (a leak fails the test). Warnings stay errors (`-W error`), so a command that warns
+fails here: the warning lines of worker runs are checked in a real process. So are servers,
+signals, workers, the console script itself and a terminal on stdin (`tests.helpers.run`,
+`at_a_terminal`): there the process is the point.
 """
 
 from __future__ import annotations

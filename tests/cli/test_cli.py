@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import Invoke
-from tests.helpers import RUBRIC, run
+from tests.helpers.processes import RUBRIC, run
 
 needs_script = pytest.mark.skipif(RUBRIC is None, reason="the rubric console script is not installed")
 
@@ -229,7 +229,7 @@ def test_list_shows_reference_environments(rubric: Invoke, tmp_path: Path) -> No
         assert name in proc.stdout
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
@@ -237,7 +237,7 @@ def _free_port() -> int:
 
 @needs_script
 def test_endpoint_serves_and_eval_uses_it(rubric: Invoke, tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen(
         [RUBRIC, "endpoint", "--policy", "gsm8k:oracle", "--port", str(port)],
         cwd=tmp_path,

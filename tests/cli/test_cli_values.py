@@ -67,7 +67,7 @@ def test_a_run_too_large_in_total_is_refused_before_it_starts() -> None:
 
 def test_evaluate_applies_the_same_limits(tmp_path: Path) -> None:
     from harness import Client, evaluate
-    from tests.helpers import FakeEnv
+    from tests.helpers.fakes import FakeEnv
 
     client = Client("m", base_url="http://127.0.0.1:9/v1", api_key="x")
     with pytest.raises(ConfigError, match="rollouts_per_example must be at most 1,000, got 5,000"):

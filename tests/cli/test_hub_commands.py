@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import Invoke
-from tests.helpers import HubServer, code_block
+from tests.helpers.docs import code_block
+from tests.helpers.hub import HubServer
 
 
 def _one_line_error(rubric: Invoke, *args: str, cwd: Path) -> str:
@@ -92,10 +93,10 @@ def test_readme_local_hub_block_runs_as_written_on_loopback_only(tmp_path: Path)
     import time
     import urllib.request
 
-    from tests.helpers import _free_port
+    from tests.helpers.endpoints import free_port
 
     block = code_block("bash", "pypi-server run")
-    port = _free_port()
+    port = free_port()
     lines = [line for line in block.splitlines() if not line.startswith("pip install")]
     script = "\n".join(lines).replace("8080", str(port)) + "\necho $! > server.pid\n"
     with (tmp_path / "out.log").open("wb") as log:  # not a pipe: the server keeps it open

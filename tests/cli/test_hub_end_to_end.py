@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 
 from cli import main
-from tests.helpers import HubServer, build_rubric_wheel, serve_pypiserver
+from tests.helpers.hub import HubServer, serve_pypiserver
+from tests.helpers.install import build_rubric_wheel
 
 pytestmark = pytest.mark.timeout(300)  # many pip installs into a fresh venv
 NAME = "e2e-adder"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import Invoke
-from tests.helpers import code_block
+from tests.helpers.docs import code_block
 
 
 def test_init_then_eval_the_folder_then_check(rubric: Invoke, tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import Invoke
-from tests.helpers import at_a_terminal
+from tests.helpers.processes import at_a_terminal
 
 
 def _folder(tmp_path: Path, env: dict) -> Path:

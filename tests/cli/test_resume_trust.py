@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.cli.conftest import Invoke
-from tests.helpers import at_a_terminal
+from tests.helpers.processes import at_a_terminal
 
 CANARY = "sk-canary-7f3e9b"
 

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from tests.cli.conftest import Invoke
-from tests.helpers import RUBRIC
+from tests.helpers.processes import RUBRIC
 
 ENV_FILE = """
 import os, time

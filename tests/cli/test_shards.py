@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import Invoke, Ran
-from tests.helpers import code_block
+from tests.helpers.docs import code_block
 
 
 def _eval(rubric: Invoke, tmp_path: Path, *extra: str, model: str = "scripted:noisy") -> Ran:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness import ScriptedEndpoint
-from tests.helpers import RUBRIC, Reaped
+from tests.helpers.processes import RUBRIC, Reaped
 
 
 def _check_stopped_mid_run(tmp_path: Path, sig: signal.Signals, *extra: str, latency: float = 0.05) -> None:

@@ -14,7 +14,7 @@ import pytest
 from harness import ScriptedEndpoint
 from harness._engine.executors.plan import workers_hint
 from tests.cli.conftest import Invoke
-from tests.helpers import code_block
+from tests.helpers.docs import code_block
 
 RUBRIC = shutil.which("rubric")
 pytestmark = pytest.mark.skipif(RUBRIC is None, reason="the rubric console script is not installed")

@@ -373,7 +373,7 @@ def test_readme_table_is_what_rubric_audit_gsm8k_prints() -> None:
     from rich.console import Console
 
     from envs._auditing.views import audit_table
-    from tests.helpers import code_block
+    from tests.helpers.docs import code_block
 
     console = Console(width=100, record=True, file=io.StringIO(), color_system=None)
     console.print(audit_table(audit(load_environment("gsm8k"))))
@@ -382,10 +382,10 @@ def test_readme_table_is_what_rubric_audit_gsm8k_prints() -> None:
 
 
 def test_readme_python_example_prints_what_readme_says() -> None:
-    from tests.helpers import DOCUMENTED, code_block
+    from tests.helpers.docs import code_block, documented
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         exec(compile(code_block("python", 'audit(load_environment("wordle")'), "<README>", "exec"), {})
     first, second = out.getvalue().splitlines()
-    assert " ".join(f"prints `{first}` and `{second}`".split()) in " ".join(DOCUMENTED.split())
+    assert " ".join(f"prints `{first}` and `{second}`".split()) in " ".join(documented().split())

@@ -24,7 +24,8 @@ from envs import ToolEnv, mcp_server
 from envs._tools.functions import OUTPUT_LIMIT
 from envs._tools.mcp import MCPStartError, MCPTool
 from harness import ConfigError, run_sync
-from tests.helpers import _free_port, processes_with, run, serve
+from tests.helpers.endpoints import free_port, serve
+from tests.helpers.processes import processes_with, run
 
 pytestmark = pytest.mark.timeout(120)
 SERVER = Path(__file__).with_name("mcp_tools_server.py")
@@ -231,7 +232,7 @@ async def test_per_rollout_servers_keep_rollouts_apart(per_rollout: bool, tmp_pa
 
 @pytest.fixture
 def http_server(tmp_path: Path) -> Iterator[str]:
-    port = _free_port()
+    port = free_port()
     with (tmp_path / "err").open("wb") as err:
         proc = subprocess.Popen([*COMMAND, "--port", str(port)], stderr=err)
     url = f"http://127.0.0.1:{port}/mcp"
@@ -260,7 +261,7 @@ async def test_a_streamable_http_server(http_server: str) -> None:
     finally:
         await server.release()
     with pytest.raises(MCPStartError, match="check the URL"):
-        mcp_server(url=f"http://127.0.0.1:{_free_port()}/mcp", start_timeout=10).tools()
+        mcp_server(url=f"http://127.0.0.1:{free_port()}/mcp", start_timeout=10).tools()
 
 
 ENV_FILE = """
@@ -338,7 +339,7 @@ def test_rubric_eval_of_an_mcp_environment_end_to_end(tmp_path: Path) -> None:
 
 
 def test_a_sigkilled_rubric_eval_leaves_no_server_behind(tmp_path: Path) -> None:
-    from tests.helpers import RUBRIC
+    from tests.helpers.processes import RUBRIC
 
     _env_file(tmp_path)
     endpoint_pids: list[int] = []

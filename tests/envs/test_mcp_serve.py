@@ -16,7 +16,9 @@ from mcp.client import Client as SDKClient
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from envs import load_environment
-from tests.helpers import RUBRIC, _free_port, run
+from tests.cli.conftest import Invoke
+from tests.helpers.endpoints import free_port
+from tests.helpers.processes import RUBRIC
 
 pytestmark = pytest.mark.timeout(120)
 REPO = Path(__file__).resolve().parents[2]
@@ -54,7 +56,7 @@ async def test_the_official_client_over_stdio() -> None:
 
 @pytest.fixture
 def served_over_http(tmp_path: Path) -> Iterator[str]:
-    port = _free_port()
+    port = free_port()
     with (tmp_path / "err").open("wb") as err:
         proc = subprocess.Popen([str(RUBRIC), "mcp", "python", "--port", str(port)], stderr=err)
     deadline = time.monotonic() + 60
@@ -78,6 +80,6 @@ async def test_the_official_client_over_streamable_http(served_over_http: str) -
         assert await _exercise(client) == ["run_python"]
 
 
-def test_an_environment_without_python_tools_is_refused(tmp_path: Path) -> None:
-    proc = run("mcp", "gsm8k", cwd=tmp_path)
+def test_an_environment_without_python_tools_is_refused(rubric: Invoke, tmp_path: Path) -> None:
+    proc = rubric("mcp", "gsm8k", cwd=tmp_path)
     assert proc.returncode == 1 and "has no Python tools to serve over MCP" in proc.stderr

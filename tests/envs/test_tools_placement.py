@@ -19,7 +19,7 @@ from envs._tools.placement import (
     Placement,
 )
 from harness import Client, ConfigError, ScriptedEndpoint
-from tests.helpers import code_block
+from tests.helpers.docs import code_block
 
 FAST = INLINE_MAX_SECONDS / 10
 SLOW = INLINE_MAX_SECONDS * 10
@@ -252,6 +252,7 @@ def nap_or_add(messages: list[dict[str, Any]], tools: Any) -> Any:
     return {"tool_calls": [{"function": {"name": "add", "arguments": {"a": a, "b": a}}}]}
 
 
+@pytest.mark.slow  # a tool blocks for real
 async def test_blocking_tool_in_some_rollouts_does_not_delay_the_others() -> None:
     rows = [{"question": "nap please", "answer": "rested"} for _ in range(4)]
     rows += [{"question": f"double {i}", "answer": str(2 * i)} for i in range(24)]

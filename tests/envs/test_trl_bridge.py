@@ -14,7 +14,7 @@ from envs import SingleTurnEnv, ToolEnv, TRLSpec, load_environment
 from envs._trl_bridge import EnvironmentFactory, TRLEnvironment
 from harness import ConfigError
 from rubrics import WeightedSum
-from tests.helpers import grpo_config, tiny_chat_model
+from tests.helpers.training import grpo_config, tiny_chat_model
 
 TOOL_CALL = '<tool_call>\n{"name": "lookup", "arguments": {"word": "cat"}}\n</tool_call>'
 

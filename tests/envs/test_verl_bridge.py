@@ -23,7 +23,7 @@ from envs import SingleTurnEnv, ToolEnv
 from harness import Client, ConfigError, ScriptedEndpoint
 from rubrics import LLMJudge, WeightedSum, relative
 from rubrics._verl import grpo_advantages
-from tests.helpers import tiny_chat_model
+from tests.helpers.training import tiny_chat_model
 
 ROWS = [{"question": "What is 2 + 2?", "answer": "4"}, {"question": "What is 3 + 3?", "answer": "6"}]
 N = 2  # responses per prompt

@@ -9,7 +9,7 @@ import pytest
 
 from envs import EnvironmentSpec, load_environment
 from harness import Client, ScriptedEndpoint, aevaluate
-from tests.helpers import sum_policy
+from tests.helpers.fakes import sum_policy
 
 pytestmark = pytest.mark.timeout(120)
 

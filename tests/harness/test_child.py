@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness._core.child import wrap
-from tests.helpers import processes_with
+from tests.helpers.processes import processes_with
 
 pytestmark = pytest.mark.timeout(60)
 

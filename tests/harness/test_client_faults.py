@@ -12,7 +12,7 @@ import pytest
 
 from harness import Client, EndpointError
 from harness._endpoint.client import TRANSPORTS
-from tests.helpers import raw_server
+from tests.helpers.endpoints import raw_server
 
 
 @pytest.fixture(params=TRANSPORTS)
@@ -36,6 +36,7 @@ def _client(url: str, transport: str, **kwargs: Any) -> Client:
     )
 
 
+@pytest.mark.slow  # waits out a timeout
 async def test_timeout_is_a_deadline_for_the_whole_request(transport: str) -> None:
     async with raw_server(drip=0.2) as (url, hits):
         client = _client(url, transport, timeout=1.0, max_retries=1)

@@ -15,14 +15,8 @@ from harness import Client, Rollout, aevaluate, load_results
 from harness._views.progress import ProgressDisplay, RunStats
 from harness.scripted._endpoint import ScriptedHTTPError
 from rubrics import LLMJudge, RankJudge, WeightedSum, judges
-from tests.helpers import (
-    FakeEnv,
-    MultiTurnFakeEnv,
-    ToolFakeEnv,
-    bisect_policy,
-    serve,
-    sum_policy,
-)
+from tests.helpers.endpoints import serve
+from tests.helpers.fakes import FakeEnv, MultiTurnFakeEnv, ToolFakeEnv, bisect_policy, sum_policy
 from tests.rubrics.test_rank_judge import closeness_ranking
 
 

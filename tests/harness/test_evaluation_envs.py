@@ -11,7 +11,8 @@ import pytest
 from envs import MultiTurnEnv, SingleTurnEnv, ToolEnv, stop
 from harness import Client, Rollout, aevaluate, load_results
 from rubrics import WeightedSum
-from tests.helpers import bisect_policy, serve, sum_policy
+from tests.helpers.endpoints import serve
+from tests.helpers.fakes import bisect_policy, sum_policy
 
 ROWS = [{"question": f"What is {i}+{i + 1}?", "answer": str(2 * i + 1)} for i in range(6)]
 

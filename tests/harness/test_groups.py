@@ -109,6 +109,7 @@ def test_eval_scores_each_group_when_its_last_member_finishes(env_file: Path, tm
     assert all(len(set(order[i : i + 4])) == 1 for i in range(0, 24, 4))
 
 
+@pytest.mark.slow  # worker processes
 def test_workers_keep_groups_together(env_file: Path, tmp_path: Path) -> None:
     env = envs.load_environment(str(env_file))
     env.evaluate(
@@ -179,6 +180,7 @@ def test_one_rollout_alone_is_a_group_of_one(env_file: Path) -> None:
     assert r.scores["rel"] == 0.5 and r.reward == 0.75
 
 
+@pytest.mark.ray
 @pytest.mark.timeout(240)
 def test_ray_actors_keep_groups_together(env_file: Path, tmp_path: Path) -> None:
     import ray  # the [ray] extra, which the test environment installs

@@ -1,4 +1,4 @@
-"""The shared helpers in tests/helpers.py: the fakes implement the protocol, their policies answer sensibly, `serving` reports a server that never listens, `Reaped` sees what a command leaves behind."""
+"""The shared helpers in tests/helpers/: the fakes implement the protocol, their policies answer sensibly, `serving` reports a server that never listens, `Reaped` sees what a command leaves behind."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from harness import EnvironmentProtocol
-from tests.helpers import FakeEnv, MultiTurnFakeEnv, Reaped, ToolFakeEnv, _free_port, bisect_policy, serving
+from tests.helpers.endpoints import free_port
+from tests.helpers.fakes import FakeEnv, MultiTurnFakeEnv, ToolFakeEnv, bisect_policy
+from tests.helpers.processes import Reaped, serving
 
 
 def test_fakes_implement_the_protocol() -> None:
@@ -28,7 +30,7 @@ def test_bisect_policy_narrows() -> None:
 def test_serving_names_a_server_that_exits_before_it_listens() -> None:
     crash = [sys.executable, "-c", "import os, sys; print(os.environ['WHY'], file=sys.stderr); sys.exit(3)"]
     with pytest.raises(RuntimeError, match=r"did not start listening on \d+: \(.*'no such app\\n'\)"):
-        with serving(crash, _free_port(), env={"WHY": "no such app"}, timeout=30):
+        with serving(crash, free_port(), env={"WHY": "no such app"}, timeout=30):
             raise AssertionError("not reached")
 
 

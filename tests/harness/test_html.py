@@ -15,7 +15,7 @@ from harness import EvalResults, Rollout, aevaluate, load_results
 from harness._core.summary import summarize
 from harness._views.html import histogram_svg, json_script, rollout_html, tree_from_metadata, tree_html
 from rubrics import Gate, WeightedSum
-from tests.helpers import serve
+from tests.helpers.endpoints import serve
 
 ROWS = [{"question": f"What is {i}+{i + 1}?", "answer": str(2 * i + 1)} for i in range(8)]
 

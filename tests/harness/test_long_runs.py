@@ -9,7 +9,8 @@ import pytest
 
 from harness import aevaluate, load_results
 from harness._engine import evaluation
-from tests.helpers import FakeEnv, serve, sum_policy
+from tests.helpers.endpoints import serve
+from tests.helpers.fakes import FakeEnv, sum_policy
 
 
 async def test_a_long_run_reads_its_rollouts_back_in_order(

@@ -10,8 +10,10 @@ from typing import Any
 
 import pytest
 
+from envs import load_environment
 from harness import ConfigError, Rollout, aevaluate
-from tests.helpers import load_fake, serve, sum_policy
+from tests.helpers.endpoints import serve
+from tests.helpers.fakes import load_fake, sum_policy
 
 if os.environ.get("CI") != "true":  # CI installs the [ray] extra and always runs these
     pytest.importorskip("ray", reason="Ray tests need pip install 'rubric-rl[ray]'")
@@ -114,3 +116,23 @@ async def test_ray_batches_keep_every_rollout_and_name_one_that_cannot_be_sent(
     report = results.metadata["sessions"][-1]["workers"]
     assert sorted(w["rollouts"] for w in report["workers"]) != [0, 120]  # both actors worked
     assert sum(w["rollouts"] for w in report["workers"]) == 120
+
+
+def test_agent_episodes_on_bwrap_run_in_ray_actors(local_ray: Any, tmp_path: Path) -> None:
+    """Ray's workers run uvloop, whose children inherit the worker's descriptors: the sandbox's
+    relay (a background process) used to hold its start command's output, so every episode
+    ended with "the relay ... did not start". Each model call is a recorded turn."""
+    env = load_environment("tests.envs.agents.conftest:task_env")
+    results = env.evaluate(
+        "scripted:solve",
+        agent="bash",
+        runtime="bwrap",
+        rollouts_per_example=2,
+        workers=2,
+        executor="ray",
+        output_dir=tmp_path / "run",
+        progress=False,
+    )
+    assert [(r.error, r.stop_reason, r.reward) for r in results] == [(None, "completed", 1.0)] * 2
+    assert all([c.status for c in r.model_calls] == [200, 200] for r in results)
+    assert results.metadata["sessions"][-1]["workers"]["executor"] == "ray"

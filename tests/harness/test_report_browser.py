@@ -13,7 +13,7 @@ import pytest
 from envs import SingleTurnEnv
 from harness import EvalResults, Rollout, aevaluate, run_sync, write_report
 from rubrics import Gate, WeightedSum
-from tests.helpers import serve
+from tests.helpers.endpoints import serve
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ROWS = [{"question": f"What is {i}+{i + 1}?", "answer": str(2 * i + 1)} for i in range(30)]

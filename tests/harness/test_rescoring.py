@@ -7,7 +7,7 @@ import math
 import pytest
 
 from harness import ConfigError, EvalResults, Rollout, Summary, arescore, rescore
-from tests.helpers import FakeEnv
+from tests.helpers.fakes import FakeEnv
 
 
 def _saved() -> EvalResults:

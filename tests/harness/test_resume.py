@@ -19,7 +19,8 @@ import pytest
 
 from harness import Rollout, aevaluate
 from harness._views.html import summary_html
-from tests.helpers import FakeEnv, serve, sum_policy
+from tests.helpers.endpoints import serve
+from tests.helpers.fakes import FakeEnv, sum_policy
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -145,7 +146,7 @@ _CHILD = textwrap.dedent(
     import asyncio, sys
     from harness._endpoint.client import Client
     from harness._engine.evaluation import aevaluate
-    from tests.helpers import FakeEnv
+    from tests.helpers.fakes import FakeEnv
 
     async def main():
         async with Client("scripted", base_url=sys.argv[1], max_retries=0) as client:
@@ -198,7 +199,7 @@ _CHILD_SYNC = textwrap.dedent(
     from harness._core.aio import run_sync
     from harness._endpoint.client import Client
     from harness._engine.evaluation import aevaluate
-    from tests.helpers import FakeEnv
+    from tests.helpers.fakes import FakeEnv
 
     client = Client("scripted", base_url=sys.argv[1], max_retries=0)
     run_sync(aevaluate(FakeEnv(n=30), client, rollouts_per_example=2, concurrency=int(sys.argv[3]),

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness._core import run_dirs
-from tests.helpers import RUBRIC
+from tests.helpers.processes import RUBRIC
 
 
 def test_runs_started_in_the_same_second_get_their_own_folders(monkeypatch: pytest.MonkeyPatch) -> None:

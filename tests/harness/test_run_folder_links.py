@@ -13,7 +13,7 @@ import pytest
 from harness import ResultsError, load_results
 from harness._core.storage import RESULTS_FILE, open_owned
 from tests.cli.conftest import Invoke
-from tests.helpers import run
+from tests.helpers.processes import run
 
 PRECIOUS = "precious\nsecond line without newline"
 

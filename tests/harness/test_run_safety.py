@@ -26,7 +26,8 @@ from harness._core.errors import ResultsWarning
 from harness._core.summary import summarize
 from harness.scripted._app import ScriptedHTTPError
 from tests.cli.conftest import Invoke
-from tests.helpers import FakeEnv, serve, sum_policy
+from tests.helpers.endpoints import serve
+from tests.helpers.fakes import FakeEnv, sum_policy
 
 REPO = Path(__file__).resolve().parents[2]
 

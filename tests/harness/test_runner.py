@@ -11,14 +11,8 @@ from harness import rollout
 from harness._core.errors import describe_error
 from harness._endpoint.client import is_context_length_error
 from harness.scripted._endpoint import ScriptedHTTPError
-from tests.helpers import (
-    FakeEnv,
-    MultiTurnFakeEnv,
-    ToolFakeEnv,
-    bisect_policy,
-    serve,
-    sum_policy,
-)
+from tests.helpers.endpoints import serve
+from tests.helpers.fakes import FakeEnv, MultiTurnFakeEnv, ToolFakeEnv, bisect_policy, sum_policy
 
 EXAMPLE = {"example_id": 3, "question": "What is 3+4?", "answer": "7"}
 

@@ -9,7 +9,8 @@ import pytest
 
 from harness import ConfigError, ResultsError, Shard, aevaluate, load_results, merge_results
 from harness._core.errors import ResultsWarning
-from tests.helpers import FakeEnv, serve, sum_policy
+from tests.helpers.endpoints import serve
+from tests.helpers.fakes import FakeEnv, sum_policy
 
 
 def noisy_policy(messages, tools):  # right for even examples only, so pass@k is not trivial

@@ -16,7 +16,7 @@ import pytest
 
 from harness import Rollout, load_results
 from tests.cli.conftest import Invoke
-from tests.helpers import run
+from tests.helpers.processes import run
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 MARK = "window.__xss=(window.__xss||0)+1"

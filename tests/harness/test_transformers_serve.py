@@ -26,7 +26,8 @@ import pytest
 from envs import MultiTurnEnv, SingleTurnEnv, ToolEnv
 from harness import Client, ConfigError, Rollout, load_results
 from rubrics import LLMJudge, WeightedSum
-from tests.helpers import _free_port, tiny_chat_model
+from tests.helpers.endpoints import free_port
+from tests.helpers.training import tiny_chat_model
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -97,7 +98,7 @@ def _wait_until_up(url: str, process: subprocess.Popen[bytes], log: Path) -> Non
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     folder = tmp_path_factory.mktemp("transformers-serve")
     models = _save_models(folder)
-    port = _free_port()
+    port = free_port()
     log = folder / "serve.log"
     cli = shutil.which("transformers", path=os.path.dirname(sys.executable))
     assert cli, (

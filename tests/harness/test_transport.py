@@ -16,7 +16,7 @@ import pytest
 
 from harness import Client, Completion, ConfigError, ConfigTypeError, EndpointError, ScriptedEndpoint
 from harness._endpoint.client import TRANSPORTS
-from tests.helpers import raw_server
+from tests.helpers.endpoints import raw_server
 
 pytestmark = pytest.mark.timeout(60)
 Endpoints = Callable[..., ScriptedEndpoint]

@@ -15,7 +15,8 @@ from harness import Client, ConfigError, Rollout, WorkerError, aevaluate
 from harness._core.errors import WorkersHint
 from harness._engine.executors.plan import workers_hint
 from harness._engine.executors.workers import check_workers, split_evenly
-from tests.helpers import FakeEnv, FakeSource, load_fake, serve, sum_policy
+from tests.helpers.endpoints import serve
+from tests.helpers.fakes import FakeEnv, FakeSource, load_fake, sum_policy
 
 pytestmark = pytest.mark.timeout(120)
 

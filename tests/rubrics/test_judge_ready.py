@@ -8,7 +8,8 @@ import pytest
 from harness import ConfigError, Rollout
 from rubrics import LLMJudge, WeightedSum
 from tests.cli.conftest import Invoke
-from tests.helpers import _free_port, code_block
+from tests.helpers.docs import code_block
+from tests.helpers.endpoints import free_port
 
 ITEM = {"prompt": "What is 6 x 7?", "completion": "42", "answer": "42"}
 
@@ -25,7 +26,7 @@ def test_the_readme_judge_block_without_a_key_is_one_loud_error(monkeypatch: pyt
 
 
 def test_a_judge_whose_endpoint_is_down_fails_before_scoring() -> None:
-    url = f"http://127.0.0.1:{_free_port()}/v1"
+    url = f"http://127.0.0.1:{free_port()}/v1"
     rubric = WeightedSum(
         {"helpful": LLMJudge("Rate {{ response }}. Score: N", model="m", base_url=url, api_key="k")}
     )

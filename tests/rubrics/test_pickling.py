@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import code_block
+from tests.helpers.docs import code_block
 
 LEAVES = textwrap.dedent(
     """

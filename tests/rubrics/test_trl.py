@@ -15,7 +15,7 @@ from envs import SingleTurnEnv
 from harness import Client, ConfigError, ScriptedEndpoint
 from rubrics import Gate, LLMJudge, Sequential, WeightedSum, reward
 from rubrics._trl import AsyncTRLReward, TRLReward, rollouts_from_batch
-from tests.helpers import grpo_config, tiny_chat_model
+from tests.helpers.training import grpo_config, tiny_chat_model
 
 PROMPTS = [[{"role": "user", "content": "What is 2 + 2?"}], [{"role": "user", "content": "What is 3 + 3?"}]]
 

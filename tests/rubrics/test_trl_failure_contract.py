@@ -13,7 +13,7 @@ import torch
 
 from harness import ScriptedEndpoint
 from rubrics._trl import as_trl_reward
-from tests.helpers import grpo_config, tiny_chat_model
+from tests.helpers.training import grpo_config, tiny_chat_model
 from tests.rubrics.test_verl import FAILED, GROUPS, SIZE, grade_of, judge, make_tree
 
 

@@ -12,7 +12,7 @@ import pytest
 from envs import SingleTurnEnv
 from harness import Client, ScriptedEndpoint
 from rubrics import LLMJudge, RankJudge, WeightedSum, relative
-from tests.helpers import grpo_config, tiny_chat_model
+from tests.helpers.training import grpo_config, tiny_chat_model
 from tests.rubrics.test_trl import Recorder, _logged
 
 PROMPTS = [[{"role": "user", "content": "What is 2 + 2?"}], [{"role": "user", "content": "What is 3 + 3?"}]]

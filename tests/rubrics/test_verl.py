@@ -15,7 +15,7 @@ import torch
 from harness import Client, ScriptedEndpoint
 from rubrics import LLMJudge, WeightedSum
 from rubrics._verl import SCORED_KEY, as_verl_reward, grpo_advantages
-from tests.helpers import tiny_chat_model
+from tests.helpers.training import tiny_chat_model
 
 GROUPS, SIZE = 10, 5
 #: 20% of the judge calls fail: every member of group 0, and one member of groups 1 to 5.

@@ -31,6 +31,7 @@ def plan_executor(
     ray_address: str | None,
     concurrency: int,
     sampling: Mapping[str, Any] | None,
+    rollouts_per_example: int = 1,
 ) -> Executor | None:
     """What runs the jobs: None for the driver's own event loop (workers=1, local), else a
     function running them on worker processes or Ray actors. Every setting is checked here,
@@ -42,7 +43,14 @@ def plan_executor(
     check_workers(workers, concurrency)
     if executor == "local" and workers == 1:
         return None
-    specs = worker_specs(env, client, workers=workers, concurrency=concurrency, sampling=sampling)
+    specs = worker_specs(
+        env,
+        client,
+        workers=workers,
+        concurrency=concurrency,
+        sampling=sampling,
+        rollouts_per_example=rollouts_per_example,
+    )
     if executor == "ray":
         return ray_executor(specs, ray_address)
     return functools.partial(run_local, specs)

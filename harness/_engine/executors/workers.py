@@ -42,6 +42,7 @@ from harness._core.protocol import (
     EnvironmentProtocol,
     EnvironmentSource,
     HoldsResources,
+    PlansGroups,
     Reloadable,
     scores_groups,
 )
@@ -68,6 +69,7 @@ class WorkerSpec:
         concurrency: rollouts this worker runs at once.
         index / count: this worker's number and the number of workers (for concurrency shares).
         sys_path: the driver's `sys.path`, so `module:function` specs import the same modules.
+        rollouts_per_example: the run's `-r` (`harness._core.protocol.PlansGroups`).
     """
 
     source: EnvironmentSource
@@ -79,6 +81,7 @@ class WorkerSpec:
     index: int = 0
     count: int = 1
     sys_path: list[str] = field(default_factory=list)
+    rollouts_per_example: int = 1
 
 
 def split_evenly(total: int, parts: int) -> list[int]:
@@ -115,6 +118,7 @@ def worker_specs(
     workers: int,
     concurrency: int,
     sampling: Mapping[str, Any] | None,
+    rollouts_per_example: int = 1,
 ) -> list[WorkerSpec]:
     """One WorkerSpec per worker, read from an environment built from a spec and a harness Client."""
     source = env.source if isinstance(env, Reloadable) else None
@@ -138,6 +142,7 @@ def worker_specs(
         concurrency=1,
         count=workers,
         sys_path=list(sys.path),
+        rollouts_per_example=rollouts_per_example,
     )
     return [
         WorkerSpec(**{**base.__dict__, "concurrency": share, "index": i})
@@ -197,6 +202,8 @@ class WorkerRuntime:
                 f"driver's (differs in: {', '.join(changed)}); an environment changed after loading cannot "
                 f"run in workers: put the change in its load_environment arguments, or use workers=1"
             )
+        if isinstance(env, PlansGroups):
+            env.plan_groups(spec.rollouts_per_example)
         self.env, self.client = env, Client(**spec.client_kwargs)
 
     async def run(self, example: Mapping[str, Any], rollout_index: int) -> Rollout:

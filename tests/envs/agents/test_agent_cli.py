@@ -11,7 +11,7 @@ import pytest
 from harness import Rollout
 from harness._views.html import rollout_body_html
 from tests.envs.agents.conftest import DOCKER
-from tests.helpers import run
+from tests.helpers.processes import run
 
 ENV_FILE = """
 from envs import Environment
@@ -62,7 +62,7 @@ def test_rubric_eval_runs_a_users_agent(tmp_path: Path, agent_files: Path, runti
     assert done.returncode == 0, done.stderr
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and all(r["reward"] == 1.0 and r["stop_reason"] == "completed" for r in rows)
-    assert all(len(r["state"]["model_calls"]) == 2 for r in rows)
+    assert all(len(r["model_calls"]) == 2 for r in rows)
     metadata = json.loads((out / "metadata.json").read_text())
     assert metadata["env"]["agent"]["runtime"] == runtime
     # Resume runs only the missing rollout, with the agent the run recorded: a results folder's

@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
-from envs import Environment
+from envs import Environment, load_environment
 from envs.agents import AgentError, command_passes, file_contains
 from harness import ConfigError
 from harness.runtimes import Sandbox
 from harness.scripted import ShellScript
+from rubrics import WeightedSum, relative
 from rubrics.credit import returns_to_go
 
 TASK = "Write hi into hello.txt."
@@ -43,6 +44,39 @@ def test_plain_functions_and_nodes_read_the_sandbox_before_it_closes() -> None:
     assert len(r.turn_rewards) == r.turns == 2  # credit works on agent turns as on ours
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sandbox_nodes_score_before_release_under_a_group_node(workers: int, tmp_path: Path) -> None:
+    """A tree with a group node scores each example's rollouts together, after every member's
+    episode (and sandbox) ended: the per-rollout nodes, sandbox readers among them, score while
+    the sandbox lives and the group node ranks what they saved."""
+    env = load_environment("tests.envs.agents.test_agent_rubrics:grouped_env")
+    results = env.evaluate(
+        "scripted:solve",
+        agent="bash",
+        rollouts_per_example=2,
+        workers=workers,
+        output_dir=tmp_path,
+        progress=False,
+    )
+    assert [r.rollout_index for r in results] == [0, 1]
+    for r in results:
+        assert r.error is None and not r.score_errors, (r.error, r.score_errors)
+        assert r.scores == {"file": 1.0, "rank": 0.5, "rank.command_passes": 1.0}  # ties share the mid-rank
+        assert r.reward == 0.75 and r.score_details["file"]["content"] == "hi"
+        assert r.score_details["rank.command_passes"]["exit_code"] == 0 and "scored_alone" not in r.state
+        assert r.sandbox is None
+
+
+def grouped_env() -> Environment:
+    """WeightedSum(file_contains(...), relative(command_passes(...))): a group node over a sandbox reader."""
+    rubric = WeightedSum(
+        {"file": file_contains("hello.txt", "hi"), "rank": relative(command_passes("grep -qx hi hello.txt"))}
+    )
+    env = Environment([{"prompt": TASK}], rubric, name="grouped-file-task", max_turns=4)
+    env.scripted_policies = {"solve": ShellScript(["printf hi > hello.txt"], "done")}
+    return env
+
+
 def test_a_sandbox_node_without_an_agent_names_the_fix() -> None:
     env = Environment([{"prompt": TASK}], {"fn": wrote_hi, "file": file_contains("hello.txt")})
     env.scripted_policies = {"answer": lambda messages, tools: "hi"}
@@ -57,7 +91,7 @@ def test_oracle_runs_the_reference_solution(tmp_path: Path) -> None:
     env = Environment(rows, file_contains("hello.txt", "hi"))
     (solved, missing) = _oracle(env)
     assert solved.error is None and solved.reward == 1.0 and solved.stop_reason == "completed"
-    assert solved.state["model_calls"] == []
+    assert solved.model_calls == []
     assert missing.stop_reason == "error" and "needs the task's reference solution" in (missing.error or "")
     # The hook for task folders: a solution.sh in --agent-files.
     (tmp_path / "solution.sh").write_text("printf hi > hello.txt\n")

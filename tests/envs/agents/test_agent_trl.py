@@ -11,7 +11,7 @@ import pytest
 from harness import ConfigError
 from harness.scripted import ScriptedEndpoint
 from tests.envs.agents.conftest import task_env
-from tests.helpers import grpo_config, tiny_chat_model
+from tests.helpers.training import grpo_config, tiny_chat_model
 
 
 def test_rollout_func_plays_agent_episodes_with_the_engines_token_ids() -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness import Client
+from harness._views.html import rollout_body_html
 from harness.scripted import ScriptedEndpoint
 from tests.envs.agents.conftest import RUNTIMES, task_env
 
@@ -33,9 +34,9 @@ def test_agent_finishes_file_task(runtime: str, agent: str, agent_files: Path) -
     assert rollout.error is None, rollout.error
     assert rollout.stop_reason == "completed"
     assert rollout.reward == 1.0
-    calls = rollout.state["model_calls"]
-    assert len(calls) == 2 and all(c["status"] == 200 for c in calls)  # the command, then the final answer
-    assert calls[0]["dialect"] == ("messages" if "messages" in agent else "chat")
+    calls = rollout.model_calls
+    assert len(calls) == 2 and all(c.status == 200 for c in calls)  # the command, then the final answer
+    assert calls[0].dialect == ("messages" if "messages" in agent else "chat")
     assert rollout.turns == 2
     (call,) = rollout.completion[0].tool_calls or []
     assert "printf hi" in call.arguments
@@ -51,9 +52,17 @@ def test_agent_turns_carry_the_engines_token_ids_chained() -> None:
     env = task_env()
     with ScriptedEndpoint(env.scripted_policies["solve"]) as endpoint:
         client = Client("served", base_url=endpoint.base_url, return_token_ids=True)
-        (rollout,) = env.evaluate(client, agent="bash", progress=False).rollouts
+        results = env.evaluate(client, agent="bash", progress=False)
+    (rollout,) = results.rollouts
     first, second = rollout.turn_tokens
     assert (first.turn, second.turn) == (0, 1)
     # The second call's prompt continues the first call's prompt and sampled ids (no re-tokenisation).
     sampled = first.prompt_token_ids + first.completion_token_ids
     assert second.prompt_token_ids[: len(sampled)] == sampled
+    # The token export carries each model call's own ids beside the joined main line.
+    (row,) = results.to_dataset(format="tokens")
+    assert [c["index"] for c in row["model_calls"]] == [c.index for c in rollout.model_calls] == [0, 1]
+    assert row["model_calls"][1]["completion_ids"] == second.completion_token_ids
+    # The HTML view lists the calls.
+    shown = rollout_body_html(rollout)
+    assert "model calls" in shown and shown.count('<td class="">200</td>') == 2

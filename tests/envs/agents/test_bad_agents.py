@@ -70,8 +70,8 @@ def test_refused_calls_are_recorded_and_named(tmp_path: Path, mode: str, status:
     assert r.stop_reason == "error" and math.isnan(r.reward)
     assert f"exited with code 1: HTTP {status}" in (r.error or "")
     if mode != "stolen-key":  # a call without this session's key never reaches the session
-        (call,) = r.state["model_calls"]
-        assert call["status"] == status and said.lower() in call["error"].lower()
+        (call,) = r.model_calls
+        assert call.status == status and said.lower() in (call.error or "").lower()
         assert f"the proxy refused its last call ({status})" in (r.error or "")
 
 

@@ -19,9 +19,9 @@ def test_published_agent_finishes_file_task(runtime: str, agent: str, dialect: s
     (rollout,) = env.evaluate("scripted:solve", agent=agent, runtime=runtime, progress=False).rollouts
     assert rollout.error is None, rollout.error
     assert rollout.stop_reason == "completed" and rollout.reward == 1.0
-    calls = [c for c in rollout.state["model_calls"] if c.get("tools")]
-    assert len(calls) == 2 and all(c["dialect"] == dialect and c["status"] == 200 for c in calls)
-    assert all(c["status"] == 200 for c in rollout.state["model_calls"])  # side calls answered too
+    calls = [c for c in rollout.model_calls if c.tools]
+    assert len(calls) == 2 and all(c.dialect == dialect and c.status == 200 for c in calls)
+    assert all(c.status == 200 for c in rollout.model_calls)  # side calls answered too
     used = [call for m in rollout.completion for call in m.tool_calls or []]
     assert [call.name for call in used] == [tool] and "printf hi > hello.txt" in used[0].arguments
     assert rollout.score_details[""]["tool"] == tool
@@ -35,7 +35,7 @@ def test_mini_swe_agent_finishes_file_task(runtime: str) -> None:
     ).rollouts
     assert rollout.error is None, rollout.error
     assert rollout.stop_reason == "completed" and rollout.reward == 1.0
-    calls = rollout.state["model_calls"]
-    assert [(c["dialect"], c["status"]) for c in calls] == [("chat", 200), ("chat", 200)]
+    calls = rollout.model_calls
+    assert [(c.dialect, c.status) for c in calls] == [("chat", 200), ("chat", 200)]
     used = [call for m in rollout.completion for call in m.tool_calls or []]
     assert [call.name for call in used] == ["bash", "bash"] and "printf hi > hello.txt" in used[0].arguments

@@ -12,7 +12,7 @@ import pytest
 from envs import from_harbor, load_environment
 from envs._harbor import HarborTaskError, HarborVerifier, load_task, parse_reward
 from rubrics import ScoringError, WeightedSum
-from tests.helpers import run
+from tests.helpers.processes import run
 
 SHIPPED = Path(__file__).resolve().parents[3] / "datasets" / "harbor"
 TASKS = ["count-words", "fix-median", "write-greeting"]
@@ -114,7 +114,7 @@ def test_do_nothing_agent_scores_zero_and_the_bash_agent_solves_them() -> None:
     assert nothing[0].scores == {"a": 0.0, "b": 0.0}
     solved = env.evaluate("scripted:harbor", agent="bash", progress=False).rollouts
     assert [r.reward for r in solved] == [1.0, 1.0, 1.0], [r.error for r in solved]
-    assert all(len(r.state["model_calls"]) == 2 for r in solved)
+    assert all(len(r.model_calls) == 2 for r in solved)
 
 
 @pytest.mark.docker
@@ -188,7 +188,7 @@ def test_rubric_eval_oracle_needs_no_model_and_records_the_path(tmp_path: Path) 
     done = run("eval", "harbor:tasks", "--agent", "oracle", "-o", str(out), "--no-progress", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     (row,) = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
-    assert row["reward"] == 1.0 and row["state"]["model_calls"] == []
+    assert row["reward"] == 1.0 and row["model_calls"] == []
     metadata = json.loads((out / "metadata.json").read_text())
     assert f"harbor:{tmp_path / 'tasks'}" in json.dumps(metadata)
 

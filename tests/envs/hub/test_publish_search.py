@@ -11,7 +11,7 @@ from envs.hub import HubError, init_package
 from envs.hub._build import build_package
 from envs.hub._index import Hub, info, search
 from envs.hub._publish import push_package
-from tests.helpers import HubServer
+from tests.helpers.hub import HubServer
 
 
 def _built(tmp_path: Path, name: str, kind: str = "single") -> Path:

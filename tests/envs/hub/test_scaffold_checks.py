@@ -12,7 +12,7 @@ from envs import load_environment
 from envs.hub import HubError, PackageName, Project, check_package, init_package, parse_card
 
 
-@pytest.mark.parametrize("kind", ["single", "tool", "multi", "mcp"])
+@pytest.mark.parametrize("kind", ["single", "tool", "multi", pytest.param("mcp", marks=pytest.mark.interop)])
 def test_each_kind_builds_runs_its_demo_and_passes_every_check(tmp_path: Path, kind: str) -> None:
     root = init_package(f"scaffold-{kind}", tmp_path, kind)  # type: ignore[arg-type]
     report = check_package(root)

@@ -27,9 +27,11 @@ from envs._interop.openenv import (
 from harness import ConfigError, ScriptedEndpoint, aevaluate
 from rubrics import WeightedSum
 from rubrics.credit import returns_to_go
+from tests.cli.conftest import Invoke
 from tests.envs.interop import openenv_guess
 from tests.envs.interop.openenv_guess import GuessEnvironment, bisect_tool_policy
-from tests.helpers import _free_port, run, serve
+from tests.helpers.endpoints import free_port, serve
+from tests.helpers.processes import run
 
 pytestmark = pytest.mark.timeout(120)
 REPO = Path(__file__).resolve().parents[3]
@@ -38,7 +40,7 @@ REPO = Path(__file__).resolve().parents[3]
 @contextlib.contextmanager
 def openenv_server(app: Any = openenv_guess.app) -> Iterator[str]:
     """OpenEnv's server app run by uvicorn on a free loopback port, in a thread; its URL."""
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=_free_port(), log_level="critical"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="critical"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
@@ -102,9 +104,9 @@ async def test_environment_rewards_combine_with_our_nodes(url: str) -> None:
     assert first.turn_rewards == pytest.approx([0.8 / 3 + 2 / 3, 0.9 / 3 + 2 / 3, 1.0])
 
 
-def test_rubric_eval_runs_an_openenv_server_end_to_end(url: str, tmp_path: Path) -> None:
+def test_rubric_eval_runs_an_openenv_server_end_to_end(rubric: Invoke, url: str, tmp_path: Path) -> None:
     with ScriptedEndpoint(bisect_tool_policy) as endpoint:
-        done = run(
+        done = rubric(
             "eval", f"openenv:{url}", "-m", "scripted", "--base-url", endpoint.base_url,
             "-n", "2", "-o", str(tmp_path / "run"), cwd=tmp_path,
         )  # fmt: skip
@@ -113,13 +115,13 @@ def test_rubric_eval_runs_an_openenv_server_end_to_end(url: str, tmp_path: Path)
     saved = [json.loads(line) for line in lines]
     assert sorted(r["stop_reason"] for r in saved) == ["done", "done"]
     assert all(set(r["scores"]) == {"step_reward", "final_reward"} for r in saved)
-    shown = run("view", str(tmp_path / "run"), cwd=tmp_path)
+    shown = rubric("view", str(tmp_path / "run"), cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     assert "step_reward" in shown.stdout and "final_reward" in shown.stdout
     # re-scoring: a results folder never connects on its own; named, the nodes score from the record
-    refused = run("score", str(tmp_path / "run"), cwd=tmp_path)
+    refused = rubric("score", str(tmp_path / "run"), cwd=tmp_path)
     assert refused.returncode != 0 and "an OpenEnv environment (a server to connect to" in refused.stderr
-    rescored = run("score", str(tmp_path / "run"), f"openenv:{url}", cwd=tmp_path)
+    rescored = rubric("score", str(tmp_path / "run"), f"openenv:{url}", cwd=tmp_path)
     assert rescored.returncode == 0, rescored.stderr
     again = [
         json.loads(line)
@@ -151,7 +153,7 @@ async def test_a_local_server_app_is_started_and_stopped() -> None:
 
 
 def test_an_unreachable_server_is_named_with_the_fix() -> None:
-    address = f"http://127.0.0.1:{_free_port()}"
+    address = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(OpenEnvConnectError, match=rf"no OpenEnv server answers at {address} .*start it"):
         from_openenv(address)
 

@@ -26,7 +26,8 @@ from envs._interop.openenv_guard import check_origin
 from envs._interop.openenv_serve import openenv_app
 from harness import ConfigError
 from tests.envs.interop.test_openenv import openenv_server
-from tests.helpers import RUBRIC, _free_port, rubric_serve, serving
+from tests.helpers.endpoints import free_port
+from tests.helpers.processes import RUBRIC, rubric_serve, serving
 
 pytestmark = pytest.mark.timeout(120)
 REPO = Path(__file__).resolve().parents[3]
@@ -305,7 +306,7 @@ def test_idle_sessions_are_closed_and_free_their_slots() -> None:
 
 
 def test_an_http_step_says_to_use_the_websocket_without_a_traceback() -> None:
-    port = _free_port()
+    port = free_port()
     with serving([str(RUBRIC), "serve", "wordle", "--port", str(port)], port) as server:
         url = f"http://127.0.0.1:{port}"
         assert _post(f"{url}/reset", {"seed": 0})[0] == 200

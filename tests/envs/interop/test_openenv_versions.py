@@ -19,16 +19,9 @@ from envs._interop.openenv import OpenEnvConnectError
 from harness import ConfigError, ScriptedEndpoint, aevaluate
 from tests.envs.interop import openenv_guess
 from tests.envs.interop.openenv_guess import bisect_tool_policy
-from tests.helpers import (
-    OPENENV_SIDE_VERSION,
-    _free_port,
-    ensure_openenv_side_python,
-    openenv_side_venv,
-    rubric_serve,
-    run,
-    serve,
-    serving,
-)
+from tests.helpers.endpoints import free_port, serve
+from tests.helpers.install import OPENENV_SIDE_VERSION, ensure_openenv_side_python, openenv_side_venv
+from tests.helpers.processes import rubric_serve, run, serving
 
 pytestmark = pytest.mark.timeout(180)
 HERE = Path(__file__).resolve().parent
@@ -63,7 +56,7 @@ def openenv10_server(
 ) -> Iterator[str]:
     """The guessing game on OpenEnv 0.10's server (`openenv10_server:app`) run by the side venv's
     uvicorn; its URL. With `clean_log` the server must log no traceback."""
-    port = _free_port()
+    port = free_port()
     command = [side_python(), "-m", "uvicorn", SIDE_APP, "--port", str(port), "--log-level", "warning"]
     settings = {"OPENENV_MODE": mode, "GUESS_SESSIONS": str(max_sessions), "PYTHONPATH": str(REPO)}
     with serving(command, port, env=settings) as server:

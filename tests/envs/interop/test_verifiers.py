@@ -20,7 +20,7 @@ from verifiers.v1.trace import AgentInfo, TraceTask
 
 import envs
 from harness import ConfigError, ConfigTypeError, EnvironmentNotFoundError, Message, Rollout, ScriptedEndpoint
-from tests.helpers import run
+from tests.helpers.processes import run
 
 PACKAGES = Path(__file__).parent / "vf_packages"
 

@@ -12,7 +12,7 @@ import aiohttp
 import openai
 import pytest
 
-from harness import Message, ProxyTurn, Rollout, TurnTokens
+from harness import Message, ModelCall, Rollout, TurnTokens
 from harness._results.exports import token_row
 from harness.proxy._session import chain_tokens
 from harness.scripted._tokens import completion_ids, prompt_ids
@@ -123,10 +123,10 @@ def test_the_chained_prompt_keeps_the_engines_sampled_ids_where_retokenisation_d
     """An engine whose re-tokenised history differs from what it sampled (as BPE merges can),
     over three turns: the third still chains through the second's chained ids."""
     user, reply = Message(role="user", content="hi"), Message(role="assistant", content="ok")
-    first = ProxyTurn(index=0, dialect="chat", messages=[user], reply=reply)
+    first = ModelCall(index=0, dialect="chat", messages=[user], reply=reply)
     first.tokens = TurnTokens(turn=0, prompt_token_ids=[0, 5, 6, 0, 7], completion_token_ids=[8, 9, 1])
     more, sure = Message(role="user", content="more"), Message(role="assistant", content="sure")
-    second = ProxyTurn(index=1, dialect="chat", messages=[user, reply, more], reply=sure)
+    second = ModelCall(index=1, dialect="chat", messages=[user, reply, more], reply=sure)
     # The engine re-tokenises the sampled [8, 9] as [89], then the new message [2, 0, 10].
     second.tokens = TurnTokens(
         turn=1, prompt_token_ids=[0, 5, 6, 0, 7, 89, 1, 2, 0, 10], completion_token_ids=[11, 1]
@@ -135,7 +135,7 @@ def test_the_chained_prompt_keeps_the_engines_sampled_ids_where_retokenisation_d
     assert second.tokens.prompt_token_ids == [0, 5, 6, 0, 7, 8, 9, 1, 2, 0, 10]
     assert second.skew is not None and second.skew.extends and not second.skew.exact
     assert (second.skew.common_prefix, second.skew.length_delta) == (5, -1)
-    third = ProxyTurn(
+    third = ModelCall(
         index=2, dialect="chat", messages=[user, reply, more, sure, Message(role="user", content="end")]
     )
     third.reply = Message(role="assistant", content="bye")

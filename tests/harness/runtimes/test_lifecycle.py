@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import shutil
@@ -22,7 +23,7 @@ from harness.runtimes._cgroups import PREFIX as CGROUP_PREFIX
 from harness.runtimes._cgroups import parents
 from harness.runtimes._docker import client
 from harness.runtimes._state import LABEL, state_folders
-from tests.harness.runtimes.conftest import DOCKER, KINDS
+from tests.harness.runtimes.conftest import DOCKER
 
 # A driver: opens 8 sandboxes at once and keeps them busy until it is killed.
 _DRIVER = r"""
@@ -78,37 +79,64 @@ def _leftovers(pids: list[int]) -> list[str]:
     return folders + groups
 
 
-@pytest.mark.parametrize("spec", KINDS)
-async def test_chaos_sigkilled_drivers_leave_nothing_after_prune(spec: str) -> None:
-    """5 runs of 8 concurrent sandboxes (half of them forking), each driver SIGKILLed at a random
-    point (while sandboxes start, work or fork); then prune: no container, no bwrap process, no
-    host folder, no cgroup is left."""
-    rng = random.Random(36)
-    run_ids, pids = [], []
-    for _ in range(5):
-        run_id = f"chaos-{uuid.uuid4().hex[:8]}"
-        driver = subprocess.Popen(
-            [sys.executable, "-c", _DRIVER, spec, run_id],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env={**os.environ, "PYTHONPATH": os.getcwd()},
-        )
-        await asyncio.sleep(rng.uniform(0.0, 2.5))
+#: The chaos runs' runtimes, in turn (each run: one driver, 8 sandboxes).
+CHAOS_SPECS = ["bwrap", DOCKER, "bwrap", DOCKER, "local"]
+CHAOS_RUNS = 20
+
+
+async def _chaos_run(spec: str, run_id: str, rng: random.Random) -> int:
+    """Start a driver, SIGKILL it at a random point of its life; its pid.
+
+    The point: after `k` of its 8 sandboxes said they are open (k = 0: while it imports or
+    starts the first ones), plus a random fraction of a second (while the others start, write,
+    fork or sleep)."""
+    driver = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        _DRIVER,
+        spec,
+        run_id,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
+    assert driver.stdout is not None
+    opened = rng.randint(0, 8)
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(20):
+            for _ in range(opened):
+                if not await driver.stdout.readline():
+                    break  # the driver died on its own: the test fails on what it left, if anything
+    await asyncio.sleep(rng.uniform(0.0, 0.3))
+    with contextlib.suppress(ProcessLookupError):
         driver.send_signal(signal.SIGKILL)
-        driver.wait()
-        assert driver.stdout is not None
-        driver.stdout.close()
+    await driver.wait()
+    return driver.pid
+
+
+@pytest.mark.docker
+async def test_chaos_sigkilled_drivers_leave_nothing_after_prune() -> None:
+    """20 runs of 8 concurrent sandboxes (half of them forking) on bwrap, Docker and local in
+    turn, each driver SIGKILLed at a random point (while sandboxes start, work or fork); then
+    prune: no container, no bwrap process, no host folder, no cgroup is left. Only this test's
+    own drivers and runs are counted (pids and run ids), so other tests may run meanwhile.
+    The kill points are random; set RUBRIC_CHAOS_SEED to replay a failure's seed."""
+    seed = int(os.environ.get("RUBRIC_CHAOS_SEED") or random.randrange(2**32))
+    rng = random.Random(seed)
+    run_ids, pids = [], []
+    for i in range(CHAOS_RUNS):
+        run_id = f"chaos-{uuid.uuid4().hex[:8]}"
+        pids.append(await _chaos_run(CHAOS_SPECS[i % len(CHAOS_SPECS)], run_id, rng))
         run_ids.append(run_id)
-        pids.append(driver.pid)
     deadline = time.monotonic() + 10
     while any(_bwrap_processes(f"rubric-sandbox-{p}-") for p in pids) and time.monotonic() < deadline:
         await asyncio.sleep(0.05)  # --die-with-parent: the kernel ends them; give it a moment
     await aprune()
-    assert _leftovers(pids) == []
-    assert [p for pid in pids for p in _bwrap_processes(f"rubric-sandbox-{pid}-")] == []
-    if spec == DOCKER:
-        assert [c for run_id in run_ids for c in await _containers(run_id)] == []
-    assert not [r for r in list_sandboxes() if r["run"] in run_ids]
+    failed = f"(RUBRIC_CHAOS_SEED={seed})"
+    assert _leftovers(pids) == [], failed
+    assert [p for pid in pids for p in _bwrap_processes(f"rubric-sandbox-{pid}-")] == [], failed
+    assert [c for run_id in run_ids for c in await _containers(run_id)] == [], failed
+    assert not [r for r in list_sandboxes() if r["run"] in run_ids], failed
 
 
 @pytest.mark.docker

@@ -12,6 +12,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
+import uvloop
 
 from harness import ConfigError
 from harness.runtimes import SandboxError, get_runtime, list_sandboxes
@@ -93,6 +94,33 @@ async def test_an_escaped_process_holding_the_output_does_not_hang_exec(spec: st
         done = await sb.exec("setsid sh -c 'sleep 30' & echo started", timeout=1)
         assert done.timed_out and done.stdout == "started\n"
         assert time.monotonic() - started < 12
+
+
+@pytest.mark.parametrize("spec", ["bwrap", "local"])
+def test_background_process_does_not_hold_the_output_under_uvloop(spec: str) -> None:
+    """uvloop (Ray workers' loop) leaves inheritable descriptors, its own stdout/stderr socket
+    pairs among them, in every child: a process a command leaves in the background (the relay
+    an agent's sandbox starts) must not keep the command's output open, nor see them."""
+
+    async def main() -> tuple[float, str, str]:
+        async with get_runtime(spec).sandbox() as sb:
+            started = time.monotonic()
+            done = await sb.exec("nohup sleep 30 > /dev/null 2>&1 & echo started", timeout=10)
+            seconds = time.monotonic() - started
+            relay = await sb.relay(18080 if spec == "bwrap" else _free_port())
+            assert relay.startswith("http://127.0.0.1:")
+            fds = await sb.exec("ls /proc/self/fd")
+            return seconds, done.stdout + str(done.exit_code), fds.stdout
+
+    seconds, said, fds = uvloop.run(main())
+    assert said == "started\n0" and seconds < 5
+    assert sorted(fds.split(), key=int) == ["0", "1", "2", "3"]  # 3: ls's own listing
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 @pytest.mark.parametrize("spec", ISOLATING)
@@ -184,6 +212,23 @@ async def test_fork_copies_files_and_is_independent(spec: str) -> None:
             assert await second.read("setup.txt") == b"prepared"
             assert await sb.read("setup.txt") == b"prepared"
             assert first.socket_path != sb.socket_path
+
+
+@pytest.mark.parametrize("spec", ISOLATING)
+@pytest.mark.parametrize("workdir", ["/work/deep/er", "/tmp/job"])
+async def test_fork_copies_tmp_the_workdir_and_modes(spec: str, workdir: str) -> None:
+    """A fork has the template's /tmp and working directory (nested, or inside /tmp), with
+    executable bits kept, and nothing else of the template's writable layer is lost."""
+    async with get_runtime(spec).sandbox(workdir=workdir) as sb:
+        made = await sb.exec(
+            "printf tmp > /tmp/t.txt && printf 'echo run' > run.sh && chmod +x run.sh && mkdir -p a/b && printf deep > a/b/c"
+        )
+        assert made.ok, made
+        async with await sb.fork() as copy:
+            assert await copy.read("/tmp/t.txt") == b"tmp"
+            assert (await copy.exec("./run.sh")).stdout == "run\n"
+            assert await copy.read("a/b/c") == b"deep"
+            assert (await copy.exec("pwd")).stdout == f"{workdir}\n"
 
 
 @pytest.mark.parametrize("spec", ALL)

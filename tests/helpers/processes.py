@@ -1,0 +1,216 @@
+"""Processes: the real `rubric` executable (`run`, `at_a_terminal`), servers in subprocesses
+(`serving`, `rubric_serve`), what a test left running (`processes_with`), and `Reaped`, a
+command run under a subreaper that lists every process it left behind."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pty
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.helpers.endpoints import free_port
+
+#: The installed `rubric` console script (None when the project is not installed).
+RUBRIC = shutil.which("rubric")
+
+
+def processes_with(marker: str) -> list[int]:
+    """Live (not zombie) processes with `marker` as one word of their command line, from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            words = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if marker.encode() in words and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def run(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 90
+) -> subprocess.CompletedProcess[str]:
+    """`rubric *args` in a subprocess, wide enough that rich does not wrap what tests read."""
+    full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
+    return subprocess.run(
+        [RUBRIC or "rubric", *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def at_a_terminal(
+    *args: str, cwd: Path, answer: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`rubric *args` with a pseudo-terminal as stdin, answering its [y/N] question with `answer`."""
+    leader, follower = pty.openpty()
+    try:
+        os.write(leader, f"{answer}\n".encode())
+        return subprocess.run(
+            [RUBRIC or "rubric", *args],
+            cwd=cwd,
+            env={**os.environ, "COLUMNS": "200", **(env or {})},
+            stdin=follower,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(leader)
+        os.close(follower)
+
+
+@dataclass
+class ServerProcess:
+    """A server running in a subprocess (see `serving`); `stop()` ends it and returns its stdout
+    and stderr (again on later calls)."""
+
+    proc: subprocess.Popen[str]
+    output: tuple[str, str] | None = None
+
+    def stop(self) -> tuple[str, str]:
+        if self.output is None:
+            self.proc.terminate()
+            try:
+                self.output = self.proc.communicate(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.output = self.proc.communicate(timeout=10)
+        return self.output
+
+
+@contextlib.contextmanager
+def serving(
+    command: list[str], port: int, *, env: Mapping[str, str] | None = None, timeout: float = 60
+) -> Iterator[ServerProcess]:
+    """`command` run as a server in a subprocess (`env` added to its environment), yielded once
+    it accepts connections on 127.0.0.1:`port` (within `timeout` seconds); stopped after the block."""
+    full_env = {**os.environ, **(env or {})}
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env)
+    server = ServerProcess(proc)
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            with contextlib.suppress(OSError):
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            if server.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{command} did not start listening on {port}: {server.stop()}")
+            time.sleep(0.1)
+        yield server
+    finally:
+        server.stop()
+
+
+@contextlib.contextmanager
+def rubric_serve(*args: str) -> Iterator[str]:
+    """`rubric serve ARGS --port P` in a subprocess; its URL once it accepts connections.
+
+    After the block it checks that the server said where it served and logged no traceback
+    (a client ending its session is no error)."""
+    port = free_port()
+    with serving([str(RUBRIC), "serve", *args, "--port", str(port)], port) as server:
+        yield f"http://127.0.0.1:{port}"
+    out, err = server.stop()
+    assert f"to OpenEnv clients at http://127.0.0.1:{port}" in out
+    assert "Traceback" not in err
+
+
+# Runs COMMAND as a child subreaper (Linux): every process COMMAND leaves behind, even one that
+# started a session of its own, is re-parented here. Prints COMMAND's pid, waits for it, gives
+# what it left SETTLE seconds to go, then prints {"returncode": ..., "left": {pid: cmdline}} and
+# kills what is left. Arguments: SETTLE LOGFILE COMMAND...
+_SUBREAPER = """
+import ctypes, json, os, signal, subprocess, sys, time
+ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+settle, log = float(sys.argv[1]), open(sys.argv[2], "wb")
+child = subprocess.Popen(sys.argv[3:], stdout=log, stderr=subprocess.STDOUT)
+print(child.pid, flush=True)
+code = child.wait()
+
+def reap():
+    while True:
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                return
+        except ChildProcessError:
+            return
+
+def ours():
+    found = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            state, ppid = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()[:2]
+            cmdline = open(f"/proc/{entry}/cmdline", "rb").read().replace(b"\\0", b" ").decode()
+        except OSError:
+            continue
+        if int(ppid) == os.getpid() and state != "Z":
+            found[entry] = cmdline.strip()
+    return found
+
+deadline = time.monotonic() + settle
+while ours() and time.monotonic() < deadline:
+    reap()
+    time.sleep(0.1)
+left = ours()
+for pid in left:
+    os.kill(int(pid), signal.SIGKILL)
+time.sleep(0.2)
+reap()
+print(json.dumps({"returncode": code, "left": left}), flush=True)
+"""
+
+
+@dataclass
+class Reaped:
+    """A command run under a subreaper (`Reaped.start`), so that what it leaves behind is seen.
+
+    `pid` is the command's own pid (signal it); `finish()` waits for it and returns its exit
+    code and the processes it left (pid -> command line), which are then killed.
+    """
+
+    wrapper: subprocess.Popen[str]
+    pid: int
+    log: Path
+
+    @classmethod
+    def start(
+        cls,
+        command: list[str],
+        *,
+        log: Path,
+        cwd: Path,
+        env: Mapping[str, str] | None = None,
+        settle: float = 10,
+    ) -> Reaped:
+        wrapper = subprocess.Popen(
+            [sys.executable, "-c", _SUBREAPER, str(settle), str(log), *command],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=cwd,
+            env={**os.environ, **(env or {})},
+        )
+        assert wrapper.stdout is not None
+        return cls(wrapper, int(wrapper.stdout.readline()), log)
+
+    def running(self) -> bool:
+        try:
+            state = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return False
+        return state != "Z"
+
+    def finish(self, timeout: float = 120) -> tuple[int, dict[str, str]]:
+        out, _ = self.wrapper.communicate(timeout=timeout)
+        report = json.loads(out.strip().splitlines()[-1])
+        return report["returncode"], report["left"]
