@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 
-from envs import SingleTurnEnv, ToolEnv
+from envs import MultiTurnEnv, SingleTurnEnv, ToolEnv
 from harness import Client, ConfigError, ScriptedEndpoint
 from rubrics import LLMJudge, WeightedSum, relative
 from rubrics._verl import grpo_advantages
@@ -361,3 +361,25 @@ def test_verls_agent_loop_plays_the_tool_environment_and_masks_the_unscored_epis
     assert (
         info["rubric/scored"] == 0.0 and info["rubric/looked_up"] == 0.0 and math.isnan(info["rubric/judge"])
     )
+
+
+class AskTwice(MultiTurnEnv):
+    """Replies "Are you sure?" to the first answer, then ends the episode."""
+
+    def env_response(self, rollout: Any) -> str | None:
+        return "Are you sure?" if rollout.turns == 1 else None
+
+
+@pytest.mark.timeout(300)
+def test_verls_agent_loop_masks_the_environments_reply_between_turns() -> None:
+    model, tokenizer = tiny_chat_model(" The answer is 4")
+    env = AskTwice(ROWS[:1], correct, name="ask_twice")
+    spec = env.verl()
+    (out,) = asyncio.run(play(spec, ModelServer(model, tokenizer), tokenizer))
+    answer = [*tokenizer.encode(" The answer is 4"), tokenizer.eos_token_id]
+    reply = out.response_ids[len(answer) : -len(answer)]
+    assert out.response_ids[: len(answer)] == answer and out.response_ids[-len(answer) :] == answer
+    assert "Are you sure?" in tokenizer.decode(reply)
+    assert out.response_mask == [1] * len(answer) + [0] * len(reply) + [1] * len(answer)
+    assert out.reward_score == 1.0 and out.extra_fields["stop_reason"] == "completed"
+    assert out.extra_fields["reward_extra_info"] == {"rubric/scored": 1.0}
