@@ -17,6 +17,17 @@ another function scored is not unscorable: TRL `nansum`s the weighted rewards, s
 function's None counts as 0 in the sum (in "normalize_then_sum" it is still left out of that
 function's own per-group mean and std).
 
+An unscorable row's tokens still count in the loss normaliser, and nothing `env.trl()` passes
+can change that. TRL's default `loss_type="dapo"` divides by `num_items_in_batch`, the sum of
+`completion_mask` (times `tool_mask`) over the generation batch, computed in
+`_generate_and_score_completions` before any reward function runs; "bnpo" divides by the same
+mask's sum, "grpo" and "sapo" average per-sequence means over every row, "dr_grpo" divides by
+rows times `max_completion_length`. Reward functions, `environment_factory` and `rollout_func`
+(GRPOTrainer's keyword arguments) cannot zero a row's mask, so with beta = 0 an unscored row
+adds no gradient but shrinks every scored token's weight by (scored tokens) / (all tokens).
+Dropping it from the normaliser needs the trainer changed (a subclass overriding
+`_generate_and_score_completions`); verl's agent loop here zeroes the row's response mask instead.
+
 Group nodes: when the tree holds one (`rubrics._group`), the completions of one prompt (TRL's
 `num_generations` copies) get one `example_id` (`group_by_prompt`) unless the dataset has an
 `example_id` column, and are scored together as a group.

@@ -94,9 +94,7 @@ class VerlReward:
         shares = node_flat_group_fracs(self.rubric, rollouts)
         rows = []
         for rollout, score in zip(rollouts, scores):
-            row: dict[str, float] = {"score": score, SCORED_KEY: float(math.isfinite(score))}
-            for path, _ in self.rubric.named_rubrics():
-                row[f"{METRIC_PREFIX}{path}"] = rollout.scores.get(path, math.nan)
+            row = {"score": score, **reward_extra_info(self.rubric, rollout, score)}
             row.update(shares)
             rows.append(row)
         return rows
@@ -124,10 +122,7 @@ class VerlReward:
         if self.prepare is not None:
             self.prepare(rollout)
         score = await self.rubric.ascore(rollout)
-        row: dict[str, float] = {"score": score, SCORED_KEY: float(math.isfinite(score))}
-        for path, _ in self.rubric.named_rubrics():
-            row[f"{METRIC_PREFIX}{path}"] = rollout.scores.get(path, math.nan)
-        return row
+        return {"score": score, **reward_extra_info(self.rubric, rollout, score)}
 
     def _rollouts(
         self,
@@ -160,6 +155,15 @@ class VerlReward:
             }
             rollouts.append(Rollout.model_validate(fields))
         return rollouts
+
+
+def reward_extra_info(rubric: Rubric, rollout: Rollout, score: float) -> dict[str, float]:
+    """What verl logs for one scored response: `rubric/scored` (1.0 or 0.0) and every node's
+    score as `rubric/<path>` (NaN where the node could not score)."""
+    row = {SCORED_KEY: float(math.isfinite(score))}
+    for path, _ in rubric.named_rubrics():
+        row[f"{METRIC_PREFIX}{path}"] = rollout.scores.get(path, math.nan)
+    return row
 
 
 def node_flat_group_fracs(rubric: Rubric, rollouts: Sequence[Rollout]) -> dict[str, float]:
@@ -301,4 +305,5 @@ __all__ = [
     "masked_grpo_advantage",
     "node_flat_group_fracs",
     "register_advantage_estimator",
+    "reward_extra_info",
 ]

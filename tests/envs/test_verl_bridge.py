@@ -1,4 +1,4 @@
-"""env.verl(): verl's dataset rows and reward, and a GRPO step driven by verl's own parts on the CPU.
+"""env.verl(): verl's dataset rows and reward, its agent loop, and a GRPO step with verl's own parts on the CPU.
 
 verl's trainer (RayPPOTrainer) cannot run here: its only rollout backends are vLLM, SGLang and
 TensorRT-LLM servers (`verl.workers.rollout.base._ROLLOUT_REGISTRY`), none installable without
@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 
-from envs import SingleTurnEnv
+from envs import MultiTurnEnv, SingleTurnEnv, ToolEnv
 from harness import Client, ConfigError, ScriptedEndpoint
 from rubrics import LLMJudge, WeightedSum, relative
 from rubrics._verl import grpo_advantages
@@ -211,3 +211,175 @@ def test_verls_reward_loop_manager_scores_per_response_with_nan_for_unscored() -
     assert all(math.isnan(r) for r in rewards[2:])  # unscored reaches verl as NaN, never 0
     assert [r["reward_extra_info"]["rubric/scored"] for r in results] == [1.0, 1.0, 0.0, 0.0]
     assert results[0]["reward_extra_info"]["rubric/judge"] == pytest.approx(0.8)
+
+
+# ----------------------------------------------------------------------------- verl's agent loop
+TOOL_CALL = '<tool_call>\n{"name": "lookup", "arguments": {"word": "cat"}}\n</tool_call>'
+
+
+def lookup(word: str, state: dict[str, Any]) -> str:
+    """Look a word up in the dictionary.
+
+    Args:
+        word: The word to look up.
+    """
+    state.setdefault("looked_up", []).append(word)
+    return {"cat": "a small feline"}.get(word, "not found")
+
+
+def looked_up(state: dict[str, Any], answer: str) -> float:
+    return float(answer in state.get("looked_up", []))
+
+
+def judge_fails_on_dog(messages: list[dict[str, Any]], tools: Any) -> str:
+    return "I cannot grade this." if "dog" in messages[-1]["content"] else "Score: 0.8"
+
+
+def tool_env(base_url: str) -> ToolEnv:
+    client = Client("judge", base_url=base_url, max_retries=0)
+    grade = LLMJudge("Grade the answer to {{ question }}: {{ response }}", client=client, cache=False)
+    rows = [{"question": "What is a cat?", "answer": "cat"}, {"question": "What is a dog?", "answer": "dog"}]
+    rubric = WeightedSum({"looked_up": looked_up, "judge": grade}, weights=[0.5, 0.5])
+    return ToolEnv(rows, rubric, tools=[lookup], system_prompt="Use the tools.", max_turns=2, name="tooled")
+
+
+class ModelServer:
+    """verl's server-manager interface (`generate`: prompt token ids in, `TokenOutput` out) over a
+    transformers model, in place of verl's vLLM/SGLang servers (which need CUDA)."""
+
+    def __init__(self, model: Any, tokenizer: Any) -> None:
+        self.model, self.tokenizer = model, tokenizer
+        self.prompts: list[list[int]] = []
+
+    async def generate(
+        self, *, request_id: str, prompt_ids: list[int], sampling_params: Any, **kwargs: Any
+    ) -> Any:
+        from verl.workers.rollout.replica import TokenOutput
+
+        self.prompts.append(list(prompt_ids))
+        ids = torch.tensor([prompt_ids])
+        out = self.model.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=4,
+            do_sample=False,
+            pad_token_id=self.tokenizer.pad_token_id,
+        )
+        new = out[0, len(prompt_ids) :].tolist()
+        eos = self.tokenizer.eos_token_id
+        return TokenOutput(token_ids=new[: new.index(eos) + 1] if eos in new else new)
+
+
+def verl_config() -> Any:
+    from omegaconf import OmegaConf
+
+    rollout = {"prompt_length": 512, "response_length": 256, "multi_turn": {"format": "hermes"}}
+    return OmegaConf.create({"actor_rollout_ref": {"rollout": rollout}, "data": {}})
+
+
+async def play(spec: Any, server: ModelServer, tokenizer: Any) -> list[Any]:
+    """Each row through the agent loop its `agent_name` picks, built the way verl's worker builds it:
+    the entry of the agent-loop config file in verl's registry, then `hydra.utils.instantiate`."""
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+    from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap, _agent_loop_registry
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    import envs._verl_agent_loop  # noqa: F401  # what verl's worker imports by the entry's _target_
+
+    for entry in OmegaConf.create([spec.agent_loop_config]):  # as AgentLoopWorker reads the file
+        _agent_loop_registry[entry.name] = entry
+    config = verl_config()
+    outputs = []
+    for row in spec.train_dataset:
+        loop = instantiate(
+            config=_agent_loop_registry[row["agent_name"]],
+            trainer_config=DictConfigWrap(config=config),
+            server_manager=server,
+            tokenizer=tokenizer,
+            processor=None,
+            hf_model_type=None,
+            dataset_cls=RLHFDataset,
+            data_config=DictConfigWrap(config.data),
+            tools=ToolListWrap([]),
+        )
+        outputs.append(
+            await loop.run({"temperature": 0.0}, raw_prompt=row["prompt"], extra_info=row["extra_info"])
+        )
+    return outputs
+
+
+def test_only_an_environment_with_turns_gets_the_agent_loop() -> None:
+    single = judged_env("http://127.0.0.1:9/v1").verl()
+    assert single.agent_loop_config is None and "agent_name" not in single.train_dataset.column_names
+    spec = tool_env("http://127.0.0.1:9/v1").verl()
+    assert spec.agent_loop_config == {
+        "name": "rubric_env",
+        "_target_": "envs._verl_agent_loop.EnvironmentAgentLoop",
+        "environment": "tooled",
+    }
+    assert spec.train_dataset["agent_name"] == ["rubric_env", "rubric_env"]
+
+
+@pytest.mark.timeout(300)
+def test_verls_agent_loop_plays_the_tool_environment_and_masks_the_unscored_episode() -> None:
+    model, tokenizer = tiny_chat_model(TOOL_CALL)  # the model always calls lookup(word="cat")
+    server = ModelServer(model, tokenizer)
+    with ScriptedEndpoint(judge_fails_on_dog) as ep:
+        env = tool_env(ep.base_url)
+        spec = env.verl()
+
+        async def run() -> list[Any]:
+            try:
+                return await play(spec, server, tokenizer)
+            finally:
+                await env.rubric.judge.client.aclose()  # given to the judge, so the test's to close
+
+        cat, dog = asyncio.run(run())
+    prompt = tokenizer.apply_chat_template(
+        spec.train_dataset[0]["prompt"], tools=env.tool_schemas, add_generation_prompt=True, tokenize=False
+    )
+    assert cat.prompt_ids == tokenizer(prompt)["input_ids"]
+    call = [*tokenizer.encode(TOOL_CALL), tokenizer.eos_token_id]
+    # Two model turns (max_turns=2); between them the tool's result, which the model saw but did not write.
+    first, env_tokens = cat.response_ids[: len(call)], cat.response_ids[len(call) : -len(call)]
+    assert first == call and cat.response_ids[-len(call) :] == call
+    assert "a small feline" in tokenizer.decode(env_tokens)
+    assert cat.response_mask == [1] * len(call) + [0] * len(env_tokens) + [1] * len(call)
+    assert server.prompts[1] == cat.prompt_ids + cat.response_ids[: -len(call)]
+    assert cat.reward_score == pytest.approx(0.9)  # looked up "cat" (1.0) and judged 0.8
+    assert cat.extra_fields["reward_extra_info"] == {
+        "rubric/scored": 1.0,
+        "rubric/looked_up": 1.0,
+        "rubric/judge": pytest.approx(0.8),
+    }
+    assert cat.extra_fields["stop_reason"] == "max_turns"
+    # The judge failed on "dog": unscored, so NaN (never 0) and every token masked out of the loss.
+    assert dog.reward_score is not None and math.isnan(dog.reward_score)
+    assert len(dog.response_ids) == len(cat.response_ids) and not any(dog.response_mask)
+    info = dog.extra_fields["reward_extra_info"]
+    assert (
+        info["rubric/scored"] == 0.0 and info["rubric/looked_up"] == 0.0 and math.isnan(info["rubric/judge"])
+    )
+
+
+class AskTwice(MultiTurnEnv):
+    """Replies "Are you sure?" to the first answer, then ends the episode."""
+
+    def env_response(self, rollout: Any) -> str | None:
+        return "Are you sure?" if rollout.turns == 1 else None
+
+
+@pytest.mark.timeout(300)
+def test_verls_agent_loop_masks_the_environments_reply_between_turns() -> None:
+    model, tokenizer = tiny_chat_model(" The answer is 4")
+    env = AskTwice(ROWS[:1], correct, name="ask_twice")
+    spec = env.verl()
+    (out,) = asyncio.run(play(spec, ModelServer(model, tokenizer), tokenizer))
+    answer = [*tokenizer.encode(" The answer is 4"), tokenizer.eos_token_id]
+    reply = out.response_ids[len(answer) : -len(answer)]
+    assert out.response_ids[: len(answer)] == answer and out.response_ids[-len(answer) :] == answer
+    assert "Are you sure?" in tokenizer.decode(reply)
+    assert out.response_mask == [1] * len(answer) + [0] * len(reply) + [1] * len(answer)
+    assert out.reward_score == 1.0 and out.extra_fields["stop_reason"] == "completed"
+    assert out.extra_fields["reward_extra_info"] == {"rubric/scored": 1.0}

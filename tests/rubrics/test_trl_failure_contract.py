@@ -87,6 +87,11 @@ def test_trl_advantages_loss_and_skipped_group_with_20_percent_failed_judge_call
         assert expected_whole.abs().sum() > 0  # the grades spread: the check has teeth
         # A group whose members all failed, and every other failed member: advantage 0.
         assert not advantages[sorted(FAILED)].any()
+        # But their tokens stay in the default ("dapo") loss's normaliser, counted before any
+        # reward function runs: what rubrics._trl's docstring says no GRPOTrainer argument changes.
+        assert trainer.loss_type == "dapo"
+        failed_tokens = out["completion_mask"][sorted(FAILED)].sum()
+        assert failed_tokens > 0 and out["num_items_in_batch"] == out["completion_mask"].sum()
         # No masked member contributes to a loss term: whatever it generated, the gradient of
         # TRL's loss is the same (bitwise); moving a valid member's tokens does change it.
         state["outage"] = True
