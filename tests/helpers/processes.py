@@ -9,7 +9,6 @@ import json
 import os
 import pty
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -89,6 +88,40 @@ class ServerProcess:
         return self.output
 
 
+def _listening_pids(port: int) -> set[int]:
+    """The pids holding a socket that listens on TCP `port` (IPv4 or IPv6, any address)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as lines:
+            for line in list(lines)[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(f"socket:[{fields[9]}]")
+    pids = set()
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            if any(os.readlink(f"/proc/{entry}/fd/{fd}") in inodes for fd in os.listdir(f"/proc/{entry}/fd")):
+                pids.add(int(entry))
+    return pids
+
+
+def _process_tree(root: int) -> set[int]:
+    """`root` and every process descended from it."""
+    parents: dict[int, int] = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+    tree, grew = {root}, True
+    while grew:
+        grew = False
+        for pid, ppid in parents.items():
+            if ppid in tree and pid not in tree:
+                tree.add(pid)
+                grew = True
+    return tree
+
+
 @contextlib.contextmanager
 def serving(
     command: list[str], port: int, *, env: Mapping[str, str] | None = None, timeout: float = 60
@@ -101,8 +134,9 @@ def serving(
     deadline = time.monotonic() + timeout
     try:
         while True:
-            with contextlib.suppress(OSError):
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            # Ours, not another test's: under pytest-xdist a free port can be taken by a server
+            # of the other worker between `free_port()` and our server's bind.
+            if _listening_pids(port) & _process_tree(proc.pid):
                 break
             if server.proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"{command} did not start listening on {port}: {server.stop()}")
