@@ -15,7 +15,6 @@ import io
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import urllib.request
@@ -25,13 +24,13 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.browser import chromium
 from tests.helpers.docs import blocks_run_by_tests, code_block, docs_pages, fenced_blocks
 from tests.helpers.endpoints import free_port
 from tests.helpers.processes import serving
 from tests.test_public_api import PUBLIC
 
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CLAIMED = blocks_run_by_tests()
 
 
@@ -115,21 +114,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        instance = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--no-first-run",
-            ],
-        )
+    with chromium() as instance:
         yield instance
-        instance.close()
 
 
 def _open(browser: Any, url: str) -> tuple[Any, list[str]]:

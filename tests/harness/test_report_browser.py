@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,9 +12,9 @@ import pytest
 from envs import SingleTurnEnv
 from harness import EvalResults, Rollout, aevaluate, run_sync, write_report
 from rubrics import Gate, WeightedSum
+from tests.helpers.browser import chromium
 from tests.helpers.endpoints import serve
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ROWS = [{"question": f"What is {i}+{i + 1}?", "answer": str(2 * i + 1)} for i in range(30)]
 
 
@@ -53,23 +52,8 @@ def _run(wrong_every: int) -> EvalResults:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        instance = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
-        )
+    with chromium() as instance:
         yield instance
-        instance.close()
 
 
 def _open(browser: Any, path: Path) -> tuple[Any, list[str]]:

@@ -6,7 +6,6 @@ makes no live element in the notebook views."""
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
@@ -16,9 +15,9 @@ import pytest
 
 from harness import Rollout, load_results
 from tests.cli.conftest import Invoke
+from tests.helpers.browser import chromium
 from tests.helpers.processes import run
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 MARK = "window.__xss=(window.__xss||0)+1"
 PAYLOAD = f'"\'><img src=x onerror="{MARK}"><script>{MARK}</script><svg onload="{MARK}"></svg>'
 
@@ -106,14 +105,8 @@ def planted(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        instance = p.chromium.launch(
-            executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
-        )
+    with chromium() as instance:
         yield instance
-        instance.close()
 
 
 LIVE = """() => {

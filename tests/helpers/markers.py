@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import hub, install, processes, training
+from tests.helpers import browser, hub, install, processes, training
 
 #: Areas of whole folders or files (paths relative to the repository root, prefix match);
 #: `slow` alone for files whose tests start processes in ways the code reading cannot see.
@@ -66,6 +66,7 @@ AREAS_BY_FIXTURE: dict[str, tuple[str, ...]] = {
 
 #: Areas of the helpers a test's code calls (found by reading the code, not by running it).
 AREAS_BY_HELPER: list[tuple[Any, tuple[str, ...]]] = [
+    (browser.chromium, ("browser",)),
     (training.tiny_chat_model, ("trl",)),
     (training.grpo_config, ("trl",)),
     (hub.serve_pypiserver, ("hub",)),

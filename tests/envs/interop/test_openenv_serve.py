@@ -7,7 +7,6 @@ import contextlib
 import http.client
 import http.server
 import json
-import shutil
 import threading
 import time
 import urllib.error
@@ -26,12 +25,12 @@ from envs._interop.openenv_guard import check_origin
 from envs._interop.openenv_serve import openenv_app
 from harness import ConfigError
 from tests.envs.interop.test_openenv import openenv_server
+from tests.helpers.browser import chromium
 from tests.helpers.endpoints import free_port
 from tests.helpers.processes import RUBRIC, rubric_serve, serving
 
 pytestmark = pytest.mark.timeout(120)
 REPO = Path(__file__).resolve().parents[3]
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 PROBE = f"import os; print(2 + 3, os.path.exists({str(REPO / 'README.md')!r}))"
 
 
@@ -257,24 +256,18 @@ def _page_server() -> Iterator[str]:
 
 
 def test_a_page_of_another_origin_cannot_drive_the_server_in_chromium() -> None:
-    from playwright.sync_api import sync_playwright
-
     with _page_server() as foreign, _page_server() as allowed:
-        with rubric_serve("python", "--allow-origin", allowed) as url, sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox"])
+        with rubric_serve("python", "--allow-origin", allowed) as url, chromium() as browser:
             ws_url = url.replace("http://", "ws://") + "/ws"
-            try:
-                seen = {}
-                for origin in (foreign, allowed):
-                    page = browser.new_page()
-                    page.goto(origin)
-                    seen[origin] = (
-                        page.evaluate("url => viaWebSocket(url)", ws_url),
-                        page.evaluate("url => viaFetch(url)", f"{url}/reset"),
-                    )
-                    page.close()
-            finally:
-                browser.close()
+            seen = {}
+            for origin in (foreign, allowed):
+                page = browser.new_page()
+                page.goto(origin)
+                seen[origin] = (
+                    page.evaluate("url => viaWebSocket(url)", ws_url),
+                    page.evaluate("url => viaFetch(url)", f"{url}/reset"),
+                )
+                page.close()
     assert seen[foreign] == ("refused", "refused TypeError: Failed to fetch"), seen[foreign]
     by_socket, by_fetch = seen[allowed]
     question = next(iter(load_environment("python").get_dataset()))["question"]
