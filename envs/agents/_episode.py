@@ -330,7 +330,9 @@ async def _outputs(sandbox: Sandbox) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for name in ("stdout", "stderr"):
         path = f"{STATE_DIR}/{name}"
-        result = await sandbox.exec(f"wc -c < {path}; tail -c {OUTPUT_TAIL} {path}", timeout=30)
+        # Bounded twice: `tail` keeps the end, and whatever answers for it is cut past that.
+        script = f"wc -c < {path}; tail -c {OUTPUT_TAIL} {path}"
+        result = await sandbox.exec(script, timeout=30, max_output=OUTPUT_TAIL + 64)
         size, _, tail = result.stdout.partition("\n")
         found[name] = tail
         found[f"{name}_bytes"] = int(size) if size.strip().isdigit() else 0
