@@ -138,10 +138,21 @@ class HarborEnvironment(Environment):
                 self.agent,
                 runtime=self.runtime_override or info["runtime"],
                 timeout=float(info["agent_timeout_sec"]),
-                sandbox={"cpus": info["cpus"], "memory_mb": info["memory_mb"], **self.agent.sandbox},
+                sandbox={
+                    "cpus": info["cpus"],
+                    "memory_mb": info["memory_mb"],
+                    "disk_mb": info["storage_mb"],
+                    **self.agent.sandbox,
+                },
             )
             # The task's verifier judges what the agent left: doing nothing is a 0, not an error.
-            episodes = AgentEpisodes(setup, workdir=info.get("workdir"), require_model_call=False)
+            # Its own image builds with no network unless the task allows internet.
+            episodes = AgentEpisodes(
+                setup,
+                workdir=info.get("workdir"),
+                require_model_call=False,
+                build_network=bool(info["allow_internet"]) or self.runtime_override is not None,
+            )
             self._per_task[str(rollout.example_id)] = episodes
         return episodes
 

@@ -70,7 +70,8 @@ class _LeakProbe(Rubric):
     async def forward(self, rollout: Rollout) -> float:
         sandbox = rollout.sandbox
         assert sandbox is not None
-        result = await sandbox.exec(_HASH_IMAGE, timeout=120)
+        # One line per file of the image: more than exec's default keeps for a large image.
+        result = await sandbox.exec(_HASH_IMAGE, timeout=120, max_output=256 << 20)
         for line in result.stdout.splitlines():
             digest, _, path = line.partition("  ")
             self.found.setdefault(digest, []).append(path)

@@ -13,13 +13,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness._core.errors import ConfigError
 from harness._core.types import Rollout
-from harness.runtimes import Sandbox
+from harness.runtimes import Sandbox, SandboxError
 from rubrics._module import Rubric
 from rubrics._scoring import ScoringError
 
 #: The most of a command's output kept in the score details.
 DETAIL_OUTPUT = 2000
+#: Bytes of each of a checked command's output streams held while it runs (its first and last
+#: halves past that): a command the agent made print without end costs the harness this much.
+KEPT_OUTPUT = 64 << 10
+#: The largest file `file_contains` reads by default.
+MAX_FILE_BYTES = 8 << 20
 
 
 def _sandbox(rollout: Rollout, node: str) -> Sandbox:
@@ -59,11 +65,13 @@ class command_passes(Rubric):
 
     async def forward(self, rollout: Rollout) -> float:
         sandbox = _sandbox(rollout, f"command_passes({self.command!r})")
-        result = await sandbox.exec(self.command, timeout=self.timeout)
+        result = await sandbox.exec(self.command, timeout=self.timeout, max_output=KEPT_OUTPUT)
         output = (result.stdout + result.stderr)[-DETAIL_OUTPUT:]
         detail: dict[str, Any] = {"command": self.command, "exit_code": result.exit_code, "output": output}
         if result.timed_out:
             detail["timed_out"] = True
+        if result.stdout_cut or result.stderr_cut:
+            detail["output_cut_bytes"] = result.stdout_cut + result.stderr_cut
         self.record_detail(rollout, detail)
         return 1.0 if result.ok else 0.0
 
@@ -74,32 +82,49 @@ class command_passes(Rubric):
 class file_contains(Rubric):
     """1.0 when the file at `path` in the sandbox exists and contains `text` (or, with no
     `text`, merely exists), else 0.0. Its details name the agent's last tool call that
-    mentioned the path.
+    mentioned the path. A path that is not a regular file (a folder, a device such as
+    /dev/zero, a pipe) or holds more than `max_bytes` leaves the node NaN with the reason.
 
     Args:
         path: The file (relative paths start at the sandbox's working directory).
         text: What it must contain; None: only that it exists.
+        max_bytes: The largest file read (8 MiB).
         name: The node's name (default "file_contains").
     """
 
-    def __init__(self, path: str, text: str | None = None, *, name: str | None = None) -> None:
+    def __init__(
+        self, path: str, text: str | None = None, *, max_bytes: int = MAX_FILE_BYTES, name: str | None = None
+    ) -> None:
         super().__init__(name=name or "file_contains")
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
+            raise ConfigError(
+                f"file_contains max_bytes must be a positive number of bytes, got {max_bytes!r}"
+            )
         self.path = path
         self.text = text
+        self.max_bytes = max_bytes
 
     async def forward(self, rollout: Rollout) -> float:
         sandbox = _sandbox(rollout, f"file_contains({self.path!r})")
-        result = await sandbox.exec(["cat", "--", sandbox.resolve(self.path)], timeout=30)
-        detail: dict[str, Any] = {"path": self.path, "exists": result.exit_code == 0}
+        detail: dict[str, Any] = {"path": self.path}
         touched = last_call_touching(rollout, self.path.rsplit("/", 1)[-1])
         if touched is not None:
             detail.update(touched)
-        if result.exit_code == 0:
-            detail["content"] = result.stdout[:DETAIL_OUTPUT]
-        self.record_detail(rollout, detail)
-        if result.exit_code != 0:
+        where = sandbox.resolve(self.path)
+        exists = await sandbox.exec(["test", "-e", where], timeout=30, max_output=DETAIL_OUTPUT)
+        detail["exists"] = exists.ok
+        if not exists.ok:
+            self.record_detail(rollout, detail)
             return 0.0
-        return 1.0 if self.text is None or self.text in result.stdout else 0.0
+        try:
+            data = await sandbox.read(self.path, max_bytes=self.max_bytes)
+        except SandboxError as exc:
+            self.record_detail(rollout, detail)
+            raise ScoringError(f"file_contains({self.path!r}): {exc}") from None
+        content = data.decode("utf-8", errors="replace")
+        detail["content"] = content[:DETAIL_OUTPUT]
+        self.record_detail(rollout, detail)
+        return 1.0 if self.text is None or self.text in content else 0.0
 
     def extra_repr(self) -> str:
         return repr(self.path) + (f", {self.text!r}" if self.text is not None else "")

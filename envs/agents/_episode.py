@@ -128,7 +128,9 @@ class AgentEpisodes:
         workdir: The agent's working folder in the sandbox (default: the image's).
         require_model_call: An episode in which the agent made no model call is an error.
         sandbox_setup: The environment's setup step, run once per example and forked per
-            rollout when `group_size > 1` (see the module docstring)."""
+            rollout when `group_size > 1` (see the module docstring).
+        build_network: Whether building the runtime's image (`docker:PATH/TO/DIR`) may use
+            the network (a Harbor task's `allow_internet`); False builds with none."""
 
     def __init__(
         self,
@@ -137,6 +139,7 @@ class AgentEpisodes:
         workdir: str | None = None,
         require_model_call: bool = True,
         sandbox_setup: SandboxSetup | None = None,
+        build_network: bool = True,
     ) -> None:
         self.setup = setup
         self.sandbox_setup = sandbox_setup
@@ -151,7 +154,8 @@ class AgentEpisodes:
         #: without calling the model is then scored as it stands (recorded as `no_model_call`).
         self.require_model_call = require_model_call
         try:  # a spec outside the grammar fails here, before any rollout
-            self.runtime: Runtime = get_runtime(setup.agent.runtime_spec(setup.runtime))
+            spec = setup.agent.runtime_spec(setup.runtime)
+            self.runtime: Runtime = get_runtime(spec, build_network=build_network)
         except ConfigError as exc:
             raise ConfigError(f"--runtime {setup.runtime!r}: {exc}") from None
         self._live: dict[int, Sandbox] = {}
@@ -330,7 +334,9 @@ async def _outputs(sandbox: Sandbox) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for name in ("stdout", "stderr"):
         path = f"{STATE_DIR}/{name}"
-        result = await sandbox.exec(f"wc -c < {path}; tail -c {OUTPUT_TAIL} {path}", timeout=30)
+        # Bounded twice: `tail` keeps the end, and whatever answers for it is cut past that.
+        script = f"wc -c < {path}; tail -c {OUTPUT_TAIL} {path}"
+        result = await sandbox.exec(script, timeout=30, max_output=OUTPUT_TAIL + 64)
         size, _, tail = result.stdout.partition("\n")
         found[name] = tail
         found[f"{name}_bytes"] = int(size) if size.strip().isdigit() else 0

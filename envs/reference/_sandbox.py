@@ -487,14 +487,16 @@ class Sandbox:
                 stdin=code,
                 timeout=limits.timeout,
                 user=user,
+                max_output=2 * limits.output_limit,  # its head is the output_limit bytes shown
             )
         output = done.stdout.encode()
+        total = len(output) + done.stdout_cut
         return RunResult(
             output=output[: limits.output_limit].decode("utf-8", errors="replace"),
             returncode=done.exit_code,
             timed_out=done.timed_out,
-            truncated=len(output) > limits.output_limit,
-            total_bytes=len(output),
+            truncated=total > limits.output_limit,
+            total_bytes=total,
             limits=limits,
         )
 

@@ -42,12 +42,14 @@ from harness.runtimes._state import SandboxState, default_run_id, folder_owner, 
 GRAMMAR = "docker:IMAGE, docker:PATH/TO/DIR (a build context), bwrap, bwrap:ROOTFS_DIR, local"
 
 
-def get_runtime(spec: str, *, run_id: str | None = None) -> Runtime:
+def get_runtime(spec: str, *, run_id: str | None = None, build_network: bool = True) -> Runtime:
     """The runtime a spec names.
 
     Args:
         spec: `docker:IMAGE`, `docker:PATH/TO/DIR`, `bwrap`, `bwrap:ROOTFS_DIR` or `local`.
         run_id: The run its sandboxes are labelled with (default: this process's).
+        build_network: Whether building `docker:PATH/TO/DIR` may use the daemon's default
+            network (its RUN steps download packages); False builds with no network at all.
 
     Raises:
         ConfigError: The spec is not in the grammar, or names a folder that does not exist.
@@ -70,7 +72,7 @@ def get_runtime(spec: str, *, run_id: str | None = None) -> Runtime:
         if folder.is_dir():
             if not (folder / "Dockerfile").is_file():
                 raise ConfigError(f"runtime {spec!r}: folder {rest!r} has no Dockerfile to build")
-            return DockerRuntime(spec, run, context=folder.resolve())
+            return DockerRuntime(spec, run, context=folder.resolve(), build_network=build_network)
         if rest.startswith((".", "/", "~")):
             raise ConfigError(f"runtime {spec!r}: build context folder {rest!r} does not exist")
         return DockerRuntime(spec, run, image=rest)

@@ -17,13 +17,14 @@ import shlex
 import shutil
 import sys
 import tarfile
+import tempfile
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from types import TracebackType
-from typing import Any, Literal, TypeVar
+from typing import IO, Any, Literal, TypeVar
 
 from harness._core.aio import run_sync
 from harness._core.errors import ConfigError, RubricError
@@ -37,6 +38,11 @@ SOCKET_DIR = "/run/rubric"
 SOCKET_NAME = "proxy.sock"
 DEFAULT_WORKDIR = "/work"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#: Bytes of each output stream (stdout, stderr) `exec` keeps by default; the middle of a longer
+#: one is cut and counted, so a command that prints without end costs the harness this, not its output.
+DEFAULT_MAX_OUTPUT = 8 << 20
+#: The largest file `read` returns by default (a larger one is refused; pass `max_bytes`).
+DEFAULT_MAX_READ = 64 << 20
 
 Network = Literal["none", "host"]
 
@@ -87,10 +93,13 @@ class ExecResult:
 
     Attributes:
         exit_code: The exit status; a command killed by signal N reads -N; None when it timed out.
-        stdout: Its standard output (UTF-8, undecodable bytes replaced).
-        stderr: Its standard error.
+        stdout: Its standard output (UTF-8, undecodable bytes replaced). Past `max_output`
+            bytes, its first and last halves of `max_output`: the middle is cut.
+        stderr: Its standard error (kept the same way).
         timed_out: True when the timeout killed it.
         duration: Wall-clock seconds from start to end.
+        stdout_cut: Bytes of stdout cut from its middle (0: it is whole).
+        stderr_cut: Bytes of stderr cut from its middle.
     """
 
     exit_code: int | None
@@ -98,11 +107,72 @@ class ExecResult:
     stderr: str
     timed_out: bool
     duration: float
+    stdout_cut: int = 0
+    stderr_cut: int = 0
 
     @property
     def ok(self) -> bool:
         """True when the command ran to the end with exit code 0."""
         return self.exit_code == 0 and not self.timed_out
+
+
+class Capture:
+    """Where one output stream of a command goes: memory, bounded, or a file.
+
+    In memory it keeps every byte up to `limit`; past it, the first and the last half of
+    `limit`, counting the bytes cut between them. A file gets every byte (`download` spools
+    its archive there, so a large folder never sits in the harness's memory).
+
+    Args:
+        limit: The most bytes kept in memory; None: all (only for output the harness trusts).
+        file: Write every byte to this binary file instead.
+    """
+
+    def __init__(self, limit: int | None = DEFAULT_MAX_OUTPUT, *, file: IO[bytes] | None = None) -> None:
+        check_cap("max_output", limit)
+        self.limit = limit
+        self.file = file
+        self.total = 0
+        # Everything while it fits (a BytesIO's value is handed out without a copy), then the head.
+        self._kept = io.BytesIO()
+        self._tail: bytearray | None = None  # past the limit: the newest bytes, trimmed as they come
+
+    def add(self, chunk: bytes) -> None:
+        """Take the next bytes of the stream."""
+        self.total += len(chunk)
+        if self.file is not None:
+            self.file.write(chunk)
+        elif self.limit is None or self.total <= self.limit:
+            self._kept.write(chunk)
+        else:
+            keep = self.limit // 2
+            if self._tail is None:  # the first overflow: the head is filled, the rest starts the tail
+                head, held = self.limit - keep, self.total - len(chunk)
+                if held < head:
+                    self._kept.write(chunk[: head - held])
+                    chunk, self._tail = chunk[head - held :], bytearray()
+                else:
+                    self._tail = bytearray(self._kept.getvalue()[head:])
+                    self._kept.truncate(head)
+            self._tail += chunk
+            if len(self._tail) > 2 * keep + (1 << 16):  # trimmed now and then, not per chunk
+                del self._tail[: len(self._tail) - keep]
+
+    def value(self) -> bytes:
+        """The bytes kept (empty for a file)."""
+        if self._tail is None:
+            return self._kept.getvalue()
+        assert self.limit is not None
+        keep = self.limit // 2
+        return self._kept.getvalue() + bytes(self._tail[len(self._tail) - keep :] if keep else b"")
+
+    @property
+    def cut(self) -> int:
+        """Bytes dropped from the middle (0 for a file: it got them all)."""
+        if self.file is not None or self._tail is None:
+            return 0
+        assert self.limit is not None
+        return self.total - self.limit
 
 
 @dataclass(frozen=True)
@@ -114,6 +184,15 @@ class RawResult:
     stderr: bytes
     timed_out: bool
     duration: float
+    stdout_cut: int = 0
+    stderr_cut: int = 0
+
+    @classmethod
+    def of(
+        cls, exit_code: int | None, out: Capture, err: Capture, timed_out: bool, start: float
+    ) -> RawResult:
+        """The result of a command whose output went to `out` and `err`, started at `start`."""
+        return cls(exit_code, out.value(), err.value(), timed_out, elapsed(start), out.cut, err.cut)
 
     def decoded(self) -> ExecResult:
         return ExecResult(
@@ -122,6 +201,8 @@ class RawResult:
             self.stderr.decode("utf-8", errors="replace"),
             self.timed_out,
             self.duration,
+            self.stdout_cut,
+            self.stderr_cut,
         )
 
 
@@ -170,6 +251,12 @@ class SandboxConfig:
                 )
 
 
+def check_cap(name: str, value: int | None) -> None:
+    """Raise `ConfigError` unless `value` is a positive number of bytes or None."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ConfigError(f"{name} must be a positive number of bytes (or None for no cap), got {value!r}")
+
+
 def shell_argv(cmd: str | Sequence[str]) -> list[str]:
     """A command as an argument list: a string runs in `/bin/sh -c`."""
     if isinstance(cmd, str):
@@ -212,8 +299,11 @@ class Sandbox(ABC):
         env: Mapping[str, str],
         cwd: str,
         user: str | None,
+        out: Capture,
+        err: Capture,
     ) -> RawResult:
-        """Run `argv` inside, feed it `stdin`, kill it (and what it started) at `timeout`."""
+        """Run `argv` inside, feed it `stdin`, kill it (and what it started) at `timeout`; its
+        stdout goes to `out` and its stderr to `err` as they come (`RawResult.of` reads them)."""
 
     @abstractmethod
     async def _stop(self) -> None:
@@ -259,6 +349,7 @@ class Sandbox(ABC):
         cwd: str | None = None,
         user: str | None = None,
         stdin: bytes | str | None = None,
+        max_output: int | None = DEFAULT_MAX_OUTPUT,
     ) -> ExecResult:
         """Run a command inside.
 
@@ -269,6 +360,9 @@ class Sandbox(ABC):
             cwd: Working directory (relative: from the sandbox's workdir).
             user: Run as this user ("UID", "UID:GID", or a name where the runtime resolves names).
             stdin: Bytes (or text) fed to its standard input.
+            max_output: Bytes kept of each of stdout and stderr (8 MiB): past it, their first and
+                last halves; the bytes cut between are counted (`stdout_cut`, `stderr_cut`). None
+                keeps everything: only for a command whose output you trust.
 
         Returns:
             Exit code, output, whether it timed out, and how long it took. A command that is
@@ -276,15 +370,33 @@ class Sandbox(ABC):
         """
         data = stdin.encode() if isinstance(stdin, str) else stdin
         raw = await self._checked_run(
-            shell_argv(cmd), stdin=data, timeout=timeout, env=env, cwd=cwd, user=user
-        )
+            shell_argv(cmd), stdin=data, timeout=timeout, env=env, cwd=cwd, user=user,
+            out=Capture(max_output), err=Capture(max_output),
+        )  # fmt: skip
         return raw.decoded()
 
-    async def read(self, path: str) -> bytes:
-        """The bytes of a file inside the sandbox."""
-        raw = await self._checked_run(["cat", "--", self.resolve(path)])
+    async def read(self, path: str, *, max_bytes: int | None = DEFAULT_MAX_READ) -> bytes:
+        """The bytes of a regular file inside the sandbox (a link is followed inside).
+
+        Args:
+            path: The file (relative: from the working directory).
+            max_bytes: The largest file returned (64 MiB); a larger one raises `SandboxError`
+                after reading at most `max_bytes + 1` bytes. None: no cap.
+
+        Raises:
+            SandboxError: The file is missing, not a regular file (a device, a pipe, a folder),
+                or larger than `max_bytes`.
+        """
+        check_cap("max_bytes", max_bytes)
+        count = "" if max_bytes is None else str(max_bytes + 1)
+        raw = await self._checked_run(
+            ["/bin/sh", "-c", _READ, "sh", self.resolve(path), count],
+            out=Capture(None if max_bytes is None else max_bytes + 1),
+        )
         if raw.exit_code != 0:
             raise SandboxError(f"cannot read {path!r} in the sandbox: {_last_line(raw.stderr)}")
+        if max_bytes is not None and len(raw.stdout) > max_bytes:
+            raise too_large(path, max_bytes)
         return raw.stdout
 
     async def write(self, path: str, data: bytes | str) -> None:
@@ -315,24 +427,19 @@ class Sandbox(ABC):
             raise SandboxError(f"cannot upload to {remote!r} in the sandbox: {_last_line(raw.stderr)}")
 
     async def download(self, remote: str, local: str | Path) -> None:
-        """Copy a file or folder from the sandbox to the host path `local` (folders: their contents)."""
-        source = self.resolve(remote)
-        script = 'if [ -d "$1" ]; then tar -c -C "$1" .; else tar -c -C "$(dirname -- "$1")" -- "$(basename -- "$1")"; fi'
-        raw = await self._checked_run(["/bin/sh", "-c", script, "sh", source])
-        if raw.exit_code != 0:
-            raise SandboxError(f"cannot download {remote!r} from the sandbox: {_last_line(raw.stderr)}")
+        """Copy a file or folder from the sandbox to the host path `local` (folders: their contents).
+
+        The archive streams to a temporary file beside `local`, never whole into memory."""
         target = Path(local)
-        with tarfile.open(fileobj=io.BytesIO(raw.stdout)) as archive:
-            members = archive.getmembers()
-            single = len(members) == 1 and members[0].isfile() and members[0].name != "."
-            if single:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                extracted = archive.extractfile(members[0])
-                assert extracted is not None
-                target.write_bytes(extracted.read())
-            else:
-                target.mkdir(parents=True, exist_ok=True)
-                archive.extractall(target, filter="data")  # no absolute paths, links out or devices
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=target.parent, prefix=".rubric-download-") as spool:
+            raw = await self._checked_run(
+                ["/bin/sh", "-c", _PACK, "sh", self.resolve(remote)], out=Capture(file=spool)
+            )
+            if raw.exit_code != 0:
+                raise SandboxError(f"cannot download {remote!r} from the sandbox: {_last_line(raw.stderr)}")
+            spool.seek(0)
+            unpack(spool, target)
 
     async def fork(self) -> Sandbox:
         """A new sandbox with a copy of this one's files (set up once, fork per rollout).
@@ -392,6 +499,8 @@ class Sandbox(ABC):
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         user: str | None = None,
+        out: Capture | None = None,
+        err: Capture | None = None,
     ) -> RawResult:
         self._check_open()
         if timeout is not None and not timeout > 0:
@@ -404,8 +513,44 @@ class Sandbox(ABC):
             **(env or {}),
         }
         return await self._run(
-            argv, stdin=stdin, timeout=timeout, env=merged, cwd=self.resolve(cwd or self.workdir), user=user
-        )
+            argv, stdin=stdin, timeout=timeout, env=merged, cwd=self.resolve(cwd or self.workdir), user=user,
+            out=out or Capture(), err=err or Capture(),
+        )  # fmt: skip
+
+
+# `read`: a regular file only (a device or a pipe never ends), at most $2 bytes ("": all of it).
+_READ = (
+    'if [ ! -e "$1" ]; then echo "$1: no such file" >&2; exit 1; fi; '
+    'if [ ! -f "$1" ]; then echo "$1: not a regular file" >&2; exit 1; fi; '
+    'if [ -z "$2" ]; then exec cat -- "$1"; fi; exec head -c "$2" -- "$1"'
+)
+# `download`: a folder's contents, or one file, as a tar on stdout.
+_PACK = (
+    'if [ -d "$1" ]; then tar -c -C "$1" .; else tar -c -C "$(dirname -- "$1")" -- "$(basename -- "$1")"; fi'
+)
+
+
+def too_large(path: str, max_bytes: int) -> SandboxError:
+    """The error of a `read` past `max_bytes`."""
+    return SandboxError(
+        f"cannot read {path!r} in the sandbox: it is larger than max_bytes = {max_bytes}; "
+        "pass a larger max_bytes (None: no cap) or download() it to a file"
+    )
+
+
+def unpack(archive_file: IO[bytes], target: Path) -> None:
+    """Extract a tar (an open file, at its start) to `target`: one regular file is written as
+    `target`; anything else lands in the folder `target` (no absolute paths, links out or devices)."""
+    with tarfile.open(fileobj=archive_file) as archive:
+        members = archive.getmembers()
+        if len(members) == 1 and members[0].isfile() and members[0].name != ".":
+            extracted = archive.extractfile(members[0])
+            assert extracted is not None
+            with extracted, target.open("wb") as written:
+                shutil.copyfileobj(extracted, written, 1 << 20)
+        else:
+            target.mkdir(parents=True, exist_ok=True)
+            archive.extractall(target, filter="data")
 
 
 # Run on the host before a command under a loop whose subprocesses leak descriptors: close
@@ -452,15 +597,18 @@ def _last_line(data: bytes) -> str:
 
 
 async def communicate(
-    process: asyncio.subprocess.Process, stdin: bytes | None, timeout: float | None
-) -> tuple[bytes, bytes, bool]:
-    """Feed and drain a child: (stdout, stderr, timed out). On a timeout the output so far is
-    returned and the child is left running (the caller kills it and what it started)."""
-    out, err = bytearray(), bytearray()
+    process: asyncio.subprocess.Process,
+    stdin: bytes | None,
+    timeout: float | None,
+    out: Capture,
+    err: Capture,
+) -> bool:
+    """Feed and drain a child into `out` and `err`; True when it timed out. On a timeout the
+    output so far is kept and the child is left running (the caller kills it and what it started)."""
 
-    async def drain(stream: asyncio.StreamReader | None, into: bytearray) -> None:
+    async def drain(stream: asyncio.StreamReader | None, into: Capture) -> None:
         while stream is not None and (chunk := await stream.read(65536)):
-            into.extend(chunk)
+            into.add(chunk)
 
     async def feed() -> None:
         if stdin is not None and process.stdin is not None:
@@ -483,18 +631,25 @@ async def communicate(
                 await task
     if done:
         task.result()
-    return bytes(out), bytes(err), not done
+    return not done
 
 
 async def reap(process: asyncio.subprocess.Process) -> None:
     """Wait (boundedly) for a killed child, but not for its pipes: a process that escaped (to
     the namespace's init, or by setsid) may hold them open long after (asyncio's wait()
     waits for both)."""
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(process.wait(), 5)
     # Close our ends of its pipes: an escaped holder would keep them open (and warning) for as
     # long as it lives. asyncio's Process exposes no public close; its transport's close() is it.
     transport = getattr(process, "_transport", None)
+    if transport is not None and process.returncode is None:
+        # Killed mid-run: what it printed since is not wanted, and a pipe left full (it printed
+        # faster than we read) would hold wait() for the whole bound below.
+        for fd in (1, 2):
+            pipe = transport.get_pipe_transport(fd)
+            if pipe is not None:
+                pipe.close()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(process.wait(), 5)
     if transport is not None:
         transport.close()
 
@@ -532,13 +687,18 @@ class SyncSandbox:
         cwd: str | None = None,
         user: str | None = None,
         stdin: bytes | str | None = None,
+        max_output: int | None = DEFAULT_MAX_OUTPUT,
     ) -> ExecResult:
         """Run a command inside (see `Sandbox.exec`)."""
-        return run_sync(self.aio.exec(cmd, timeout=timeout, env=env, cwd=cwd, user=user, stdin=stdin))
+        return run_sync(
+            self.aio.exec(
+                cmd, timeout=timeout, env=env, cwd=cwd, user=user, stdin=stdin, max_output=max_output
+            )
+        )
 
-    def read(self, path: str) -> bytes:
-        """The bytes of a file inside the sandbox."""
-        return run_sync(self.aio.read(path))
+    def read(self, path: str, *, max_bytes: int | None = DEFAULT_MAX_READ) -> bytes:
+        """The bytes of a regular file inside the sandbox (see `Sandbox.read`)."""
+        return run_sync(self.aio.read(path, max_bytes=max_bytes))
 
     def write(self, path: str, data: bytes | str) -> None:
         """Write a file inside the sandbox."""

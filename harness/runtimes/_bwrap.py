@@ -35,6 +35,7 @@ from pathlib import Path
 from harness.runtimes import _cgroups as cgroups
 from harness.runtimes._base import (
     SOCKET_DIR,
+    Capture,
     RawResult,
     Runtime,
     RuntimeUnavailableError,
@@ -42,7 +43,6 @@ from harness.runtimes._base import (
     SandboxConfig,
     SandboxError,
     communicate,
-    elapsed,
     quote,
     reap,
     spawn,
@@ -248,6 +248,8 @@ class BwrapSandbox(Sandbox):
         env: Mapping[str, str],
         cwd: str,
         user: str | None,
+        out: Capture,
+        err: Capture,
     ) -> RawResult:
         start = time.monotonic()
         self._packed = None  # any command may change the files a fork copies
@@ -264,7 +266,7 @@ class BwrapSandbox(Sandbox):
         )
         self._groups.add(process.pid)
         try:
-            out, err, timed_out = await communicate(process, stdin, timeout)
+            timed_out = await communicate(process, stdin, timeout, out, err)
         finally:
             if process.returncode is None:  # a timeout or a cancel: the command and what it started go
                 for victim in [*_descendants(process.pid), process.pid]:
@@ -275,9 +277,9 @@ class BwrapSandbox(Sandbox):
         code = None if timed_out else process.returncode
         if code is not None and code > 128 and code - 128 in signal.valid_signals():
             code = -(code - 128)
-        if code == 125 and err.startswith(b"rubric: no working directory"):
+        if code == 125 and err.value().startswith(b"rubric: no working directory"):
             raise SandboxError(f"working directory {cwd!r} does not exist in the sandbox; create it first")
-        return RawResult(code, out, err, timed_out, elapsed(start))
+        return RawResult.of(code, out, err, timed_out, start)
 
     async def _stop(self) -> None:
         for group in list(self._groups):
@@ -301,7 +303,8 @@ class BwrapSandbox(Sandbox):
         (one tar of both: one command to pack, one to unpack)."""
         if self._packed is None:  # packed once, reused by every fork until a command runs here
             folders = ["tmp"] if self.workdir.startswith("/tmp") else ["tmp", self.workdir.lstrip("/")]
-            done = await self._checked_run(["tar", "-c", "-C", "/", "--", *folders])
+            # Whole (no cap): a fork needs every byte, and the tmpfs layers' size caps bound it.
+            done = await self._checked_run(["tar", "-c", "-C", "/", "--", *folders], out=Capture(None))
             if done.exit_code != 0:
                 raise SandboxError(f"fork: cannot pack {folders}: {done.stderr.decode(errors='replace')}")
             self._packed = done.stdout

@@ -22,22 +22,30 @@ import contextlib
 import hashlib
 import io
 import os
+import posixpath
 import signal
+import sys
 import tarfile
+import tempfile
 import time
+from collections import deque
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from harness.runtimes._base import (
+    DEFAULT_MAX_READ,
     SOCKET_DIR,
+    Capture,
     RawResult,
     Runtime,
     RuntimeUnavailableError,
     Sandbox,
     SandboxConfig,
     SandboxError,
-    elapsed,
+    check_cap,
+    too_large,
 )
 from harness.runtimes._state import LABEL, SandboxState, boot_id, owner_alive
 
@@ -49,6 +57,8 @@ START_HINT = (
     "or point DOCKER_HOST at one; tests and CI use .ci/docker-up"
 )
 _KILL_GRACE = 2.0
+_MAX_LINKS = 16  # links `read` follows (the kernel's own limit is 40)
+_TAR_SLACK = 64 << 10  # a one-file tar's bytes beyond the file: headers, padding, the end blocks
 _IO_DIR = "/run/rubric-io"  # where a command's stdin file is (host: <state folder>/io, read-only inside)
 
 
@@ -138,6 +148,8 @@ class DockerSandbox(Sandbox):
         if config.disk_mb:
             size = config.disk_mb << 20
             host["Ulimits"].append({"Name": "fsize", "Soft": size, "Hard": size})
+            if self.runtime.layer_capped is not False:  # the writable layer too, where the driver can
+                host["StorageOpt"] = {"size": f"{config.disk_mb}M"}
         return {
             "Image": image,
             # Lives while our attach to its stdin does: a SIGKILLed owner closes that
@@ -161,7 +173,7 @@ class DockerSandbox(Sandbox):
         (self.state.directory / "io").mkdir(mode=0o755)
         self._docker = client()
         try:
-            self._container = await self._docker.containers.create(self._container_config(image))
+            self._container = await self._create(image)
         except DockerError as exc:
             if exc.status == 404:
                 raise SandboxError(
@@ -177,6 +189,28 @@ class DockerSandbox(Sandbox):
             await self._container.start()
         except DockerError as exc:
             raise SandboxError(f"docker could not start a container from {image!r}: {exc.message}") from exc
+
+    async def _create(self, image: str) -> Any:
+        """Create the container; where the daemon's storage driver cannot cap a writable layer
+        (overlay2 on ext4 needs xfs with pquota), say so once and cap each file only."""
+        from aiodocker.exceptions import DockerError  # optional extra [docker], imported where used
+
+        assert self._docker is not None
+        config = self._container_config(image)
+        try:
+            made = await self._docker.containers.create(config)
+        except DockerError as exc:
+            said = str(exc.message).lower()
+            if "StorageOpt" not in config["HostConfig"] or not ("storage" in said or "quota" in said):
+                raise
+            self.runtime.layer_capped = False
+            _say_layer_uncapped(self.runtime, str(exc.message))
+            del config["HostConfig"]["StorageOpt"]
+            made = await self._docker.containers.create(config)
+        else:
+            if "StorageOpt" in config["HostConfig"]:
+                self.runtime.layer_capped = True
+        return made
 
     async def _stop(self) -> None:
         from aiodocker.exceptions import DockerError  # optional extra [docker], imported where used
@@ -207,6 +241,8 @@ class DockerSandbox(Sandbox):
         env: Mapping[str, str],
         cwd: str,
         user: str | None,
+        out: Capture,
+        err: Capture,
     ) -> RawResult:
         start = time.monotonic()
         self._dirty = True
@@ -221,12 +257,11 @@ class DockerSandbox(Sandbox):
         execution = await self._container.exec(
             argv, stdout=True, stderr=True, environment=dict(env), workdir=cwd, user=user or ""
         )
-        out, err = bytearray(), bytearray()
 
         async def collect() -> None:
             async with execution.start(detach=False) as stream:
                 while message := await stream.read_out():
-                    (out if message.stream == 1 else err).extend(message.data)
+                    (out if message.stream == 1 else err).add(message.data)
 
         task = asyncio.ensure_future(collect())
         try:
@@ -249,13 +284,13 @@ class DockerSandbox(Sandbox):
             code = (await execution.inspect())["ExitCode"]
             if code is not None and code > 128 and code - 128 in signal.valid_signals():
                 code = -(code - 128)
-            if code in (126, 127) and b"chdir to cwd" in bytes(out + err):
-                raise SandboxError(
-                    f"working directory {cwd!r} does not exist in the sandbox; create it first"
-                )
-            if code in (126, 127) and b"executable file not found" in bytes(out + err):
-                code, err, out = 127, out + err, bytearray()  # the Engine's message, on stderr
-        return RawResult(code, bytes(out), bytes(err), timed_out, elapsed(start))
+        result = RawResult.of(code, out, err, timed_out, start)
+        said = result.stdout + result.stderr if code in (126, 127) else b""
+        if b"chdir to cwd" in said:
+            raise SandboxError(f"working directory {cwd!r} does not exist in the sandbox; create it first")
+        if b"executable file not found" in said:  # the Engine's message, on stderr
+            result = replace(result, exit_code=127, stdout=b"", stderr=said)
+        return result
 
     async def _kill_exec(self, execution: Any) -> None:
         """Kill a command and every process it started (host pids from the Engine's `top`)."""
@@ -277,22 +312,56 @@ class DockerSandbox(Sandbox):
 
     # ------------------------------------------------------------------ files
 
-    async def read(self, path: str) -> bytes:
-        """The bytes of a file inside the container (Engine archive API)."""
+    async def read(self, path: str, *, max_bytes: int | None = DEFAULT_MAX_READ) -> bytes:
+        """The bytes of a regular file inside the container (a link is followed inside), by the
+        Engine's archive API: the daemon resolves the path, no program of the container runs,
+        and the archive streams to a spool file, so the harness holds the file once.
+        `max_bytes` as in `Sandbox.read`."""
+        check_cap("max_bytes", max_bytes)
+        self._check_open()
+        where = self.resolve(path)
+        for _ in range(_MAX_LINKS):
+            with tempfile.SpooledTemporaryFile(max_size=1 << 20) as spool:
+                await self._fetch_archive(where, spool, path, max_bytes)
+                spool.seek(0)
+                with tarfile.open(fileobj=spool) as archive:
+                    member = archive.next()
+                if member is not None and member.issym():  # the archive holds the link itself
+                    where = posixpath.normpath(posixpath.join(posixpath.dirname(where), member.linkname))
+                    continue
+                if member is None or not member.isfile():
+                    raise SandboxError(f"cannot read {path!r} in the sandbox: not a regular file")
+                if max_bytes is not None and member.size > max_bytes:
+                    raise too_large(path, max_bytes)
+                spool.seek(member.offset_data)
+                data: bytes = spool.read(member.size)
+                return data
+        raise SandboxError(f"cannot read {path!r} in the sandbox: more than {_MAX_LINKS} links to follow")
+
+    async def _fetch_archive(self, where: str, spool: IO[bytes], shown: str, max_bytes: int | None) -> None:
+        """Stream the Engine's tar of `where` into `spool`; past `max_bytes` (and the tar's own
+        headers) stop and raise."""
         from aiodocker.exceptions import DockerError  # optional extra [docker], imported where used
 
-        self._check_open()
+        assert self._docker is not None
+        limit = None if max_bytes is None else max_bytes + _TAR_SLACK
+        received = 0
         try:
-            archive = await self._container.get_archive(self.resolve(path))
+            # aiodocker's get_archive() reads the whole tar into memory; its request helper streams.
+            async with self._docker._query(
+                f"containers/{self._container.id}/archive", params={"path": where}
+            ) as response:
+                try:
+                    async for chunk in response.content.iter_chunked(1 << 16):
+                        received += len(chunk)
+                        if limit is not None and received > limit:
+                            assert max_bytes is not None
+                            raise too_large(shown, max_bytes)
+                        spool.write(chunk)
+                finally:
+                    response.close()
         except DockerError as exc:
-            raise SandboxError(f"cannot read {path!r} in the sandbox: {exc.message}") from exc
-        with archive:
-            member = archive.next()
-            extracted = archive.extractfile(member) if member is not None and member.isfile() else None
-            if extracted is None:
-                raise SandboxError(f"cannot read {path!r} in the sandbox: not a regular file")
-            data: bytes = extracted.read()
-            return data
+            raise SandboxError(f"cannot read {shown!r} in the sandbox: {exc.message}") from exc
 
     async def write(self, path: str, data: bytes | str) -> None:
         """Write a file inside the container (its folder is created)."""
@@ -354,18 +423,54 @@ class DockerSandbox(Sandbox):
         return copy
 
     def describe(self) -> str:
-        return f"docker container ({self.image or self.runtime.spec}), network {self.config.network}"
+        disk = ""
+        if self.config.disk_mb:
+            capped = (
+                "the writable layer and each file"
+                if self.runtime.layer_capped
+                else "each file (not the total)"
+            )
+            disk = f", disk_mb {self.config.disk_mb} caps {capped}"
+        return f"docker container ({self.image or self.runtime.spec}), network {self.config.network}{disk}"
+
+
+_WARNED: set[str] = set()
+
+
+def _say_layer_uncapped(runtime: DockerRuntime, reason: str) -> None:
+    """Once per daemon and process, on stderr: disk_mb caps each file, not the total."""
+    host = os.environ.get("DOCKER_HOST", "the default socket")
+    if host in _WARNED:
+        return
+    _WARNED.add(host)
+    print(
+        f"rubric: docker ({host}) cannot cap a container's writable layer ({reason}); disk_mb "
+        "(Harbor's storage_mb) caps each file a sandbox writes, not their total. To cap the total, run "
+        "dockerd with --data-root on xfs mounted with pquota, or use the bwrap runtime (size-capped tmpfs).",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 class DockerRuntime(Runtime):
     """Makes Docker sandboxes from an image name or a build context folder."""
 
     def __init__(
-        self, spec: str, run_id: str, *, image: str | None = None, context: Path | None = None
+        self,
+        spec: str,
+        run_id: str,
+        *,
+        image: str | None = None,
+        context: Path | None = None,
+        build_network: bool = True,
     ) -> None:
         super().__init__(spec, run_id)
         self.image_name = image
         self.context = context
+        #: Whether a build from `context` may use the daemon's default network (False: none).
+        self.build_network = build_network
+        #: Whether the daemon caps a container's writable layer at disk_mb (None: not yet known).
+        self.layer_capped: bool | None = None
         self._built: str | None = None
         self._lock = asyncio.Lock()
         self._checked = False
@@ -399,38 +504,53 @@ class DockerRuntime(Runtime):
         assert self.context is not None
         async with self._lock:
             if self._built is None:
-                self._built = await build_context(self.context)
+                self._built = await build_context(self.context, network=self.build_network)
         return self._built
 
     def describe(self) -> str:
         return f"docker ({self.image_name or self.context})"
 
 
-async def build_context(folder: Path) -> str:
-    """Build `folder` (a Dockerfile inside) as `rubric-build:<content hash>`, unless already built."""
+async def build_context(folder: Path, *, network: bool = True) -> str:
+    """Build `folder` (a Dockerfile inside) as `rubric-build:<content hash>`, unless already built.
+
+    Args:
+        folder: The build context.
+        network: Whether its RUN steps may use the daemon's default network; False: none at all.
+    """
     tag = f"rubric-build:{context_hash(folder)[:16]}"
     docker = client()  # first: without the [docker] extra it raises RuntimeUnavailableError
     from aiodocker.exceptions import DockerError  # optional extra [docker], imported where used
+    from aiodocker.jsonstream import json_stream_stream  # optional extra [docker], imported where used
 
-    logs: list[str] = []
+    logs: deque[str] = deque(maxlen=8)  # the last lines only: a build may print without end
     failure = ""
+    params = {"t": tag, "rm": "1", "forcerm": "1", **({} if network else {"networkmode": "none"})}
     try:
         with contextlib.suppress(DockerError):
             await docker.images.inspect(tag)
             return tag
-        archive = io.BytesIO(_tar_folder(folder))
-        async for chunk in docker.images.build(
-            fileobj=archive, encoding="application/x-tar", tag=tag, rm=True, forcerm=True, stream=True
-        ):
-            logs.extend(line for line in str(chunk.get("stream", "")).splitlines() if line.strip())
-            failure = failure or str(chunk.get("error", ""))
+        # aiodocker's images.build() takes no network mode; this is the request it sends, plus it.
+        async with docker._query(
+            "build", "POST", params=params, data=_tar_folder(folder),
+            headers={"content-type": "application/x-tar"}, timeout=None,
+        ) as response:  # fmt: skip
+            try:
+                async for chunk in json_stream_stream(response):
+                    logs.extend(line for line in str(chunk.get("stream", "")).splitlines() if line.strip())
+                    failure = failure or str(chunk.get("error", ""))
+            finally:
+                response.close()
     except DockerError as exc:
         failure = str(exc.message)
     finally:
         await docker.close()
     if failure:
-        tail = "\n".join(logs[-8:])
-        raise SandboxError(f"docker build of {folder} failed: {failure.strip()}\nits last log lines:\n{tail}")
+        tail = "\n".join(logs)
+        offline = "" if network else " (the build has no network: the task does not allow internet)"
+        raise SandboxError(
+            f"docker build of {folder} failed{offline}: {failure.strip()}\nits last log lines:\n{tail}"
+        )
     return tag
 
 

@@ -18,13 +18,13 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from harness.runtimes._base import (
+    Capture,
     RawResult,
     Runtime,
     Sandbox,
     SandboxConfig,
     SandboxError,
     communicate,
-    elapsed,
     reap,
     spawn,
 )
@@ -74,6 +74,8 @@ class LocalSandbox(Sandbox):
         env: Mapping[str, str],
         cwd: str,
         user: str | None,
+        out: Capture,
+        err: Capture,
     ) -> RawResult:
         if user is not None and user not in (str(os.geteuid()), f"{os.geteuid()}:{os.getegid()}"):
             raise SandboxError(f"the local runtime runs commands as this user only, not {user!r}")
@@ -92,16 +94,18 @@ class LocalSandbox(Sandbox):
         )
         self._groups.add(process.pid)
         try:
-            out, err, timed_out = await communicate(process, stdin, timeout)
+            timed_out = await communicate(process, stdin, timeout, out, err)
         finally:
             if process.returncode is None:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(process.pid, signal.SIGKILL)
             await reap(process)
         code = None if timed_out else process.returncode
-        if code == 127 and err.startswith(b"prlimit: failed to execute"):
-            err = err.replace(b"prlimit: failed to execute", b"command not found:", 1)
-        return RawResult(code, out, err, timed_out, elapsed(start))
+        result = RawResult.of(code, out, err, timed_out, start)
+        if code == 127 and result.stderr.startswith(b"prlimit: failed to execute"):
+            said = result.stderr.replace(b"prlimit: failed to execute", b"command not found:", 1)
+            result = replace(result, stderr=said)
+        return result
 
     async def _start_relay(self, port: int, argv: list[str]) -> None:
         process = await spawn(
@@ -127,7 +131,8 @@ class LocalSandbox(Sandbox):
 
     async def _fork(self) -> Sandbox:
         copy = await self.runtime.open(self.config)
-        packed = await self._checked_run(["tar", "-c", "-C", self.workdir, "."])
+        whole = Capture(None)  # a fork needs every byte
+        packed = await self._checked_run(["tar", "-c", "-C", self.workdir, "."], out=whole)
         await copy._checked_run(["tar", "-x", "-C", copy.workdir], stdin=packed.stdout)
         return copy
 

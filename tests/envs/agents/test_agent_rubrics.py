@@ -120,3 +120,5 @@ def test_bad_agent_settings_fail_before_any_rollout(tmp_path: Path) -> None:
     with pytest.raises(AgentError, match="needs a command line"):
         env.set_agent("command:")
     assert env.agent is None
+    with pytest.raises(ConfigError, match="file_contains max_bytes must be a positive number of bytes"):
+        file_contains("hello.txt", max_bytes=0)
