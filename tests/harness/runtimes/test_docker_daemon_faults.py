@@ -30,6 +30,7 @@ from harness.runtimes import _docker as docker_runtime
 from harness.runtimes._docker import DAEMON_DEADLINE, client
 from harness.runtimes._state import LABEL, boot_id
 from tests.harness.runtimes.conftest import DOCKER, TEST_IMAGE
+from tests.helpers.docs import docs_pages
 from tests.helpers.processes import run
 
 _JSON = b"HTTP/1.1 %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
@@ -266,3 +267,9 @@ async def test_the_first_docker_sandbox_of_a_run_prunes_dead_owners_containers()
         with contextlib.suppress(Exception):
             await left.delete(force=True)
         await docker.close()
+
+
+def test_the_security_guide_states_the_daemons_deadline() -> None:
+    table = docs_pages()["guides/security.md"]
+    row = next(line for line in table.splitlines() if "**Docker daemon**" in line)
+    assert f"each call to the daemon has {DAEMON_DEADLINE:g} s" in row and "exits 0" in row

@@ -35,6 +35,7 @@ from harness.runtimes._state import (
     state_root,
 )
 from tests.harness.runtimes.conftest import TEST_IMAGE
+from tests.helpers.docs import docs_pages
 from tests.helpers.processes import run
 
 NOBODY = 65534
@@ -320,3 +321,10 @@ async def test_rubric_sandboxes_list_escapes_docker_labels(tmp_path: Path) -> No
         assert "\x1b" not in listed.stdout and "label\\x1b]0;pwned\\x07\\x1b[2J" in listed.stdout
     finally:
         await _remove(forged)
+
+
+def test_the_security_guide_states_where_state_lives_and_what_prune_trusts() -> None:
+    table = docs_pages()["guides/security.md"]
+    row = next(line for line in table.splitlines() if "**another user of this machine**" in line)
+    assert "`<tmp>/rubric-<uid>` (mode 0700, owned by you" in row and "never by its name" in row
+    assert state_root().name == f"rubric-{os.geteuid()}"
