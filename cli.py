@@ -175,7 +175,9 @@ def eval_command(ctx: click.Context, /, **o: Any) -> int:
     from envs import RunRequest, prepare_run, run
     from harness.runtimes import prune as prune_sandboxes
 
-    prune_sandboxes()  # what a SIGKILLed earlier run left (owner dead); never anyone else's
+    # What a SIGKILLed earlier run left (owner dead; never anyone else's). Docker is left to the
+    # run's first Docker sandbox: a daemon that is down or hangs must not stop a run without one.
+    prune_sandboxes(docker=False)
 
     sampling = {
         **(o["sampling"] or {}),
@@ -313,14 +315,16 @@ def list_command() -> int:
 def sandboxes(action: str) -> int:
     from harness.runtimes import list_sandboxes, prune
 
-    found = prune() if action == "prune" else list_sandboxes()
+    found = prune() if action == "prune" else list_sandboxes()  # a Docker daemon that fails: a warning
     if not found:
         print("no sandboxes of ours on this machine")
     for record in found:
+        # Labels and run ids are anyone's to write: every control character escaped, a newline too.
+        shown = {k: escape_control(v).replace("\n", "\\n").replace("\t", "\\t") for k, v in record.items()}
         state = "running" if record["alive"] == "True" else "owner gone"
         done = ", removed" if record["removed"] == "True" else ""
         print(
-            f"{record['kind']:7} {record['id']:40} run {record['run'] or '?':14} owner {record['owner']:>7} {state}{done}"
+            f"{shown['kind']:7} {shown['id']:40} run {shown['run'] or '?':14} owner {shown['owner']:>7} {state}{done}"
         )
     if action == "prune":
         print(f"removed {sum(r['removed'] == 'True' for r in found)} of {len(found)}")
@@ -701,7 +705,7 @@ def resume_hint(run_dir: Path, flags: Sequence[str] = ()) -> str:
 
 
 def one_line_warning(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
-    print(f"rubric: warning: {message}", file=sys.stderr)
+    say(f"rubric: warning: {message}", err=True)
 
 
 def main(argv: list[str] | None = None) -> int:

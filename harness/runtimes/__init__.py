@@ -16,9 +16,9 @@ sandboxes of owners that died (a SIGKILLed run) and never touches anything that 
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
+import shutil
+import warnings
 from pathlib import Path
 
 from harness._core.aio import run_sync
@@ -37,7 +37,17 @@ from harness.runtimes._base import (
 from harness.runtimes._bwrap import BwrapRuntime
 from harness.runtimes._docker import DockerRuntime, prune_containers
 from harness.runtimes._local import LocalRuntime
-from harness.runtimes._state import SandboxState, default_run_id, folder_owner, owner_alive, state_folders
+from harness.runtimes._state import (
+    SandboxState,
+    boot_id,
+    default_run_id,
+    folder_owner,
+    owner_alive,
+    refusal,
+    root_problem,
+    state_folders,
+    state_root,
+)
 
 GRAMMAR = "docker:IMAGE, docker:PATH/TO/DIR (a build context), bwrap, bwrap:ROOTFS_DIR, local"
 
@@ -80,14 +90,26 @@ def get_runtime(spec: str, *, run_id: str | None = None, build_network: bool = T
 
 
 def _local_records(*, dry_run: bool) -> list[dict[str, str]]:
-    """The bubblewrap and local sandbox folders (with their processes) of this machine."""
+    """This user's bubblewrap and local sandbox folders (with their processes).
+
+    Only from the private state root: a root that is not private is refused with a warning and
+    nothing in it is used.
+    """
+    root = state_root()
+    problem = root_problem(root)
+    if problem:
+        warnings.warn(
+            f"{refusal(root, problem)}; its sandboxes are not listed or pruned", UserWarning, stacklevel=4
+        )
+        return []
     records = []
     for folder in state_folders():
         state = SandboxState.load(folder)
         owner = state.owner if state else folder_owner(folder)
-        alive = owner is not None and (
-            owner_alive(owner, state.owner_start) if state else os.path.exists(f"/proc/{owner}")
-        )
+        if state is not None:
+            alive = state.boot == boot_id() and owner_alive(state.owner, state.owner_start)
+        else:  # not yet recorded (or unreadable): the owner named in the folder's name
+            alive = owner is not None and os.path.exists(f"/proc/{owner}")
         if state is not None and state.kind == "docker":  # listed with its container (labels)
             if not alive and not dry_run:
                 state.remove()  # its container (if it got one) goes in prune_containers
@@ -95,11 +117,9 @@ def _local_records(*, dry_run: bool) -> list[dict[str, str]]:
         record = {"kind": state.kind if state else "?", "id": folder.name, "run": state.run_id if state else "",
                   "owner": str(owner), "alive": str(alive), "removed": "False"}  # fmt: skip
         if not alive and not dry_run:
-            for pid in state.pids if state else []:
-                with contextlib.suppress(OSError):  # only a bwrap of ours: check its command line
-                    if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].endswith(b"bwrap"):
-                        os.kill(pid, signal.SIGKILL)
-            (state or SandboxState(folder, "?", "", 0, "")).remove()
+            if state is not None:
+                state.kill_processes()  # each only once proven ours (start time and token)
+            shutil.rmtree(folder, ignore_errors=True)  # a folder of the private root, never a named path
             record["removed"] = "True"
         records.append(record)
     return records
@@ -112,7 +132,8 @@ async def alist_sandboxes(*, docker: bool = True) -> list[dict[str, str]]:
         docker: Ask Docker too (False: only bwrap and local sandboxes).
 
     Returns:
-        One record per sandbox.
+        One record per sandbox. Warns (`UserWarning`, one line) instead of failing when the
+        state root is not private or the Docker daemon cannot be asked.
     """
     found = _local_records(dry_run=True)
     if docker:
@@ -123,14 +144,19 @@ async def alist_sandboxes(*, docker: bool = True) -> list[dict[str, str]]:
 async def aprune(*, docker: bool = True) -> list[dict[str, str]]:
     """Remove the sandboxes whose owner process is gone; returns what was found.
 
-    Those are bwrap processes and cgroups, host folders, Docker containers and fork images
-    labelled as ours.
+    Those are bwrap processes (each proven ours by its start time and the sandbox's token) and
+    cgroups, host folders in this user's private state root, and Docker containers and fork
+    images labelled as ours. Nothing outside the state root is deleted, whatever a file or a
+    label says.
 
     Args:
-        docker: Prune Docker containers and images too (False: only bwrap and local sandboxes).
+        docker: Prune Docker containers and images too (False: only bwrap and local sandboxes;
+            `rubric eval` prunes Docker only when its first Docker sandbox starts).
 
     Returns:
-        One record per sandbox found, with whether it was removed.
+        One record per sandbox found, with whether it was removed. Warns (`UserWarning`, one
+        line) instead of failing when the state root is not private or the Docker daemon is
+        down, hangs or answers nonsense.
     """
     found = await _docker_records(dry_run=False) if docker else []
     found += _local_records(dry_run=False)
@@ -141,9 +167,9 @@ async def aprune(*, docker: bool = True) -> list[dict[str, str]]:
 async def _docker_records(*, dry_run: bool) -> list[dict[str, str]]:
     try:
         return await prune_containers(dry_run=dry_run)
-    except RuntimeUnavailableError:
-        return []  # no daemon (or no aiodocker): no containers of ours to find
-    except OSError:
+    except RuntimeUnavailableError as exc:  # no extra, no daemon, or one that fails: say so, go on
+        what = "listed" if dry_run else "pruned"
+        warnings.warn(f"{exc}; Docker containers not {what}", UserWarning, stacklevel=3)
         return []
 
 

@@ -47,7 +47,7 @@ from harness.runtimes._base import (
     reap,
     spawn,
 )
-from harness.runtimes._state import SandboxState
+from harness.runtimes._state import TOKEN_VAR, SandboxState
 
 INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap util-linux) on Linux with user namespaces enabled"
 _SKIP_TOP = {"proc", "dev", "sys", "tmp", "run", "lost+found"}
@@ -189,7 +189,8 @@ class BwrapSandbox(Sandbox):
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 pass_fds=(write_end,),
-                env={"PATH": "/usr/bin:/bin"},
+                # The token proves to a later `prune` that these processes are this sandbox's.
+                env={"PATH": "/usr/bin:/bin", TOKEN_VAR: self.state.token},
                 start_new_session=True,
             )
             os.close(write_end)
@@ -211,7 +212,8 @@ class BwrapSandbox(Sandbox):
             os.close(read_end)
             if write_end >= 0:
                 os.close(write_end)
-        self.state.pids = [self._process.pid, self._init_pid]
+        self.state.hold(self._process.pid)
+        self.state.hold(self._init_pid)
         self.state.save()
 
     def _enter_args(self, cwd: str, user: str | None) -> list[str]:

@@ -1,7 +1,8 @@
 """A cgroup per bubblewrap sandbox: caps processes, memory and CPU for everything inside it.
 
 Made beside this process's own cgroup (v1: one folder per controller; v2: one folder), named
-`rubric-rt-<owner pid>-<n>`, so a dead owner's groups are found and removed by `prune`.
+`rubric-rt-<owner pid>-<owner start time>-<n>`, so a dead owner's groups are found and removed
+by `prune` (only groups this user made).
 Where this process may not create cgroups (an unprivileged user without delegation), sandboxes
 get no cgroup caps and say so in `describe()`.
 """
@@ -13,6 +14,7 @@ import functools
 import itertools
 import os
 import signal
+import stat
 import time
 from pathlib import Path
 
@@ -113,12 +115,20 @@ def _remove(dirs: list[Path]) -> None:
 
 
 def prune_groups() -> int:
-    """Remove the sandbox cgroups of owners that are gone; returns how many."""
+    """Remove the sandbox cgroups of owners that are gone; returns how many.
+
+    Only groups this user made (owned by it, named with a dead owner's pid and start time): what
+    they hold is ours by construction, since no other user can move a process into them.
+    """
     removed = 0
     for parent in parents().values():
         for directory in parent.glob(f"{PREFIX}*"):
             parts = directory.name[len(PREFIX) :].split("-")
-            if len(parts) == 3 and parts[0].isdigit() and not owner_alive(int(parts[0]), parts[1]):
-                _remove([directory])
-                removed += not directory.exists()
+            if len(parts) != 3 or not parts[0].isdigit() or owner_alive(int(parts[0]), parts[1]):
+                continue
+            with contextlib.suppress(OSError):
+                info = directory.lstat()
+                if info.st_uid == os.geteuid() and stat.S_ISDIR(info.st_mode):
+                    _remove([directory])
+                    removed += not directory.exists()
     return removed

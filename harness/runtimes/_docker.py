@@ -28,6 +28,7 @@ import sys
 import tarfile
 import tempfile
 import time
+import warnings
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import replace
@@ -59,6 +60,8 @@ START_HINT = (
 _KILL_GRACE = 2.0
 _MAX_LINKS = 16  # links `read` follows (the kernel's own limit is 40)
 _TAR_SLACK = 64 << 10  # a one-file tar's bytes beyond the file: headers, padding, the end blocks
+#: Seconds the daemon has to answer a check, a listing or one removal before it counts as down.
+DAEMON_DEADLINE = 5.0
 _IO_DIR = "/run/rubric-io"  # where a command's stdin file is (host: <state folder>/io, read-only inside)
 
 
@@ -73,8 +76,21 @@ def client() -> aiodocker.Docker:
         ) from exc
     try:
         return aiodocker.Docker()
-    except ValueError as exc:  # no socket found, no DOCKER_HOST
-        raise RuntimeUnavailableError(f"no Docker daemon found ({exc}); {START_HINT}") from exc
+    except (ValueError, AssertionError) as exc:  # no socket found, no DOCKER_HOST (an assert in 0.27)
+        why = str(exc) or "no DOCKER_HOST and no socket at /run/docker.sock or /var/run/docker.sock"
+        raise RuntimeUnavailableError(f"no Docker daemon found ({why}); {START_HINT}") from exc
+
+
+def _unanswered(docker: aiodocker.Docker | None, exc: BaseException) -> RuntimeUnavailableError:
+    """What to raise when the daemon fails to answer sensibly, in one line."""
+    where = os.environ.get("DOCKER_HOST") or str(
+        getattr(getattr(docker, "connector", None), "path", "the default socket")
+    )
+    if isinstance(exc, TimeoutError):
+        why = f"no answer within {DAEMON_DEADLINE:g} s"
+    else:
+        why = " ".join(f"{type(exc).__name__}: {exc}".split()).rstrip(":")[:300]  # one line, bounded
+    return RuntimeUnavailableError(f"no Docker daemon answers at {where} ({why}); {START_HINT}")
 
 
 def context_hash(folder: Path) -> str:
@@ -483,19 +499,23 @@ class DockerRuntime(Runtime):
         return DockerSandbox(config, state, self)
 
     async def check(self) -> None:
-        """Raise `RuntimeUnavailableError` (one line, with how to start one) when no daemon answers."""
+        """Raise `RuntimeUnavailableError` (one line, with how to start one) when no daemon answers
+        sensibly within `DAEMON_DEADLINE`; the first success in a process also prunes what dead
+        owners left on the daemon (a failure there is a warning)."""
         if self._checked:
             return
         docker = client()
         try:
-            await docker.version()
+            async with asyncio.timeout(DAEMON_DEADLINE):
+                await docker.version()
+        # The daemon is outside us: aiodocker turns its faults into DockerError, aiohttp errors,
+        # TypeError or KeyError (a body of the wrong shape), so any failure means "not usable".
         except Exception as exc:
-            raise RuntimeUnavailableError(
-                f"no Docker daemon answers at {docker.docker_host} ({exc}); {START_HINT}"
-            ) from exc
+            raise _unanswered(docker, exc) from exc
         finally:
             await docker.close()
         self._checked = True
+        await prune_once()
 
     async def image(self) -> str:
         """The image sandboxes start from (a build context is built once per content hash)."""
@@ -554,43 +574,90 @@ async def build_context(folder: Path, *, network: bool = True) -> str:
     return tag
 
 
+_pruned = False
+
+
+async def prune_once() -> None:
+    """`prune_containers` the first time a process uses Docker (a failure is one warning)."""
+    global _pruned
+    if _pruned:
+        return
+    _pruned = True  # set first: sandboxes opening meanwhile do not prune again
+    try:
+        await prune_containers()
+    except RuntimeUnavailableError as exc:
+        warnings.warn(f"{exc}; Docker sandboxes of dead owners not pruned", UserWarning, stacklevel=2)
+
+
 async def prune_containers(*, dry_run: bool = False) -> list[dict[str, str]]:
     """Remove our containers and fork images whose owner is gone; never anything else.
 
-    Ours: labelled `rubric.sandbox` and made on this boot of this machine. Returns one record per
-    container found (id, run, owner, alive, removed).
+    Ours: labelled `rubric.sandbox` and made on this boot of this machine. Only containers and
+    images are removed, never a host folder (a label is anyone's to write). Each call to the
+    daemon has `DAEMON_DEADLINE` seconds.
+
+    Returns:
+        One record per container found (kind, id, run, owner, alive, removed).
+
+    Raises:
+        RuntimeUnavailableError: No aiodocker, no daemon, or one that fails, hangs or answers
+            nonsense (one line saying which).
     """
     docker = client()  # first: without the [docker] extra it raises RuntimeUnavailableError
-    from aiodocker.exceptions import DockerError  # optional extra [docker], imported where used
-
-    found: list[dict[str, str]] = []
     try:
-        listed = await docker.containers.list(all=True, filters={"label": [LABEL]})
-        for container in listed:
-            labels = container._container.get("Labels") or {}
-            if labels.get(LABEL) != "1" or labels.get("rubric.boot") != boot_id():
-                continue
-            owner = labels.get("rubric.owner", "")
-            alive = owner.isdigit() and owner_alive(int(owner), labels.get("rubric.owner_start", ""))
-            record = {"kind": "docker", "id": container.id[:12], "run": labels.get("rubric.run", ""),
-                      "owner": owner, "alive": str(alive), "removed": "False"}  # fmt: skip
-            if not alive and not dry_run:
-                with contextlib.suppress(DockerError):
-                    await container.delete(force=True, v=True)
-                    record["removed"] = "True"
-                state = labels.get("rubric.state", "")
-                if state.startswith("/") and Path(state).name.startswith("rubric-sandbox-"):
-                    SandboxState(Path(state), "docker", "", 0, "").remove()
-            found.append(record)
+        found = await _prune_containers(docker, dry_run)
         if not dry_run:
-            for image in await docker.images.list(filters={"label": ["rubric.fork=1"]}):
-                labels = (image.get("Labels") or {}) if isinstance(image, dict) else {}
-                owner = labels.get("rubric.owner", "")
-                if labels.get("rubric.boot") == boot_id() and not (
-                    owner.isdigit() and owner_alive(int(owner), labels.get("rubric.owner_start", ""))
-                ):
-                    with contextlib.suppress(DockerError):
-                        await docker.images.delete(image["Id"], force=True)
+            await _prune_fork_images(docker)
+    # As in `check`: whatever the daemon does wrong surfaces as one of many exception types.
+    except Exception as exc:
+        raise _unanswered(docker, exc) from exc
     finally:
         await docker.close()
     return found
+
+
+def _labelled_ours(labels: Any) -> dict[str, str] | None:
+    """The labels of a container or image of ours made on this boot, else None."""
+    if not isinstance(labels, dict) or labels.get(LABEL) != "1" or labels.get("rubric.boot") != boot_id():
+        return None
+    return {str(k): str(v) for k, v in labels.items()}
+
+
+def _owner_alive(labels: dict[str, str]) -> bool:
+    owner = labels.get("rubric.owner", "")
+    return owner.isdigit() and owner_alive(int(owner), labels.get("rubric.owner_start", ""))
+
+
+async def _prune_containers(docker: aiodocker.Docker, dry_run: bool) -> list[dict[str, str]]:
+    from aiodocker.exceptions import DockerError  # optional extra [docker], imported where used
+
+    found: list[dict[str, str]] = []
+    async with asyncio.timeout(DAEMON_DEADLINE):
+        listed = await docker.containers.list(all=True, filters={"label": [LABEL]})
+    for container in listed:
+        labels = _labelled_ours(container._container.get("Labels"))
+        if labels is None:
+            continue
+        alive = _owner_alive(labels)
+        record = {"kind": "docker", "id": str(container.id)[:12], "run": labels.get("rubric.run", ""),
+                  "owner": labels.get("rubric.owner", ""), "alive": str(alive), "removed": "False"}  # fmt: skip
+        if not alive and not dry_run:
+            with contextlib.suppress(DockerError):
+                async with asyncio.timeout(DAEMON_DEADLINE):
+                    await container.delete(force=True, v=True)
+                record["removed"] = "True"
+        found.append(record)
+    return found
+
+
+async def _prune_fork_images(docker: aiodocker.Docker) -> None:
+    from aiodocker.exceptions import DockerError  # optional extra [docker], imported where used
+
+    async with asyncio.timeout(DAEMON_DEADLINE):
+        images = await docker.images.list(filters={"label": ["rubric.fork=1"]})
+    for image in images:
+        labels = _labelled_ours(image.get("Labels") if isinstance(image, dict) else None)
+        if labels is not None and labels.get("rubric.fork") == "1" and not _owner_alive(labels):
+            with contextlib.suppress(DockerError):
+                async with asyncio.timeout(DAEMON_DEADLINE):
+                    await docker.images.delete(str(image["Id"]), force=True)

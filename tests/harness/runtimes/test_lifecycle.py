@@ -236,15 +236,16 @@ async def test_a_sigkilled_owner_takes_its_containers_with_it_before_any_prune()
 def test_prune_and_docker_specs_without_the_docker_extra(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """`rubric eval` prunes at every start: without aiodocker (the [docker] extra) that finds no
-    containers instead of failing, and a docker: spec says which extra to install."""
+    """Without aiodocker (the [docker] extra) prune finds no containers and says why in one
+    warning instead of failing, and a docker: spec says which extra to install."""
     from harness.runtimes import RuntimeUnavailableError, prune
     from harness.runtimes._docker import build_context
 
     for name in [m for m in sys.modules if m == "aiodocker" or m.startswith("aiodocker.")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "aiodocker", None)  # `import aiodocker` raises ImportError
-    assert all(record["kind"] != "docker" for record in prune())
+    with pytest.warns(UserWarning, match=r"pip install 'rubric-rl\[docker\]'; Docker containers not pruned"):
+        assert all(record["kind"] != "docker" for record in prune())
     (tmp_path / "Dockerfile").write_text("FROM scratch\n")
     with pytest.raises(RuntimeUnavailableError, match=r"pip install 'rubric-rl\[docker\]'"):
         asyncio.run(build_context(tmp_path))
