@@ -70,9 +70,10 @@ def _host_address() -> str:
         return str(probe.getsockname()[0])
 
 
-def _build_containers(since: float, until: float) -> dict[str, list[str]]:
-    """The containers the daemon made between the two times that are not sandboxes (a build's
-    RUN steps), each with the networks it was connected to."""
+def _build_containers(since: float, until: float, mark: str) -> dict[str, list[str]]:
+    """The containers the daemon made between the two times for the build labelled `mark` (its
+    RUN steps: they carry the image's labels so far, so other tests' containers never count),
+    each with the networks it was connected to."""
     listed = subprocess.run(
         ["docker", "events", "--since", f"{since:.3f}", "--until", f"{until:.3f}", "--format", "{{json .}}",
          "--filter", "type=container", "--filter", "type=network"],
@@ -84,12 +85,14 @@ def _build_containers(since: float, until: float) -> dict[str, list[str]]:
         if (
             event["Type"] == "container"
             and event["Action"] == "create"
-            and "rubric.sandbox" not in attributes
+            and attributes.get("rubric.test.build") == mark
         ):
             made.setdefault(event["Actor"]["ID"], [])
         elif event["Type"] == "network" and event["Action"] == "connect":
             made.get(attributes.get("container", ""), []).append(attributes["name"])
-    return made
+    return {
+        container: networks for container, networks in made.items() if networks
+    }  # LABEL's step joins none
 
 
 @pytest.mark.docker
@@ -103,12 +106,13 @@ def test_a_task_image_builds_with_no_network_unless_the_task_allows_internet(
         server.setblocking(False)
         port = server.getsockname()[1]
         reach = f"import socket; socket.create_connection(('{_host_address()}', {port}), timeout=3)"
-        dockerfile = f'FROM {IMAGE}\nRUN python3 -c "{reach}"  # {uuid.uuid4().hex}\n'
+        mark = uuid.uuid4().hex
+        dockerfile = f'FROM {IMAGE}\nLABEL rubric.test.build={mark}\nRUN python3 -c "{reach}"\n'
         toml = f"allow_internet = {str(allow).lower()}\n"
         env = from_harbor(task(tmp_path, "phone-home", toml, dockerfile=dockerfile))
         since = time.time()
         (rollout,) = env.evaluate("scripted:harbor", agent="command:true", progress=False).rollouts
-        made = _build_containers(since, time.time() + 1)
+        made = _build_containers(since, time.time() + 1, mark)
         try:
             server.accept()[0].close()
             reached = True
