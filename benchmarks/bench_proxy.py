@@ -1,12 +1,15 @@
 """What does the capture proxy cost per model call, next to the bare transport it forwards through?
 
-Run: python benchmarks/bench_proxy.py [--calls N]
+Run: python benchmarks/bench_proxy.py [--calls N] [--forged-history]
 
 The scripted endpoint runs in its own process; the agent runs in another (a small aiohttp
 script posting over the proxy's Unix socket), so this process does only what the proxy does.
 The same second-turn conversation (system, user, the assistant's tool call, its result) is
 sent N times in a row, for each dialect, whole and streamed; the engine answers with text and
-a tool call, with token ids (`return_token_ids`), so every call also chains token ids.
+a tool call, with token ids (`return_token_ids`), so every call also chains token ids. The
+engine's answer is the history's own assistant turn, so from the second call on the history
+holds only replies the proxy gave, as a real agent's does; with `--forged-history` it answers
+otherwise, so every call's history holds a turn the proxy never gave (checked, then marked).
 Measured in the same run, CPU seconds of this process:
 - transport: `Client.complete` alone, per call (the baseline: what the harness pays anyway);
 - proxy process: per call, between one request's arrival and the next's (the HTTP server,
@@ -94,6 +97,12 @@ asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4].encode(), in
 
 
 def policy(messages: list[dict[str, Any]], tools: Any) -> dict[str, Any]:
+    """The assistant turn every request's history holds: what a real agent sends back."""
+    return {"content": "let me compute", "tool_calls": [{"function": CALL["function"]}]}
+
+
+def forged_policy(messages: list[dict[str, Any]], tools: Any) -> dict[str, Any]:
+    """Another answer: the history's assistant turn is then one the proxy never gave."""
     return {
         "content": "the answer is 5",
         "tool_calls": [{"function": {"name": "add", "arguments": '{"a": 5, "b": 1}'}}],
@@ -181,8 +190,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--forged-history", action="store_true", help="the history's assistant turn is not the proxy's"
+    )
     args = parser.parse_args()
-    with ScriptedEndpoint(policy, process=True) as endpoint:
+    with ScriptedEndpoint(forged_policy if args.forged_history else policy, process=True) as endpoint:
         asyncio.run(_run(endpoint.base_url, args.calls, args.rounds))
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from harness.proxy._session import DEFAULT_MAX_REQUEST_BYTES
 from rubrics._judge.labels import MAX_FILE_BYTES, MAX_LINE_BYTES
 from tests.helpers.docs import code_block, docs_pages, documented, readme
 
@@ -341,9 +342,12 @@ def test_the_wordle_run_then_score_lines_work_outside_a_terminal(tmp_path: Path)
     assert list((tmp_path / "runs" / "wordle").glob("results.rescored-*.jsonl"))
 
 
-def test_the_security_table_states_the_labels_caps_and_the_resume_rule() -> None:
+def test_the_security_table_states_the_caps_and_the_resume_rule() -> None:
     table = docs_pages()["guides/security.md"]
     labels = next(row for row in table.splitlines() if "**labels file**" in row)
     assert f"{MAX_LINE_BYTES // 2**20} MiB a line or {MAX_FILE_BYTES // 2**20} MiB in all" in labels
     results = next(row for row in table.splitlines() if "**results folder**" in row)
     assert "send your key to its recorded endpoint" in results and "`-b URL`" in results
+    proxy = next(row for row in table.splitlines() if "**agent's model calls**" in row)
+    assert f"`max_request_bytes` ({DEFAULT_MAX_REQUEST_BYTES // 2**20} MiB by default)" in proxy
+    assert "pass a budget by sending calls at once" in proxy and '`"forged": true`' in proxy

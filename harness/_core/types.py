@@ -220,8 +220,14 @@ class ModelCall(BaseModel):
         tokens: The turn's token ids, when the engine returned them.
         skew: How the engine's ids for the history compare with those it sampled.
         status: The HTTP status the agent got; 0 while the call is in flight.
-        error: Why the call failed, if it did.
+        error: Why the call failed, if it did. A failed call keeps no `messages` or `tools`,
+            only `request_bytes`, `request_head` and this reason.
         dropped: Provider hints left out of the call upstream.
+        forged: Positions in `messages` of assistant turns the proxy never gave in this
+            session (the agent wrote them); each such message carries `"forged": true`.
+        request_bytes: The size of the request body (as declared, for one refused unread).
+        request_head: For a failed call, the first KiB of its body as text (None when the
+            body was not read: refused for a spent budget or a declared size over the cap).
         timing: Seconds: `start` (since the session began), `total`, `upstream`, `proxy_cpu`.
     """
 
@@ -240,6 +246,9 @@ class ModelCall(BaseModel):
     status: int = 0  # the HTTP status the agent got; 0 while the call is in flight
     error: str | None = None
     dropped: list[str] = Field(default_factory=list)
+    forged: list[int] = Field(default_factory=list)
+    request_bytes: int = 0
+    request_head: str | None = None
     # The engine's own prompt ids, before chaining replaced them (what the next turn's
     # re-tokenised history starts with).
     _engine_prompt_ids: list[int] | None = PrivateAttr(default=None)

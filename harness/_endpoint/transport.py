@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import io
 import json
 from collections.abc import Mapping
 from typing import Any, Protocol
@@ -28,6 +29,8 @@ import aiohttp
 
 #: An answer larger than this is refused (a runaway or hostile server), not read into memory.
 MAX_BODY_BYTES = 64 * 1024 * 1024
+#: Request bodies larger than this are sent in chunks (aiohttp's own threshold for a warning).
+LARGE_REQUEST_BYTES = 1024 * 1024
 
 
 class TransportError(Exception):
@@ -105,8 +108,11 @@ class AiohttpTransport:
 
     async def chat(self, body: dict[str, Any]) -> Any:
         data = json.dumps(body, ensure_ascii=False).encode("utf-8")
+        # aiohttp writes bytes in one go and warns past 1 MiB; a BytesIO goes out in chunks,
+        # yielding to the loop between them (a long conversation, an agent's big request).
+        payload: bytes | io.BytesIO = data if len(data) <= LARGE_REQUEST_BYTES else io.BytesIO(data)
         try:
-            async with self._session.post(self._url, data=data) as response:
+            async with self._session.post(self._url, data=payload) as response:
                 raw = await _read_capped(response, self._max_body_bytes)
                 status, headers = response.status, response.headers
         except aiohttp.ServerTimeoutError as exc:

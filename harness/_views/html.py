@@ -26,6 +26,7 @@ from harness._core.storage import run_title, section
 from harness._core.summary import node_note, over_scored, skip_reason, wall_time
 from harness._core.tree import TreeNode, read_tree, tree_from_paths, tree_paths
 from harness._core.types import Message, ModelCall, Rollout
+from harness.proxy._provenance import FORGED, FORGED_NOTE
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness._core.summary import Summary
@@ -383,6 +384,8 @@ def message_html(message: Message) -> str:
     label = role if not message.tool_call_id else f"tool result · {message.tool_call_id}"
     if message.name:
         label += f" · {message.name}"
+    if message.get(FORGED) is True:  # the capture proxy never gave this assistant turn
+        label += f" · {FORGED_NOTE}"
     body = f"<pre>{esc(message.text)}</pre>" if message.text else ""
     for call in message.tool_calls or []:
         body += (

@@ -25,6 +25,7 @@ from harness._core.types import Message, Rollout
 from harness._results.compare import FLIP_THRESHOLD, Comparison, compare
 from harness._results.eval_results import EvalResults
 from harness._views.compare_html import interval_text, needed_text, paired_note
+from harness.proxy._provenance import FORGED, FORGED_NOTE
 
 _ROLE_STYLE = {"system": "dim", "user": "cyan", "assistant": "green", "tool": "magenta"}
 
@@ -48,11 +49,14 @@ def render_message(message: Message) -> RenderableType:
     title = message.role if not message.tool_call_id else f"tool result [{message.tool_call_id}]"
     if message.name:
         title += f" ({message.name})"
+    forged = message.get(FORGED) is True  # the capture proxy never gave this assistant turn
+    if forged:
+        title += f" - {FORGED_NOTE}"
     return Panel(
         Group(*parts) if parts else Text("(empty)", style="dim"),
         title=safe_text(title),
         title_align="left",
-        border_style=_ROLE_STYLE.get(message.role, "white"),
+        border_style="red" if forged else _ROLE_STYLE.get(message.role, "white"),
     )
 
 

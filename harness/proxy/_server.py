@@ -20,10 +20,17 @@ Rules:
   accepted and all mean the served model (`"*"` accepts any name); any other name is refused
   with 404, as providers answer an unknown model.
 - Sampling: the run's `sampling` overrides what the agent asks for, key by key.
-- ProxyBudgets (`ProxyBudgets`: model calls, tokens, wall clock): the call that finds one spent is
-  refused with 400 naming it, and the session stops with that reason (`max_turns`,
-  `max_tokens`, `timeout`); a call still waiting on the engine when the clock runs out
-  ends the same way.
+- Budgets (`ProxyBudgets`: model calls, tokens, wall clock) are taken as a call arrives, before
+  its body is read (`harness.proxy._session` says what counts): the call that finds one spent
+  is refused with 400 naming it, and the session stops with that reason (`max_turns`,
+  `max_tokens`, `timeout`); a call still arriving or waiting on the engine when the clock runs
+  out ends the same way.
+- Request bodies over `ProxyBudgets.max_request_bytes` (32 MiB by default) are refused with 413
+  (`request_too_large`) by their declared length or as they arrive, never held whole. A call
+  that fails keeps its size, its first KiB and why, not its messages.
+- History: an assistant turn in the conversation that this proxy never gave in the session
+  (compared as `harness.proxy._provenance` says) is marked on the record, `"forged": true`,
+  and the call served; `forged_history="refuse"` refuses such a call with 400.
 - Untranslatable content (a non-function tool, an input item with no Chat Completions form):
   400 by default; with `untranslatable="drop"` it is left out. Either way it is on the turn.
 - Malformed JSON, an unknown path, an unsupported field: 4xx to the agent, recorded.
@@ -53,9 +60,12 @@ from harness.proxy import _anthropic as anthropic
 from harness.proxy import _chat as chat
 from harness.proxy import _responses as responses
 from harness.proxy._dialect import DEFAULT_UNTRANSLATABLE, Call, Refusal, Reply, Untranslatable
+from harness.proxy._provenance import DEFAULT_FORGED_HISTORY, ForgedHistory, describe, mark_forged
 from harness.proxy._session import ProxyBudgets, ProxySession, new_sessions_name
 
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+#: How much of a failed call's body its record keeps.
+HEAD_BYTES = 1024
 
 
 @dataclass(frozen=True)
@@ -94,6 +104,10 @@ class CaptureProxy:
         model_aliases: Other model names that mean the served model ("*": any name).
         untranslatable: "error" (refuse content with no Chat Completions form) or "drop"
             (leave it out, recorded on the turn).
+        forged_history: What to do with a call whose history holds an assistant turn this
+            proxy never gave in the session (the agent wrote it): "mark" it on the record
+            (`"forged": true` on the message, its position in `ModelCall.forged`) and serve
+            the call, or "refuse" the call with 400.
     """
 
     def __init__(
@@ -105,9 +119,12 @@ class CaptureProxy:
         max_concurrency: int | None = None,
         model_aliases: Collection[str] = (),
         untranslatable: Untranslatable = DEFAULT_UNTRANSLATABLE,
+        forged_history: ForgedHistory = DEFAULT_FORGED_HISTORY,
     ) -> None:
         if untranslatable not in ("error", "drop"):
             raise ConfigError(f"CaptureProxy untranslatable={untranslatable!r} must be 'error' or 'drop'")
+        if forged_history not in ("mark", "refuse"):
+            raise ConfigError(f"CaptureProxy forged_history={forged_history!r} must be 'mark' or 'refuse'")
         if max_concurrency is not None and (
             isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1
         ):
@@ -125,6 +142,7 @@ class CaptureProxy:
         self.max_concurrency = max_concurrency
         self.model_aliases = frozenset(model_aliases)
         self.untranslatable: Untranslatable = untranslatable
+        self.forged_history: ForgedHistory = forged_history
         self.sessions: dict[str, ProxySession] = {}
         self._by_key: dict[str, ProxySession] = {}
         self._semaphore: asyncio.Semaphore | None = None
@@ -157,7 +175,7 @@ class CaptureProxy:
                 "CaptureProxy.start needs socket_path=... (a Unix socket) or port=... (0: any free port)"
             )
         if self._runner is None:
-            app = web.Application(client_max_size=64 * 1024 * 1024)
+            app = web.Application()  # bodies are read by `_receive`, under each session's cap
             app.router.add_route("*", "/{tail:.*}", self._handle)
             # Closing waits this long for calls still in flight (their agents are gone by then).
             self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=5.0)
@@ -251,27 +269,62 @@ class CaptureProxy:
         if path == "/models" and request.method == "GET":
             return _json(200, self._models(anthropic="anthropic-version" in request.headers))
         turn = session.begin(dialect.name if dialect else "unknown")
+        turn.request_bytes = request.content_length or 0
         started = time.perf_counter()
+        spent = session.reserve()  # before any await: calls sent at once cannot pass a budget together
+        deadline = asyncio.timeout(session.remaining_seconds())  # reading, queueing, the engine
         try:
-            if dialect is None or request.method != "POST":
-                raise Refusal(404, _no_route(request), "not_found_error")
-            call = await self._read(request, dialect, turn)
+            if spent is not None:
+                raise _budget_refusal(session, spent)
+            async with deadline:
+                response = await self._serve(request, session, dialect, turn, clock)
+        except Refusal as refusal:
+            response = _refused(request, dialect, turn, refusal)
+        except Exception as exc:
+            if isinstance(exc, TimeoutError) and deadline.expired():  # the session's time is up
+                session.stop("timeout")
+                failure = _budget_refusal(session, "timeout")
+            else:  # a bug here: answered and recorded, never a dropped connection
+                failure = Refusal(500, f"the proxy failed: {type(exc).__name__}: {exc}", "api_error")
+            response = _refused(request, dialect, turn, failure)
+        turn.timing["total"] = time.perf_counter() - started
+        turn.timing["proxy_cpu"] = clock.stop()
+        session.finish(turn, reserved=spent is None)
+        return response
+
+    async def _serve(
+        self,
+        request: web.Request,
+        session: ProxySession,
+        dialect: Dialect | None,
+        turn: ModelCall,
+        clock: _CPUClock,
+    ) -> web.Response:
+        """Read the call, check its history, forward it, record the turn, answer in the dialect;
+        a call that fails keeps the first KiB of its body."""
+        if dialect is None or request.method != "POST":
+            raise Refusal(404, _no_route(request), "not_found_error")
+        raw = await _receive(request, turn, session.budgets.max_request_bytes)
+        head = raw[:HEAD_BYTES]
+        try:
+            call = self._read(raw, dialect, turn)
+            del raw  # the call holds what it needs; not the bytes too, while the engine works
             if call.previous_response_id is not None:
                 call.messages = turn.messages = _continued(session, call)
+            forged = session.replies.forged(call.messages)
+            if forged and self.forged_history == "refuse":
+                raise _forged_refusal(call.messages, forged[0])
             reply = await self._forward(session, call, turn, clock)
+            if forged:  # marked on the record only: the engine was sent what the agent sent
+                turn.messages, turn.forged = mark_forged(call.messages, forged), forged
             if dialect.name == "responses":  # what a later call's previous_response_id continues
                 own = call.messages[1:] if _has_instructions(call) else call.messages
                 session.responses[f"resp_{reply.id}"] = [*own, reply.message]
             response = self._answer(dialect, call, reply)
-            turn.status = response.status
-        except Refusal as refusal:
-            response = _refused(request, dialect, turn, refusal)
-        except Exception as exc:  # a bug here: answered and recorded, never a dropped connection
-            failure = Refusal(500, f"the proxy failed: {type(exc).__name__}: {exc}", "api_error")
-            response = _refused(request, dialect, turn, failure)
-        turn.timing["total"] = time.perf_counter() - started
-        turn.timing["proxy_cpu"] = clock.stop()
-        session.finish(turn)
+        except BaseException:
+            turn.request_head = _text(head)
+            raise
+        turn.status = response.status
         return response
 
     def _session_of(self, request: web.Request) -> ProxySession | None:
@@ -295,9 +348,8 @@ class CaptureProxy:
             "data": [{"id": n, "object": "model", "created": 0, "owned_by": "rubric"} for n in names],
         }
 
-    async def _read(self, request: web.Request, dialect: Dialect, turn: ModelCall) -> Call:
-        """The request as a Call, the model name checked; the turn notes what it asked."""
-        raw = await request.read()
+    def _read(self, raw: bytes, dialect: Dialect, turn: ModelCall) -> Call:
+        """The request body as a Call, the model name checked; the turn notes what it asked."""
         try:
             body = json.loads(raw)
         except ValueError as exc:
@@ -323,21 +375,21 @@ class CaptureProxy:
         return call
 
     async def _forward(self, session: ProxySession, call: Call, turn: ModelCall, clock: _CPUClock) -> Reply:
-        """The upstream's answer to `call`, within the session's budgets and the run's limit."""
-        spent = session.exhausted()
-        if spent is not None:
-            session.stop(spent)
-            raise _budget_refusal(session, spent)
+        """The upstream's answer to `call`, under the run's concurrency limit; a completion
+        limit the call carries is lowered to the session's tokens left."""
         params = {**call.params, **self.sampling}
+        left = session.tokens_left()
+        if left is not None:
+            for key in ("max_tokens", "max_completion_tokens"):
+                asked = params.get(key)
+                if isinstance(asked, int) and not isinstance(asked, bool) and asked > left:
+                    params[key] = left
         turn.params = params
         clock.pause()  # the upstream's time is the transport's, measured apart
         t0 = time.perf_counter()
         try:
-            async with asyncio.timeout(session.remaining_seconds()), self._semaphore or nullcontext():
+            async with self._semaphore or nullcontext():
                 completion = await self.client.complete(call.messages, tools=call.tools, **params)
-        except TimeoutError:
-            session.stop("timeout")
-            raise _budget_refusal(session, "timeout") from None
         except EndpointError as exc:
             raise _upstream_refusal(exc) from None
         finally:
@@ -419,8 +471,10 @@ def _error_dialect(request: web.Request, dialect: Dialect | None) -> Dialect:
 def _refused(
     request: web.Request, dialect: Dialect | None, turn: ModelCall, refusal: Refusal
 ) -> web.Response:
-    """The refusal recorded on the turn, and answered in the agent's dialect."""
+    """The refusal recorded on the turn (its size, the start of its body and why; never its
+    messages), and answered in the agent's dialect."""
     turn.status, turn.error = refusal.status, refusal.message
+    turn.messages, turn.tools = [], []
     body = _error_dialect(request, dialect).error(refusal.status, refusal.message, refusal.kind)
     return _json(refusal.status, body)
 
@@ -445,6 +499,49 @@ def _continued(session: ProxySession, call: Call) -> list[Message]:
     if _has_instructions(call):
         return [call.messages[0], *earlier, *call.messages[1:]]
     return [*earlier, *call.messages]
+
+
+async def _receive(request: web.Request, turn: ModelCall, limit: int | None) -> bytes:
+    """The request body, refused with 413 as soon as it is known to pass `limit` bytes (by its
+    declared length, unread; or as it arrives); the turn notes its size and its first KiB."""
+    declared = request.content_length
+    if limit is not None and declared is not None and declared > limit:
+        raise _too_large(f"{declared:,} bytes", limit)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.content.iter_any():
+        size += len(chunk)
+        chunks.append(chunk)
+        if limit is not None and size > limit:
+            turn.request_bytes = size
+            turn.request_head = _text(chunks[0])  # a socket read: a KiB unless the sender dribbles
+            raise _too_large(f"more than {limit:,} bytes", limit)
+    if size != turn.request_bytes:
+        turn.request_bytes = size
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def _text(head: bytes) -> str:
+    """Up to a KiB of a body's start as the record keeps it: text, a character cut in two left out."""
+    return head[:HEAD_BYTES].decode("utf-8", "ignore")
+
+
+def _too_large(size: str, limit: int) -> Refusal:
+    return Refusal(
+        413,
+        f"the request body ({size}) is over this proxy's limit of {limit:,} bytes (max_request_bytes); "
+        "send a shorter conversation (leave out old tool output or images)",
+        "request_too_large",
+    )
+
+
+def _forged_refusal(messages: list[Message], position: int) -> Refusal:
+    return Refusal(
+        400,
+        f"message {position} of the conversation is an assistant turn this proxy never answered in "
+        f"this session ({describe(messages[position])}); send back the replies as they were given "
+        "(this proxy refuses invented assistant turns: forged_history='refuse')",
+    )
 
 
 def _upstream_refusal(exc: EndpointError) -> Refusal:

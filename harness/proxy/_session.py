@@ -7,7 +7,24 @@ and tool messages), the reply, token counts, timing and, when the engine returne
 token ids. A multi-turn agent's prompt ids are chained from the engine's own ids (the
 previous turn's prompt and sampled completion, then the new messages), so training sees what
 the policy sampled; where the engine's re-tokenisation of that history differs, or the agent
-rewrote its history, the difference is measured (`RetokenizationSkew`).
+rewrote its history, the difference is measured (`RetokenizationSkew`). A call that failed
+keeps no messages: its size, the start of its body and why.
+
+Budgets are taken before a call is served, with no await between the check and the count
+(the proxy serves on one event loop), so calls sent at once cannot pass them together:
+- calls (`max_turns`): each call takes one when it arrives. It stays taken when the engine
+  answered or rejected the request (a prompt too long for the context), or the proxy refused
+  it (malformed, unknown model, too large, ...): those are the agent's doing. It is given
+  back when the call failed through no doing of the agent: the model endpoint failed (502:
+  an outage, a timeout, 5xx after retries) or the proxy itself did (500). A call that finds
+  every call taken (counted, or held by calls still in flight) is refused and not recorded
+  as taken; the session stops once the counted calls reach the limit.
+- tokens (`max_tokens`): known only when the engine answers, so a call is served while the
+  finished calls used fewer, and a completion limit the call carries (`max_tokens`,
+  `max_completion_tokens`) is lowered to the tokens left. Calls in flight together may still
+  pass the budget by their prompts and completions.
+- time (`max_seconds`): the session's clock bounds the whole call, from reading its body to
+  the engine's answer.
 """
 
 from __future__ import annotations
@@ -22,6 +39,7 @@ from dataclasses import dataclass
 
 from harness._core.errors import ConfigError
 from harness._core.types import Message, ModelCall, RetokenizationSkew, Rollout, Usage
+from harness.proxy._provenance import Replies
 
 #: How many of the latest calls with token ids a new call may continue: agents interleave
 #: side calls (titles, summaries) with their main line, but not hundreds of them, and the
@@ -29,17 +47,26 @@ from harness._core.types import Message, ModelCall, RetokenizationSkew, Rollout,
 CHAIN_WINDOW = 16
 #: Stop reasons a budget gives the session (and its rollout).
 BUDGET_STOPS = ("max_turns", "max_tokens", "timeout")
+#: Largest request body a session takes by default: the Anthropic Messages API's own limit,
+#: far above any conversation that fits a model's context, images included.
+DEFAULT_MAX_REQUEST_BYTES = 32 * 1024 * 1024
+#: Statuses of calls that failed through no doing of the agent (the proxy's own failure, the
+#: model endpoint's): such a call gives its place in the call budget back.
+UNCOUNTED_STATUSES = frozenset({500, 502})
 
 
 @dataclass(frozen=True)
 class ProxyBudgets:
-    """Limits on one session: model calls, tokens (prompt + completion, summed over calls)
-    and wall-clock seconds since it opened. None means no limit.
+    """Limits on one session: model calls, tokens (prompt + completion, summed over calls),
+    wall-clock seconds since it opened, and the size of one request. None means no limit.
 
     Args:
-        max_turns: Most model calls in the session (an integer >= 1).
+        max_turns: Most model calls in the session (an integer >= 1): answered, rejected by
+            the engine or refused by the proxy; a call the model endpoint failed is not counted.
         max_tokens: Most prompt + completion tokens, summed over its calls (an integer >= 1).
         max_seconds: Most wall-clock seconds since the session opened (positive, finite).
+        max_request_bytes: Largest request body, in bytes (an integer >= 1; 32 MiB by
+            default); a larger one is refused with 413 before it is read whole.
 
     Raises:
         ConfigError: A limit is neither None nor a valid value.
@@ -48,9 +75,10 @@ class ProxyBudgets:
     max_turns: int | None = None
     max_tokens: int | None = None
     max_seconds: float | None = None
+    max_request_bytes: int | None = DEFAULT_MAX_REQUEST_BYTES
 
     def __post_init__(self) -> None:
-        for name in ("max_turns", "max_tokens"):
+        for name in ("max_turns", "max_tokens", "max_request_bytes"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ConfigError(
@@ -66,8 +94,9 @@ class ProxyBudgets:
 class ProxySession:
     """One rollout's calls through the proxy, under its own secret key and budgets.
 
-    Read `turns` while or after the agent runs; `stop_reason` is set when a budget ended the
-    episode (`max_turns`, `max_tokens`, `timeout`), and `wait_stopped()` returns then.
+    Read `turns` while or after the agent runs; `num_calls` counts the calls the budget
+    counted, `num_answered` those the engine answered; `stop_reason` is set when a budget ended
+    the episode (`max_turns`, `max_tokens`, `timeout`), and `wait_stopped()` returns then.
     `record_into(rollout)` copies the calls onto a rollout.
 
     Args:
@@ -84,6 +113,10 @@ class ProxySession:
         #: a later call's `previous_response_id`.
         self.responses: dict[str, list[Message]] = {}
         self.num_answered = 0  # calls the engine answered (turns that are `ok`)
+        self.num_calls = 0  # calls counted against `max_turns` (see the module's docstring)
+        self.in_flight = 0  # calls that took their place in the budget and are not finished
+        #: The replies given in this session, to tell a history's assistant turns apart.
+        self.replies = Replies()
         self.usage = Usage()
         self.stop_reason: str | None = None
         self.started = time.monotonic()
@@ -101,12 +134,17 @@ class ProxySession:
         limit = self.budgets.max_seconds
         return None if limit is None else limit - self.elapsed
 
+    def tokens_left(self) -> int | None:
+        """Tokens the finished calls left of the token budget (None: no token budget)."""
+        limit = self.budgets.max_tokens
+        return None if limit is None else limit - self.usage.total_tokens
+
     def exhausted(self) -> str | None:
         """The budget this session has used up (naming the stop reason), or None."""
         b = self.budgets
         if self.stop_reason is not None:
             return self.stop_reason
-        if b.max_turns is not None and self.num_answered >= b.max_turns:
+        if b.max_turns is not None and self.num_calls >= b.max_turns:
             return "max_turns"
         if b.max_tokens is not None and self.usage.total_tokens >= b.max_tokens:
             return "max_tokens"
@@ -126,6 +164,19 @@ class ProxySession:
         await self._stopped.wait()
         return self.stop_reason or "stopped"
 
+    def reserve(self) -> str | None:
+        """Take a call's place in the budgets before it is served, or name the budget spent
+        (then the call is refused, and the session stops if the spent budget is final)."""
+        spent = self.exhausted()
+        if spent is not None:
+            self.stop(spent)
+            return spent
+        limit = self.budgets.max_turns
+        if limit is not None and self.num_calls + self.in_flight >= limit:
+            return "max_turns"  # held by calls in flight; the session stops if they count
+        self.in_flight += 1
+        return None
+
     def begin(self, dialect: str) -> ModelCall:
         """A new call's turn, in its place in the order calls were made (calls of one session
         may overlap: an agent's side call beside its main line)."""
@@ -134,11 +185,17 @@ class ProxySession:
         self.turns.append(turn)
         return turn
 
-    def finish(self, turn: ModelCall) -> None:
-        """Account a finished call: chain its token ids, count it, stop the session if it spent a budget."""
+    def finish(self, turn: ModelCall, *, reserved: bool) -> None:
+        """Account a finished call: chain its token ids, count it (when it `reserved` its
+        place), remember its reply, stop the session if it spent a budget."""
         if turn.tokens is not None:
             chain_tokens(turn, self.turns[: turn.index])
-        self.num_answered += turn.ok
+        if reserved:
+            self.in_flight -= 1
+            self.num_calls += turn.status not in UNCOUNTED_STATUSES
+        if turn.ok and turn.reply is not None:
+            self.num_answered += 1
+            self.replies.add(turn.reply)
         self.usage = self.usage + turn.usage
         reason = self.exhausted()
         if reason is not None:
@@ -300,6 +357,8 @@ def new_sessions_name(existing: Sequence[str], name: str | None) -> str:
 __all__ = [
     "BUDGET_STOPS",
     "CHAIN_WINDOW",
+    "DEFAULT_MAX_REQUEST_BYTES",
+    "UNCOUNTED_STATUSES",
     "ModelCall",
     "ProxyBudgets",
     "ProxySession",

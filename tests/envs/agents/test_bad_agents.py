@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -108,6 +110,46 @@ def test_budget_of_model_calls_ends_the_episode(tmp_path: Path) -> None:
     (r,) = env.evaluate("scripted:solve", progress=False).rollouts
     assert r.stop_reason == "max_turns" and r.error is None
     assert r.turns == 1 and r.reward == 1.0  # the file was written in the one call it had
+
+
+# Thirty model calls at once, each from its own thread and connection; the statuses it got.
+BURST_AGENT = r"""
+import json, os, threading, urllib.request, urllib.error
+body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode()
+start, statuses = threading.Barrier(30), []
+def call():
+    request = urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions", data=body,
+        headers={"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"], "Content-Type": "application/json"})
+    start.wait()
+    try:
+        statuses.append(urllib.request.urlopen(request, timeout=60).status)
+    except urllib.error.HTTPError as exc:
+        statuses.append(exc.code)
+threads = [threading.Thread(target=call) for _ in range(30)]
+for t in threads: t.start()
+for t in threads: t.join()
+print(sorted(statuses))
+"""
+
+
+async def _slow_model(messages: list[dict[str, Any]], tools: Any) -> str:
+    await asyncio.sleep(0.5)  # every call is still in flight when the others arrive
+    return "hi"
+
+
+def test_calls_sent_at_once_cannot_pass_the_budget(tmp_path: Path) -> None:
+    """Issue 45.6: under max_turns=2, a rollout recorded 20 answered calls sent at once."""
+    folder = tmp_path / "agent"
+    folder.mkdir()
+    (folder / "burst.py").write_text(BURST_AGENT)
+    env = task_env()
+    env.max_turns = 2
+    env.scripted_policies = {"slow": _slow_model}
+    env.set_agent("command:python3 /agent/burst.py", files=str(folder))
+    (r,) = env.evaluate("scripted:slow", progress=False).rollouts
+    assert r.turns == 2 and r.stop_reason == "max_turns" and r.error is None
+    assert sorted(c.status for c in r.model_calls) == [200, 200] + [400] * 28
+    assert f"{[200, 200] + [400] * 28}" in r.state["agent"]["stdout"]
 
 
 @pytest.mark.parametrize(

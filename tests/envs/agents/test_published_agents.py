@@ -4,9 +4,12 @@ Their packages are installed on the host by .ci/agents-up (or on first use) and 
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from tests.envs.agents.conftest import RUNTIMES, task_env
+from harness.scripted import ShellScript
+from tests.envs.agents.conftest import RUNTIMES, SOLVE, task_env
 
 
 @pytest.mark.parametrize("runtime", RUNTIMES)
@@ -39,3 +42,34 @@ def test_mini_swe_agent_finishes_file_task(runtime: str) -> None:
     assert [(c.dialect, c.status) for c in calls] == [("chat", 200), ("chat", 200)]
     used = [call for m in rollout.completion for call in m.tool_calls or []]
     assert [call.name for call in used] == ["bash", "bash"] and "printf hi > hello.txt" in used[0].arguments
+
+
+def _thinking_script() -> Any:
+    """Three shell steps, each reply with reasoning and text whose whitespace agents may redo."""
+    script = ShellScript([SOLVE, "ls -la  .", "cat hello.txt"], "all  done \n\n  here ")
+
+    def policy(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Any:
+        out = script(messages, tools)
+        if isinstance(out, dict):
+            return {
+                **out,
+                "content": out["content"] + "  \n  then\tmore ",
+                "reasoning_content": "I think\n\n  so  ",
+            }
+        return {"content": out, "reasoning_content": "final thought "}
+
+    return policy
+
+
+@pytest.mark.parametrize("agent", ["codex", "claude-code", "mini-swe-agent"])
+def test_published_agents_send_back_only_replies_the_proxy_gave(agent: str) -> None:
+    """The history each agent re-sends, as it normalises it, is matched to the proxy's replies:
+    the default `forged_history="mark"` marks nothing in a real agent's episode."""
+    env = task_env()
+    env.scripted_policies = {"thinking": _thinking_script()}
+    (rollout,) = env.evaluate("scripted:thinking", agent=agent, runtime="bwrap", progress=False).rollouts
+    assert rollout.error is None and rollout.reward == 1.0, rollout.error
+    main = [c for c in rollout.model_calls if c.tools]
+    assert len(main) >= 4 and sum(m.role == "assistant" for m in main[-1].messages) == 3
+    assert [c.forged for c in rollout.model_calls] == [[]] * len(rollout.model_calls)
+    assert not any(m.get("forged") for m in rollout.completion)
