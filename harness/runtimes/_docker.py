@@ -50,6 +50,8 @@ START_HINT = (
 )
 _KILL_GRACE = 2.0
 _IO_DIR = "/run/rubric-io"  # where a command's stdin file is (host: <state folder>/io, read-only inside)
+_CHANGE_KINDS = {0: "changed", 1: "added", 2: "deleted"}  # the Engine's `changes` kinds
+_RESTART_GRACE = 5.0  # seconds a restarted container has to show its init and keeper alone
 
 
 def client() -> aiodocker.Docker:
@@ -274,6 +276,82 @@ class DockerSandbox(Sandbox):
         for victim in doomed:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(victim, signal.SIGKILL)
+
+    # ------------------------------------------------------------------ trust (new processes, changes)
+
+    async def _end_processes(self) -> int:
+        """Restart the container in place when anything runs beside its init and keeper.
+
+        A restart ends the container's init, and with it its whole PID namespace (the kernel
+        kills every process left in it), and starts a new one on the same writable layer,
+        with no rights needed over the processes themselves. The daemon keeps the
+        container through the restart (`AutoRemove` waits for a stop); the keeper is attached
+        again, then the old attach is let go. Checked afterwards: init and keeper alone."""
+        from aiodocker.exceptions import DockerError  # optional extra [docker], imported where used
+
+        if len(await self._processes()) <= 2:  # init and keeper: nothing to end (no restart)
+            return 0
+        previous = self._attach
+        try:
+            await self._container.restart(t=0)
+            self._attach = self._container.attach(stdin=True)
+            await self._attach.__aenter__()
+        except DockerError as exc:
+            raise SandboxError(f"cannot end the processes in the container: {exc.message}") from exc
+        finally:
+            if previous is not None and previous is not self._attach:
+                await previous.close()
+        deadline = time.monotonic() + _RESTART_GRACE
+        while True:  # init starts its keeper a moment after the restart returns
+            try:
+                left = await self._processes()
+            except SandboxError:  # stopped: the keeper (the image's `sh -c 'exec cat'`) exited
+                raise SandboxError(
+                    "the container stopped when it was restarted: its keeper (the image's sh and "
+                    "cat, found on its PATH) did not stay; were they replaced?"
+                ) from None
+            if len(left) == 2 or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.01)
+        if len(left) != 2:
+            raise SandboxError(f"the restarted container does not run its init and keeper alone: {left}")
+        return 1
+
+    async def _processes(self) -> list[list[str]]:
+        """The container's processes (host pid, parent pid, command), from the Engine's `top`."""
+        from aiodocker.exceptions import DockerError  # optional extra [docker], imported where used
+
+        try:
+            table = await self._container.top(ps_args="-o pid,ppid,comm")
+        except DockerError as exc:
+            raise SandboxError(f"the container has ended or cannot be listed: {exc.message}") from exc
+        return list(table.get("Processes") or [])
+
+    async def _changed_files(self) -> dict[str, str]:
+        """The Engine's record of the writable layer (`docker diff`), less what the harness
+        and Docker put there (mount points, the init) and the sandbox's own writable area."""
+        from aiodocker.exceptions import DockerError  # optional extra [docker], imported where used
+
+        assert self._docker is not None
+        try:
+            listed = await self._docker._query_json(f"containers/{self._container.id}/changes")
+        except DockerError as exc:
+            raise SandboxError(f"cannot list the container's changed files: {exc.message}") from exc
+        own = {
+            SOCKET_DIR,
+            _IO_DIR,
+            "/sbin/docker-init",
+            "/usr/sbin/docker-init",
+            *self.config.mounts.values(),
+        }
+        changes = {entry["Path"]: _CHANGE_KINDS.get(entry.get("Kind"), "changed") for entry in listed or []}
+        # A folder is "changed" whenever something below it is: only its own change is news.
+        parents = {str(parent) for path in changes for parent in PurePosixPath(path).parents}
+        return {
+            path: kind
+            for path, kind in changes.items()
+            if path not in own and not self._private(path) and not (kind == "changed" and path in parents)
+        }
 
     # ------------------------------------------------------------------ files
 
