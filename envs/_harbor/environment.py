@@ -1,8 +1,8 @@
 """`envs.from_harbor(PATH)`: a folder of Harbor tasks as an ordinary `Environment`.
 
 One row per task folder (`example_id` = its name, prompt = instruction.md). Each task's
-episodes run in sandboxes of its own image (environment/ built once per content hash, or
-`[environment] docker_image`) with its limits (cpus, memory_mb, storage_mb) and its Dockerfile's
+episodes run in sandboxes of its own image (a checked copy of environment/ built once per
+content hash, or `[environment] docker_image`) with its limits (cpus, memory_mb, storage_mb) and its Dockerfile's
 WORKDIR, within `[agent] timeout_sec`; then `HarborVerifier` runs its tests. A task folder that
 cannot be read is kept as a row whose rollouts fail with the reason: the rest of the dataset runs.
 """

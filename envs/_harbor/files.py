@@ -84,13 +84,14 @@ def read_task_file(root: Path, relative: str, *, limit: int = MAX_FILE_BYTES) ->
     """The bytes of one file of a task folder (see the module docstring).
 
     Args:
-        root: The task folder (resolved).
+        root: The task folder.
         relative: The file's path inside it, e.g. "instruction.md".
         limit: The most bytes it may hold.
 
     Raises:
         HarborTaskError: It leads outside the folder, is not a regular file, or is larger than `limit`.
     """
+    root = Path(os.path.realpath(root))
     fd = _open(root, relative)
     with os.fdopen(fd, "rb") as handle:
         data = handle.read(limit + 1)
@@ -102,6 +103,7 @@ def read_task_file(root: Path, relative: str, *, limit: int = MAX_FILE_BYTES) ->
 def _files(root: Path, relative: str) -> Iterator[tuple[str, int]]:
     """(path inside the task, size) of every file under `root/relative`, each checked; a link
     to a folder inside the task is walked as a folder, unless it leads back up (a loop)."""
+    root = Path(os.path.realpath(root))
     stack: list[tuple[str, frozenset[Path]]] = [(relative, frozenset())]
     count = total = 0
     while stack:
@@ -136,6 +138,7 @@ def check_task_folder(root: Path, relative: str) -> int:
 
 def task_folder_files(root: Path, relative: str) -> Iterator[tuple[str, bytes]]:
     """(path inside the task, bytes) of every file of one folder of a task, each checked."""
+    root = Path(os.path.realpath(root))
     for path, _ in _files(root, relative):
         fd = _open(root, path)
         with os.fdopen(fd, "rb") as handle:
@@ -149,7 +152,7 @@ def copy_task_folder(root: Path, relative: str, target: Path) -> None:
     Raises:
         HarborTaskError: As `check_task_folder`.
     """
-    copied = 0
+    root, copied = Path(os.path.realpath(root)), 0
     for path, _ in _files(root, relative):
         destination = target / Path(path).relative_to(relative)
         destination.parent.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,9 @@
       tests/test.sh    the verifier: writes /logs/verifier/reward.txt or reward.json
       solution/solve.sh  the reference solution (optional; only the oracle sees it)
 
-Harbor's own package needs Python 3.12, so the format is parsed here. Fields this model does
+Every file is read through `envs._harbor.files` (a regular file inside the folder, size-capped,
+or the task is refused naming it). Harbor's own package needs Python 3.12, so the format is
+parsed here. Fields this model does
 not know are kept (`HarborTask.unknown`) and recorded in the rollout's info.
 """
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from envs import from_harbor
-from harness._core.types import Rollout
+from harness import Rollout
 from tests.envs.harbor.test_harbor_tasks import make_task
 
 #: The task's tests: never solved (0), then a moment in which a planted reward would land.
