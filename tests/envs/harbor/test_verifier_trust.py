@@ -82,10 +82,10 @@ def test_a_python_start_up_hook_the_agent_plants_leaves_the_verifier_nan(
     tmp_path: Path, runtime: str | None
 ) -> None:
     # bwrap: site-packages are masked by a writable tmpfs; Docker: the agent is root.
-    plant = f'echo "{HOOK}" > /usr/lib/python3/dist-packages/sitecustomize.py'
+    plant = f'echo "{HOOK}" > /usr/lib/python3/dist-packages/hook.pth'
     rollout = play(tmp_path, plant, runtime, "echo 0 > /logs/verifier/reward.txt\npython3 -c pass\n")
     assert math.isnan(rollout.reward), errors(rollout)
-    assert "/usr/lib/python3/dist-packages/sitecustomize.py (added, a Python start-up hook)" in errors(
+    assert "/usr/lib/python3/dist-packages/hook.pth (added, a Python start-up hook)" in errors(
         rollout
     )
 
