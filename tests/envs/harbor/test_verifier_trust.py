@@ -85,9 +85,7 @@ def test_a_python_start_up_hook_the_agent_plants_leaves_the_verifier_nan(
     plant = f'echo "{HOOK}" > /usr/lib/python3/dist-packages/hook.pth'
     rollout = play(tmp_path, plant, runtime, "echo 0 > /logs/verifier/reward.txt\npython3 -c pass\n")
     assert math.isnan(rollout.reward), errors(rollout)
-    assert "/usr/lib/python3/dist-packages/hook.pth (added, a Python start-up hook)" in errors(
-        rollout
-    )
+    assert "/usr/lib/python3/dist-packages/hook.pth (added, a Python start-up hook)" in errors(rollout)
 
 
 def test_bwrap_an_agent_that_points_bin_elsewhere_leaves_the_verifier_nan(tmp_path: Path) -> None:
