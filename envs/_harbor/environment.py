@@ -1,26 +1,29 @@
 """`envs.from_harbor(PATH)`: a folder of Harbor tasks as an ordinary `Environment`.
 
 One row per task folder (`example_id` = its name, prompt = instruction.md). Each task's
-episodes run in sandboxes of its own image (environment/ built once per content hash, or
-`[environment] docker_image`) with its limits (cpus, memory_mb, storage_mb) and its Dockerfile's
+episodes run in sandboxes of its own image (a checked copy of environment/ built once per
+content hash, or `[environment] docker_image`) with its limits (cpus, memory_mb, storage_mb) and its Dockerfile's
 WORKDIR, within `[agent] timeout_sec`; then `HarborVerifier` runs its tests. A task folder that
 cannot be read is kept as a row whose rollouts fail with the reason: the rest of the dataset runs.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from envs._environment import Environment
-from envs._harbor.task import HarborTask, HarborTaskError, load_task, task_folders
+from envs._harbor.files import HarborTaskError, read_task_file, staged_task_folder
+from envs._harbor.task import HarborTask, load_task, task_folders
 from envs._harbor.verifier import INFO_KEY, HarborVerifier
 from envs.agents import Agent, AgentContext, AgentEpisodes, OracleAgent
 from harness._core.types import Rollout
 from harness._endpoint.client import Client
-from harness.runtimes import get_runtime
+from harness.runtimes import SandboxError, get_runtime
+from harness.runtimes._docker import build_context
 from harness.scripted import ShellScript
 from rubrics._module import Rubric
 
@@ -31,11 +34,12 @@ class HarborOracle(OracleAgent):
     """The oracle for Harbor tasks: uploads the task's solution/ to /solution and runs solve.sh."""
 
     async def prepare(self, ctx: AgentContext) -> None:
-        folder = Path(str(ctx.example.get(INFO_KEY, {}).get("path", ""))) / "solution"
-        if not (folder / "solve.sh").is_file():
+        task = Path(str(ctx.example.get(INFO_KEY, {}).get("path", "")))
+        if not (task / "solution" / "solve.sh").is_file():
             await super().prepare(ctx)  # no solution/: the generic oracle's error
             return
-        await ctx.sandbox.upload(folder, SOLUTION_DIR)
+        async with staged_task_folder(task, "solution") as solution:
+            await ctx.sandbox.upload(solution, SOLUTION_DIR)
 
     def command(self, ctx: AgentContext) -> str:
         return f"bash {SOLUTION_DIR}/solve.sh"
@@ -73,7 +77,9 @@ class HarborScript:
 
     def __init__(self, tasks: Mapping[str, HarborTask]) -> None:
         self.scripts = {
-            task.instruction.strip(): ShellScript([(task.path / "solution" / "solve.sh").read_text()], "done")
+            task.instruction.strip(): ShellScript(
+                [read_task_file(task.path, "solution/solve.sh").decode()], "done"
+            )
             for task in tasks.values()
             if task.has_solution
         }
@@ -101,6 +107,8 @@ class HarborEnvironment(Environment):
         self.runtime_override: str | None = None
         self._per_task: dict[str, AgentEpisodes] = {}
         self._owner: dict[int, AgentEpisodes] = {}
+        self._images: dict[str, str] = {}  # task -> the image built from its environment/
+        self._building: dict[str, asyncio.Lock] = {}
         self.scripted_policies = {"harbor": HarborScript(self.tasks)}
 
     def set_agent(
@@ -126,7 +134,7 @@ class HarborEnvironment(Environment):
             sandbox=sandbox,
         )
 
-    def _episodes(self, rollout: Rollout) -> AgentEpisodes:
+    async def _episodes(self, rollout: Rollout) -> AgentEpisodes:
         info = rollout.info.get(INFO_KEY) or {}
         if "error" in info:
             raise HarborTaskError(info["error"])
@@ -136,7 +144,7 @@ class HarborEnvironment(Environment):
         if episodes is None:
             setup = dataclasses.replace(
                 self.agent,
-                runtime=self.runtime_override or info["runtime"],
+                runtime=await self._runtime(str(rollout.example_id), info),
                 timeout=float(info["agent_timeout_sec"]),
                 sandbox={
                     "cpus": info["cpus"],
@@ -156,6 +164,17 @@ class HarborEnvironment(Environment):
             self._per_task[str(rollout.example_id)] = episodes
         return episodes
 
+    async def _runtime(self, name: str, info: Mapping[str, Any]) -> str:
+        """The task's runtime: the one given for every task, its named image, or the image
+        built (once per run, cached by content by Docker) from a checked copy of environment/."""
+        task = self.tasks.get(name)
+        if self.runtime_override or task is None or task.config.environment.docker_image:
+            return self.runtime_override or str(info["runtime"])
+        async with self._building.setdefault(name, asyncio.Lock()):
+            if name not in self._images:
+                self._images[name] = await build_task_image(task)
+        return f"docker:{self._images[name]}"
+
     async def preflight(self) -> None:
         """Fail before any rollout when the rubric cannot score or the runtime cannot make
         sandboxes (no Docker daemon)."""
@@ -166,7 +185,7 @@ class HarborEnvironment(Environment):
 
     async def run_episode(self, rollout: Rollout, client: Client, sampling: Mapping[str, Any]) -> None:
         """Let the agent play the task in a sandbox of the task's image (tests not in it)."""
-        episodes = self._episodes(rollout)
+        episodes = await self._episodes(rollout)
         self._owner[id(rollout)] = episodes
         await episodes.run(rollout, client, sampling, self.instruction(rollout), self.max_turns)
         await self.score_while_open(rollout)
@@ -184,6 +203,16 @@ class HarborEnvironment(Environment):
             await episodes.release_all()
         self._owner.clear()
         await super().release()
+
+
+async def build_task_image(task: HarborTask) -> str:
+    """Build a task's environment/ from a checked copy (`staged_task_folder`): the build
+    context never holds a link or a file from outside the task. Returns the image's tag."""
+    async with staged_task_folder(task.path, "environment") as context:
+        try:
+            return await build_context(context, network=task.config.environment.allow_internet)
+        except SandboxError as exc:  # name the task's folder, not the temporary copy
+            raise SandboxError(str(exc).replace(str(context), str(task.path / "environment"))) from None
 
 
 def from_harbor(

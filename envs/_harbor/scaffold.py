@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from envs._harbor.task import HarborTaskError
+from envs._harbor.files import HarborTaskError
 
 DEFAULT_BASE_IMAGE = "debian:bookworm-slim"
 

@@ -9,7 +9,9 @@
       tests/test.sh    the verifier: writes /logs/verifier/reward.txt or reward.json
       solution/solve.sh  the reference solution (optional; only the oracle sees it)
 
-Harbor's own package needs Python 3.12, so the format is parsed here. Fields this model does
+Every file is read through `envs._harbor.files` (a regular file inside the folder, size-capped,
+or the task is refused naming it). Harbor's own package needs Python 3.12, so the format is
+parsed here. Fields this model does
 not know are kept (`HarborTask.unknown`) and recorded in the rollout's info.
 """
 
@@ -22,17 +24,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from harness._core.errors import RubricError
+from envs._harbor.files import HarborTaskError, check_task_folder, read_task_file
 
 #: Harbor's defaults (seconds, CPUs, MB).
 DEFAULT_TIMEOUT_SEC = 600.0
 REQUIRED_FILES = ("task.toml", "instruction.md", "tests/test.sh")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*$", re.IGNORECASE)
 _UNITS = {"": 1 / (1 << 20), "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
-
-
-class HarborTaskError(RubricError):
-    """A Harbor task folder that cannot be used (a file missing, task.toml not parsing...)."""
 
 
 def size_mb(value: Any, field: str) -> int:
@@ -163,7 +161,7 @@ def load_task(folder: str | Path) -> HarborTask:
             f"{path} is not a Harbor task: it has no {', '.join(missing)} (a task folder holds task.toml, "
             "instruction.md, environment/Dockerfile or [environment] docker_image, tests/test.sh)"
         )
-    text = (path / "task.toml").read_text()
+    text = _text(path, "task.toml")
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -183,12 +181,26 @@ def load_task(folder: str | Path) -> HarborTask:
         )
     workdir = None
     if dockerfile.is_file():
-        for line in dockerfile.read_text().splitlines():
+        for line in _text(path, "environment/Dockerfile").splitlines():
             words = line.strip().split(maxsplit=1)
             if len(words) == 2 and words[0].upper() == "WORKDIR" and words[1].startswith("/"):
                 workdir = words[1].strip()
-    instruction = (path / "instruction.md").read_text()
+    instruction = _text(path, "instruction.md")
+    for folder in ("tests", "solution", "environment"):  # refused now, not when uploaded
+        if (path / folder).is_dir() and (folder != "environment" or config.environment.docker_image is None):
+            check_task_folder(path, folder)
     return HarborTask(path=path, name=path.name, config=config, instruction=instruction, workdir=workdir)
+
+
+def _text(path: Path, relative: str) -> str:
+    """One text file of the task, through `read_task_file` (inside the folder, size-capped)."""
+    data = read_task_file(path, relative)
+    try:
+        return data.decode()
+    except UnicodeDecodeError as exc:
+        raise HarborTaskError(
+            f"Harbor task {path}: {relative} is not UTF-8 text ({exc.reason} at byte {exc.start})"
+        ) from None
 
 
 def task_folders(path: str | Path) -> list[Path]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from envs._harbor.environment import HarborEnvironment
+from envs._harbor.files import task_folder_files
 from envs._harbor.task import task_folders
 from envs._harbor.verifier import LOGS_DIR, HarborVerifier
 from harness._core.aio import run_sync
@@ -79,12 +80,13 @@ class _LeakProbe(Rubric):
 
 
 def _secrets(folder: Path) -> dict[str, str]:
-    """sha256 -> relative path of every tests/ and solution/ file worth looking for."""
+    """sha256 -> relative path of every tests/ and solution/ file worth looking for (read
+    through `task_folder_files`: inside the task, regular files only)."""
     found = {}
     for part in ("tests", "solution"):
-        for path in sorted((folder / part).rglob("*")) if (folder / part).is_dir() else []:
-            if path.is_file() and path.stat().st_size >= MIN_LEAK_BYTES:
-                found[hashlib.sha256(path.read_bytes()).hexdigest()] = str(path.relative_to(folder))
+        for path, data in task_folder_files(folder, part) if (folder / part).is_dir() else []:
+            if len(data) >= MIN_LEAK_BYTES:
+                found[hashlib.sha256(data).hexdigest()] = path
     return found
 
 

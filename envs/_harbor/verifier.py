@@ -1,11 +1,14 @@
 """`HarborVerifier`: a Harbor task's own tests as a node of the rubric tree.
 
-After the agent has finished, in the rollout's sandbox: empty /tests and /logs/verifier (so
-nothing the agent planted counts), upload the task's tests/ only now, run `bash /tests/test.sh`
-under `[verifier].timeout_sec`, then read /logs/verifier/reward.txt (one number) or
-reward.json (`reward` plus named components, each recorded as a node score under this one).
-A verifier that times out, writes no reward or an unparseable one leaves the node NaN with the
-reason (never 0); test.sh exiting non-zero after writing a reward still counts the reward.
+After the agent has finished, in the rollout's sandbox: end every process in it and refuse a
+sandbox whose verifier files the agent changed (`envs._harbor.trust`: the score is NaN with
+the reason), empty /tests and /logs/verifier (so nothing the agent planted counts), upload a
+checked copy of the task's tests/ only now, run test.sh with the image's bash (by its absolute
+path) under `[verifier].timeout_sec`, end what it started, then read (the harness itself)
+/logs/verifier/reward.txt (one number) or reward.json (`reward` plus named components, each
+recorded as a node score under this one). A verifier that times out, writes no reward or an
+unparseable one leaves the node NaN with the reason (never 0); test.sh exiting non-zero after
+writing a reward still counts the reward.
 """
 
 from __future__ import annotations
@@ -15,8 +18,11 @@ import math
 from pathlib import Path
 from typing import Any
 
+from envs._harbor.files import staged_task_folder
+from envs._harbor.trust import SHELL, checked_commands, end_processes, refusal, tampered
 from harness._core.types import Rollout
-from harness.runtimes import Sandbox
+from harness.runtimes import Sandbox, SandboxError
+from harness.runtimes._base import DEFAULT_PATH
 from rubrics._module import Rubric
 from rubrics._scoring import ScoringError, join_path
 
@@ -26,6 +32,8 @@ LOGS_DIR = "/logs/verifier"
 DETAIL_OUTPUT = 2000
 #: The info key where `envs.from_harbor` puts what the verifier needs.
 INFO_KEY = "harbor"
+#: The most of a reward file read (a number, or a small JSON object).
+MAX_REWARD_BYTES = 1 << 20
 
 
 def _number(value: Any, where: str) -> float:
@@ -64,8 +72,14 @@ def parse_reward(txt: str | None, js: str | None) -> tuple[float, dict[str, floa
 
 
 async def _read_optional(sandbox: Sandbox, path: str) -> str | None:
-    result = await sandbox.exec(["cat", "--", path], timeout=30)
-    return result.stdout if result.exit_code == 0 else None
+    """A reward file, read by the harness itself (never by a command of the sandbox's)."""
+    try:
+        data = await sandbox.read(path, max_bytes=MAX_REWARD_BYTES)
+    except SandboxError as exc:
+        if "larger than max_bytes" in str(exc):  # a reward is one number or a small object
+            raise ScoringError(f"the verifier wrote {path} larger than {MAX_REWARD_BYTES} bytes") from None
+        return None  # not there, or not a regular file: no reward of that kind
+    return data.decode("utf-8", errors="replace")
 
 
 class HarborVerifier(Rubric):
@@ -97,16 +111,20 @@ class HarborVerifier(Rubric):
             raise ScoringError(
                 "HarborVerifier runs the task's tests in the agent's sandbox, but this rollout has none"
             )
+        bash = await self._trusted_bash(sandbox)
         emptied = f"rm -rf {TESTS_DIR} {LOGS_DIR} && " if self.empty_first else ""
-        reset = await sandbox.exec(f"{emptied}mkdir -p {TESTS_DIR} {LOGS_DIR}", timeout=60, user="0")
+        reset = await sandbox.exec(
+            [SHELL, "-c", f"{emptied}mkdir -p {TESTS_DIR} {LOGS_DIR}"], timeout=60, user="0", cwd="/"
+        )
         if not reset.ok:
             raise ScoringError(
                 f"cannot empty {TESTS_DIR} and {LOGS_DIR} in the sandbox: {reset.stderr.strip()[-300:]}"
             )
-        await sandbox.upload(Path(task["path"]) / "tests", TESTS_DIR)
+        async with staged_task_folder(Path(task["path"]), "tests") as tests:
+            await sandbox.upload(tests, TESTS_DIR)
         timeout = float(task.get("verifier_timeout_sec", 600.0))
         result = await sandbox.exec(
-            ["bash", f"{TESTS_DIR}/test.sh"], timeout=timeout, cwd=task.get("workdir") or None, user="0"
+            [bash, f"{TESTS_DIR}/test.sh"], timeout=timeout, cwd=task.get("workdir") or None, user="0"
         )
         detail: dict[str, Any] = {
             "exit_code": result.exit_code,
@@ -118,10 +136,7 @@ class HarborVerifier(Rubric):
             raise ScoringError(
                 f"the verifier (tests/test.sh) ran past [verifier] timeout_sec = {timeout:g} s"
             )
-        if result.exit_code == 127 and "bash" in result.stderr and not result.stdout:
-            raise ScoringError(
-                f"the task's image has no bash to run tests/test.sh: {result.stderr.strip()[-200:]}"
-            )
+        await end_processes(sandbox, "after tests/test.sh")  # what it started cannot write later
         txt = await _read_optional(sandbox, f"{LOGS_DIR}/reward.txt")
         js = await _read_optional(sandbox, f"{LOGS_DIR}/reward.json")
         try:
@@ -136,3 +151,23 @@ class HarborVerifier(Rubric):
         if components:
             self.record_detail(rollout, {"components": components})
         return reward
+
+    async def _trusted_bash(self, sandbox: Sandbox) -> str:
+        """End the agent's processes, refuse a sandbox whose verifier files it changed, and
+        find bash (by absolute path) to run test.sh with."""
+        await end_processes(sandbox, "before the verifier")
+        try:
+            changes = await sandbox.changed_files()
+        except SandboxError as exc:
+            raise ScoringError(f"cannot tell which files the agent changed: {exc}") from None
+        reasons, added = tampered(changes)
+        if reasons:
+            raise refusal(reasons)
+        shadows, found = await checked_commands(sandbox, added, ["bash"])
+        if shadows:
+            raise refusal(shadows)
+        if "bash" not in found:
+            raise ScoringError(
+                f"the task's image has no bash to run tests/test.sh (looked in {DEFAULT_PATH})"
+            )
+        return found["bash"]

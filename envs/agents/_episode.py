@@ -3,8 +3,10 @@
     sandbox (runtime.open) -> proxy on the sandbox's Unix socket, one session (secret key,
     budgets) -> relay to http://127.0.0.1:18080 inside -> /agent files, instruction file ->
     the agent's command, its output to files (a flood costs the sandbox's disk, not our
-    memory) -> until it exits, its time runs out, or a budget ends the session -> every model
-    call recorded as a turn -> the sandbox stays open for the rubric, then is released.
+    memory) -> until it exits, its time runs out, or a budget ends the session -> every
+    process in the sandbox ended (`Sandbox.end_processes`: nothing the agent left running,
+    a loop or a daemon, lives on while the rubric looks) -> every model call recorded as a
+    turn -> the sandbox stays open for the rubric, then is released.
 
 Set up once per group, fork per rollout: an environment that declares a setup step
 (`sandbox_setup`, e.g. cloning a repository or installing dependencies) has it run once per
@@ -281,6 +283,7 @@ class AgentEpisodes:
             exit_code, timed_out = await self._execute(sandbox, session, ctx, command)
         finally:
             await proxy.aclose()
+        await sandbox.end_processes()  # nothing the agent left running lives on into scoring
         session.record_into(rollout)
         record.update(exit_code=exit_code, timed_out=timed_out, **await _outputs(sandbox))
         _conclude(rollout, agent, session, exit_code, timed_out, self.require_model_call)

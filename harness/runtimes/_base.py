@@ -313,6 +313,14 @@ class Sandbox(ABC):
     async def _fork(self) -> Sandbox:
         """A new, started sandbox with a copy of this one's writable state."""
 
+    @abstractmethod
+    async def _end_processes(self) -> int:
+        """End every process inside but the runtime's own keeper; raise when one is left."""
+
+    @abstractmethod
+    async def _changed_files(self) -> dict[str, str]:
+        """What `changed_files` returns, read without running anything inside."""
+
     def describe(self) -> str:
         """One line: what isolates this sandbox and its network."""
         return f"{self.kind} sandbox, network {self.config.network}"
@@ -449,6 +457,45 @@ class Sandbox(ABC):
         """
         self._check_open()
         return await self._fork()
+
+    async def end_processes(self) -> int:
+        """End every process in the sandbox and prove that none is left.
+
+        What a command left running (a loop in the background, a daemon that called
+        `setsid`, the relay) is gone afterwards; the files stay. The runtime's own keeper of
+        the sandbox (a container's init, bubblewrap's) is not a process of the code inside.
+        Docker restarts the container in place (a new PID namespace, the same files);
+        bubblewrap kills every process in the sandbox's PID namespace; `local` ends the process
+        groups of its commands (a process that left its group is not found: no isolation).
+
+        Returns:
+            How many processes were ended (on Docker: 1 when the container was restarted).
+
+        Raises:
+            SandboxError: A process is still there afterwards, or the sandbox has ended.
+        """
+        self._check_open()
+        ended = await self._end_processes()
+        self._relays.clear()  # ended with the rest: `relay()` starts them again
+        return ended
+
+    async def changed_files(self) -> dict[str, str]:
+        """Files outside `/tmp` and the working directory that differ from the sandbox's image.
+
+        Read from outside (Docker's record of the container's writable layer; the writable
+        layers of a bubblewrap sandbox read through the host), so nothing the code inside
+        left can answer for it. Folders are listed too where the runtime reports them (Docker).
+
+        Returns:
+            Sandbox path -> "added", "changed" or "deleted" (bubblewrap lists what lies on its
+            writable layers as "added"); `local` sandboxes return {} (they cannot tell).
+        """
+        self._check_open()
+        return await self._changed_files()
+
+    def _private(self, path: str) -> bool:
+        """Whether `path` lies in the sandbox's own writable area (/tmp, the working directory)."""
+        return any(path == top or path.startswith(top.rstrip("/") + "/") for top in ("/tmp", self.workdir))
 
     async def relay(self, port: int) -> str:
         """Serve `http://127.0.0.1:PORT` inside the sandbox, piped to its Unix socket (needs

@@ -27,6 +27,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import sys
 import time
 from collections.abc import Mapping
@@ -55,6 +56,7 @@ _ENTER = 'for f; do shift; [ "$f" = -- ] && break; echo $$ > "$f" || exit 125; d
 _CHDIR = 'cd -- "$1" 2>/dev/null || { echo "rubric: no working directory $1 in the sandbox" >&2; exit 125; }; shift; exec "$@"'
 _DEFAULT_DISK_MB = 1024
 _START_TIMEOUT = 30  # the writable tmpfs layer's size when no disk_mb is given
+_END_TIMEOUT = 5.0  # seconds `end_processes` keeps killing before it gives up
 
 
 def _host_entries() -> list[tuple[str, str]]:
@@ -109,6 +111,30 @@ def _descendants(pid: int) -> list[int]:
         for child in parents.get(stack.pop(), []):
             found.append(child)
             stack.append(child)
+    return found
+
+
+def _namespace_processes(init_pid: int) -> list[int]:
+    """Host pids of the live processes in `init_pid`'s PID namespace but its init (namespace
+    pid 1, bwrap's) and keeper (namespace pid 2, the `sleep` bwrap started first)."""
+    namespace = os.stat(f"/proc/{init_pid}/ns/pid")
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            inside = os.stat(f"/proc/{entry}/ns/pid")
+            if (inside.st_dev, inside.st_ino) != (namespace.st_dev, namespace.st_ino):
+                continue
+            status = Path(f"/proc/{entry}/status").read_text()
+        except OSError:  # gone meanwhile, or not ours to look at (then not in our namespace)
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        if fields.get("State", "").strip().startswith(("Z", "X")):
+            continue  # a zombie runs nothing; its parent reaps it
+        if fields.get("NSpid", "").split()[-1:] in (["1"], ["2"]):
+            continue
+        found.append(int(entry))
     return found
 
 
@@ -299,6 +325,75 @@ class BwrapSandbox(Sandbox):
         if self._init_pid and Path(f"/proc/{self._init_pid}").exists():  # not yet gone: once more
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(self._init_pid, signal.SIGKILL)
+
+    async def _end_processes(self) -> int:
+        """SIGKILL every process in the sandbox's PID namespace but bwrap's init and keeper,
+        from the host, until a scan finds none (what a dying process forked is in the next
+        scan); the pids cgroup, where there is one, bounds how many a loop can make."""
+        if self._process is None or self._process.returncode is not None:
+            raise SandboxError("the bwrap sandbox has ended (its init process is gone); open a new one")
+        ended = 0
+        deadline = time.monotonic() + _END_TIMEOUT
+        while victims := _namespace_processes(self._init_pid):
+            if time.monotonic() > deadline:
+                raise SandboxError(
+                    f"{len(victims)} processes are still running in the bwrap sandbox after "
+                    f"{_END_TIMEOUT:g} s of SIGKILL (host pids {victims[:10]})"
+                )
+            for victim in victims:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(victim, signal.SIGKILL)
+            ended += len(victims)
+            await asyncio.sleep(0.002)
+        return ended
+
+    async def _changed_files(self) -> dict[str, str]:
+        """What lies on the sandbox's writable layers outside /tmp and the working directory,
+        read through the host (`/proc/PID/root`, links never followed): bubblewrap's root
+        (where it made its mount points and the /bin, /lib links) and every other tmpfs
+        (the masks over site-packages, /run). A link bubblewrap made that now points
+        elsewhere is "changed", one gone "deleted"; any other file is "added"."""
+        root = f"/proc/{self._init_pid}/root"
+        links = self._links()
+        found: dict[str, str] = {}
+        for path, target in links.items():
+            if not os.path.lexists(root + path):
+                found[path] = "deleted"
+            elif not os.path.islink(root + path) or os.readlink(root + path) != target:
+                found[path] = "changed"  # pointed elsewhere, or made a folder or a file
+        for mount in self._writable_mounts():
+            top = os.lstat(root + mount).st_dev
+            stack = [mount]
+            while stack:
+                folder = stack.pop()
+                with os.scandir(root + folder) as entries:
+                    for entry in entries:
+                        path = f"{folder.rstrip('/')}/{entry.name}"
+                        info = entry.stat(follow_symlinks=False)
+                        if info.st_dev != top or self._private(path):
+                            continue  # another mount (a read-only bind) or the task's own area
+                        if stat.S_ISDIR(info.st_mode):
+                            stack.append(path)
+                        elif path not in links:
+                            found[path] = "added"
+        return found
+
+    def _links(self) -> dict[str, str]:
+        """The symbolic links bubblewrap made: sandbox path -> target."""
+        args = self._layer_args()
+        return {args[i + 2]: args[i + 1] for i, arg in enumerate(args) if arg == "--symlink"}
+
+    def _writable_mounts(self) -> list[str]:
+        """Mount points of the sandbox's writable tmpfs layers (from its mountinfo), less
+        /tmp, the working directory, /dev and /proc."""
+        mounts = []
+        for line in Path(f"/proc/{self._init_pid}/mountinfo").read_text().splitlines():
+            fields = line.split()
+            point, options = fields[4], fields[5].split(",")
+            kind = fields[fields.index("-") + 1]
+            if kind == "tmpfs" and "rw" in options and not self._private(point) and point != "/dev":
+                mounts.append(point.replace("\\040", " "))
+        return mounts
 
     async def _fork(self) -> Sandbox:
         """A new sandbox of the same runtime and settings, with `/tmp` and the workdir copied

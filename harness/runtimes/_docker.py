@@ -24,6 +24,7 @@ import io
 import os
 import posixpath
 import signal
+import stat
 import sys
 import tarfile
 import tempfile
@@ -63,6 +64,10 @@ _TAR_SLACK = 64 << 10  # a one-file tar's bytes beyond the file: headers, paddin
 #: Seconds the daemon has to answer a check, a listing or one removal before it counts as down.
 DAEMON_DEADLINE = 5.0
 _IO_DIR = "/run/rubric-io"  # where a command's stdin file is (host: <state folder>/io, read-only inside)
+_CHANGE_KINDS = {0: "changed", 1: "added", 2: "deleted"}  # the Engine's `changes` kinds
+#: Files the Engine keeps in every container's layer (its own, left out of `changed_files`).
+_ENGINE_FILES = ("/etc/hostname", "/etc/hosts", "/etc/resolv.conf", "/.dockerenv")
+_RESTART_GRACE = 5.0  # seconds a restarted container has to show its init and keeper alone
 
 
 def client() -> aiodocker.Docker:
@@ -102,6 +107,42 @@ def context_hash(folder: Path) -> str:
         digest.update(os.readlink(path).encode() if path.is_symlink() else path.read_bytes())
         digest.update(b"\0")
     return digest.hexdigest()
+
+
+def _layer_changes(upper: Path, lower: list[Path]) -> dict[str, str]:
+    """What an overlay upper folder holds against its lower folders, as `docker diff` reads it:
+    a whiteout (a 0/0 character device) is "deleted", an opaque folder "changed", any other
+    entry "changed" when a lower folder has its path, else "added". Links are never followed."""
+    found: dict[str, str] = {}
+    stack = [""]
+    while stack:
+        folder = stack.pop()
+        with os.scandir(upper / folder.lstrip("/")) as entries:
+            for entry in entries:
+                path = f"{folder}/{entry.name}"
+                info = entry.stat(follow_symlinks=False)
+                if stat.S_ISCHR(info.st_mode) and info.st_rdev == 0:
+                    found[path] = "deleted"
+                    continue
+                below = any(os.path.lexists(layer / path.lstrip("/")) for layer in lower)
+                found[path] = "changed" if below else "added"
+                if stat.S_ISDIR(info.st_mode):
+                    if below and _opaque(entry.path):  # it hides what the lower folders held there
+                        found[path] = "changed"
+                        hidden = {n for layer in lower if (layer / path.lstrip("/")).is_dir() for n in os.listdir(layer / path.lstrip("/"))}  # fmt: skip
+                        found.update(
+                            {f"{path}/{name}": "deleted" for name in hidden - set(os.listdir(entry.path))}
+                        )
+                    stack.append(path)
+    return found
+
+
+def _opaque(folder: str) -> bool:
+    """Whether an overlay upper folder is opaque (made anew over one of the lower folders)."""
+    try:
+        return os.getxattr(folder, "trusted.overlay.opaque", follow_symlinks=False) == b"y"
+    except OSError:
+        return False
 
 
 def _tar_folder(folder: Path) -> bytes:
@@ -325,6 +366,100 @@ class DockerSandbox(Sandbox):
         for victim in doomed:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(victim, signal.SIGKILL)
+
+    # ------------------------------------------------------------------ trust (new processes, changes)
+
+    async def _end_processes(self) -> int:
+        """Restart the container in place when anything runs beside its init and keeper.
+
+        A restart ends the container's init, and with it its whole PID namespace (the kernel
+        kills every process left in it), and starts a new one on the same writable layer,
+        with no rights needed over the processes themselves. The daemon keeps the
+        container through the restart (`AutoRemove` waits for a stop); the keeper is attached
+        again, then the old attach is let go. Checked afterwards: init and keeper alone."""
+        from aiodocker.exceptions import DockerError  # optional extra [docker], imported where used
+
+        if len(await self._processes()) <= 2:  # init and keeper: nothing to end (no restart)
+            return 0
+        previous = self._attach
+        try:
+            await self._container.restart(t=0)
+            self._attach = self._container.attach(stdin=True)
+            await self._attach.__aenter__()
+        except DockerError as exc:
+            raise SandboxError(f"cannot end the processes in the container: {exc.message}") from exc
+        finally:
+            if previous is not None and previous is not self._attach:
+                await previous.close()
+        deadline = time.monotonic() + _RESTART_GRACE
+        while True:  # init starts its keeper a moment after the restart returns
+            try:
+                left = await self._processes()
+            except SandboxError:  # stopped: the keeper (the image's `sh -c 'exec cat'`) exited
+                raise SandboxError(
+                    "the container stopped when it was restarted: its keeper (the image's sh and "
+                    "cat, found on its PATH) did not stay; were they replaced?"
+                ) from None
+            if len(left) == 2 or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.01)
+        if len(left) != 2:
+            raise SandboxError(f"the restarted container does not run its init and keeper alone: {left}")
+        return 1
+
+    async def _processes(self) -> list[list[str]]:
+        """The container's processes (host pid, parent pid, command), from the Engine's `top`."""
+        from aiodocker.exceptions import DockerError  # optional extra [docker], imported where used
+
+        try:
+            table = await self._container.top(ps_args="-o pid,ppid,comm")
+        except DockerError as exc:
+            raise SandboxError(f"the container has ended or cannot be listed: {exc.message}") from exc
+        return list(table.get("Processes") or [])
+
+    async def _changed_files(self) -> dict[str, str]:
+        """The container's writable layer against its image (what `docker diff` lists), less
+        what the harness and Docker put there (mount points, the init) and the sandbox's own
+        writable area. Read from the overlay's upper folder on this host when this process
+        may (a local daemon, run as root: about 1 ms), else asked of the Engine (0.2-0.3 s)."""
+        layers = await self._layers()
+        changes = _layer_changes(*layers) if layers else await self._engine_changes()
+        own = {SOCKET_DIR, _IO_DIR, "/sbin/docker-init", "/usr/sbin/docker-init", *_ENGINE_FILES}
+        own.update(self.config.mounts.values())
+        # A folder is "changed" whenever something below it is: only its own change is news.
+        parents = {str(parent) for path in changes for parent in PurePosixPath(path).parents}
+        return {
+            path: kind
+            for path, kind in changes.items()
+            if path not in own and not self._private(path) and not (kind == "changed" and path in parents)
+        }
+
+    async def _engine_changes(self) -> dict[str, str]:
+        """`docker diff`, from the Engine: path -> kind."""
+        from aiodocker.exceptions import DockerError  # optional extra [docker], imported where used
+
+        assert self._docker is not None
+        try:
+            listed = await self._docker._query_json(f"containers/{self._container.id}/changes")
+        except DockerError as exc:
+            raise SandboxError(f"cannot list the container's changed files: {exc.message}") from exc
+        return {entry["Path"]: _CHANGE_KINDS.get(entry.get("Kind"), "changed") for entry in listed or []}
+
+    async def _layers(self) -> tuple[Path, list[Path]] | None:
+        """The container's overlay upper folder and lower folders, when this process can read them."""
+        from aiodocker.exceptions import DockerError  # optional extra [docker], imported where used
+
+        try:
+            driver = (await self._container.show()).get("GraphDriver") or {}
+        except DockerError as exc:
+            raise SandboxError(f"the container has ended or cannot be inspected: {exc.message}") from exc
+        data = driver.get("Data") or {}
+        if driver.get("Name") != "overlay2" or not data.get("UpperDir") or not data.get("LowerDir"):
+            return None
+        upper, lower = Path(data["UpperDir"]), [Path(p) for p in str(data["LowerDir"]).split(":")]
+        if not all(os.access(p, os.R_OK | os.X_OK) for p in (upper, *lower)):
+            return None
+        return upper, lower
 
     # ------------------------------------------------------------------ files
 

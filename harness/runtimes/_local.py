@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Mapping
 from dataclasses import replace
+from pathlib import Path
 
 from harness.runtimes._base import (
     Capture,
@@ -129,6 +130,32 @@ class LocalSandbox(Sandbox):
         for process in self._background:
             await process.wait()
 
+    async def _end_processes(self) -> int:
+        """SIGKILL the process group of every command and relay this sandbox started, until
+        none of their members is left (a process that left its group is not found here: a
+        local sandbox isolates nothing)."""
+        for process in self._background:  # the relays: reaped here, so their groups empty
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()
+        self._background.clear()
+        ended = 0
+        deadline = time.monotonic() + 5.0
+        while alive := [group for group in self._groups if _group_alive(group)]:
+            if time.monotonic() > deadline:
+                raise SandboxError(f"process groups {alive[:10]} of the local sandbox did not end")
+            for group in alive:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(group, signal.SIGKILL)
+            ended += len(alive)
+            await asyncio.sleep(0.002)
+        self._groups.clear()  # all empty now: their ids may be reused by other processes
+        return ended
+
+    async def _changed_files(self) -> dict[str, str]:
+        """Nothing can be told: the code ran on this machine, with your rights."""
+        return {}
+
     async def _fork(self) -> Sandbox:
         copy = await self.runtime.open(self.config)
         whole = Capture(None)  # a fork needs every byte
@@ -138,6 +165,22 @@ class LocalSandbox(Sandbox):
 
     def describe(self) -> str:
         return "UNSAFE local: plain child processes with rlimits; no isolation, no network limits"
+
+
+def _group_alive(group: int) -> bool:
+    """Whether a process group still has a member that is not a zombie."""
+    if not os.path.isdir("/proc"):  # no /proc to tell zombies apart: signal 0 says it
+        try:
+            os.killpg(group, 0)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+    for entry in os.listdir("/proc"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) == group and fields[0] not in ("Z", "X"):
+                return True
+    return False
 
 
 class LocalRuntime(Runtime):
