@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness._core.aio import Stopped, run_sync
 from harness._core.defaults import DEFAULT_CONCURRENCY, DEFAULT_TRANSPORT, TRANSPORTS
-from harness._core.display import provide_html_views
+from harness._core.display import provide_html_views as _provide_html_views
 from harness._core.errors import (
     ConfigError,
     ConfigTypeError,
@@ -97,8 +97,8 @@ _LAZY = {
 }
 
 # The views draw the foundation's objects in notebooks; they register themselves when first needed.
-provide_html_views("harness._views.html")
-provide_html_views("harness._views.compare_html")
+_provide_html_views("harness._views.html")
+_provide_html_views("harness._views.compare_html")
 
 
 def __getattr__(name: str) -> Any:
