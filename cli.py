@@ -2,11 +2,12 @@
 
 Every failure a user can cause (unknown environment, bad JSON, unreachable endpoint, missing
 key variable, existing output directory) is one clear line naming the fix and a non-zero exit
-(2 for a usage error), with the traceback only under `--debug`. Every call is to a public
-name of `rubrics`, `envs`, `harness` or their public modules, which a Python user can make
-too; what the hub commands print comes from `envs.hub`, and the few lines only this command
-line prints about runs are at the end of this file. Commands import the packages when they
-run, so `rubric --help` starts fast.
+(2 for a usage error), with the traceback only under `--debug`. This file is part of the
+house and imports private modules where it needs plumbing no Python user calls (the run
+driver `envs._runs`, what the hub commands print in `envs.hub._display`, the terminal view);
+the front doors keep what a user calls. The few lines only this command line prints about
+runs are at the end of this file. Commands import the packages when they run, so
+`rubric --help` starts fast.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from harness import DEFAULT_CONCURRENCY, DEFAULT_TRANSPORT, TRANSPORTS, RubricError, Stopped, escape_control
+from harness import RubricError, Stopped
+from harness._core.defaults import DEFAULT_CONCURRENCY, DEFAULT_TRANSPORT, TRANSPORTS
+from harness._core.text import escape_control
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
@@ -76,8 +79,8 @@ def json_object(ctx: click.Context, param: click.Parameter, text: str | None) ->
 
 
 def limited(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    """The value, checked against `harness.check_limits` and named as typed (a count for --worst/--best)."""
-    from harness import check_limits
+    """The value, checked against `check_limits` and named as typed (a count for --worst/--best)."""
+    from harness._core.limits import check_limits
 
     if param.name in ("worst", "best") and value is not None and value < 1:
         raise CliError(f"{'/'.join(param.opts)} must be a count of at least 1, got {value}")
@@ -172,7 +175,7 @@ hub_option = click.option("--hub", "hub_url", help=HUB_HELP)
 @click.option("--shard", metavar="I/N", help="run only slice I of N (from 0) of the examples; join with `rubric merge`")  # fmt: skip
 @click.pass_context
 def eval_command(ctx: click.Context, /, **o: Any) -> int:
-    from envs import RunRequest, prepare_run, run
+    from envs._runs import RunRequest, prepare_run, run
     from harness.runtimes import prune as prune_sandboxes
 
     # What a SIGKILLed earlier run left (owner dead; never anyone else's). Docker is left to the
@@ -222,8 +225,11 @@ def eval_command(ctx: click.Context, /, **o: Any) -> int:
     "--rescored", is_flag=True, help="show the newest re-scored results of DIR (results.rescored-*.jsonl)"
 )
 def view(run_dir: str, other: str | None, html: str | None, rescored: bool, **pick: Any) -> int:
-    from envs import describe_provenance
-    from harness import newest_rescored, report_path, show_run, write_report
+    from envs._provenance import describe_provenance
+    from harness import write_report
+    from harness._core.run_dirs import newest_rescored
+    from harness._views.report import report_path
+    from harness._views.terminal import show_run
 
     with usage_errors():
         run_dir = str(newest_rescored(run_dir)) if rescored else run_dir
@@ -268,8 +274,8 @@ def score(
     concurrency: int,
     failed_only: bool,
 ) -> int:
-    from envs import rescoring_environment
-    from harness import rescore_to
+    from envs._runs import rescoring_environment
+    from harness._results.rescoring import rescore_to
 
     results = load_run(run_dir)
     with usage_errors():
@@ -304,7 +310,8 @@ def merge(output: str, dirs: tuple[str, ...]) -> int:
 
 @command(name="list", help="list installed environments")
 def list_command() -> int:
-    from envs.hub import installed_environments, installed_table
+    from envs.hub import installed_environments
+    from envs.hub._display import installed_table
 
     console().print(installed_table(installed_environments()))
     return 0
@@ -384,7 +391,8 @@ def mcp(env: str, env_args: dict[str, Any] | None, port: int | None) -> int:
 @click.option("--base-image", default=None, metavar="IMAGE", help="with --harbor: the image its Dockerfile starts FROM (default debian:bookworm-slim)")  # fmt: skip
 def init(name: str, parent: str, kind: KindOption, harbor: bool, base_image: str | None) -> int:
     from envs import init_harbor_task
-    from envs.hub import created_lines, init_package
+    from envs.hub import init_package
+    from envs.hub._display import created_lines
 
     with usage_errors():
         if harbor:
@@ -401,8 +409,9 @@ def init(name: str, parent: str, kind: KindOption, harbor: bool, base_image: str
 @command(help="run the checks a hub entry must pass (non-zero exit on failure)")
 @click.argument("package", metavar="[DIR]", default=".")
 def check(package: str) -> int:
-    from envs import is_harbor_task
-    from envs.hub import check_lines, check_package
+    from envs._harbor.task import is_harbor_task
+    from envs.hub import check_package
+    from envs.hub._display import check_lines
 
     if is_harbor_task(package):  # a Harbor task folder: its own checks, in Docker
         return _check_harbor(package)
@@ -432,7 +441,8 @@ no_isolation = click.option("--no-isolation", is_flag=True, help="build with the
 @click.argument("package", metavar="[DIR]", default=".")
 @no_isolation
 def build(package: str, no_isolation: bool) -> int:
-    from envs.hub import build_package, built_lines
+    from envs.hub import build_package
+    from envs.hub._display import built_lines
 
     with usage_errors():
         say(built_lines(build_package(package, isolation=not no_isolation)))
@@ -447,7 +457,8 @@ def build(package: str, no_isolation: bool) -> int:
     "--bump", type=click.Choice(["patch", "minor", "major"]), help="raise the version and rebuild first"
 )
 def push(package: str, no_isolation: bool, hub_url: str | None, bump: BumpPart | None) -> int:
-    from envs.hub import push_package, pushed_lines
+    from envs.hub import push_package
+    from envs.hub._display import pushed_lines
 
     with usage_errors():
         say(pushed_lines(push_package(package, hub=hub_url, bump=bump, isolation=not no_isolation)))
@@ -459,7 +470,7 @@ def push(package: str, no_isolation: bool, hub_url: str | None, bump: BumpPart |
 @hub_option
 def install(spec: str, hub_url: str | None) -> int:
     from envs.hub import install as install_package
-    from envs.hub import installed_lines
+    from envs.hub._display import installed_lines
 
     with usage_errors():
         say(installed_lines(install_package(spec, hub=hub_url)))
@@ -477,7 +488,7 @@ def hub() -> None:
 @hub_option
 def search(query: str | None, tag: str | None, hub_url: str | None) -> int:
     from envs.hub import search as search_hub
-    from envs.hub import show_entries
+    from envs.hub._display import show_entries
 
     with usage_errors():
         entries = search_hub(query, tag=tag, hub=hub_url)
@@ -493,7 +504,7 @@ def search(query: str | None, tag: str | None, hub_url: str | None) -> int:
 @hub_option
 def info(name: str, hub_url: str | None) -> int:
     from envs.hub import info as hub_info
-    from envs.hub import show_entries
+    from envs.hub._display import show_entries
 
     with usage_errors():
         say(show_entries([hub_info(name, hub=hub_url)], full=True, note=lambda line: say(line, err=True)))

@@ -5,9 +5,9 @@ the public modules are `envs.hub` (sharing environments as packages), `envs.refe
 built-in environments) and `envs.agents` (CLI agents as policies). The rest is private:
 `_environment` and `_presets` (the Environment and its kinds), `_registry` (finding one by
 name), `_tools/` (tools from type hints, MCP servers), `_dataset`, `_auditing/`, `_harbor/`
-(Harbor task folders), `_interop/` (OpenEnv and Verifiers), `_runs` (running as `rubric eval`
-does: `RunRequest`, `prepare_run`, `run`, `resume`), `_mcp_serve` (an environment's tools as
-an MCP server).
+(Harbor task folders), `_interop/` (OpenEnv and Verifiers), `_runs` (the `rubric eval` and
+`rubric score` driver, which cli.py imports directly: from Python, `env.evaluate` and
+`harness.rescore` do the same), `_mcp_serve` (an environment's tools as an MCP server).
 Imports `rubrics`, the harness foundation, its client and runtimes, and the `harness` package.
 """
 
@@ -18,14 +18,12 @@ from envs._conditions import stop
 from envs._environment import Environment, EnvironmentOptions
 from envs._harbor import HarborVerifier, from_harbor
 from envs._harbor.scaffold import init_harbor_task
-from envs._harbor.task import is_harbor_task
 from envs._harbor.task_audit import HarborTaskCheck, acheck_harbor_tasks, check_harbor_tasks
 from envs._interop.openenv import OpenEnvFinalReward, OpenEnvStepReward, from_openenv
 from envs._interop.openenv_serve import serve_openenv
 from envs._interop.verifiers import from_verifiers
 from envs._mcp_serve import aserve_mcp, serve_mcp
 from envs._presets import MultiTurnEnv, SingleTurnEnv, ToolEnv
-from envs._provenance import describe_provenance
 from envs._registry import (
     EnvironmentNotFoundError,
     EnvironmentSpec,
@@ -33,7 +31,6 @@ from envs._registry import (
     list_environments,
     load_environment,
 )
-from envs._runs import PreparedRun, RunRequest, arun, prepare_run, rescoring_environment, resume, run
 from envs._tools.functions import Tool, ToolResult, call_tool, tool
 from envs._tools.mcp import mcp_server
 from envs._trl_bridge import TRLSpec
@@ -50,9 +47,7 @@ __all__ = [
     "MultiTurnEnv",
     "OpenEnvFinalReward",
     "OpenEnvStepReward",
-    "PreparedRun",
     "RegisteredEnvironment",
-    "RunRequest",
     "SingleTurnEnv",
     "TRLSpec",
     "Tool",
@@ -61,24 +56,17 @@ __all__ = [
     "VerlSpec",
     "aaudit",
     "acheck_harbor_tasks",
-    "arun",
     "aserve_mcp",
     "audit",
     "call_tool",
     "check_harbor_tasks",
-    "describe_provenance",
     "from_harbor",
     "from_openenv",
     "from_verifiers",
     "init_harbor_task",
-    "is_harbor_task",
     "list_environments",
     "load_environment",
     "mcp_server",
-    "prepare_run",
-    "rescoring_environment",
-    "resume",
-    "run",
     "serve_mcp",
     "serve_openenv",
     "stop",

@@ -22,8 +22,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from harness._core.aio import Stopped, run_sync
-from harness._core.defaults import DEFAULT_CONCURRENCY, DEFAULT_TRANSPORT, TRANSPORTS
-from harness._core.display import provide_html_views
+from harness._core.display import provide_html_views as _provide_html_views
 from harness._core.errors import (
     ConfigError,
     ConfigTypeError,
@@ -40,12 +39,9 @@ from harness._core.errors import (
     WorkerError,
     WorkersHint,
 )
-from harness._core.limits import check_limits
 from harness._core.options import EvaluateOptions, Shard
 from harness._core.protocol import EnvironmentProtocol, EnvironmentSource
-from harness._core.run_dirs import newest_rescored
 from harness._core.summary import Summary
-from harness._core.text import escape_control
 from harness._core.tree import TreeNode
 from harness._core.types import (
     FunctionCall,
@@ -64,10 +60,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from harness._engine.runner import rollout
     from harness._results.compare import Comparison, compare
     from harness._results.eval_results import EvalResults, load_results
-    from harness._results.rescoring import arescore, rescore, rescore_to
+    from harness._results.rescoring import arescore, rescore
     from harness._results.sharding import MergeReport, merge_results
-    from harness._views.report import report_path, write_report
-    from harness._views.terminal import show_run
+    from harness._views.report import write_report
     from harness.proxy import CaptureProxy, ProxyBudgets, ProxySession
     from harness.scripted import ScriptedEndpoint
 
@@ -88,17 +83,14 @@ _LAZY = {
     "evaluate": "harness._engine.evaluation",
     "load_results": "harness._results.eval_results",
     "merge_results": "harness._results.sharding",
-    "report_path": "harness._views.report",
     "rescore": "harness._results.rescoring",
-    "rescore_to": "harness._results.rescoring",
     "rollout": "harness._engine.runner",
-    "show_run": "harness._views.terminal",
     "write_report": "harness._views.report",
 }
 
 # The views draw the foundation's objects in notebooks; they register themselves when first needed.
-provide_html_views("harness._views.html")
-provide_html_views("harness._views.compare_html")
+_provide_html_views("harness._views.html")
+_provide_html_views("harness._views.compare_html")
 
 
 def __getattr__(name: str) -> Any:
@@ -111,9 +103,6 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "DEFAULT_CONCURRENCY",
-    "DEFAULT_TRANSPORT",
-    "TRANSPORTS",
     "CaptureProxy",
     "Client",
     "Comparison",
@@ -154,18 +143,12 @@ __all__ = [
     "WorkersHint",
     "aevaluate",
     "arescore",
-    "check_limits",
     "compare",
-    "escape_control",
     "evaluate",
     "load_results",
     "merge_results",
-    "newest_rescored",
-    "report_path",
     "rescore",
-    "rescore_to",
     "rollout",
     "run_sync",
-    "show_run",
     "write_report",
 ]

@@ -4,8 +4,8 @@ A hub is any PyPI-compatible index (PyPI, devpi, pypiserver, Artifactory, one on
 an environment package is a normal wheel that registers the `rubric.environments` entry point
 and carries `rubric_card.json` (card, rubric tree summary, compatibility record). Every
 function here is what the matching `rubric` command calls (`init_package`, `check_package`,
-`build_package`, `push_package`, `install`, `installed_environments`, `search`, `info`), and
-the `*_lines` / `installed_table` functions are what it prints.
+`build_package`, `push_package`, `install`, `installed_environments`, `search`, `info`); what
+the commands print is the command line's own (`envs.hub._display`, which cli.py imports).
 """
 
 from __future__ import annotations
@@ -14,16 +14,6 @@ from envs._project import CARD_FILE, BumpPart, HubError, PackageName, Project
 from envs.hub._build import BuildResult, abuild_package, build_package
 from envs.hub._card import Card, HubRecord, Needs, parse_card
 from envs.hub._checks import CheckReport, CheckResult, acheck_package, check_package
-from envs.hub._display import (
-    built_lines,
-    check_lines,
-    created_lines,
-    entry_lines,
-    installed_lines,
-    installed_table,
-    pushed_lines,
-    show_entries,
-)
 from envs.hub._index import Hub, HubEntry, ainfo, asearch, info, search
 from envs.hub._install import InstalledEnvironment, ainstall, install, installed_environments
 from envs.hub._publish import PushResult, apush_package, push_package
@@ -53,20 +43,12 @@ __all__ = [
     "apush_package",
     "asearch",
     "build_package",
-    "built_lines",
-    "check_lines",
     "check_package",
-    "created_lines",
-    "entry_lines",
     "info",
     "init_package",
     "install",
     "installed_environments",
-    "installed_lines",
-    "installed_table",
     "parse_card",
     "push_package",
-    "pushed_lines",
     "search",
-    "show_entries",
 ]

@@ -52,7 +52,7 @@ def entry_lines(entry: HubEntry, full: bool) -> list[str]:
         full: Add its card, rubric tree and README (`rubric hub info`).
 
     Returns:
-        The lines, unescaped (print them through `harness.escape_control`).
+        The lines, unescaped (print them through `escape_control`).
     """
     compat = "; ".join(f"{k} {', '.join(v)}" for k, v in entry.compatibility.items())
     lines = [
@@ -98,7 +98,7 @@ def show_entries(entries: Sequence[HubEntry], full: bool, note: Callable[[str], 
         note: Told of a card that was skipped, one line each (the listing goes on).
 
     Returns:
-        The lines, unescaped (print them through `harness.escape_control`).
+        The lines, unescaped (print them through `escape_control`).
     """
     lines: list[str] = []
     for entry in entries:
