@@ -41,7 +41,7 @@ from harness.runtimes import Runtime, RuntimeUnavailableError, SandboxConfig, ge
 # read the code from stdin, run it as __main__, and print tracebacks without this bootstrap's
 # own frame. Arguments: CPU seconds and address space in bytes (0 = leave as is).
 _BOOTSTRAP = r"""
-import os, resource, sys, traceback
+import os, resource, sys
 os.dup2(1, 2)
 cpu, memory = (int(a) for a in sys.argv[1:3])
 if cpu > 0:
@@ -56,6 +56,7 @@ try:
 except SystemExit:
     raise
 except BaseException as exc:
+    import traceback  # only now: importing it costs a few ms of every run
     traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next)
     sys.stdout.flush()
     sys.exit(1)
