@@ -632,12 +632,15 @@ async def spawn(*argv: str, pass_fds: Sequence[int] = (), **kwargs: Any) -> asyn
     process in the background (the relay a sandbox starts) then holds the pipes the harness
     reads until end of file, and the command never ends. Under any loop but the standard
     library's, the command is started through a small host closer (bash, else Python) first.
+    That bash reads no start-up file (`--norc --noprofile`): under uvloop its stdin is a
+    socket, which bash takes for a remote shell and would source `$HOME/.bashrc` for, HOME
+    being the sandbox's working directory, a path anyone may have made on the host.
     """
     if not isinstance(asyncio.get_running_loop(), asyncio.BaseEventLoop):
         keep = " ".join(str(fd) for fd in pass_fds)
         bash = shutil.which("bash")
         if bash is not None:
-            argv = (bash, "--posix", "-c", _CLOSE_FDS_BASH, "close-fds", keep, *argv)
+            argv = (bash, "--norc", "--noprofile", "--posix", "-c", _CLOSE_FDS_BASH, "close-fds", keep, *argv)
         else:
             argv = (sys.executable, "-I", "-S", "-c", _CLOSE_FDS_PYTHON, keep, *argv)
     return await asyncio.create_subprocess_exec(*argv, pass_fds=pass_fds, **kwargs)
