@@ -13,11 +13,11 @@ with every installed package folder in view covered, plus the private writable l
 (size-capped tmpfs at `/tmp` and the working directory, charged to the sandbox's memory cgroup;
 gone with the namespaces), and the Unix socket folder at /run/rubric. Limits: a cgroup (pids,
 memory, CPU quota) when this process may create one, and rlimits (largest file; processes
-where there is no cgroup). bwrap starts held (`--block-fd`) until it is in its cgroup and its
-first process has its rlimits, so nothing inside ever runs outside them, with no shell in
-between. Everything dies with the sandbox: bwrap's init is PID 1 of the namespace and bwrap
-dies with its parent (`--die-with-parent`), so even a SIGKILLed harness leaves no process
-(only its host folder, removed by `prune`).
+where there is no cgroup). bwrap is in its cgroup and under its rlimits before it makes a
+namespace (`_launch`), so nothing inside ever runs outside them and the sandbox's cgroup
+namespace is rooted at its own group. Everything dies with the sandbox: bwrap's init is PID 1
+of the namespace and bwrap dies with its parent (`--die-with-parent`), so even a SIGKILLed
+harness leaves no process (only its host folder, removed by `prune`).
 """
 
 from __future__ import annotations
@@ -157,8 +157,11 @@ async def _launch(
             await reap(process)
             raise SandboxError(f"bubblewrap could not be given its limits: {exc}") from exc
         data = b"".join(option.encode() + b"\0" for option in options)
+        # One write into the empty pipe (a few KB; 64 KB fit): bwrap gets all its options or,
+        # should this process die first, none, and then makes an empty root where the
+        # command does not even exist. It reads them whole before anything else.
         with contextlib.suppress(BrokenPipeError):  # it ended already: its stderr says why
-            while data:  # it reads them whole before anything else
+            while data:
                 data = data[os.write(feed, data) :]
         return process
     finally:
