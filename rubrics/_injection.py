@@ -117,7 +117,7 @@ def kwargs_getter(explicit: frozenset[str]) -> Callable[[Rollout], dict[str, Any
     return everything
 
 
-class Plan(NamedTuple):
+class CallPlan(NamedTuple):
     """How to call one reward function: getters for its parameters, built once."""
 
     positional: tuple[Getter, ...]  # positional-or-keyword parameters, in order
@@ -126,7 +126,7 @@ class Plan(NamedTuple):
     columns: set[str]  # dataset columns without a default
 
 
-def build_plan(fn: Callable[..., Any], leaf: str) -> Plan:
+def build_plan(fn: Callable[..., Any], leaf: str) -> CallPlan:
     """Read `fn`'s signature once and map each parameter to a getter on the rollout."""
     try:
         signature = inspect.signature(fn)
@@ -163,10 +163,10 @@ def build_plan(fn: Callable[..., Any], leaf: str) -> Plan:
             positional.append(getter)
     explicit = frozenset(signature.parameters)
     extra = kwargs_getter(explicit) if var_kw else None
-    return Plan(tuple(positional), tuple(keyword), extra, columns)
+    return CallPlan(tuple(positional), tuple(keyword), extra, columns)
 
 
-def make_caller(fn: Callable[..., Any], plan: Plan) -> Callable[[Rollout], Any]:
+def make_caller(fn: Callable[..., Any], plan: CallPlan) -> Callable[[Rollout], Any]:
     """A closure calling `fn` for a rollout; small positional cases skip building a kwargs dict."""
     pos, kw, extra = plan.positional, plan.keyword, plan.extra
     if not kw and extra is None:
@@ -240,8 +240,8 @@ def _rollout_getter(get: Callable[[Rollout], Any]) -> TurnGetter:
 
 __all__ = [
     "MISSING",
+    "CallPlan",
     "Getter",
-    "Plan",
     "TurnGetter",
     "build_plan",
     "column_getter",

@@ -29,7 +29,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
 
 ProbeKind = Literal["reference", "nothing", "partial", "padded"]
-Reply = str | dict[str, Any]
+ScriptedReply = str | dict[str, Any]
 Policy = Callable[[list[dict[str, Any]], list[dict[str, Any]] | None], Any]
 
 #: What the injection probe appends to a wrong answer.
@@ -86,7 +86,7 @@ class Probe:
     name: str
     description: str
     kind: ProbeKind
-    reply: Callable[[RowContext, Policy | None, list[dict[str, Any]], Any], Reply | None]
+    reply: Callable[[RowContext, Policy | None, list[dict[str, Any]], Any], ScriptedReply | None]
     needs: str = ""
     applies: Callable[[RowContext], bool] = lambda context: True
     tools_only: bool = False
@@ -153,7 +153,7 @@ def _first_tool(context: RowContext) -> str | None:
 
 def _reference(
     context: RowContext, reference: Policy | None, messages: list[dict[str, Any]], tools: Any
-) -> Reply | None:
+) -> ScriptedReply | None:
     if reference is not None:
         return reference(messages, tools)  # type: ignore[no-any-return]  # a policy's reply
     return context.reference_text or None  # a gold fixture's form, or the bare answer
@@ -161,7 +161,7 @@ def _reference(
 
 def _wrong(
     context: RowContext, reference: Policy | None, messages: list[dict[str, Any]], tools: Any
-) -> Reply | None:
+) -> ScriptedReply | None:
     if context.answer is None or context.wrong is None:
         return None
     reply = _reference(context, reference, messages, tools)
@@ -171,7 +171,7 @@ def _wrong(
 
 def _format_only(
     context: RowContext, reference: Policy | None, messages: list[dict[str, Any]], tools: Any
-) -> Reply | None:
+) -> ScriptedReply | None:
     if context.answer is None:
         return None
     reply = _reference(context, reference, messages, tools)
@@ -181,7 +181,7 @@ def _format_only(
 
 def _injection(
     context: RowContext, reference: Policy | None, messages: list[dict[str, Any]], tools: Any
-) -> Reply | None:
+) -> ScriptedReply | None:
     if context.answer is None or context.wrong is None or not context.reference_has_answer:
         return "I do not know." + INJECTION  # no wrong answer to dress up: nothing at all
     base, _ = substitute(context.reference_text, context.answer, context.wrong)
@@ -190,7 +190,7 @@ def _injection(
 
 def _many_calls(
     context: RowContext, reference: Policy | None, messages: list[dict[str, Any]], tools: Any
-) -> Reply | None:
+) -> ScriptedReply | None:
     if not context.reference_calls:
         return None
     if any(m.get("role") == "assistant" for m in messages):  # later turns: the reference's answer
@@ -202,7 +202,7 @@ def _many_calls(
 
 def _bad_arguments(
     context: RowContext, reference: Policy | None, messages: list[dict[str, Any]], tools: Any
-) -> Reply | None:
+) -> ScriptedReply | None:
     name = _first_tool(context)
     if name is None:
         return None
@@ -212,25 +212,27 @@ def _bad_arguments(
 
 def _truncated(
     context: RowContext, reference: Policy | None, messages: list[dict[str, Any]], tools: Any
-) -> Reply:
+) -> ScriptedReply:
     text = context.reference_text
     return {"role": "assistant", "content": text[: max(1, len(text) // 2)], "finish_reason": "length"}
 
 
-def _long(context: RowContext, reference: Policy | None, messages: list[dict[str, Any]], tools: Any) -> Reply:
+def _long(
+    context: RowContext, reference: Policy | None, messages: list[dict[str, Any]], tools: Any
+) -> ScriptedReply:
     filler_sentences = LONG_WORDS // len(_FILLER.split())
     return context.reference_text + "\n\n" + " ".join([_FILLER] * filler_sentences)
 
 
 def _repeated(
     context: RowContext, reference: Policy | None, messages: list[dict[str, Any]], tools: Any
-) -> Reply | None:
+) -> ScriptedReply | None:
     if context.answer is None:
         return None
     return context.reference_text + "\n" + "\n".join([context.answer] * REPEATS)
 
 
-def _fixed(text: str) -> Callable[[RowContext, Policy | None, list[dict[str, Any]], Any], Reply]:
+def _fixed(text: str) -> Callable[[RowContext, Policy | None, list[dict[str, Any]], Any], ScriptedReply]:
     return lambda context, reference, messages, tools: text
 
 

@@ -36,14 +36,14 @@ class ResponseTooLarge(RequestFailed):
 
 
 @dataclass(frozen=True)
-class Reply:
+class HTTPAnswer:
     """An HTTP answer: its status and its whole body."""
 
     status: int
     body: bytes
 
 
-async def aget(url: str, *, timeout: float = REQUEST_TIMEOUT) -> Reply:
+async def aget(url: str, *, timeout: float = REQUEST_TIMEOUT) -> HTTPAnswer:
     """`GET url`, all of it within `timeout` seconds and `MAX_RESPONSE_BYTES`.
 
     Raises:
@@ -52,14 +52,14 @@ async def aget(url: str, *, timeout: float = REQUEST_TIMEOUT) -> Reply:
     try:
         async with asyncio.timeout(timeout):
             async with aiohttp.ClientSession() as session, session.get(url) as response:
-                return Reply(response.status, await _body(response))
+                return HTTPAnswer(response.status, await _body(response))
     except TimeoutError:
         raise RequestFailed(f"no whole answer within {timeout:g}s") from None
     except aiohttp.ClientError as exc:
         raise RequestFailed(str(exc) or type(exc).__name__) from None
 
 
-def get(url: str, *, timeout: float = REQUEST_TIMEOUT) -> Reply:
+def get(url: str, *, timeout: float = REQUEST_TIMEOUT) -> HTTPAnswer:
     """`aget`, from synchronous code (also inside a running event loop)."""
     return run_sync(aget(url, timeout=timeout))
 
@@ -99,7 +99,7 @@ async def exchange(request: Callable[[], Awaitable[T]], *, timeout: float) -> T:
 __all__ = [
     "MAX_RESPONSE_BYTES",
     "REQUEST_TIMEOUT",
-    "Reply",
+    "HTTPAnswer",
     "RequestFailed",
     "ResponseTooLarge",
     "aget",

@@ -1,14 +1,15 @@
 """`python`: answer computational questions by running Python code (tool use).
 
 A template for environments whose tools touch the outside world. The model gets one tool,
-`run_python(code)`, which runs a complete program in a fresh bubblewrap sandbox (see
-`envs.reference._sandbox`: its own PID, mount, network, IPC and user namespaces, a read-only
-view of only the Python installation, a private size-capped scratch folder, no network, caps
-on processes, memory and CPU for the whole process tree, a wall-clock timeout). Nothing of a
-call survives it: no process, no file. At most `max_tool_calls` calls run per model turn.
+`run_python(code)`, which runs a complete program in a fresh sandbox of `harness.runtimes`
+(bubblewrap by default; see `envs.reference._sandbox`: its own PID, mount, network, IPC and
+user namespaces, a read-only view of the system and the interpreter with every package folder
+covered, a private size-capped scratch folder, no network, caps on processes, memory and CPU
+for the whole process tree, a wall-clock timeout). Nothing of a call survives it: no process,
+no file. At most `max_tool_calls` calls run per model turn.
 
-Without bubblewrap the environment refuses to build; `unsafe_sandbox=True` runs the code in a
-plain child process instead and warns on every build and every run.
+Without bubblewrap the environment refuses to build; `unsafe_sandbox=True` runs the code on
+the `local` runtime instead (a plain child process) and warns on every build and every run.
 
 Reward: `correct` (weight 1) compares the number in `<answer>...</answer>` (or else the
 reply's last number) exactly with the verified answer; `ran_code` (weight 0) is a metric
@@ -17,7 +18,6 @@ recording whether the model used the tool at all.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from envs._presets import ToolEnv
 from envs._tools.functions import OUTPUT_LIMIT, Tool
 from envs.reference._data import data_path, read_jsonl
-from envs.reference._sandbox import UNSAFE_WARNING, Sandbox, SandboxLimits
+from envs.reference._sandbox import CodeRunner, SandboxLimits, warn_unsafe
 from envs.reference._scripting import Attempts, RowLookup, attempt_seed
 from harness._core.errors import ConfigError
 from rubrics import WeightedSum
@@ -52,14 +52,15 @@ class PythonEnv(ToolEnv):
         rubric: The rubric.
         limits: Per-call limits (time, CPU, memory, output, disk, processes).
         network: Give the code the host's network (off by default).
-        unsafe_sandbox: Run code without isolation where bubblewrap is missing (warns).
-        runtime: Run each program in a fresh sandbox of this runtime ("docker:IMAGE",
-            "bwrap", "bwrap:ROOTFS_DIR", ...; see `harness.runtimes`) instead of the built-in one.
+        unsafe_sandbox: Run code without isolation where bubblewrap is missing (the `local`
+            runtime; warns).
+        runtime: The runtime each program's fresh sandbox comes from ("bwrap", the default;
+            "docker:IMAGE", "bwrap:ROOTFS_DIR"; see `harness.runtimes`).
         max_tool_calls: Calls run per model turn; each extra call gets a message saying so.
         **kwargs: `ToolEnv` arguments.
 
     Raises:
-        SandboxUnavailableError: bubblewrap cannot isolate code here and `unsafe_sandbox` is
+        RuntimeUnavailableError: bubblewrap cannot isolate code here and `unsafe_sandbox` is
             not set; the message says how to install it.
     """
 
@@ -75,8 +76,8 @@ class PythonEnv(ToolEnv):
         runtime: str | None = None,
         **kwargs: Any,
     ) -> None:
-        self.sandbox = Sandbox(limits, network=network, unsafe=unsafe_sandbox, runtime=runtime)
-        self.limits = self.sandbox.limits
+        self.runner = CodeRunner(limits, network=network, unsafe=unsafe_sandbox, runtime=runtime)
+        self.limits = self.runner.limits
         self.max_tool_calls = max_tool_calls
         description = (
             "Run a complete Python program and return what it prints (stdout and stderr). "
@@ -96,8 +97,8 @@ class PythonEnv(ToolEnv):
         state["python_runs"] = 0
 
     def get_dataset(self, split: str = "eval", n: int | None = None, seed: int | None = None) -> Dataset:
-        if self.sandbox.unsafe:  # every run starts by taking its examples: warn each time
-            print(UNSAFE_WARNING, file=sys.stderr, flush=True)
+        if self.runner.unsafe:  # every run starts by taking its examples: warn each time
+            warn_unsafe()
         return super().get_dataset(split, n=n, seed=seed)
 
     async def run_python(self, code: str, state: dict[str, Any]) -> str:
@@ -106,7 +107,7 @@ class PythonEnv(ToolEnv):
         Args:
             code: a complete Python program; print() the values you want to see.
         """
-        result = await self.sandbox.run(code)
+        result = await self.runner.run(code)
         state["python_runs"] = state.get("python_runs", 0) + 1
         return result.render()
 
@@ -272,15 +273,16 @@ def load_environment(
         max_processes: Processes per program.
         max_tool_calls: Calls run per model turn; each extra call gets a message saying so.
         network: Give the code the host's network (off by default).
-        unsafe_sandbox: Run code without isolation where bubblewrap is missing (warns).
-        runtime: Run each program in a fresh sandbox of this runtime ("docker:IMAGE",
-            "bwrap", ...; see `harness.runtimes`) instead of the built-in one.
+        unsafe_sandbox: Run code without isolation where bubblewrap is missing (the `local`
+            runtime; warns).
+        runtime: The runtime each program's fresh sandbox comes from ("bwrap", the default;
+            "docker:IMAGE", "bwrap:ROOTFS_DIR"; see `harness.runtimes`).
 
     Returns:
         The environment.
 
     Raises:
-        SandboxUnavailableError: bubblewrap cannot isolate code here and `unsafe_sandbox`
+        RuntimeUnavailableError: bubblewrap cannot isolate code here and `unsafe_sandbox`
             is not set.
     """
     if num_examples is not None and num_examples < 1:

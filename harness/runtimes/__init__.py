@@ -5,6 +5,8 @@
         result = await sb.exec("python3 -c 'print(1 + 1)'", timeout=10)
         await sb.write("notes.txt", "hi")
         copy = await sb.fork()
+    # one command in a sandbox made for it and ended with it (as `docker run --rm`):
+    once = await runtime.run(["python3", "-c", "print(6 * 7)"], config=SandboxConfig(pids=16))
 
 Spec grammar (the same for `--runtime SPEC`, environment arguments and Python):
 `docker:IMAGE`, `docker:PATH/TO/DIR` (a folder with a Dockerfile, built once per content hash),

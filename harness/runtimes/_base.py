@@ -257,6 +257,18 @@ def check_cap(name: str, value: int | None) -> None:
         raise ConfigError(f"{name} must be a positive number of bytes (or None for no cap), got {value!r}")
 
 
+def check_timeout(timeout: float | None) -> None:
+    """Raise `ConfigError` unless `timeout` is a positive number of seconds or None."""
+    if timeout is not None and not timeout > 0:
+        raise ConfigError(f"exec timeout must be > 0 seconds (or None), got {timeout!r}")
+
+
+def command_env(config: SandboxConfig, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A command's environment: the defaults (PATH, HOME at the working directory, LANG), then
+    the sandbox's `env`, then the command's own."""
+    return {"PATH": DEFAULT_PATH, "HOME": config.workdir, "LANG": "C.UTF-8", **config.env, **(env or {})}
+
+
 def shell_argv(cmd: str | Sequence[str]) -> list[str]:
     """A command as an argument list: a string runs in `/bin/sh -c`."""
     if isinstance(cmd, str):
@@ -550,15 +562,8 @@ class Sandbox(ABC):
         err: Capture | None = None,
     ) -> RawResult:
         self._check_open()
-        if timeout is not None and not timeout > 0:
-            raise ConfigError(f"exec timeout must be > 0 seconds (or None), got {timeout!r}")
-        merged = {
-            "PATH": DEFAULT_PATH,
-            "HOME": self.workdir,
-            "LANG": "C.UTF-8",
-            **self.config.env,
-            **(env or {}),
-        }
+        check_timeout(timeout)
+        merged = command_env(self.config, env)
         return await self._run(
             argv, stdin=stdin, timeout=timeout, env=merged, cwd=self.resolve(cwd or self.workdir), user=user,
             out=out or Capture(), err=err or Capture(),
@@ -627,12 +632,15 @@ async def spawn(*argv: str, pass_fds: Sequence[int] = (), **kwargs: Any) -> asyn
     process in the background (the relay a sandbox starts) then holds the pipes the harness
     reads until end of file, and the command never ends. Under any loop but the standard
     library's, the command is started through a small host closer (bash, else Python) first.
+    That bash reads no start-up file (`--norc --noprofile`): under uvloop its stdin is a
+    socket, which bash takes for a remote shell and would source `$HOME/.bashrc` for, HOME
+    being the sandbox's working directory, a path anyone may have made on the host.
     """
     if not isinstance(asyncio.get_running_loop(), asyncio.BaseEventLoop):
         keep = " ".join(str(fd) for fd in pass_fds)
         bash = shutil.which("bash")
         if bash is not None:
-            argv = (bash, "--posix", "-c", _CLOSE_FDS_BASH, "close-fds", keep, *argv)
+            argv = (bash, "--norc", "--noprofile", "--posix", "-c", _CLOSE_FDS_BASH, "close-fds", keep, *argv)
         else:
             argv = (sys.executable, "-I", "-S", "-c", _CLOSE_FDS_PYTHON, keep, *argv)
     return await asyncio.create_subprocess_exec(*argv, pass_fds=pass_fds, **kwargs)
@@ -858,7 +866,7 @@ class Runtime(ABC):
 
     async def open(self, config: SandboxConfig) -> Sandbox:
         """Start one sandbox with `config`; the caller closes it (prefer `sandbox()`)."""
-        await self.check()
+        await self.check(config)
         sandbox = self._make(config, SandboxState.create(self.kind_name, self.run_id))
         try:
             await sandbox._start()
@@ -866,6 +874,68 @@ class Runtime(ABC):
             await sandbox.close()
             raise
         return sandbox
+
+    async def run(
+        self,
+        cmd: str | Sequence[str],
+        *,
+        config: SandboxConfig | None = None,
+        stdin: bytes | str | None = None,
+        timeout: float | None = None,
+        user: str | None = None,
+        max_output: int | None = DEFAULT_MAX_OUTPUT,
+    ) -> ExecResult:
+        """Run one command in a fresh sandbox made for it and ended with it (as `docker run --rm`).
+
+        Nothing of the command survives it: its files, and every process it started, go when
+        it ends, times out or is cancelled. Where the runtime can start a sandbox around a
+        single command (bubblewrap: one process, nothing to enter) this costs less than
+        `sandbox()` and `exec`; elsewhere it is exactly that.
+
+        Args:
+            cmd: An argument list, or a string run by `/bin/sh -c`.
+            config: The sandbox's limits, network, environment, working directory and mounts
+                (default: `SandboxConfig()`).
+            stdin: Bytes (or text) fed to its standard input.
+            timeout: Seconds before the command and everything it started are killed.
+            user: Run as this user ("UID" or "UID:GID"; see `Sandbox.exec`).
+            max_output: Bytes kept of each of stdout and stderr (see `Sandbox.exec`).
+
+        Returns:
+            Exit code, output, whether it timed out, and how long it took (the sandbox's start
+            included).
+
+        Raises:
+            RuntimeUnavailableError: The runtime cannot work here, or cannot apply `config`.
+        """
+        config = config or SandboxConfig()
+        check_timeout(timeout)
+        await self.check(config)
+        data = stdin.encode() if isinstance(stdin, str) else stdin
+        raw = await self._run_once(
+            config, shell_argv(cmd), stdin=data, timeout=timeout, user=user,
+            out=Capture(max_output), err=Capture(max_output),
+        )  # fmt: skip
+        return raw.decoded()
+
+    async def _run_once(
+        self,
+        config: SandboxConfig,
+        argv: list[str],
+        *,
+        stdin: bytes | None,
+        timeout: float | None,
+        user: str | None,
+        out: Capture,
+        err: Capture,
+    ) -> RawResult:
+        """`run`'s work: a sandbox opened, one command, the sandbox closed (a runtime that can
+        start a sandbox around one command overrides this)."""
+        sandbox = await self.open(config)
+        try:
+            return await sandbox._checked_run(argv, stdin=stdin, timeout=timeout, user=user, out=out, err=err)
+        finally:
+            await sandbox.close()
 
     def with_config(self, config: SandboxConfig, **changes: object) -> SandboxConfig:
         """`config` with `changes` (a helper for forks)."""
@@ -881,8 +951,9 @@ class Runtime(ABC):
         """A not-yet-started sandbox."""
 
     @abstractmethod
-    async def check(self) -> None:
-        """Raise `RuntimeUnavailableError` when this runtime cannot work here (with the fix)."""
+    async def check(self, config: SandboxConfig | None = None) -> None:
+        """Raise `RuntimeUnavailableError` when this runtime cannot work here, or cannot apply
+        `config`'s limits here (the message says how to fix it)."""
 
     def describe(self) -> str:
         """One line: what this runtime isolates."""

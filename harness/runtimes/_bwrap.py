@@ -4,38 +4,39 @@
 namespaces and a small init (`sleep infinity`); each `exec` enters those namespaces with
 `nsenter`, then drops every capability (`setpriv`) before running the command. So the files a
 command writes, the processes it leaves running and the state of the machine last from one
-command to the next, as in a container, while starting in milliseconds.
+command to the next, as in a container, while starting in milliseconds. `runtime.run(cmd)`
+starts a sandbox around one command instead: the command is the namespace's first process
+under bwrap's init, nothing is entered, and the sandbox ends with it.
 
-The file system: an empty root holding read-only binds of either the host's system folders
-(`bwrap`: /usr and the /bin, /lib symlinks; every `site-packages`/`dist-packages` and rubric data
-folder covered) or every top-level folder of a root filesystem (`bwrap:ROOTFS_DIR`, e.g. one
-made by `debootstrap`), plus the private writable layer: size-capped tmpfs at `/tmp` and the
-working directory (charged to the sandbox's memory cgroup; gone with the namespaces), and the
-Unix socket folder at /run/rubric. Limits: a cgroup (pids, memory, CPU quota) when this
-process may create one, and RLIMIT_FSIZE for the largest file. Everything dies with the
-sandbox: bwrap's init is PID 1 of the namespace and bwrap dies with its parent
-(`--die-with-parent`), so even a SIGKILLed harness leaves no process (only its host folder,
-removed by `prune`).
+The file system (`_bwrap_view`): the host's system read-only, or a root filesystem folder,
+with every installed package folder in view covered, plus the private writable layer
+(size-capped tmpfs at `/tmp` and the working directory, charged to the sandbox's memory cgroup;
+gone with the namespaces), and the Unix socket folder at /run/rubric. Limits: a cgroup (pids,
+memory, CPU quota) when this process may create one, and rlimits (largest file; processes
+where there is no cgroup). bwrap is in its cgroup and under its rlimits before it makes a
+namespace (`_launch`), so nothing inside ever runs outside them and the sandbox's cgroup
+namespace is rooted at its own group. Everything dies with the sandbox: bwrap's init is PID 1
+of the namespace and bwrap dies with its parent (`--die-with-parent`), so even a SIGKILLed
+harness leaves no process (only its host folder, removed by `prune`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import glob
 import json
 import os
+import resource
 import shutil
 import signal
 import stat
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from harness.runtimes import _cgroups as cgroups
 from harness.runtimes._base import (
-    SOCKET_DIR,
     Capture,
     RawResult,
     Runtime,
@@ -43,57 +44,153 @@ from harness.runtimes._base import (
     Sandbox,
     SandboxConfig,
     SandboxError,
+    command_env,
     communicate,
     quote,
     reap,
     spawn,
 )
+from harness.runtimes._bwrap_view import DEFAULT_DISK_MB, host_entries, layer_args, sandbox_args
 from harness.runtimes._state import TOKEN_VAR, SandboxState
 
 INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap util-linux) on Linux with user namespaces enabled"
-_SKIP_TOP = {"proc", "dev", "sys", "tmp", "run", "lost+found"}
-_ENTER = 'for f; do shift; [ "$f" = -- ] && break; echo $$ > "$f" || exit 125; done; exec "$@"'
+_ENTER = 'for f; do shift; [ "$f" = -- ] && break; echo 0 > "$f" || exit 125; done; exec "$@"'
 _CHDIR = 'cd -- "$1" 2>/dev/null || { echo "rubric: no working directory $1 in the sandbox" >&2; exit 125; }; shift; exec "$@"'
-_DEFAULT_DISK_MB = 1024
-_START_TIMEOUT = 30  # the writable tmpfs layer's size when no disk_mb is given
+_KEEPER = ["/bin/sh", "-c", "echo ready; exec sleep infinity </dev/null >/dev/null 2>&1"]
+_HOST_PATH = {"PATH": "/usr/bin:/bin"}
+_START_TIMEOUT = 30  # seconds bubblewrap may take to make a sandbox
 _END_TIMEOUT = 5.0  # seconds `end_processes` keeps killing before it gives up
+_PRLIMIT_FLAGS = {
+    resource.RLIMIT_CORE: "--core",
+    resource.RLIMIT_FSIZE: "--fsize",
+    resource.RLIMIT_NPROC: "--nproc",
+}
+_probed: dict[str, str] = {}  # bwrap's path -> why it cannot make namespaces ("" when it can)
 
 
-def _host_entries() -> list[tuple[str, str]]:
-    """(kind, path) of the host system folders a `bwrap` sandbox sees read-only."""
-    entries = [("bind", "/usr")]
-    for name in ("/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32"):
-        if os.path.islink(name):
-            entries.append(("link", name))
-        elif os.path.isdir(name):
-            entries.append(("bind", name))
-    for name in ("/etc/ld.so.cache", "/etc/localtime", "/etc/passwd", "/etc/group", "/etc/alternatives"):
-        if os.path.exists(name):
-            entries.append(("bind", name))
-    return entries
+def _cgroup(config: SandboxConfig) -> cgroups.Cgroup | None:
+    """A new cgroup with `config`'s caps, or None when it has none or none can be made here.
+    The writable tmpfs layers are charged to it too, so its memory is memory_mb + their size."""
+    wanted = {"pids": config.pids, "memory": config.memory_mb, "cpu": config.cpus}
+    where = {c: p for c, p in cgroups.parents().items() if wanted.get(c, True)}  # v2's "": one for all
+    if not where or not any(wanted.values()):
+        return None
+    memory = config.memory_mb + (config.disk_mb or DEFAULT_DISK_MB) if config.memory_mb else None
+    return cgroups.Cgroup(where, pids=config.pids, memory_mb=memory, cpus=config.cpus)
 
 
-def _masks() -> list[str]:
-    """Folders under /usr a `bwrap` sandbox must not see: installed packages (this project, its
-    dependencies) and rubric's data (answer keys)."""
-    patterns = [
-        "/usr/lib/python3*/site-packages",
-        "/usr/lib/python3*/dist-packages",
-        "/usr/local/lib/python3*/site-packages",
-        "/usr/local/lib/python3*/dist-packages",
-        "/usr/share/rubric",
-        "/usr/local/share/rubric",
-    ]
-    return sorted({p for pattern in patterns for p in glob.glob(pattern) if os.path.isdir(p)})
+def _rlimits(config: SandboxConfig, cgroup: cgroups.Cgroup | None) -> dict[int, int]:
+    """The rlimits of every command: no core files, the largest file (`disk_mb`), and the
+    process count where no cgroup caps it (the kernel does not apply it to root, whom `check`
+    refuses then)."""
+    limits = {resource.RLIMIT_CORE: 0}
+    if config.disk_mb:
+        limits[resource.RLIMIT_FSIZE] = config.disk_mb << 20
+    if config.pids and cgroup is None and os.geteuid() != 0:
+        limits[resource.RLIMIT_NPROC] = config.pids
+    return limits
 
 
-def _rootfs_entries(rootfs: Path) -> list[tuple[str, str]]:
-    entries = []
-    for child in sorted(rootfs.iterdir()):
-        if child.name in _SKIP_TOP:
-            continue
-        entries.append(("link" if child.is_symlink() else "bind", f"/{child.name}"))
-    return entries
+def _check_user(user: str | None) -> None:
+    """Refuse a user a bwrap sandbox cannot run as (it maps only this process's user)."""
+    if user is None:
+        return
+    uid, _, gid = user.partition(":")
+    if not uid.isdigit() or (gid and not gid.isdigit()):
+        raise SandboxError(f"bwrap sandboxes take a numeric user ('UID' or 'UID:GID'), got {user!r}")
+    if int(uid) != os.geteuid():
+        raise SandboxError(
+            f"bwrap sandboxes map only this process's user ({os.geteuid()}), so user={user!r} "
+            "cannot run; use a docker: runtime for other users"
+        )
+
+
+def _exit_code(code: int | None) -> int | None:
+    """bwrap reports a command killed by signal N as 128 + N; give it back as -N."""
+    if code is not None and code > 128 and code - 128 in signal.valid_signals():
+        return -(code - 128)
+    return code
+
+
+async def _launch(
+    bwrap: str,
+    options: Sequence[str],
+    command: Sequence[str],
+    *,
+    cgroup: cgroups.Cgroup | None,
+    rlimits: Mapping[int, int],
+    env: Mapping[str, str],
+    stdin: int,
+    pass_fds: Sequence[int] = (),
+) -> asyncio.subprocess.Process:
+    """Start `bwrap OPTIONS -- COMMAND` inside `cgroup` and `rlimits` before it makes anything.
+
+    A shell joins `cgroup` by moving itself (the cheap move, see `Cgroup.procs`), then becomes
+    bwrap; bwrap waits for its options on a pipe (`--args`) before it makes a namespace, and
+    meanwhile gets `rlimits`. So every process of the sandbox is born inside both, and its
+    cgroup namespace is rooted at its own cgroup. (Python cannot reach clone3's
+    CLONE_INTO_CGROUP. `rlimits` must not hold RLIMIT_NPROC: set on bwrap, outside the
+    sandbox's user namespace, it would count every process of this user.)
+
+    Returns:
+        The process (stdout and stderr piped). A shell that could not join exits 125, saying
+        why on stderr.
+
+    Raises:
+        SandboxError: bwrap could not be given its limits.
+    """
+    join = ["/bin/sh", "-c", _ENTER, "sh", *cgroup.procs, "--"] if cgroup is not None else []
+    hold, feed = os.pipe()
+    try:
+        process = await spawn(
+            *join, bwrap, "--args", str(hold), "--", *command, stdin=stdin, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, pass_fds=(hold, *pass_fds), env=dict(env), start_new_session=True,
+        )  # fmt: skip
+        os.close(hold)
+        hold = -1
+        try:
+            for kind, value in rlimits.items():
+                resource.prlimit(process.pid, kind, (value, value))
+        except OSError as exc:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await reap(process)
+            raise SandboxError(f"bubblewrap could not be given its limits: {exc}") from exc
+        data = b"".join(option.encode() + b"\0" for option in options)
+        # One write into the empty pipe (a few KB; 64 KB fit): bwrap gets all its options or,
+        # should this process die first, none, and then makes an empty root where the
+        # command does not even exist. It reads them whole before anything else.
+        with contextlib.suppress(BrokenPipeError):  # it ended already: its stderr says why
+            while data:
+                data = data[os.write(feed, data) :]
+        return process
+    finally:
+        for fd in (hold, feed):
+            if fd >= 0:
+                os.close(fd)
+
+
+async def _namespaces_problem(bwrap: str) -> str:
+    """Why bubblewrap cannot make namespaces here ("" when it can): one real try per process."""
+    if bwrap not in _probed:
+        args = [bwrap, "--unshare-all", "--die-with-parent"]
+        for kind, path in host_entries():
+            args += ["--symlink", os.readlink(path), path] if kind == "link" else ["--ro-bind", path, path]
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *args, "--", "/usr/bin/env", "true", stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, env=_HOST_PATH,
+            )  # fmt: skip
+            _, said = await asyncio.wait_for(process.communicate(), 10)
+        except (OSError, TimeoutError) as exc:
+            _probed[bwrap] = f"bubblewrap does not run ({exc!r})"
+        else:
+            lines = said.decode(errors="replace").strip().splitlines()
+            reason = lines[-1] if lines else f"exit code {process.returncode}"
+            _probed[bwrap] = (
+                "" if process.returncode == 0 else f"bubblewrap cannot create namespaces here ({reason})"
+            )
+    return _probed[bwrap]
 
 
 def _descendants(pid: int) -> list[int]:
@@ -153,72 +250,20 @@ class BwrapSandbox(Sandbox):
         self._packed: bytes | None = None  # the writable layer as a tar, for forks
 
     def _layer_args(self) -> list[str]:
-        rootfs = self.runtime.rootfs
-        source = rootfs or Path("/")
-        entries = _rootfs_entries(rootfs) if rootfs else _host_entries()
-        args: list[str] = []
-        for kind, path in entries:
-            real = source / path.lstrip("/")
-            if kind == "link":
-                args += ["--symlink", os.readlink(real), path]
-            else:
-                args += ["--ro-bind", str(real), path]
-        if rootfs is None:
-            for path in _masks():
-                args += ["--tmpfs", path]
-        size = str((self.config.disk_mb or _DEFAULT_DISK_MB) << 20)
-        writable = ["/tmp"]
-        if not (self.workdir == "/tmp" or self.workdir.startswith("/tmp/")):
-            writable.append(self.workdir)
-        for path in writable:
-            args += ["--size", size, "--tmpfs", path]
-        for host, inside in self.config.mounts.items():
-            args += ["--ro-bind", host, inside]
-        args += ["--tmpfs", "/run", "--bind", str(self.state.directory / "socket"), SOCKET_DIR]
-        return args
-
-    def _bwrap_args(self, info_fd: int) -> list[str]:
-        args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session"]
-        if self.config.network == "host":
-            args.append("--share-net")
-        args += self._layer_args()
-        if self.config.network == "host":
-            for name in ("/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/ssl"):
-                if self.runtime.rootfs is None:
-                    args += ["--ro-bind-try", name, name]
-        args += ["--proc", "/proc", "--dev", "/dev", "--dir", self.workdir, "--chdir", self.workdir]
-        args += ["--hostname", "sandbox", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin"]
-        args += [
-            "--info-fd",
-            str(info_fd),
-            "--",
-            "/bin/sh",
-            "-c",
-            "echo ready; exec sleep infinity </dev/null >/dev/null 2>&1",
-        ]
-        return args
+        return layer_args(self.runtime.rootfs, self.config, self.state.directory / "socket")
 
     async def _start(self) -> None:
-        where = cgroups.parents()
-        config = self.config
-        if where and (config.pids or config.memory_mb or config.cpus):
-            memory = (config.memory_mb + (config.disk_mb or _DEFAULT_DISK_MB)) if config.memory_mb else None
-            self._cgroup = cgroups.Cgroup(where, pids=config.pids, memory_mb=memory, cpus=config.cpus)
+        self._cgroup = _cgroup(self.config)
+        options = [*sandbox_args(self.runtime.rootfs, self.config, self.state.directory / "socket")]
         read_end, write_end = os.pipe()
+        options += ["--setenv", "PATH", _HOST_PATH["PATH"], "--info-fd", str(write_end)]
         try:
-            command = self._bwrap_args(write_end)
-            if self._cgroup is not None:  # join before bwrap starts: every descendant is inside
-                command = ["/bin/sh", "-c", _ENTER, "sh", *self._cgroup.procs, "--", *command]
-            self._process = await spawn(
-                *command,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                pass_fds=(write_end,),
+            self._process = await _launch(
+                self.runtime.bwrap, options, _KEEPER, cgroup=self._cgroup, rlimits={},
                 # The token proves to a later `prune` that these processes are this sandbox's.
-                env={"PATH": "/usr/bin:/bin", TOKEN_VAR: self.state.token},
-                start_new_session=True,
-            )
+                env={**_HOST_PATH, TOKEN_VAR: self.state.token}, stdin=asyncio.subprocess.DEVNULL,
+                pass_fds=(write_end,),
+            )  # fmt: skip
             os.close(write_end)
             write_end = -1
             assert self._process.stdout is not None and self._process.stderr is not None
@@ -229,11 +274,11 @@ class BwrapSandbox(Sandbox):
                 self._process.kill()
             if line.strip() != b"ready":
                 error = (await self._process.stderr.read()).decode(errors="replace").strip()
+                command = [self.runtime.bwrap, *options, "--", *_KEEPER]
                 raise SandboxError(
                     f"bubblewrap did not start: {error or 'no message'}; command: {quote(command)}"
                 )
-            info = json.loads(os.read(read_end, 65536).decode())
-            self._init_pid = int(info["child-pid"])
+            self._init_pid = int(json.loads(os.read(read_end, 65536).decode())["child-pid"])
         finally:
             os.close(read_end)
             if write_end >= 0:
@@ -243,23 +288,14 @@ class BwrapSandbox(Sandbox):
         self.state.save()
 
     def _enter_args(self, cwd: str, user: str | None) -> list[str]:
-        limits = ["prlimit", "--core=0"]
-        if self.config.disk_mb:
-            limits.append(f"--fsize={self.config.disk_mb << 20}")
-        if self.config.pids and self._cgroup is None and os.geteuid() != 0:
-            limits.append(f"--nproc={self.config.pids}")
+        _check_user(user)
+        limits = [
+            "prlimit",
+            *(f"{_PRLIMIT_FLAGS[k]}={v}" for k, v in _rlimits(self.config, self._cgroup).items()),
+        ]
         enter = ["nsenter", "-t", str(self._init_pid), "-U", "--preserve-credentials"]
         enter += ["-m", "-p", "-n", "-i", "-u", "-C", "-r"]
         drop = ["/usr/bin/setpriv", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
-        if user is not None:
-            uid, _, gid = user.partition(":")
-            if not uid.isdigit() or (gid and not gid.isdigit()):
-                raise SandboxError(f"bwrap sandboxes take a numeric user ('UID' or 'UID:GID'), got {user!r}")
-            if int(uid) != os.geteuid():
-                raise SandboxError(
-                    f"bwrap sandboxes map only this process's user ({os.geteuid()}), so user={user!r} "
-                    "cannot run; use a docker: runtime for other users"
-                )
         # setsid: the command leads its own session inside, so kill(0) there cannot reach the
         # host-side helpers (nsenter, prlimit) that share the caller's process group.
         command = [*limits, "--", *enter, "--", *drop, "--", "setsid", "/bin/sh", "-c", _CHDIR, "sh", cwd]
@@ -302,9 +338,7 @@ class BwrapSandbox(Sandbox):
                         os.kill(victim, signal.SIGKILL)
             await reap(process)
             self._groups.discard(process.pid)
-        code = None if timed_out else process.returncode
-        if code is not None and code > 128 and code - 128 in signal.valid_signals():
-            code = -(code - 128)
+        code = _exit_code(None if timed_out else process.returncode)
         if code == 125 and err.value().startswith(b"rubric: no working directory"):
             raise SandboxError(f"working directory {cwd!r} does not exist in the sandbox; create it first")
         return RawResult.of(code, out, err, timed_out, start)
@@ -430,6 +464,7 @@ class BwrapRuntime(Runtime):
     def __init__(self, spec: str, run_id: str, rootfs: Path | None = None) -> None:
         super().__init__(spec, run_id)
         self.rootfs = rootfs
+        self.bwrap = "bwrap"  # its path, once `check` found it
         self._checked = False
 
     @property
@@ -439,9 +474,58 @@ class BwrapRuntime(Runtime):
     def _make(self, config: SandboxConfig, state: SandboxState) -> Sandbox:
         return BwrapSandbox(config, state, self)
 
-    async def check(self) -> None:
-        if self._checked:
-            return
+    async def _run_once(
+        self,
+        config: SandboxConfig,
+        argv: list[str],
+        *,
+        stdin: bytes | None,
+        timeout: float | None,
+        user: str | None,
+        out: Capture,
+        err: Capture,
+    ) -> RawResult:
+        """The command is the sandbox: one bwrap whose namespace's init runs it, with no keeper,
+        nothing entered and no host folder; when it ends, times out or is cancelled, the
+        namespace and everything in it go."""
+        _check_user(user)
+        start = time.monotonic()
+        options = sandbox_args(self.rootfs, config, None)
+        for key, value in command_env(config).items():
+            options += ["--setenv", key, value]
+        cgroup = _cgroup(config)
+        rlimits = _rlimits(config, cgroup)
+        if resource.RLIMIT_NPROC in rlimits:  # set inside its user namespace (see `_launch`)
+            argv = ["prlimit", f"--nproc={rlimits.pop(resource.RLIMIT_NPROC)}", "--", *argv]
+        try:
+            process = await _launch(
+                self.bwrap, options, argv, cgroup=cgroup, rlimits=rlimits, env=_HOST_PATH,
+                stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+            )  # fmt: skip
+            try:
+                timed_out = await communicate(process, stdin, timeout, out, err)
+            finally:
+                if process.returncode is None:  # a timeout or a cancel: bwrap, whose init dies with it
+                    with contextlib.suppress(ProcessLookupError):
+                        process.kill()
+                await reap(process)
+        finally:
+            if cgroup is not None:
+                cgroup.remove()  # and anything still in it
+        return RawResult.of(_exit_code(None if timed_out else process.returncode), out, err, timed_out, start)
+
+    async def check(self, config: SandboxConfig | None = None) -> None:
+        if not self._checked:
+            await self._check_tools()
+            self._checked = True
+        if config is not None and config.pids and os.geteuid() == 0 and not cgroups.parents():
+            raise RuntimeUnavailableError(
+                f"cannot cap a bwrap sandbox's processes (pids={config.pids}): this process runs as "
+                "root, where the kernel does not apply RLIMIT_NPROC, and may not create a cgroup; run "
+                "as a normal user, give this process a writable cgroup, or pass pids=None"
+            )
+
+    async def _check_tools(self) -> None:
         if not sys.platform.startswith("linux"):
             raise RuntimeUnavailableError(
                 f"bwrap sandboxes need Linux namespaces, not available on {sys.platform}"
@@ -451,6 +535,10 @@ class BwrapRuntime(Runtime):
             raise RuntimeUnavailableError(
                 f"cannot make bwrap sandboxes: {', '.join(missing)} not found; {INSTALL_HINT}"
             )
+        self.bwrap = shutil.which("bwrap") or "bwrap"
+        problem = await _namespaces_problem(self.bwrap)
+        if problem:
+            raise RuntimeUnavailableError(f"cannot make bwrap sandboxes: {problem}; {INSTALL_HINT}")
         if self.rootfs is not None:
             needed = ["bin/sh", "usr/bin/setpriv", "bin/sleep"]
             absent = [
@@ -461,7 +549,6 @@ class BwrapRuntime(Runtime):
                     f"root filesystem {self.rootfs} lacks {', '.join(absent)}: a sandbox needs a shell, "
                     "coreutils and util-linux's setpriv (debootstrap --variant=minbase has them)"
                 )
-        self._checked = True
 
     def describe(self) -> str:
         return f"bwrap ({self.rootfs or 'host system, read-only'})"

@@ -633,7 +633,7 @@ class DockerRuntime(Runtime):
     def _make(self, config: SandboxConfig, state: SandboxState) -> Sandbox:
         return DockerSandbox(config, state, self)
 
-    async def check(self) -> None:
+    async def check(self, config: SandboxConfig | None = None) -> None:
         """Raise `RuntimeUnavailableError` (one line, with how to start one) when no daemon answers
         sensibly within `DAEMON_DEADLINE`; the first success in a process also prunes what dead
         owners left on the daemon (a failure there is a warning)."""

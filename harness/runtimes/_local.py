@@ -1,9 +1,11 @@
 """The `local` runtime: commands run as plain child processes on this machine (no isolation).
 
-Only when asked for by name, and it warns each time a sandbox opens: the code can read your
-files and secrets and write anywhere you can. The working directory is a fresh host folder
-(the sandbox's `workdir` setting is replaced by it); limits are rlimits per command (memory as
-address space, processes, largest file) and the wall clock. Network "none" is not enforced.
+Only when asked for by name, and it warns when its first sandbox opens (once per runtime, so
+once per run, not once per command): the code can read your files and secrets and write
+anywhere you can. The working directory is a fresh host folder (the sandbox's `workdir`
+setting is replaced by it, and `TMPDIR` points there too, so temporary files go with it);
+limits are rlimits per command (memory as address space, largest file) and the wall clock.
+Network "none" is not enforced.
 """
 
 from __future__ import annotations
@@ -43,8 +45,8 @@ class LocalSandbox(Sandbox):
     kind = "local"
 
     def __init__(self, config: SandboxConfig, state: SandboxState, runtime: LocalRuntime) -> None:
-        work = state.directory / "work"
-        super().__init__(replace(config, workdir=str(work)), state)
+        work = str(state.directory / "work")
+        super().__init__(replace(config, workdir=work, env={"TMPDIR": work, **config.env}), state)
         self.runtime = runtime
         self._groups: set[int] = set()
         self._background: list[asyncio.subprocess.Process] = []
@@ -55,7 +57,9 @@ class LocalSandbox(Sandbox):
         return str(self.socket_path)
 
     async def _start(self) -> None:
-        print(WARNING, file=sys.stderr, flush=True)
+        if not self.runtime.warned:
+            self.runtime.warned = True
+            print(WARNING, file=sys.stderr, flush=True)
         os.makedirs(self.workdir, exist_ok=True)
 
     def _limits(self) -> list[str]:
@@ -186,6 +190,10 @@ def _group_alive(group: int) -> bool:
 class LocalRuntime(Runtime):
     """Runs sandbox commands unisolated on this machine (only by name; warns)."""
 
+    def __init__(self, spec: str, run_id: str) -> None:
+        super().__init__(spec, run_id)
+        self.warned = False  # said once, when its first sandbox opens
+
     @property
     def kind_name(self) -> str:
         return "local"
@@ -193,7 +201,7 @@ class LocalRuntime(Runtime):
     def _make(self, config: SandboxConfig, state: SandboxState) -> Sandbox:
         return LocalSandbox(config, state, self)
 
-    async def check(self) -> None:
+    async def check(self, config: SandboxConfig | None = None) -> None:
         """Nothing to check: any machine can run child processes."""
 
     def describe(self) -> str:

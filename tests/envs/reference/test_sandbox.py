@@ -1,8 +1,9 @@
-"""The bubblewrap sandbox of the python environment: what model code can and cannot reach."""
+"""The python environment's sandbox (`harness.runtimes`, one per call): what model code can and cannot reach."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -16,10 +17,11 @@ from pathlib import Path
 import pytest
 
 from envs.reference import _python_env as python_env
-from envs.reference import _sandbox as sandbox
-from envs.reference._sandbox import Sandbox, SandboxLimits, SandboxUnavailableError, run_code
+from envs.reference._sandbox import CodeRunner, SandboxLimits, run_code
 from harness import Message
-from tests.harness.runtimes.conftest import DOCKER
+from harness.runtimes import RuntimeUnavailableError, prune
+from harness.runtimes._state import state_root
+from tests.harness.runtimes.conftest import DOCKER, TEST_ROOTFS, run_without_cgroups
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -64,11 +66,12 @@ def _sleeper(marker: str, seconds: int = 60) -> str:
     )
 
 
-# The attacks run three ways: the built-in per-call bubblewrap sandbox (runtime None), a fresh
-# sandbox of the bwrap runtime per call, and a fresh Docker container per call.
+# The attacks run three ways: the default (a fresh bwrap sandbox over the host's system per
+# call, with the harness's interpreter mounted), a fresh bwrap sandbox over a root filesystem
+# folder per call (its own python3), and a fresh Docker container per call.
 RUNTIMES = [
-    pytest.param(None, id="builtin"),
-    pytest.param("bwrap", id="bwrap-runtime"),
+    pytest.param(None, id="default"),
+    pytest.param(f"bwrap:{TEST_ROOTFS}", id="bwrap-rootfs"),
     pytest.param(DOCKER, id="docker", marks=pytest.mark.docker),
 ]
 
@@ -173,10 +176,10 @@ async def test_writes_outside_scratch_fail_and_change_nothing(tmp_path: Path, ru
 
 
 async def test_other_calls_and_rollouts_see_nothing_of_each_other(runtime: str | None):
-    box = Sandbox(runtime=runtime)
+    box = CodeRunner(runtime=runtime)
     writer = "open('/tmp/secret.txt', 'w').write('a'); import time; time.sleep(1.5); print('wrote')"
     reader = "import os, time; time.sleep(0.5); print(sorted(os.listdir('/tmp')))"
-    wrote, read = await asyncio.gather(box.run(writer), Sandbox(runtime=runtime).run(reader))
+    wrote, read = await asyncio.gather(box.run(writer), CodeRunner(runtime=runtime).run(reader))
     assert wrote.output.strip() == "wrote" and read.output.strip() == "[]"
     assert (await box.run("import os; print(os.listdir('.'))")).output.strip() == "[]"  # nothing survives
 
@@ -191,7 +194,7 @@ async def test_no_network_unless_the_environment_opts_in(runtime: str | None):
     )
     try:
         assert (await run_code(code, runtime=runtime)).output.startswith("refused")
-        assert (await Sandbox(network=True, runtime=runtime).run(code)).output.strip() == "connected"
+        assert (await CodeRunner(network=True, runtime=runtime).run(code)).output.strip() == "connected"
     finally:
         server.close()
 
@@ -344,16 +347,32 @@ async def test_cpu_limit_kills_a_busy_loop(runtime: str | None):
 
 
 def test_missing_bubblewrap_refuses_to_build_with_the_install_line(monkeypatch: pytest.MonkeyPatch):
-    sandbox.bubblewrap_problem.cache_clear()
     monkeypatch.setenv("PATH", "/nonexistent")
-    try:
-        with pytest.raises(SandboxUnavailableError) as caught:
-            python_env.load_environment(num_examples=1)
-        message = str(caught.value)
-        assert "\n" not in message and "apt-get install bubblewrap" in message
-        assert "unsafe_sandbox=True" in message
-    finally:
-        sandbox.bubblewrap_problem.cache_clear()
+    with pytest.raises(RuntimeUnavailableError) as caught:
+        python_env.load_environment(num_examples=1)
+    message = str(caught.value)
+    assert "\n" not in message and "apt-get install bubblewrap" in message
+    assert "unsafe_sandbox=True" in message
+
+
+def test_root_without_a_cgroup_refuses_to_build():
+    """As root with no cgroup to make, the kernel would not cap the code's processes: the
+    environment refuses to build, in one line naming the fix (and builds with unsafe_sandbox)."""
+    probe = textwrap.dedent(
+        """
+        from envs.reference._python_env import load_environment
+        from harness.runtimes import RuntimeUnavailableError
+        try:
+            load_environment(num_examples=1)
+        except RuntimeUnavailableError as exc:
+            print("refused:", exc)
+        print("unsafe:", load_environment(num_examples=1, unsafe_sandbox=True).runner.describe())
+        """
+    )
+    done = run_without_cgroups(probe)
+    refused, unsafe = done.stdout.splitlines()
+    assert "runs as root" in refused and "writable cgroup" in refused and "unsafe_sandbox=True" in refused
+    assert unsafe.startswith("unsafe: a fresh sandbox per call: local"), done.stderr
 
 
 def test_unsafe_opt_out_runs_and_warns_on_every_run(capsys: pytest.CaptureFixture[str]):
@@ -361,18 +380,42 @@ def test_unsafe_opt_out_runs_and_warns_on_every_run(capsys: pytest.CaptureFixtur
     assert "WITHOUT isolation" in capsys.readouterr().err
     env.get_dataset()
     assert "WITHOUT isolation" in capsys.readouterr().err
-    result = asyncio.run(env.sandbox.run("import os; print(os.getcwd())"))
-    workdir = Path(result.output.strip())
-    assert workdir.name.startswith(f"rubric-python-{os.getpid()}-") and not workdir.exists()
+    code = "import os, tempfile; print(os.getcwd()); print(tempfile.gettempdir())"
+    result = asyncio.run(env.runner.run(code))
+    workdir, temporary = (Path(line) for line in result.output.split())
+    assert workdir.parent.parent == state_root() and temporary == workdir and not workdir.parent.exists()
 
 
-def test_stale_scratch_folders_of_dead_runs_are_removed(tmp_path: Path):
-    dead = tmp_path / "rubric-python-999999999-abc"
-    alive = tmp_path / f"rubric-python-{os.getpid()}-abc"
-    dead.mkdir()
-    alive.mkdir()
-    assert sandbox.remove_stale_scratch(tmp_path) == [dead]
-    assert alive.exists() and not dead.exists()
+def test_scratch_folders_of_killed_unsafe_runs_are_pruned(tmp_path: Path):
+    """A SIGKILLed run leaves its unsafe scratch folder (nothing isolates an unsafe run, so
+    nothing ends with it); `prune` (which `rubric eval` runs at start) removes the folder."""
+    marker = _marker()
+    code = f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', 'import time; time.sleep(30)', {marker!r}])"
+    script = tmp_path / "run_one.py"
+    script.write_text(
+        "import asyncio\nfrom envs.reference._sandbox import run_code, SandboxLimits\n"
+        f"asyncio.run(run_code({code!r}, SandboxLimits(timeout=60), unsafe=True))\n"
+    )
+    harness = subprocess.Popen([sys.executable, str(script)], cwd=REPO, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while not _processes_with(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _processes_with(marker), "the unsafe run never started"
+    finally:
+        harness.send_signal(signal.SIGKILL)
+        harness.wait(5)
+    try:
+        left = [r for r in prune(docker=False) if r["owner"] == str(harness.pid)]
+        assert [(r["kind"], r["removed"]) for r in left] == [("local", "True")]
+        assert not list(state_root().glob(f"rubric-sandbox-{harness.pid}-*"))
+    finally:  # the orphans an unsafe run leaves: the program and its child
+        for pid in _processes_with(marker):
+            with contextlib.suppress(OSError):
+                parent = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
+                if b"<cell>" in Path(f"/proc/{parent}/cmdline").read_bytes():  # the bootstrap
+                    os.kill(int(parent), signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
 
 
 # ----------------------------------------------------------------------------- environment

@@ -8,6 +8,10 @@ rubric-test-base:bookworm, a debootstrap minbase root filesystem with python3 an
 from __future__ import annotations
 
 import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -23,3 +27,20 @@ ALL = [pytest.param("bwrap", id="bwrap"), pytest.param("local", id="local"),
 ISOLATING = [p for p in ALL if p.id != "local"]
 #: One runtime of each kind, for the slower whole-lifecycle tests.
 KINDS = [p for p in ALL if p.id != "bwrap-rootfs"]
+
+
+def run_without_cgroups(code: str) -> subprocess.CompletedProcess[str]:
+    """Run Python `code` (with this checkout importable) as root of a new user and mount
+    namespace whose /sys/fs/cgroup is an empty tmpfs: a root that may make no cgroup."""
+    repo = Path(__file__).resolve().parents[3]
+    script = (
+        f"mount -t tmpfs tmpfs /sys/fs/cgroup && exec {shlex.quote(sys.executable)} -c {shlex.quote(code)}"
+    )
+    return subprocess.run(
+        ["unshare", "--mount", "--map-root-user", "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(repo)},
+        cwd=repo,
+    )

@@ -117,6 +117,25 @@ def test_background_process_does_not_hold_the_output_under_uvloop(spec: str) -> 
     assert sorted(fds.split(), key=int) == ["0", "1", "2", "3"]  # 3: ls's own listing
 
 
+@pytest.mark.parametrize("spec", ["bwrap", "local"])
+def test_no_shell_start_up_file_runs_on_the_host_under_uvloop(spec: str, tmp_path: Path) -> None:
+    """Under uvloop a command's stdin is a socket, which bash takes for a remote shell and so
+    reads `~/.bashrc` (HOME is the sandbox's working directory, a path that may exist on the
+    host): the closer that starts commands there must read no start-up file."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".bashrc").write_text(f"echo ran > {tmp_path / 'planted'}\n")
+
+    async def main() -> tuple[str, str]:
+        async with get_runtime(spec).sandbox(workdir=str(home)) as sb:
+            fed = await sb.exec("cat", stdin="fed", env={"HOME": str(home)})
+            once = await get_runtime(spec).run("cat", stdin="fed", config=sb.config)
+            return fed.stdout, once.stdout
+
+    assert uvloop.run(main()) == ("fed", "fed")
+    assert not (tmp_path / "planted").exists(), "the host ran a start-up file the sandbox's HOME named"
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
