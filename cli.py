@@ -189,7 +189,7 @@ def eval_command(ctx: click.Context, /, **o: Any) -> int:
     ray = {"executor": "ray", "ray_address": o["ray"] or None} if o["ray"] is not None else {}
     request = RunRequest(
         spec=o["env"], env_args=o["env_args"], mcp=list(o["mcp"]), model=o["model"], base_url=o["base_url"],
-        agent=o["agent"], agent_files=o["agent_files"], agent_runtime=o["runtime"],
+        agent=o["agent"], agent_files=o["agent_files"], runtime=o["runtime"],
         api_key_var=o["api_key_var"], sampling=sampling if o["sampling"] is not None or sampling else None,
         max_turns=o["max_turns"], output_dir=o["output_dir"], resume=o["resume"], retry_errors=o["retry_errors"],
         client_options={k: o[k] for k in ("max_retries", "timeout", "transport") if k in typed},
