@@ -158,7 +158,7 @@ hub_option = click.option("--hub", "hub_url", help=HUB_HELP)
 @click.option("--mcp", multiple=True, metavar="[PREFIX=]CMD|URL", help="add an MCP server's tools to the environment: a stdio command line ('npx -y @x/server') or a streamable-HTTP URL, PREFIX= naming its tools PREFIX_NAME; repeatable")  # fmt: skip
 @click.option("--agent", metavar="NAME", help="an agent plays each episode in a sandbox, its model calls recorded as turns: command:CMD ({instruction}, {instruction_file} filled in), bash, mini-swe-agent, codex, claude-code, oracle")  # fmt: skip
 @click.option("--agent-files", metavar="DIR", help="with --agent: a folder uploaded to /agent in each sandbox")  # fmt: skip
-@click.option("--runtime", metavar="SPEC", help="with --agent: the sandboxes' runtime: bwrap (default), bwrap:ROOTFS, docker:IMAGE, docker:DIR")  # fmt: skip
+@click.option("--runtime", metavar="SPEC", help="with --agent: the sandboxes' runtime: bwrap, bwrap:ROOTFS, docker:IMAGE, docker:DIR (default: each task's own, such as a Harbor task's image, else bwrap)")  # fmt: skip
 @click.option("-t", "--max-tokens", type=int, callback=limited)
 @click.option("-T", "--temperature", type=float, callback=limited)
 @click.option("-S", "--sampling", callback=json_object, help="JSON object of extra sampling arguments")

@@ -47,9 +47,9 @@ def test_plain_functions_and_nodes_read_the_sandbox_before_it_closes() -> None:
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_sandbox_nodes_score_before_release_under_a_group_node(workers: int, tmp_path: Path) -> None:
-    """A tree with a group node scores each example's rollouts together, after every member's
-    episode (and sandbox) ended: the per-rollout nodes, sandbox readers among them, score while
-    the sandbox lives and the group node ranks what they saved."""
+    """A tree with a group node scores each example's rollouts together, once, after every
+    member's episode ended and before their sandboxes close: the per-rollout nodes, sandbox
+    readers among them, read each member's sandbox and the group node ranks the members."""
     env = load_environment("tests.envs.agents.test_agent_rubrics:grouped_env")
     results = env.evaluate(
         "scripted:solve",
@@ -66,6 +66,9 @@ def test_sandbox_nodes_score_before_release_under_a_group_node(workers: int, tmp
         assert r.reward == 0.75 and r.score_details["file"]["content"] == "hi"
         assert r.score_details["rank.command_passes"]["exit_code"] == 0 and "scored_alone" not in r.state
     assert left_behind() == []  # the group's sandboxes, released once it was scored
+    if workers > 1:  # the group was played and scored in one worker, where its sandboxes were
+        report = results.metadata["sessions"][-1]["workers"]["workers"]
+        assert sorted(w["rollouts"] for w in report) == [0, 2]
 
 
 def grouped_env() -> Environment:
