@@ -128,21 +128,20 @@ def recorded_run(
         settings={k: arguments[k] for k in RECORDED_SETTINGS if arguments.get(k) is not None},
         max_turns=env["max_turns"] if isinstance(env.get("max_turns"), int) else None,
         client_options=_client_options(model, folder),
-        agent=_recorded_agent(section(metadata, "episodes"), folder),
+        agent=_recorded_agent(section(metadata, "episodes")),
     )
 
 
-def _recorded_agent(episodes: Mapping[str, Any], folder: Path) -> dict[str, Any] | None:
-    """The agent settings a run's `episodes` section records, as the flags that give them."""
+def _recorded_agent(episodes: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The agent settings a run's `episodes` section records, as the flags that give them
+    (without "agent" for an agent that was given as an object, not by name)."""
     if not episodes:
         return None
-    name = episodes.get("agent")
-    if not isinstance(name, str):
-        raise ConfigError(
-            f"{folder}/metadata.json records an agent given as an object, not by name; resume it in Python "
-            "with the same envs.agents.AgentRun (harness.evaluate(..., episodes=run, resume=True))"
-        )
-    found = {"agent": name, "agent_files": episodes.get("files"), "runtime": episodes.get("runtime")}
+    found = {
+        "agent": episodes.get("agent"),
+        "agent_files": episodes.get("files"),
+        "runtime": episodes.get("runtime"),
+    }
     return {k: v for k, v in found.items() if isinstance(v, str)}
 
 
@@ -254,6 +253,11 @@ def _complete(request: RunRequest, confirm: Confirm | None = None) -> RunRequest
     if env_args is None and request.spec is None:
         env_args = _agreed_arguments(run.env_kwargs, folder, run.spec, confirm, command)
     if request.agent is None and run.agent is not None:
+        if "agent" not in run.agent:
+            raise ConfigError(
+                f"{folder}/metadata.json records an agent given as an object, not by name; resume it in Python "
+                "with the same envs.agents.AgentRun: harness.evaluate(..., episodes=run, resume=True)"
+            )
         agreed = _agreed_agent(run.agent, folder, confirm, command)
         request = replace(
             request,

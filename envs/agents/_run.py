@@ -237,6 +237,7 @@ class AgentRun:
             await self.sandboxes.close_all()
         finally:
             proxy, self.proxy = self.proxy, None
+            self._starting = asyncio.Lock()  # a later run may play on another event loop
             if proxy is not None:
                 await proxy.aclose()
 

@@ -152,21 +152,10 @@ def _differences(before: Mapping[str, Any], now: Mapping[str, Any], prefix: str)
     return out
 
 
-def _saved_episodes(saved: Mapping[str, Any]) -> tuple[Mapping[str, Any], Any]:
-    """The saved run's environment config and episodes settings. Runs from before the agent
-    was a run setting recorded it in the environment's config (`env.agent`), in the layout
-    `episodes` has now: read there, those folders still resume."""
-    env = saved.get("env") or {}
-    if "episodes" not in saved and isinstance(env, Mapping) and "agent" in env:
-        return {k: v for k, v in env.items() if k != "agent"}, env["agent"]
-    return env, saved.get("episodes")
-
-
 def _check_resumable(directory: Path, saved: Mapping[str, Any], current: Mapping[str, Any]) -> None:
     """Raise ResultsError listing every setting that differs from the run being resumed."""
-    saved_env, saved_episodes = _saved_episodes(saved)
-    diffs = _differences(saved_env, current["env"], "env.")
-    episodes = current.get("episodes")
+    diffs = _differences(saved.get("env") or {}, current["env"], "env.")
+    saved_episodes, episodes = saved.get("episodes"), current.get("episodes")
     if isinstance(saved_episodes, Mapping) and isinstance(episodes, Mapping):
         diffs += _differences(saved_episodes, episodes, "episodes.")
     elif saved_episodes != episodes:  # who played: an agent, or the chat loop (absent)
