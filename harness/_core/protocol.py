@@ -242,6 +242,13 @@ def scores_groups(env: object) -> bool:
     return isinstance(env, ScoresGroups) and bool(env.needs_groups)
 
 
+def plays_groups(env: object, episodes: object) -> bool:
+    """Whether a run plays and scores each example's group in one place (the driver, one
+    worker): its `episodes` hold what scoring reads (an agent's sandboxes) and `env` scores
+    groups, so every member's resources must be open when its group is scored."""
+    return episodes is not None and scores_groups(env)
+
+
 def protocol_members(protocol: type) -> list[str]:
     """The members a Protocol class declares (attributes and methods), in declaration order."""
     names = [*getattr(protocol, "__annotations__", {}), *vars(protocol)]
@@ -318,6 +325,7 @@ __all__ = [
     "Resources",
     "ScoresGroups",
     "env_turn",
+    "plays_groups",
     "protocol_members",
     "scores_groups",
     "scoring_resource",

@@ -40,8 +40,8 @@ from harness._core.protocol import (
     HoldsResources,
     Preflight,
     Reloadable,
+    plays_groups,
     protocol_members,
-    scores_groups,
 )
 from harness._core.run_dirs import drop_partial_groups
 from harness._core.storage import (
@@ -620,7 +620,7 @@ def _start_work(
     A run whose episodes hold what scoring reads (an agent's sandboxes) and whose rubric
     compares groups hands out whole groups instead: each is played and scored where it runs,
     its members' sandboxes open until then."""
-    if episodes is not None and scores_groups(env):
+    if plays_groups(env, episodes):
         jobs = plan.groups()
         if run_elsewhere is None:
             size = plan.rollouts_per_example

@@ -49,6 +49,7 @@ from harness._core.protocol import (
     EpisodesSource,
     HoldsResources,
     Reloadable,
+    plays_groups,
     scores_groups,
 )
 from harness._core.types import Rollout, jsonable
@@ -171,7 +172,7 @@ def worker_specs(
         rollouts_per_example=rollouts_per_example,
         episodes=episodes.source if episodes is not None else None,
         episodes_config=jsonable(episodes.config()) if episodes is not None else None,
-        group_jobs=episodes is not None and scores_groups(env),
+        group_jobs=plays_groups(env, episodes),
     )
     return [
         WorkerSpec(**{**base.__dict__, "concurrency": share, "index": i})

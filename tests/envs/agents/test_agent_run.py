@@ -10,8 +10,7 @@ import pytest
 
 from envs import Environment
 from envs.agents import AgentRun, TaskSandbox, file_contains
-from harness import Client, ResultsError, ScriptedEndpoint, aevaluate, rollout
-from harness._core.types import Rollout
+from harness import Client, ResultsError, Rollout, ScriptedEndpoint, aevaluate, rollout
 from tests.envs.agents.conftest import SOLVE, TASK, left_behind, task_env
 
 
@@ -112,3 +111,19 @@ async def test_a_shard_with_an_agent_records_it_and_resumes_only_with_the_same(t
         with pytest.raises(ResultsError, match=r"episodes: was .*bash.*, now the chat loop"):
             await aevaluate(env, client, shard="1/2", output_dir=tmp_path, resume=True, progress=False)
         await client.aclose()
+
+
+def test_workers_get_the_agent_run_as_plain_settings_and_an_object_agent_none() -> None:
+    import pickle
+
+    from envs import load_environment
+    from envs.agents import AgentRunSpec, BashAgent
+    from harness import ConfigError
+
+    run = AgentRun("bash", runtime="bwrap", sandbox={"memory_mb": 512})
+    assert run.source == AgentRunSpec("bash", "bwrap", None, None, {"memory_mb": 512})
+    rebuilt = pickle.loads(pickle.dumps(run.source)).load()  # what a worker does with it
+    assert isinstance(rebuilt, AgentRun) and rebuilt is not run and rebuilt.config() == run.config()
+    env = load_environment("tests.envs.agents.conftest:task_env")
+    with pytest.raises(ConfigError, match="cannot be rebuilt .*give the agent by name, or use workers=1"):
+        env.evaluate("scripted:solve", agent=AgentRun(BashAgent()), workers=2, concurrency=2, progress=False)
