@@ -161,7 +161,7 @@ hub_option = click.option("--hub", "hub_url", help=HUB_HELP)
 @click.option("--mcp", multiple=True, metavar="[PREFIX=]CMD|URL", help="add an MCP server's tools to the environment: a stdio command line ('npx -y @x/server') or a streamable-HTTP URL, PREFIX= naming its tools PREFIX_NAME; repeatable")  # fmt: skip
 @click.option("--agent", metavar="NAME", help="an agent plays each episode in a sandbox, its model calls recorded as turns: command:CMD ({instruction}, {instruction_file} filled in), bash, mini-swe-agent, codex, claude-code, oracle")  # fmt: skip
 @click.option("--agent-files", metavar="DIR", help="with --agent: a folder uploaded to /agent in each sandbox")  # fmt: skip
-@click.option("--runtime", metavar="SPEC", help="with --agent: the sandboxes' runtime: bwrap (default), bwrap:ROOTFS, docker:IMAGE, docker:DIR")  # fmt: skip
+@click.option("--runtime", metavar="SPEC", help="with --agent: the sandboxes' runtime: bwrap, bwrap:ROOTFS, docker:IMAGE, docker:DIR (default: each task's own, such as a Harbor task's image, else bwrap)")  # fmt: skip
 @click.option("-t", "--max-tokens", type=int, callback=limited)
 @click.option("-T", "--temperature", type=float, callback=limited)
 @click.option("-S", "--sampling", callback=json_object, help="JSON object of extra sampling arguments")
@@ -192,7 +192,7 @@ def eval_command(ctx: click.Context, /, **o: Any) -> int:
     ray = {"executor": "ray", "ray_address": o["ray"] or None} if o["ray"] is not None else {}
     request = RunRequest(
         spec=o["env"], env_args=o["env_args"], mcp=list(o["mcp"]), model=o["model"], base_url=o["base_url"],
-        agent=o["agent"], agent_files=o["agent_files"], agent_runtime=o["runtime"],
+        agent=o["agent"], agent_files=o["agent_files"], runtime=o["runtime"],
         api_key_var=o["api_key_var"], sampling=sampling if o["sampling"] is not None or sampling else None,
         max_turns=o["max_turns"], output_dir=o["output_dir"], resume=o["resume"], retry_errors=o["retry_errors"],
         client_options={k: o[k] for k in ("max_retries", "timeout", "transport") if k in typed},

@@ -141,8 +141,9 @@ class _Probe:
 async def _through_proxy(
     proxy: CaptureProxy, probe: _Probe, socket: str, path: str, body: dict[str, Any], calls: int
 ) -> tuple[list[float], list[float]]:
-    """CPU seconds of this process per call (arrival to arrival), and the handler's own."""
-    session = proxy.open_session()
+    """CPU seconds of this process per call (arrival to arrival), and the handler's own. The
+    session is bound to its socket, as an agent run's is (its key checked against the listener)."""
+    session = proxy.open_session(socket_path=socket)
     probe.arrivals.clear()
     agent = await asyncio.create_subprocess_exec(
         sys.executable, "-c", AGENT, socket, session.key, path, json.dumps(body), str(calls + 2)

@@ -7,6 +7,12 @@ finding out after a thousand paid requests. The per-rollout methods (`setup_roll
 `respond`, `stop_reason`, `score`) are what `harness.rollout` drives; see
 `harness._core.protocol.EnvironmentProtocol` for the loop.
 
+An environment is a task and holds no agent: who plays it (an agent in a sandbox, its runtime
+and limits) is a run setting, `envs.agents.AgentRun`, handed to the engine. The environment
+keeps the task hooks an agent run reads (`envs.agents.AgentTask`: `instruction`,
+`task_sandbox`, `setup_sandbox`, `solution`); `evaluate(model, agent="bash")` builds an
+`AgentRun` for that call and leaves the environment as it was.
+
 Over 500 lines for one class, `Environment`, the object users build; its inputs, prompts,
 conditions, tools and TRL bridge already live in their own modules.
 """
@@ -20,7 +26,6 @@ import difflib
 import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
-from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, TypedDict, Unpack
 
@@ -41,7 +46,7 @@ from envs._tools.functions import ToolLike, ToolResult, call_tool
 from envs._tools.mcp import MCPServer, MCPTool
 from envs._trl_bridge import TRLSpec
 from envs._verl_bridge import VerlSpec
-from envs.agents import DEFAULT_RUNTIME, DEFAULT_TIMEOUT, Agent, AgentEpisodes, AgentSetup, get_agent
+from envs.agents import Agent, AgentRun, AgentTask
 from harness._core.aio import maybe_await, run_sync
 from harness._core.defaults import DEFAULT_CONCURRENCY
 from harness._core.errors import ConfigError, ConfigTypeError
@@ -49,8 +54,7 @@ from harness._core.options import EvaluateOptions, check_evaluate_options
 from harness._core.types import INJECTED, Message, Rollout, ToolCall, as_messages, jsonable
 from harness._endpoint.client import Client
 from harness._endpoint.connect import open_client
-from harness.runtimes import Sandbox
-from rubrics._grouping import ascore_alone, ascore_group, has_group_nodes
+from rubrics._grouping import has_group_nodes
 from rubrics.credit import assign_credit
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -65,9 +69,8 @@ DEFER_DATASETS: ContextVar[bool] = ContextVar("DEFER_DATASETS", default=False)
 EnvReply: TypeAlias = Sequence[Message | Mapping[str, Any]] | str | None
 #: Row columns that a rollout stores in its own fields rather than in `info`.
 _ROLLOUT_FIELDS = frozenset(ds_utils.STANDARD_COLUMNS)
-#: `rollout.state` key, between an agent episode and its group's scoring: the node paths
-#: already scored while the sandbox was open (`Environment.score_while_open`).
-STATE_SCORED_ALONE = "scored_alone"
+#: What `evaluate(agent=...)` and `trl(agent=...)` take: an agent's name, an agent, or a run.
+AgentSource: TypeAlias = str | Agent | AgentRun
 
 
 class EnvironmentOptions(TypedDict, total=False):
@@ -104,8 +107,11 @@ class EnvironmentOptions(TypedDict, total=False):
     success: str | tuple[str, float] | None
 
 
-class Environment:
+class Environment(AgentTask):
     """A task to evaluate or train on; implements `harness._core.protocol.EnvironmentProtocol`.
+
+    Its task hooks for agents (`instruction`, `task_sandbox`, `setup_sandbox`, `solution`)
+    come from `envs.agents.AgentTask`; the agent itself is a run setting (`evaluate(agent=...)`).
 
     Args:
         dataset: a `datasets.Dataset`, a `DatasetDict` (with `split=`), a list of row dicts,
@@ -147,11 +153,6 @@ class Environment:
     provenance: dict[str, Any] | None = None
     #: Policies for the scripted endpoint (`-m scripted:NAME` demos the environment offline).
     scripted_policies: Mapping[str, Any] = MappingProxyType({})
-    #: The agent that plays this environment's episodes in sandboxes (`set_agent`), or None
-    #: for the harness's own chat loop.
-    agent: AgentSetup | None = None
-    _agent_episodes: AgentEpisodes | None = None
-    _group_size: int | None = None
     tools: list[ToolLike]
     mcp_servers: list[MCPServer]
     _tool_map: dict[str, ToolLike]
@@ -438,11 +439,8 @@ class Environment:
 
     async def preflight(self) -> None:
         """Fail now, with the fix, when the rubric cannot score at all (a judge with no key or
-        endpoint), or its agent's runtime cannot make sandboxes: called by `evaluate` before any
-        rollout runs."""
+        endpoint): called by `evaluate` before any rollout runs."""
         await self.rubric.acheck_ready()
-        if self._agent_episodes is not None:
-            await self._agent_episodes.check()
 
     def add_tools(self, tools: Sequence[ToolSource]) -> None:
         """Add tools after construction (`rubric eval --mcp`); names must stay unique."""
@@ -455,107 +453,17 @@ class Environment:
         self.mcp_servers = list(dict.fromkeys(t.server for t in tools if isinstance(t, MCPTool)))
 
     async def release_rollout(self, rollout: Rollout) -> None:
-        """Stop what this rollout alone held: its agent's sandbox, its own MCP servers (`per_rollout=True`)."""
-        if self._agent_episodes is not None:
-            await self._agent_episodes.release(rollout)
+        """Stop what this rollout alone held: its own MCP servers (`per_rollout=True`)."""
         for server in self.mcp_servers:
             await server.release_rollout(rollout)
 
     async def release(self) -> None:
-        """Stop what the run held on this event loop: agent sandboxes, the MCP servers started for
-        it and the rubric's judge connections (a pool left open warns "Unclosed client session"
-        once its loop is gone)."""
-        if self._agent_episodes is not None:
-            await self._agent_episodes.release_all()
+        """Stop what the run held on this event loop: the MCP servers started for it and the
+        rubric's judge connections (a pool left open warns "Unclosed client session" once its
+        loop is gone)."""
         for server in self.mcp_servers:
             await server.release()
         await self.rubric.aclose()
-
-    # ------------------------------------------------------------------ agents
-
-    def set_agent(
-        self,
-        agent: str | Agent | None,
-        *,
-        runtime: str | None = None,
-        files: str | None = None,
-        timeout: float | None = None,
-        sandbox: Mapping[str, Any] | None = None,
-    ) -> None:
-        """Play this environment's episodes with an agent in a sandbox (None: the chat loop again).
-
-        Each rollout's prompt becomes the agent's instruction; the agent runs in a fresh sandbox
-        of `runtime`, its model calls go through a capture proxy session to the run's model
-        and are recorded as the rollout's turns, and reward nodes may read the sandbox (a
-        `sandbox` parameter, `envs.agents.command_passes`, `file_contains`) before it closes.
-        `max_turns` caps the agent's model calls.
-
-        Args:
-            agent: "command:CMD", "bash", "mini-swe-agent", "codex", "claude-code", "oracle",
-                or an `envs.agents.Agent`.
-            runtime: Sandbox runtime spec ("bwrap" by default, "docker:IMAGE", ...).
-            files: A folder uploaded to /agent before the agent starts.
-            timeout: Seconds per episode (default 600).
-            sandbox: Limits of each sandbox (cpus, memory_mb, pids, disk_mb).
-        """
-        if agent is None:
-            self.agent, self._agent_episodes = None, None
-            return
-        setup = AgentSetup(
-            get_agent(agent),
-            runtime or DEFAULT_RUNTIME,
-            None if files is None else Path(files),
-            DEFAULT_TIMEOUT if timeout is None else timeout,
-            dict(sandbox or {}),
-        )
-        declared = type(self).setup_sandbox is not Environment.setup_sandbox
-        episodes = AgentEpisodes(setup, sandbox_setup=self.setup_sandbox if declared else None)
-        episodes.group_size = self._group_size
-        self.agent, self._agent_episodes = setup, episodes
-
-    async def setup_sandbox(self, sandbox: Sandbox, rollout: Rollout) -> None:
-        """The environment's setup step for its agent's sandboxes (override it): clone a
-        repository, install dependencies, write fixtures. It runs before the agent starts; with
-        several rollouts per example (`-r N`) it runs once per example in a template sandbox and
-        each rollout gets a fork of it, so N rollouts pay for one setup. A failure is recorded
-        on the rollouts of that example."""
-
-    def plan_groups(self, rollouts_per_example: int) -> None:
-        """Told the run's rollouts per example (`harness._core.protocol.PlansGroups`): with more
-        than one, a declared `setup_sandbox` runs once per example and is forked per rollout."""
-        self._group_size = rollouts_per_example
-        if self._agent_episodes is not None:
-            self._agent_episodes.group_size = rollouts_per_example
-
-    @property
-    def runs_episodes(self) -> bool:
-        """True when an agent plays the episodes (`harness._core.protocol.RunsEpisodes`)."""
-        return self.agent is not None
-
-    def instruction(self, rollout: Rollout) -> str:
-        """What an agent is asked to do: the text of the rollout's prompt (system, then user turns)."""
-        return "\n\n".join(m.text for m in rollout.prompt if m.role in ("system", "user") and m.text)
-
-    async def run_episode(self, rollout: Rollout, client: Client, sampling: Mapping[str, Any]) -> None:
-        """Let the agent play `rollout` in its sandbox (`harness._core.protocol.RunsEpisodes`)."""
-        if self._agent_episodes is None:
-            raise ConfigError("run_episode needs an agent: call env.set_agent(NAME) first")
-        await self._agent_episodes.run(rollout, client, sampling, self.instruction(rollout), self.max_turns)
-        await self.score_while_open(rollout)
-
-    async def score_while_open(self, rollout: Rollout) -> None:
-        """Under a rubric with group nodes, score now what needs no other member (nodes reading
-        the sandbox among them), before the sandbox is released; `score_group` keeps these
-        scores (`STATE_SCORED_ALONE` names them) and runs the group nodes and those above.
-        Without group nodes the rollout is scored whole before release anyway."""
-        if rollout.error is not None or not self.needs_groups:
-            return
-        self.prepare_for_scoring(rollout)
-        try:
-            await self.rubric.acheck_ready()
-            rollout.state[STATE_SCORED_ALONE] = await ascore_alone(self.rubric, rollout)
-        except Exception:  # the tree cannot score (a judge not ready): score_group records why
-            rollout.state.pop(STATE_SCORED_ALONE, None)
 
     def parse_answer(self, rollout: Rollout) -> str | None:
         """The answer extracted from the final response by `parser` (the raw response without one)."""
@@ -583,23 +491,29 @@ class Environment:
         num_examples: int | None = None,
         base_url: str | None = None,
         model: str | None = None,
+        agent: AgentSource | None = None,
     ) -> TRLSpec:
         """GRPOTrainer keyword arguments for this environment: `GRPOTrainer(..., **env.trl().kwargs)`.
 
         Args:
             split: "train" (default) or "eval" examples.
             num_examples: keep only the first n examples.
-            base_url: an agent environment's OpenAI-compatible server (default: the trainer's
-                vLLM server).
-            model: an agent environment's model name there (default: the trainer's model).
+            base_url: with `agent`, the OpenAI-compatible server the agent calls (default: the
+                trainer's vLLM server).
+            model: with `agent`, the model name there (default: the trainer's model).
+            agent: an agent playing the episodes in sandboxes: its name ("bash", ...), an
+                `envs.agents.Agent`, or an `envs.agents.AgentRun` (runtime, files, limits).
 
         Returns:
             An `envs._trl_bridge.TRLSpec` with `train_dataset`, `reward_funcs`, and, with tools,
-            `environment_factory`, or for an agent environment `rollout_func` (its episodes
-            against `base_url`/`model`, default the trainer's vLLM server); `.kwargs` holds them
-            as a dict. Needs no TRL to build.
+            `environment_factory`, or with `agent` a `rollout_func` (its episodes against
+            `base_url`/`model`, default the trainer's vLLM server); `.kwargs` holds them as a
+            dict. Needs no TRL to build.
         """
-        return TRLSpec(self, split=split, num_examples=num_examples, base_url=base_url, model=model)
+        run = agent_run(agent) if agent is not None else None
+        return TRLSpec(
+            self, split=split, num_examples=num_examples, base_url=base_url, model=model, agent=run
+        )
 
     def verl(self, *, split: str = "train", num_examples: int | None = None) -> VerlSpec:
         """What verl needs to train on this environment: its dataset rows and its reward.
@@ -621,7 +535,6 @@ class Environment:
         A rubric that raises (rather than recording a failing leaf) leaves reward NaN and the
         reason in `rollout.error`: one broken rollout never stops an evaluation.
         """
-        rollout.state.pop(STATE_SCORED_ALONE, None)  # scored whole now (`harness.rollout(score=True)`)
         self.prepare_for_scoring(rollout)
         try:
             await self.rubric.ascore(rollout)
@@ -654,17 +567,8 @@ class Environment:
                 self.prepare_for_scoring(rollout)
                 if rollout.error is not None:
                     noted[id(rollout)], rollout.error = rollout.error, None
-        scored_alone = {
-            id(r): list(paths)
-            for r in rollouts
-            if (paths := r.state.pop(STATE_SCORED_ALONE, None)) is not None
-        }
         try:
-            if scored_alone:  # agent episodes: their per-rollout nodes ran while the sandbox lived
-                await self.rubric.acheck_ready()
-                await ascore_group(self.rubric, rollouts, scored_alone=scored_alone)
-            else:
-                await self.rubric.ascore_group(rollouts)
+            await self.rubric.ascore_group(rollouts)
         except Exception as exc:
             for rollout in rollouts:
                 rollout.reward = math.nan
@@ -725,8 +629,6 @@ class Environment:
             identity["success"] = {"node": self.success[0], "threshold": self.success[1]}
         if self.mcp_servers:  # where the MCP tools come from (no key for environments without)
             identity["mcp_servers"] = [server.config() for server in self.mcp_servers]
-        if self.agent is not None:  # who played the episodes (no key for the chat loop)
-            identity["agent"] = self.agent.config()
         return identity
 
     # ------------------------------------------------------------------ running
@@ -735,15 +637,17 @@ class Environment:
         self,
         model: Client | str,
         *,
-        agent: str | Agent | None = None,
+        agent: AgentSource | None = None,
         agent_files: str | None = None,
         runtime: str | None = None,
         **options: Unpack[EvaluateOptions],
     ) -> EvalResults:
         """Evaluate with `model`; returns `EvalResults`.
 
-        With `agent` (and optionally `agent_files`, `runtime`), the agent plays every episode
-        in a sandbox (`set_agent`); it stays set on the environment.
+        With `agent` (a name, an `envs.agents.Agent`, or an `envs.agents.AgentRun`; with a
+        name or an agent, optionally `agent_files` and `runtime`), the agent plays every
+        episode in a sandbox: an `AgentRun` built for this call is the engine's `episodes`,
+        and the environment is left as it was.
 
         `model` is a `harness.Client`, a model name (endpoint and key from OPENAI_BASE_URL /
         OPENAI_API_KEY), or "scripted:POLICY": one of `scripted_policies` served on loopback
@@ -753,9 +657,9 @@ class Environment:
         """
         check_evaluate_options(options, f"{type(self).__name__}.aevaluate")
         if agent is not None:
-            self.set_agent(agent, runtime=runtime, files=agent_files)
-            if self.source is not None and isinstance(agent, str):  # workers build it again
-                self.source = self.source.with_agent(agent, files=agent_files, runtime=runtime)
+            if options.get("episodes") is not None:
+                raise ConfigError("give agent= or episodes=, not both (they both say who plays the episodes)")
+            options["episodes"] = agent_run(agent, runtime=runtime, files=agent_files)
         elif agent_files is not None or runtime is not None:
             raise ConfigError("agent_files= and runtime= go with agent=NAME (the agent they are for)")
         if isinstance(model, Client):
@@ -777,7 +681,7 @@ class Environment:
         self,
         model: Client | str,
         *,
-        agent: str | Agent | None = None,
+        agent: AgentSource | None = None,
         agent_files: str | None = None,
         runtime: str | None = None,
         **options: Unpack[EvaluateOptions],
@@ -795,6 +699,19 @@ class Environment:
             f"{type(self).__name__}(name={self.name!r}, dataset={len(self.dataset)} rows{eval_part}, "
             f"max_turns={self.max_turns}{tools})"
         )
+
+
+def agent_run(agent: AgentSource, *, runtime: str | None = None, files: str | None = None) -> AgentRun:
+    """The `AgentRun` an `agent=` argument names: a run as given, or one built from a name or
+    an agent with `runtime` and `files` (which go with a name, not with a run)."""
+    if isinstance(agent, AgentRun):
+        if runtime is not None or files is not None:
+            raise ConfigError(
+                "runtime= and agent_files= go with an agent's name; an AgentRun carries its own: "
+                "AgentRun(NAME, runtime=..., files=...)"
+            )
+        return agent
+    return AgentRun(agent, runtime=runtime, files=files)
 
 
 def _check_success(success: object, rubric: Any) -> tuple[str, float] | None:
@@ -848,4 +765,4 @@ def _add_error(rollout: Rollout, message: str) -> None:
     rollout.error = message if not rollout.error else f"{rollout.error}; {message}"
 
 
-__all__ = ["Environment", "EnvironmentOptions"]
+__all__ = ["AgentSource", "Environment", "EnvironmentOptions", "agent_run"]

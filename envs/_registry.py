@@ -294,9 +294,6 @@ def load_environment(
     spec: str,
     *,
     mcp_servers: Sequence[str] | None = None,
-    agent: str | None = None,
-    agent_files: str | None = None,
-    agent_runtime: str | None = None,
     **kwargs: Any,
 ) -> Environment:
     """Build the environment `spec` names, passing `kwargs` to its `load_environment`.
@@ -304,10 +301,6 @@ def load_environment(
     `mcp_servers` adds the tools of MCP servers to it (each a stdio command line or a
     streamable-HTTP URL, as `rubric eval --mcp` takes them; see `envs.mcp_server`); they are
     recorded with `kwargs` in `env.source`, so worker processes and resumed runs add them too.
-
-    `agent` (with `agent_files`, `agent_runtime`) lets an agent play the episodes in sandboxes
-    (`Environment.set_agent`, `rubric eval --agent NAME --agent-files DIR --runtime SPEC`);
-    recorded the same way.
 
     `spec` is an installed name (entry-point group `rubric.environments`), a path to a `.py`
     file defining `load_environment`, a package folder whose pyproject.toml declares the
@@ -322,9 +315,6 @@ def load_environment(
     Args:
         spec: what to load (the forms above).
         mcp_servers: MCP servers whose tools are added (stdio command lines or URLs).
-        agent: an agent that plays the episodes in sandboxes (`rubric eval --agent`).
-        agent_files: a folder mounted at /agent for `agent`.
-        agent_runtime: where the agent's sandboxes run (`--runtime`, e.g. "bwrap").
         **kwargs: the environment's own arguments.
 
     Returns:
@@ -348,14 +338,8 @@ def load_environment(
         )
     if mcp_servers:
         _add_servers(env, mcp_servers)
-    if agent is not None:
-        env.set_agent(agent, runtime=agent_runtime, files=agent_files)
-    elif agent_files is not None or agent_runtime is not None:
-        raise ConfigError("--agent-files and --runtime go with --agent NAME (the agent they are for)")
     # How to build it again (workers, TRL, resume) and where it came from (metadata.json).
     recorded = {**kwargs, "mcp_servers": list(mcp_servers)} if mcp_servers else dict(kwargs)
-    agent_kwargs = {"agent": agent, "agent_files": agent_files, "agent_runtime": agent_runtime}
-    recorded.update({k: v for k, v in agent_kwargs.items() if v is not None})
     env.source = EnvironmentSpec(recorded_spec, recorded)
     env.provenance = origin
     if registered_name is not None and not env._name_given:
@@ -392,17 +376,6 @@ class EnvironmentSpec:
             return load_environment(self.spec, **self.kwargs)
         finally:
             DEFER_DATASETS.reset(token)
-
-    def with_agent(
-        self, agent: str, *, files: str | None = None, runtime: str | None = None
-    ) -> EnvironmentSpec:
-        """This spec with an agent playing the episodes (what `load_environment(agent=...)` records)."""
-        kwargs = {k: v for k, v in self.kwargs.items() if k not in ("agent", "agent_files", "agent_runtime")}
-        kwargs["agent"] = agent
-        kwargs.update(
-            {k: v for k, v in (("agent_files", files), ("agent_runtime", runtime)) if v is not None}
-        )
-        return EnvironmentSpec(self.spec, kwargs)
 
     def __str__(self) -> str:
         arguments = ", ".join(f"{k}={v!r}" for k, v in self.kwargs.items())

@@ -1,18 +1,20 @@
 """Running an environment as `rubric eval` does, and continuing a run from its directory.
 
 `RunRequest` holds what the command line can be asked (an environment spec, a model name,
-settings); `prepare_run` checks it before anything starts and `run` / `arun` carry it out
-(`harness._endpoint.connect.open_client`, then `harness.aevaluate`), so a Python user gets exactly what
-the CLI does.
+an agent, settings); `prepare_run` checks it before anything starts and `run` / `arun` carry it
+out (`harness._endpoint.connect.open_client`, then `harness.aevaluate`, with an
+`envs.agents.AgentRun` as its `episodes` when an agent plays), so a Python user gets exactly
+what the CLI does. The agent is a run setting, not an environment argument: its settings
+(name, files, `runtime`) are recorded in metadata.json's `episodes` section.
 
 `resume(DIR)` continues a run with nothing else: the run directory records the environment
 (its spec and arguments), the model, the endpoint and every setting (Inspect's `eval-retry
 LOG` is the model). A results folder is data, so what it names is run only when it is safe to: an installed
 environment by name, or a file or folder whose source still hashes as recorded (the same
 code made the run); anything else is refused with the command to type. Its recorded
-environment arguments (which may start processes: `mcp_servers`) and an endpoint other than
-the user's own are used only when the user confirms or passes them, the rule `rubric score`
-follows too. The key never comes from the folder: it stays in its environment variable.
+environment arguments (which may start processes: `mcp_servers`), its agent (a command, and
+a host folder to upload) and an endpoint other than the user's own are used only when the user
+confirms or passes them, the rule `rubric score` follows too. The key never comes from the folder: it stays in its environment variable.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import harness
 from envs._environment import Environment
 from envs._provenance import changes, of_directory, of_file
 from envs._registry import load_environment, recorded_environment
+from envs.agents import AgentRun
 from harness._core.aio import run_sync
 from harness._core.defaults import DEFAULT_BASE_URL, DEFAULT_CONCURRENCY, TRANSPORTS
 from harness._core.errors import ConfigError, RubricError
@@ -81,6 +84,8 @@ class RecordedRun:
         settings: the run's recorded settings among `RECORDED_SETTINGS`.
         max_turns: the environment's max_turns during the run.
         client_options: the endpoint client's recorded settings among `RECORDED_CLIENT_OPTIONS`.
+        agent: the agent that played, as `--agent`, `--agent-files` and `--runtime` give it
+            ({"agent": ..., "agent_files": ..., "runtime": ...}); None for the chat loop.
     """
 
     spec: str
@@ -90,6 +95,7 @@ class RecordedRun:
     settings: dict[str, Any] = field(default_factory=dict)
     max_turns: int | None = None
     client_options: dict[str, Any] = field(default_factory=dict)
+    agent: dict[str, Any] | None = None
 
 
 def recorded_run(
@@ -122,7 +128,21 @@ def recorded_run(
         settings={k: arguments[k] for k in RECORDED_SETTINGS if arguments.get(k) is not None},
         max_turns=env["max_turns"] if isinstance(env.get("max_turns"), int) else None,
         client_options=_client_options(model, folder),
+        agent=_recorded_agent(section(metadata, "episodes")),
     )
+
+
+def _recorded_agent(episodes: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The agent settings a run's `episodes` section records, as the flags that give them
+    (without "agent" for an agent that was given as an object, not by name)."""
+    if not episodes:
+        return None
+    found = {
+        "agent": episodes.get("agent"),
+        "agent_files": episodes.get("files"),
+        "runtime": episodes.get("runtime"),
+    }
+    return {k: v for k, v in found.items() if isinstance(v, str)}
 
 
 def _client_options(model: Mapping[str, Any], folder: Path) -> dict[str, Any]:
@@ -176,7 +196,8 @@ class RunRequest:
         mcp: MCP servers whose tools to add (`[PREFIX=]CMD|URL`, as `--mcp`).
         agent: An agent to play each episode in a sandbox (`--agent`).
         agent_files: A folder uploaded to /agent in each sandbox (`--agent-files`).
-        agent_runtime: The sandboxes' runtime (`--runtime`: bwrap, docker:IMAGE, ...).
+        runtime: The sandboxes' runtime (`--runtime`: bwrap, docker:IMAGE, ...; default: each
+            task's own, else bwrap).
         model: The model name at the endpoint, or `scripted:POLICY` for the offline endpoint.
         base_url: The OpenAI-compatible endpoint (default: $OPENAI_BASE_URL or OpenAI).
         api_key_var: The environment variable holding the key (never the key itself).
@@ -195,7 +216,7 @@ class RunRequest:
     mcp: list[str] = field(default_factory=list)
     agent: str | None = None
     agent_files: str | None = None
-    agent_runtime: str | None = None
+    runtime: str | None = None
     model: str | None = None
     base_url: str | None = None
     api_key_var: str = DEFAULT_KEY_VAR
@@ -226,13 +247,27 @@ def _complete(request: RunRequest, confirm: Confirm | None = None) -> RunRequest
         if not named:
             raise
         return request  # a folder that records no run (empty, or from before metadata): start it
-    command = f"rubric eval --resume {shlex.quote(str(request.resume))}"
+    folder = request.resume
+    command = f"rubric eval --resume {shlex.quote(str(folder))}"
     env_args = request.env_args
     if env_args is None and request.spec is None:
-        env_args = _agreed_arguments(run.env_kwargs, request.resume, run.spec, confirm, command)
+        env_args = _agreed_arguments(run.env_kwargs, folder, run.spec, confirm, command)
+    if request.agent is None and run.agent is not None:
+        if "agent" not in run.agent:
+            raise ConfigError(
+                f"{folder}/metadata.json records an agent given as an object, not by name; resume it in Python "
+                "with the same envs.agents.AgentRun: harness.evaluate(..., episodes=run, resume=True)"
+            )
+        agreed = _agreed_agent(run.agent, folder, confirm, command)
+        request = replace(
+            request,
+            agent=agreed["agent"],
+            agent_files=agreed.get("agent_files"),
+            runtime=agreed.get("runtime"),
+        )
     base_url = request.base_url
     if base_url is None and request.model is None:
-        base_url = _agreed_endpoint(run.base_url, request.resume, request.api_key_var, confirm)
+        base_url = _agreed_endpoint(run.base_url, folder, request.api_key_var, confirm)
     settings = {k: v for k, v in run.settings.items() if k != "sampling"}
     return replace(
         request,
@@ -281,17 +316,36 @@ def _ask(confirm: Confirm | None, where: str, *, question: str, unasked: str, de
         raise ConfigError(declined)
 
 
+def _agreed_agent(
+    recorded: Mapping[str, str], folder: str | Path, confirm: Confirm | None, command: str
+) -> dict[str, str]:
+    """The agent a results folder records, used only when `confirm` agrees (it runs a command,
+    and uploads a host folder); refused otherwise with the flags to type."""
+    flags = " ".join(f"--{k.replace('_', '-')} {shlex.quote(v)}" for k, v in recorded.items())
+    _ask(
+        confirm,
+        f"{folder}/metadata.json records the agent {flags}",
+        question="play the rest of the run with it?",
+        unasked=f"a results folder's agent is used only if you pass it: {command} {flags}",
+        declined="not using the recorded agent; pass --agent NAME (with --agent-files, --runtime) again",
+    )
+    return dict(recorded)
+
+
+def _episodes(request: RunRequest) -> AgentRun | None:
+    """The agent run `--agent`, `--agent-files` and `--runtime` ask for (None: the chat loop)."""
+    if request.agent is None:
+        if request.agent_files is not None or request.runtime is not None:
+            raise ConfigError("--agent-files and --runtime go with --agent NAME (the agent they are for)")
+        return None
+    return AgentRun(request.agent, runtime=request.runtime, files=request.agent_files)
+
+
 def _load(request: RunRequest) -> Environment:
     assert request.spec is not None
     env_args = dict(request.env_args or {})
     if request.mcp:  # recorded with the environment's arguments, so workers and resumes get them too
         env_args["mcp_servers"] = [*env_args.get("mcp_servers", []), *request.mcp]
-    agent = {
-        "agent": request.agent,
-        "agent_files": request.agent_files,
-        "agent_runtime": request.agent_runtime,
-    }
-    env_args.update({k: v for k, v in agent.items() if v is not None})  # recorded the same way
     try:
         env = load_environment(request.spec, **env_args)
     except RubricError as exc:  # not found, unknown arguments, or the environment's code failed
@@ -310,12 +364,14 @@ class PreparedRun:
         request: The request, completed from the run directory when resuming.
         folder: The results directory.
         resuming: Whether it continues the run in `folder`.
+        episodes: The agent that plays the episodes (None: the environment's chat loop).
     """
 
     env: Environment
     request: RunRequest
     folder: Path
     resuming: bool
+    episodes: AgentRun | None = None
 
     def resume_flags(self) -> list[str]:
         """What `rubric eval --resume DIR` must be given again to continue this run.
@@ -325,6 +381,9 @@ class PreparedRun:
             own (a folder's are used only when passed again).
         """
         flags = ["-a", _typed(self.env.load_kwargs)] if self.env.load_kwargs else []
+        request = self.request
+        for flag, value in (("--agent", request.agent), ("--agent-files", request.agent_files), ("--runtime", request.runtime)):  # fmt: skip
+            flags += [flag, value] if value is not None else []
         url = self.request.base_url
         if url is not None and url.rstrip("/") != _own_endpoint():
             flags += ["-b", url]
@@ -366,6 +425,7 @@ def prepare_run(request: RunRequest, *, confirm: Confirm | None = None) -> Prepa
         except ConfigError as exc:
             raise ConfigError(f"--shard {shard}: {exc}") from None
     check_sampling(request.sampling or {}, "-S/--sampling")
+    episodes = _episodes(request)
     env = _load(request)
     options = request.options
     examples = len(env.get_dataset(options.get("split", "eval")))
@@ -373,14 +433,14 @@ def prepare_run(request: RunRequest, *, confirm: Confirm | None = None) -> Prepa
         examples = min(examples, options["num_examples"])
     check_planned(examples, options.get("rollouts_per_example", 1), "-n/-r")
     if request.resume is not None:
-        return PreparedRun(env, request, resumable_run_dir(request.resume), True)
+        return PreparedRun(env, request, resumable_run_dir(request.resume), True, episodes)
     if request.retry_errors:
         raise ConfigError(
             "--retry-errors re-runs the errored rollouts of an earlier run: use it with --resume DIR"
         )
     assert request.model is not None
     folder = request.output_dir or default_run_dir(env.name or str(request.spec), request.model)
-    return PreparedRun(env, request, new_run_dir(folder), False)
+    return PreparedRun(env, request, new_run_dir(folder), False, episodes)
 
 
 async def arun(
@@ -424,6 +484,7 @@ async def arun(
                 output_dir=folder,
                 resume=prepared.resuming,
                 sampling=request.sampling or None,
+                episodes=prepared.episodes,
                 **request.options,
             )
         finally:
@@ -452,27 +513,35 @@ def resume(
     env_args: dict[str, Any] | None = None,
     base_url: str | None = None,
     retry_errors: bool = False,
+    agent: str | None = None,
+    agent_files: str | None = None,
+    runtime: str | None = None,
     **options: Any,
 ) -> EvalResults:
     """Continue an interrupted run, as `rubric eval --resume DIR` does.
 
     The environment, the model and every setting come from the folder's metadata.json (the
-    key from its variable). The environment arguments it records, and an endpoint other than
-    yours, are used only when passed again: a folder may come from someone else.
+    key from its variable). The environment arguments and the agent it records, and an
+    endpoint other than yours, are used only when passed again: a folder may come from
+    someone else.
 
     Args:
         folder: The run directory.
         env_args: The environment's arguments (the recorded ones are not used unasked).
         base_url: The endpoint, when it is not your own default.
         retry_errors: Run the rollouts that errored again.
+        agent: The agent that played the run (`--agent`; the recorded one is not used unasked).
+        agent_files: Its files folder, as the run had it (`--agent-files`).
+        runtime: Its sandboxes' runtime, as the run had it (`--runtime`).
         **options: What may change between sessions (concurrency, workers, progress).
 
     Returns:
         The whole run's results.
     """
     request = RunRequest(
-        resume=folder, env_args=env_args, base_url=base_url, retry_errors=retry_errors, options=options
-    )
+        resume=folder, env_args=env_args, base_url=base_url, retry_errors=retry_errors, options=options,
+        agent=agent, agent_files=agent_files, runtime=runtime,
+    )  # fmt: skip
     return run(request)[0]
 
 

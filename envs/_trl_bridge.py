@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from envs._tools.functions import Tool, ToolLike
 from envs._tools.schema import TOOL_INJECTED
+from envs.agents._run import AgentRun
 from envs.agents._training import AgentReward, AgentRolloutFunc
 from harness._core.aio import run_sync
 from harness._core.errors import ConfigError
@@ -295,16 +296,17 @@ class TRLSpec:
         reward_funcs: the environment's rubric as a TRL reward function (a list of one), named
             after the rubric (TRL logs `rewards/<rubric name>/mean`).
         environment_factory: for an environment with tools, an `EnvironmentFactory`; else None.
-        rollout_func: for an environment played by an agent (`env.set_agent`), an
+        rollout_func: for an environment played by an agent (`env.trl(agent=...)`), an
             `envs.agents._training.AgentRolloutFunc` (then `reward_funcs` is its `AgentReward`).
 
     Args:
         env: The environment to train on.
         split: The dataset split the training prompts come from.
         num_examples: Use only the first this many examples (None: all).
-        base_url: For an agent-played environment, the OpenAI-compatible server the agents'
-            calls go to (default: the trainer's vLLM server).
-        model: For an agent-played environment, the model name there (default: the trainer's).
+        base_url: With `agent`, the OpenAI-compatible server the agents' calls go to
+            (default: the trainer's vLLM server).
+        model: With `agent`, the model name there (default: the trainer's).
+        agent: The agent playing the episodes (None: the environment's own loop).
     """
 
     def __init__(
@@ -315,13 +317,14 @@ class TRLSpec:
         num_examples: int | None = None,
         base_url: str | None = None,
         model: str | None = None,
+        agent: AgentRun | None = None,
     ) -> None:
         self.env = env
         self.train_dataset: Dataset = train_dataset(env, split=split, num_examples=num_examples)
         self.rollout_func: AgentRolloutFunc | None = None
-        if env.agent is not None:  # the agent plays each episode; its rubric reward rides along
+        if agent is not None:  # the agent plays each episode; its rubric reward rides along
             rows = {json.dumps(row["prompt"], sort_keys=True, default=str): row for row in self.train_dataset}
-            self.rollout_func = AgentRolloutFunc(env, rows, base_url=base_url, model=model)
+            self.rollout_func = AgentRolloutFunc(env, agent, rows, base_url=base_url, model=model)
             self.reward_funcs: list[Any] = [AgentReward()]
             self.environment_factory: EnvironmentFactory | None = None
             return

@@ -66,85 +66,24 @@ def has_group_nodes(root: Rubric) -> bool:
     return bool(group_nodes(root))
 
 
-def rollout_subtrees(root: Rubric) -> list[tuple[str, Rubric]]:
-    """The highest nodes of `root`'s tree with no group node at or below them, with their paths:
-    the parts of the tree that score one rollout on its own (the whole tree when it has no group
-    node). A group node's children are among them: it scores them one member at a time."""
-    if not has_group_nodes(root):
-        return [("", root)]
-    grouped = [path for path, _ in group_nodes(root)]
-    alone: set[str] = set()
-    found: list[tuple[str, Rubric]] = []
-    for path, node in root.named_rubrics():  # parents first
-        if any(g == path or g.startswith(path + ".") for g in grouped):
-            continue
-        alone.add(path)
-        parent = path.rpartition(".")[0]
-        if parent not in alone:
-            found.append((path, node))
-    return found
-
-
-async def ascore_alone(root: Rubric, rollout: Rollout) -> list[str]:
-    """Score, on `rollout` alone, every part of the tree that needs no other member
-    (`rollout_subtrees`), while what it reads still exists (an agent's sandbox, open until the
-    rollout is released). `ascore_group(..., scored_alone=...)` later keeps these scores and
-    runs only the group nodes and the nodes above them.
-
-    Returns:
-        The paths of the subtrees scored.
-    """
-    clear_scores(rollout)
-    subtrees = rollout_subtrees(root)
-    await asyncio.gather(*(node._score_async(rollout, path) for path, node in subtrees))
-    return [path for path, _ in subtrees]
-
-
-def _clear_scores_except(rollout: Rollout, paths: Sequence[str]) -> dict[str, float]:
-    """Drop every score but those of the subtrees at `paths` (kept with their details, reasons
-    and judges' usage); the subtrees' own scores, for `SAVED`."""
-
-    def kept(path: str) -> bool:
-        return any(path == p or path.startswith(p + ".") for p in paths)
-
-    for table in (rollout.scores, rollout.score_errors, rollout.score_details, rollout.turn_scores):
-        for path in [p for p in table if not kept(p)]:
-            del table[path]
-    rollout.turn_rewards.clear()
-    return {p: rollout.scores[p] for p in paths if p in rollout.scores}
-
-
 async def ascore_group(
     root: Rubric,
     rollouts: Sequence[Rollout],
     *,
     keep: bool = False,
-    scored_alone: dict[int, list[str]] | None = None,
 ) -> list[float]:
     """Score the rollouts of one example together; see the module docstring.
 
     With `keep` (a failed-only re-scoring, `Rubric.arescore_failed`), scores are not cleared
     and only the group nodes that failed on some member run again (`stale_group_nodes`).
-    With `scored_alone` (id(rollout) -> the paths `ascore_alone` returned for it), those
-    subtrees keep the scores they had and do not run again.
 
     Returns:
         One score per rollout, in order; NaN for an errored or unscored member.
     """
-    saved: dict[int, dict[str, float]] = {}
-    for r in rollouts:
-        if keep:
-            continue
-        if scored_alone and id(r) in scored_alone:
-            saved[id(r)] = _clear_scores_except(r, scored_alone[id(r)])
-        else:
+    if not keep:
+        for r in rollouts:
             clear_scores(r)
-    token = SAVED.set(saved) if saved else None
-    try:
-        return await _score_group(root, rollouts, keep)
-    finally:
-        if token is not None:
-            SAVED.reset(token)
+    return await _score_group(root, rollouts, keep)
 
 
 async def _score_group(root: Rubric, rollouts: Sequence[Rollout], keep: bool) -> list[float]:

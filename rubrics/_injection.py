@@ -16,14 +16,12 @@ from operator import attrgetter
 from typing import Any, NamedTuple
 
 from harness._core.errors import ConfigError
+from harness._core.protocol import SANDBOX, scoring_resource
 from harness._core.types import INJECTED, Rollout
 from rubrics._scoring import ScoringError, snake_name
 from rubrics._turns import TURN_INJECTED, Turn
 
 MISSING = object()
-#: The parameter name that receives the rollout's live sandbox (`Rollout.sandbox`), while an
-#: agent's rollout is scored: not a dataset column, and not saved.
-SANDBOX = "sandbox"
 Getter = Callable[[Rollout], Any]
 
 
@@ -57,10 +55,11 @@ def _missing(leaf: str, field: str, rollout: Rollout) -> ScoringError:
 
 
 def sandbox_getter(leaf: str, default: Any) -> Getter:
-    """The rollout's live sandbox (an agent's, while it is scored)."""
+    """The rollout's live sandbox, for a parameter named `sandbox` (`SANDBOX`): an agent's,
+    found in the scoring scope while the rollout is scored (never on the saved record)."""
 
     def get_sandbox(r: Rollout) -> Any:
-        sandbox = r.sandbox
+        sandbox = scoring_resource(r, SANDBOX)
         if sandbox is None:
             if default is MISSING:
                 raise ScoringError(

@@ -1,25 +1,25 @@
 """Harbor tasks (task.toml, instruction.md, environment/, tests/, solution/) run by our harness.
 
-    env = envs.from_harbor("datasets/harbor", agent="bash")
+    envs.from_harbor("datasets/harbor").evaluate("scripted:harbor", agent="bash")
     rubric eval harbor:datasets/harbor --agent oracle
 
 - `files`: every read of a task's files: regular files inside the folder, size-capped.
 - `task`: the folder format, parsed with `tomllib` and a pydantic model (Harbor needs Python 3.12).
 - `trust`: what the verifier checks before it runs in the agent's sandbox.
 - `verifier`: `HarborVerifier`, the task's tests/test.sh as a rubric node.
-- `environment`: `from_harbor`, one row per task, each task in sandboxes of its own image.
+- `environment`: `from_harbor`, one row per task; its hooks name each task's sandbox (its own
+  image and limits) and its solution (for `--agent oracle`).
 """
 
 from __future__ import annotations
 
-from envs._harbor.environment import HarborEnvironment, HarborOracle, HarborScript, from_harbor
+from envs._harbor.environment import HarborEnvironment, HarborScript, from_harbor
 from envs._harbor.files import HarborTaskError
 from envs._harbor.task import HarborTask, TaskConfig, load_task, task_folders
 from envs._harbor.verifier import HarborVerifier, parse_reward
 
 __all__ = [
     "HarborEnvironment",
-    "HarborOracle",
     "HarborScript",
     "HarborTask",
     "HarborTaskError",

@@ -122,7 +122,7 @@ class HarborTask(BaseModel):
         return {k: v for k, v in found.items() if v}
 
     @property
-    def runtime_spec(self) -> str:
+    def runtime(self) -> str:
         """The task's sandbox runtime: its named image, or its environment/ folder (built once)."""
         image = self.config.environment.docker_image
         return f"docker:{image}" if image else f"docker:{self.path / 'environment'}"

@@ -21,6 +21,7 @@ from envs._harbor.environment import HarborEnvironment
 from envs._harbor.files import task_folder_files
 from envs._harbor.task import task_folders
 from envs._harbor.verifier import LOGS_DIR, HarborVerifier
+from envs.agents import sandbox_of
 from harness._core.aio import run_sync
 from harness._core.types import Rollout
 from rubrics._module import Rubric
@@ -69,8 +70,7 @@ class _LeakProbe(Rubric):
         self.found: dict[str, list[str]] = {}
 
     async def forward(self, rollout: Rollout) -> float:
-        sandbox = rollout.sandbox
-        assert sandbox is not None
+        sandbox = sandbox_of(rollout, "the image-leak probe")
         # One line per file of the image: more than exec's default keeps for a large image.
         result = await sandbox.exec(_HASH_IMAGE, timeout=120, max_output=256 << 20)
         for line in result.stdout.splitlines():

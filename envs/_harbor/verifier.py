@@ -20,6 +20,7 @@ from typing import Any
 
 from envs._harbor.files import staged_task_folder
 from envs._harbor.trust import SHELL, checked_commands, end_processes, refusal, tampered
+from envs.agents import sandbox_of
 from harness._core.types import Rollout
 from harness.runtimes import Sandbox, SandboxError
 from harness.runtimes._base import DEFAULT_PATH
@@ -106,11 +107,7 @@ class HarborVerifier(Rubric):
                 "HarborVerifier scores rollouts of a Harbor task (envs.from_harbor / rubric eval harbor:PATH); "
                 "this rollout's info has no 'harbor' entry"
             )
-        sandbox = rollout.sandbox
-        if not isinstance(sandbox, Sandbox):
-            raise ScoringError(
-                "HarborVerifier runs the task's tests in the agent's sandbox, but this rollout has none"
-            )
+        sandbox = sandbox_of(rollout, "HarborVerifier (the task's tests/test.sh)")
         bash = await self._trusted_bash(sandbox)
         emptied = f"rm -rf {TESTS_DIR} {LOGS_DIR} && " if self.empty_first else ""
         reset = await sandbox.exec(

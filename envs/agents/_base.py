@@ -1,14 +1,15 @@
 """What an agent is: a program run in the rollout's sandbox, pointed at its proxy session.
 
 An `Agent` says how to prepare the sandbox (files, configuration) and which command runs it;
-`envs.agents._episode` does the rest (the sandbox, the proxy, the budgets, the record).
+`envs.agents._episode` plays it (the proxy session, the budgets, the record) in the sandbox
+`envs.agents._sandboxes` makes, for the run `envs.agents.AgentRun` holds.
 """
 
 from __future__ import annotations
 
 import shlex
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -41,7 +42,12 @@ class AgentContext:
             ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY (the proxy session), RUBRIC_MODEL, HOME.
         model: The model name the agent should ask for.
         files: The host folder uploaded to /agent (`--agent-files`), if any.
-        example: The dataset row's info (an oracle reads its reference solution there).
+        example: The dataset row's info.
+        solution: Puts the task's reference solution in the sandbox and returns the command
+            that runs it, or None when the task has none (the task's `solution` hook; what
+            the oracle runs).
+        notes: The agent's own notes for this episode, from `prepare` to `command` (an agent
+            object plays many episodes at once, so it keeps nothing of one on itself).
     """
 
     sandbox: Sandbox
@@ -50,6 +56,8 @@ class AgentContext:
     model: str
     files: Path | None = None
     example: Mapping[str, Any] = field(default_factory=dict)
+    solution: Callable[[], Awaitable[str | None]] | None = None
+    notes: dict[str, Any] = field(default_factory=dict)
 
 
 class Agent(ABC):
@@ -73,9 +81,9 @@ class Agent(ABC):
     def command(self, ctx: AgentContext) -> str:
         """The shell command that runs the agent (in the sandbox's working directory)."""
 
-    def runtime_spec(self, spec: str) -> str:
+    def sandbox_runtime(self, runtime: str) -> str:
         """The runtime the agent's sandboxes use, given the run's (an agent may derive an image)."""
-        return spec
+        return runtime
 
     def config(self) -> dict[str, Any]:
         """What identifies the agent in metadata.json."""

@@ -1,8 +1,10 @@
-"""The agents rubric ships: `command:CMD` (any program), `bash` (our own loop), `oracle`."""
+"""The agents rubric ships, by name: `command:CMD` (any program), `bash` (our own loop),
+`oracle` (the task's reference solution) and the published agents of `_installed`."""
 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
@@ -15,9 +17,8 @@ from envs.agents._base import (
     AgentError,
     fill_command,
 )
-
-#: The row column (in `info`) an oracle reads: a shell script solving the task.
-SOLUTION_COLUMN = "solution"
+from envs.agents._installed import ClaudeCodeAgent, CodexAgent, MiniSweAgent
+from envs.agents._task import SOLUTION_COLUMN
 
 
 class CommandAgent(Agent):
@@ -64,18 +65,20 @@ class BashAgent(Agent):
 
 class OracleAgent(Agent):
     """Runs the task's reference solution instead of a model, to check that a task is solvable
-    and its rubric gives full marks: the row's `solution` column (a shell script), or a
-    `solution.sh` in `--agent-files` (at /agent/solution.sh). Makes no model call."""
+    and its rubric gives full marks: what the task's `solution` hook puts in the sandbox (by
+    default the row's `solution` column, a shell script; a Harbor task's solution/solve.sh), or
+    a `solution.sh` in `--agent-files` (at /agent/solution.sh). Makes no model call."""
 
     name = "oracle"
     calls_model = False
 
     async def prepare(self, ctx: AgentContext) -> None:
-        solution = ctx.example.get(SOLUTION_COLUMN)
-        if isinstance(solution, str) and solution.strip():
-            await ctx.sandbox.write(f"{STATE_DIR}/solution.sh", solution)
+        command = await ctx.solution() if ctx.solution is not None else None
+        if command is not None:
+            ctx.notes["command"] = command
             return
         if ctx.files is not None and (ctx.files / "solution.sh").is_file():
+            ctx.notes["command"] = f"bash {AGENT_DIR}/solution.sh"
             return
         columns = ", ".join(sorted(map(str, ctx.example))) or "none"
         raise AgentError(
@@ -84,10 +87,40 @@ class OracleAgent(Agent):
         )
 
     def command(self, ctx: AgentContext) -> str:
-        solution = ctx.example.get(SOLUTION_COLUMN)
-        path = (
-            f"{STATE_DIR}/solution.sh"
-            if isinstance(solution, str) and solution.strip()
-            else f"{AGENT_DIR}/solution.sh"
-        )
-        return f"bash {path}"
+        command: str = ctx.notes["command"]
+        return command
+
+
+#: The agents by name (`command:CMD` takes its command after the colon).
+AGENTS: dict[str, Callable[[], Agent]] = {
+    "bash": BashAgent,
+    "oracle": OracleAgent,
+    "mini-swe-agent": MiniSweAgent,
+    "codex": CodexAgent,
+    "claude-code": ClaudeCodeAgent,
+}
+
+
+def get_agent(agent: str | Agent) -> Agent:
+    """The agent a name gives: `command:CMD`, or one of `AGENTS` (an `Agent` is returned as is).
+
+    Args:
+        agent: A name, or an agent.
+
+    Returns:
+        The agent.
+
+    Raises:
+        AgentError: no agent of that name (the names are listed).
+    """
+    if isinstance(agent, Agent):
+        return agent
+    if not isinstance(agent, str):
+        raise AgentError(f"agent must be a name or an envs.agents.Agent, got {type(agent).__name__}")
+    kind, colon, rest = agent.partition(":")
+    if kind == "command" and colon:
+        return CommandAgent(rest)
+    if agent in AGENTS:
+        return AGENTS[agent]()
+    names = ", ".join(["command:CMD", *sorted(AGENTS)])
+    raise AgentError(f"no agent {agent!r}; the agents are: {names}")

@@ -1,9 +1,13 @@
 """Reward nodes that read the sandbox an agent left, before it is released.
 
-Each records in its score details what it ran or read and, where a call of the agent's
-touched it, the turn and tool call (`turn`, `tool_call`, `tool`) from the rollout's recorded
-model calls, so a view can show why the rollout scored what it scored. A rollout with no
-sandbox (no agent ran) leaves the node unscored with that reason.
+The sandbox is not on the rollout (a record that is saved and copied): it reaches scoring
+through the scoring scope (`harness._core.protocol.scoring_scope`, as Inspect's `sandbox()`),
+which the engine opens around a rollout's scoring, or its group's, while the sandboxes live.
+`sandbox_of(rollout)` reads it there. Each node records in its score details what it ran or
+read and, where a call of the agent's touched it, the turn and tool call (`turn`,
+`tool_call`, `tool`) from the rollout's recorded model calls, so a view can show why the
+rollout scored what it scored. A rollout with no sandbox (no agent ran) leaves the node
+unscored with that reason.
 
 A plain reward function can read the sandbox too: `async def passes(sandbox): ...` (a
 parameter named `sandbox` gets it).
@@ -14,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness._core.errors import ConfigError
+from harness._core.protocol import SANDBOX, scoring_resource
 from harness._core.types import Rollout
 from harness.runtimes import Sandbox, SandboxError
 from rubrics._module import Rubric
@@ -28,8 +33,20 @@ KEPT_OUTPUT = 64 << 10
 MAX_FILE_BYTES = 8 << 20
 
 
-def _sandbox(rollout: Rollout, node: str) -> Sandbox:
-    sandbox = rollout.sandbox
+def sandbox_of(rollout: Rollout, node: str = "this node") -> Sandbox:
+    """The live sandbox `rollout`'s agent ran in, while the rollout is being scored.
+
+    Args:
+        rollout: The rollout a node is scoring.
+        node: Who asks, for the message.
+
+    Returns:
+        The sandbox, open until the rollout (or its group) is scored.
+
+    Raises:
+        ScoringError: The rollout has none (no agent played it), naming the fix.
+    """
+    sandbox = scoring_resource(rollout, SANDBOX)
     if not isinstance(sandbox, Sandbox):
         raise ScoringError(
             f"{node} reads the agent's sandbox, but this rollout has none: run the environment with an agent "
@@ -64,7 +81,7 @@ class command_passes(Rubric):
         self.timeout = timeout
 
     async def forward(self, rollout: Rollout) -> float:
-        sandbox = _sandbox(rollout, f"command_passes({self.command!r})")
+        sandbox = sandbox_of(rollout, f"command_passes({self.command!r})")
         result = await sandbox.exec(self.command, timeout=self.timeout, max_output=KEPT_OUTPUT)
         output = (result.stdout + result.stderr)[-DETAIL_OUTPUT:]
         detail: dict[str, Any] = {"command": self.command, "exit_code": result.exit_code, "output": output}
@@ -105,7 +122,7 @@ class file_contains(Rubric):
         self.max_bytes = max_bytes
 
     async def forward(self, rollout: Rollout) -> float:
-        sandbox = _sandbox(rollout, f"file_contains({self.path!r})")
+        sandbox = sandbox_of(rollout, f"file_contains({self.path!r})")
         detail: dict[str, Any] = {"path": self.path}
         touched = last_call_touching(rollout, self.path.rsplit("/", 1)[-1])
         if touched is not None:

@@ -1,9 +1,11 @@
 """An agent environment in TRL's GRPOTrainer: a black-box `rollout_func` and its reward.
 
 TRL hands `rollout_func(prompts, trainer)` the prompts of a step (each repeated
-`num_generations` times by its sampler). Each becomes one agent episode against the trainer's
-vLLM server (an OpenAI-compatible `/v1/chat/completions`, asked for token ids), scored with the
-environment's rubric while its sandbox is open. What TRL trains on comes from the proxy's
+`num_generations` times by its sampler). Each becomes one agent episode of the `AgentRun`
+(`harness.rollout(..., episodes=run)`) against the trainer's vLLM server (an OpenAI-compatible
+`/v1/chat/completions`, asked for token ids), scored with the environment's rubric while its
+sandbox is open; a step's episodes share the run's one capture proxy, closed with the run's
+sandboxes when the step's episodes are done. What TRL trains on comes from the proxy's
 recorded turns, never re-tokenised: the first call's prompt ids, then, per model call, the
 ids the agent added (tool outputs: `env_mask` 0) and the ids the model sampled (`env_mask` 1,
 with their logprobs). The reward rides along as an extra field that `AgentReward` returns.
@@ -18,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import harness
+from envs.agents._run import AgentRun
 from harness._core.aio import run_sync
 from harness._core.errors import ConfigError
 from harness._core.protocol import EnvironmentProtocol
@@ -65,7 +68,8 @@ class AgentRolloutFunc:
     """GRPOTrainer's `rollout_func` for an environment played by an agent (`env.trl().kwargs`).
 
     Args:
-        env: The environment (with its agent set).
+        env: The environment (the task).
+        run: The agent playing its episodes.
         rows: Its training rows by prompt (JSON), so an episode sees its row's columns.
         base_url: The OpenAI-compatible server the agents' calls go to (default: the trainer's
             `vllm_server_base_url`, or `http://HOST:PORT` from its vLLM server settings).
@@ -76,6 +80,7 @@ class AgentRolloutFunc:
     def __init__(
         self,
         env: EnvironmentProtocol,
+        run: AgentRun,
         rows: Mapping[str, Mapping[str, Any]],
         *,
         base_url: str | None = None,
@@ -83,6 +88,7 @@ class AgentRolloutFunc:
         concurrency: int = 8,
     ) -> None:
         self.env = env
+        self.run = run
         self.rows = dict(rows)
         self.base_url = base_url
         self.model = model
@@ -124,12 +130,15 @@ class AgentRolloutFunc:
             row = dict(self.rows.get(json.dumps(prompt, sort_keys=True, default=str), {}))
             row.update(example_id=row.get("example_id", index), prompt=prompt)
             async with limit:
-                return await harness.rollout(self.env, client, row, index)
+                return await harness.rollout(self.env, client, row, index, episodes=self.run)
 
         try:
             return list(await asyncio.gather(*(one(i, p) for i, p in enumerate(prompts))))
         finally:
-            await client.aclose()
+            try:
+                await self.run.close()  # the step's proxy and anything a cancel left open
+            finally:
+                await client.aclose()
 
 
 class AgentReward:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Literal, TypedDict, TypeVar
 
 from harness._core.errors import ConfigError, ConfigTypeError
+from harness._core.protocol import Episodes
 
 T = TypeVar("T")
 _SHARD_TEXT = re.compile(r"^\s*(-?\d+)\s*/\s*(-?\d+)\s*$")
@@ -88,6 +89,7 @@ class EvaluateOptions(TypedDict, total=False):
     executor: ExecutorName
     ray_address: str | None
     fail_on_error: float | None
+    episodes: Episodes | None
 
 
 def check_evaluate_options(options: Mapping[str, object], where: str) -> None:

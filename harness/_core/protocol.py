@@ -18,11 +18,16 @@ The loop `harness.rollout` runs with it::
         rollout.completion.extend(new_messages)
         if reason := await env.stop_reason(rollout): stop_reason = reason; break
     await env.score(rollout)                          # fills reward, scores, score_errors
+
+A run may hand the episodes to someone else instead (`Episodes`, an agent in a sandbox); the
+environment then stays the task (its prompt, its rubric) and scoring is the same.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import contextlib
+from collections.abc import Iterable, Iterator, Mapping
+from contextvars import ContextVar
 from typing import Any, Protocol, runtime_checkable
 
 from harness._core.types import Message, Rollout
@@ -81,7 +86,8 @@ class EnvironmentProtocol(Protocol):
 
 @runtime_checkable
 class HoldsResources(Protocol):
-    """Optional: an environment that holds processes or connections while it runs (MCP servers).
+    """Optional: an environment that holds processes or connections while it runs (MCP servers,
+    its judges' HTTP pools).
 
     `harness.rollout` calls `release_rollout(rollout)` once a rollout is finished (scored or
     failed), and the process that ran a run's rollouts calls `release()` when the run ends,
@@ -94,27 +100,103 @@ class HoldsResources(Protocol):
     async def release(self) -> None: ...
 
 
-@runtime_checkable
-class RunsEpisodes(Protocol):
-    """Optional: an environment that plays its episodes itself (an agent program in a sandbox,
-    whose model calls reach `client` through a capture proxy) instead of the loop above.
+#: What `Episodes.play` hands to scoring: the episode's live resources by name (an agent's
+#: sandbox under `SANDBOX`), open until `Episodes.release` is given them back.
+Resources = Mapping[str, Any]
+#: The name of an episode's sandbox among its resources: what a reward function's `sandbox`
+#: parameter receives.
+SANDBOX = "sandbox"
 
-    When `runs_episodes` is true, `harness.rollout` awaits `run_episode(rollout, client,
-    sampling)` in place of the model/environment turns: it fills the conversation, `turns`,
-    `usage`, `turn_tokens` and `stop_reason` (or `error`), and must not raise for a failure
-    inside the episode. Scoring and `release_rollout` follow as for any rollout, so reward
-    nodes may read what the episode left (its sandbox) before it is released.
+
+@runtime_checkable
+class Episodes(Protocol):
+    """A run setting: who plays the episodes, instead of the chat loop above. An agent program
+    in a sandbox (`envs.agents.AgentRun`) plays each one, its model calls reaching `client`
+    through a capture proxy. The environment stays the task; this is how it is played.
+
+    `harness.evaluate(..., episodes=...)` and `harness.rollout(..., episodes=...)` drive it:
+
+        episodes.plan(rollouts_per_example)         # the run's -r, before any rollout
+        await episodes.check(env)                   # before any rollout, in the driver
+        resources = await episodes.play(env, rollout, client, sampling)
+        with scoring_scope([(rollout, resources)]):  # rubric nodes reach them by name
+            await env.score(rollout)                 # or env.score_group(members): each
+        await episodes.release(resources)            #   member's stay open until then
+        ...
+        await episodes.close()                      # the run ended, failed or was interrupted
+
+    Members:
+      plan(rollouts_per_example): the run's rollouts per example, told in the driver and in
+        each worker before any rollout (an agent sets up one sandbox per example and forks it
+        for each rollout of the group).
+      check(env): fail now, with the fix, when no episode of `env` can be played (no Docker
+        daemon, no bubblewrap); awaited once, in the driver, before anything is written.
+      play(env, rollout, client, sampling): play one episode into the set-up `rollout`: its
+        conversation, `turns`, `usage`, `turn_tokens`, `model_calls` and `stop_reason` (or
+        `error`). Returns the episode's live resources by name, kept open for scoring. A
+        failure inside the episode is recorded on the rollout, not raised; when it raises
+        (its sandbox could not be made), it has closed what it opened.
+      release(resources): close what `play` returned, once the rollout is scored (or failed);
+        must not raise for what is already gone.
+      close(): close everything the run still holds, on the event loop that played.
+      config(): a JSON-serialisable description (the agent, its runtime and limits), recorded
+        in metadata.json and compared when a run resumes.
+      source: how to build it again in a worker process or Ray actor (plain, picklable data),
+        or None when it cannot be (then the run takes no workers).
     """
 
+    def plan(self, rollouts_per_example: int) -> None: ...
+
+    async def check(self, env: EnvironmentProtocol) -> None: ...
+
+    async def play(
+        self, env: EnvironmentProtocol, rollout: Rollout, client: Any, sampling: Mapping[str, Any]
+    ) -> Resources: ...
+
+    async def release(self, resources: Resources) -> None: ...
+
+    async def close(self) -> None: ...
+
+    def config(self) -> dict[str, Any]: ...
+
     @property
-    def runs_episodes(self) -> bool: ...
-
-    async def run_episode(self, rollout: Rollout, client: Any, sampling: Mapping[str, Any]) -> None: ...
+    def source(self) -> EpisodesSource | None: ...
 
 
-def runs_episodes(env: object) -> bool:
-    """Whether `env` plays its episodes itself (see `RunsEpisodes`)."""
-    return isinstance(env, RunsEpisodes) and bool(env.runs_episodes)
+@runtime_checkable
+class EpisodesSource(Protocol):
+    """How to build an `Episodes` again in another process: picklable, plain data (the
+    agent's name, the runtime, the limits), never the live object."""
+
+    def load(self) -> Episodes: ...
+
+
+#: The rollouts being scored and their episodes' resources: id(rollout) -> (rollout, resources).
+_SCOPE: ContextVar[Mapping[int, tuple[Rollout, Resources]] | None] = ContextVar(
+    "rubric_scoring_scope", default=None
+)
+
+
+@contextlib.contextmanager
+def scoring_scope(live: Iterable[tuple[Rollout, Resources]]) -> Iterator[None]:
+    """Give rubric nodes the live resources of the rollouts scored inside the block (as Inspect's
+    `sandbox()`): `scoring_resource(rollout, "sandbox")` finds a member's sandbox while its
+    group is scored. Nested scopes see the outer one's rollouts too."""
+    inner = {**(_SCOPE.get() or {}), **{id(r): (r, resources) for r, resources in live}}
+    token = _SCOPE.set(inner)
+    try:
+        yield
+    finally:
+        _SCOPE.reset(token)
+
+
+def scoring_resource(rollout: Rollout, name: str) -> Any | None:
+    """The live resource `name` (e.g. "sandbox") of `rollout`'s episode while it is being
+    scored, or None: no episode held one (the chat loop), or scoring happens elsewhere."""
+    found = (_SCOPE.get() or {}).get(id(rollout))
+    if found is None or found[0] is not rollout:
+        return None
+    return found[1].get(name)
 
 
 @runtime_checkable
@@ -127,15 +209,6 @@ class Preflight(Protocol):
 
 
 @runtime_checkable
-class PlansGroups(Protocol):
-    """Optional: an environment told how many rollouts of each example the run makes (`-r`),
-    before any rollout runs (in the driver and in each worker), e.g. to set up a sandbox once
-    per example and fork it for each rollout of the group."""
-
-    def plan_groups(self, rollouts_per_example: int) -> None: ...
-
-
-@runtime_checkable
 class ScoresGroups(Protocol):
     """Optional: an environment whose rubric compares the rollouts of one example (group nodes).
 
@@ -144,7 +217,9 @@ class ScoresGroups(Protocol):
     order; a member whose episode errored is among them, and the environment leaves it out
     of the comparison). It scores every member in place and must not raise for a rubric
     failure. Groups are never split: a shard holds whole examples, and a resumed run re-runs
-    an example whose group was only partly saved.
+    an example whose group was only partly saved. With `Episodes` (an agent's sandboxes), a
+    group is played and scored in one place, the driver or one worker, and its members'
+    resources stay open until the group is scored.
     """
 
     @property
@@ -165,6 +240,13 @@ class RescoresFailed(Protocol):
 def scores_groups(env: object) -> bool:
     """Whether `env` scores the rollouts of an example together (see `ScoresGroups`)."""
     return isinstance(env, ScoresGroups) and bool(env.needs_groups)
+
+
+def plays_groups(env: object, episodes: object) -> bool:
+    """Whether a run plays and scores each example's group in one place (the driver, one
+    worker): its `episodes` hold what scoring reads (an agent's sandboxes) and `env` scores
+    groups, so every member's resources must be open when its group is scored."""
+    return episodes is not None and scores_groups(env)
 
 
 def protocol_members(protocol: type) -> list[str]:
@@ -230,18 +312,22 @@ async def env_turn(env: EnvironmentProtocol, r: Rollout) -> bool:
 
 
 __all__ = [
+    "SANDBOX",
     "EnvironmentProtocol",
     "EnvironmentSource",
+    "Episodes",
+    "EpisodesSource",
     "HasScriptedPolicies",
     "HoldsResources",
-    "PlansGroups",
     "Preflight",
     "Reloadable",
     "RescoresFailed",
-    "RunsEpisodes",
+    "Resources",
     "ScoresGroups",
     "env_turn",
+    "plays_groups",
     "protocol_members",
-    "runs_episodes",
     "scores_groups",
+    "scoring_resource",
+    "scoring_scope",
 ]

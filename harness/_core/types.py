@@ -10,15 +10,11 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from harness._core.display import HtmlRepr, fmt
-
-if TYPE_CHECKING:  # pragma: no cover
-    # Type-only: the foundation imports nothing else of the project at run time.
-    from harness.runtimes import Sandbox
 
 Role = Literal["system", "user", "assistant", "tool", "developer"]
 
@@ -315,19 +311,6 @@ def _nan_if_none(value: Any) -> Any:
     return math.nan if value is None else value
 
 
-class LiveRef:
-    """A reference to a live object (a sandbox, a process) that copies of its holder share:
-    `copy.deepcopy` returns the same reference, never a copy of what it points at."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> LiveRef:
-        return self
-
-
 class Rollout(HtmlRepr, BaseModel):
     """The record of one episode: the conversation, how it ended, and how it scored.
 
@@ -394,21 +377,6 @@ class Rollout(HtmlRepr, BaseModel):
     turn_tokens: list[TurnTokens] = Field(default_factory=list)
     # An agent's every model call through the capture proxy, in order (failed ones too).
     model_calls: list[ModelCall] = Field(default_factory=list)
-    # A live resource of the episode that reward nodes may read before it is released (an
-    # agent's sandbox); never saved, never copied deep.
-    _sandbox: LiveRef | None = PrivateAttr(default=None)
-
-    @property
-    def sandbox(self) -> Sandbox | None:
-        """The episode's sandbox while the rollout is being scored (an agent ran in it), else None."""
-        if self._sandbox is None:
-            return None
-        sandbox: Sandbox = self._sandbox.value
-        return sandbox
-
-    def attach_sandbox(self, sandbox: Sandbox | None) -> None:
-        """Let reward nodes read `sandbox` (`rollout.sandbox`, a `sandbox` parameter); None detaches."""
-        self._sandbox = LiveRef(sandbox) if sandbox is not None else None
 
     @model_validator(mode="before")
     @classmethod

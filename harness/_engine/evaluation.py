@@ -36,10 +36,11 @@ from harness._core.limits import check_limits, check_planned
 from harness._core.options import EvaluateOptions, ExecutorName, Shard, check_evaluate_options
 from harness._core.protocol import (
     EnvironmentProtocol,
+    Episodes,
     HoldsResources,
-    PlansGroups,
     Preflight,
     Reloadable,
+    plays_groups,
     protocol_members,
 )
 from harness._core.run_dirs import drop_partial_groups
@@ -61,6 +62,7 @@ from harness._engine.executors.plan import Executor, plan_executor, workers_hint
 from harness._engine.executors.scheduler import Job, PoolReport
 from harness._engine.executors.workers import peak_rss_mib
 from harness._engine.runner import rollout as run_rollout
+from harness._engine.runner import rollout_group
 from harness._results.eval_results import EvalResults, node_paths, success_of
 from harness._results.sharding import shard_metadata
 from harness._views.progress import ProgressDisplay, RunStats
@@ -153,6 +155,12 @@ def _differences(before: Mapping[str, Any], now: Mapping[str, Any], prefix: str)
 def _check_resumable(directory: Path, saved: Mapping[str, Any], current: Mapping[str, Any]) -> None:
     """Raise ResultsError listing every setting that differs from the run being resumed."""
     diffs = _differences(saved.get("env") or {}, current["env"], "env.")
+    saved_episodes, episodes = saved.get("episodes"), current.get("episodes")
+    if isinstance(saved_episodes, Mapping) and isinstance(episodes, Mapping):
+        diffs += _differences(saved_episodes, episodes, "episodes.")
+    elif saved_episodes != episodes:  # who played: an agent, or the chat loop (absent)
+        was, now = (_shown(e, None) if e is not None else "the chat loop" for e in (saved_episodes, episodes))
+        diffs.append(f"episodes: was {was}, now {now}")
     saved_model, model = saved.get("model") or {}, current["model"]
     diffs += _differences(
         {k: saved_model.get(k) for k in _MODEL_IDENTITY}, {k: model.get(k) for k in _MODEL_IDENTITY}, "model."
@@ -377,39 +385,63 @@ async def run_in_process(
     concurrency: int,
     sampling: Mapping[str, Any] | None,
     on_finished: Callable[[Rollout], None],
+    episodes: Episodes | None = None,
+    group_size: int | None = None,
 ) -> None:
     """Run `jobs` in this process with at most `concurrency` rollouts in flight.
 
     The seam of `evaluate`: everything before it plans, everything after it summarises, and
     `on_finished` is called (on this event loop) once per finished rollout, which streams it
     to disk and the progress bar. The executors of `harness._engine.executors.workers` (processes, Ray) stand
-    in for it and call `on_finished` the same way.
+    in for it and call `on_finished` the same way. With `group_size`, each job is a group of
+    that many rollouts, played and scored together (`runner.rollout_group`).
     """
     params = dict(sampling or {})
     pending: Iterator[Job] = iter(jobs)
     score = not GroupScorer.needed(env)  # else the driver's GroupScorer scores whole groups
+    limit = asyncio.Semaphore(concurrency)
 
     async def worker() -> None:
         # All workers share one iterator: taking a job is a plain next(), no queue needed.
-        for example, index in pending:
-            on_finished(await run_rollout(env, client, example, index, sampling=params, score=score))
+        for example, indices in pending:
+            if group_size is not None:
+                for r in await rollout_group(
+                    env, client, example, indices, sampling=params, episodes=episodes, limit=limit
+                ):
+                    on_finished(r)
+            else:
+                (index,) = indices
+                on_finished(
+                    await run_rollout(
+                        env, client, example, index, sampling=params, score=score, episodes=episodes
+                    )
+                )
             if client.refused is not None:
                 return  # the endpoint refuses this key or model: every request would fail alike
 
+    # Groups hold their members' sandboxes until scored: as many groups as fill `concurrency`.
+    tasks = concurrency if group_size is None else max(1, -(-concurrency // group_size))
     async with asyncio.TaskGroup() as group:
-        for _ in range(concurrency):
+        for _ in range(tasks):
             group.create_task(worker())
 
 
-async def _then_release(env: EnvironmentProtocol, work: Coroutine[Any, Any, None]) -> None:
-    """Await the run's `work` (rollouts, then group scoring), then, however it ended, let the
-    environment stop what it started on this loop: MCP servers, its judges' HTTP pools. Last,
-    so that no group judged after the rollouts reopens a pool."""
+async def _then_release(
+    env: EnvironmentProtocol, episodes: Episodes | None, work: Coroutine[Any, Any, None]
+) -> None:
+    """Await the run's `work` (rollouts, then group scoring), then, however it ended, close
+    what the episodes hold (sandboxes, the capture proxy) and let the environment stop what it
+    started on this loop: MCP servers, its judges' HTTP pools. Last, so that no group judged
+    after the rollouts reopens a pool."""
     try:
         await work
     finally:
-        if isinstance(env, HoldsResources):
-            await env.release()
+        try:
+            if episodes is not None:
+                await episodes.close()
+        finally:
+            if isinstance(env, HoldsResources):
+                await env.release()
 
 
 # Over 60 lines only through its signature and docstring (the body is four named steps).
@@ -432,6 +464,7 @@ async def aevaluate(
     executor: ExecutorName = "local",
     ray_address: str | None = None,
     fail_on_error: float | None = None,
+    episodes: Episodes | None = None,
 ) -> EvalResults:
     """Run `rollouts_per_example` rollouts of each example of `env` against `client`.
 
@@ -466,6 +499,9 @@ async def aevaluate(
         fail_on_error: Raise when more than this many rollouts errored, as Inspect's option:
             a share below 1 (0: any error) or a count from 1 (None: never; the run always
             finishes and is saved first).
+        episodes: Who plays the episodes instead of the chat loop (`envs.agents.AgentRun`:
+            an agent in a sandbox; `harness._core.protocol.Episodes`). Recorded in
+            metadata.json; a resume with other settings is refused.
 
     Returns:
         Every rollout of the run (resumed ones included) in dataset order, with its summary
@@ -479,7 +515,7 @@ async def aevaluate(
     """
     # Over 60 lines only through its signature and docstring: the body is the named steps.
     await _check_run(
-        env, client, num_examples, rollouts_per_example, concurrency, seed, fail_on_error, sampling
+        env, client, num_examples, rollouts_per_example, concurrency, seed, fail_on_error, sampling, episodes
     )
     run_elsewhere = plan_executor(
         env,
@@ -490,6 +526,7 @@ async def aevaluate(
         concurrency=concurrency,
         sampling=sampling,
         rollouts_per_example=rollouts_per_example,
+        episodes=episodes,
     )
     chosen = Shard.parse(shard) if shard is not None else None
     examples, ids, sharding = _select_examples(env, split, num_examples, seed, chosen)
@@ -509,6 +546,8 @@ async def aevaluate(
     if run_elsewhere is not None:
         arguments.update(workers=workers, executor=executor)
     current = {"env": jsonable(env.config()), "model": jsonable(client.config()), "arguments": arguments}
+    if episodes is not None:  # absent otherwise, so runs of the chat loop from before still resume
+        current["episodes"] = jsonable(episodes.config())
     directory = Path(output_dir) if output_dir is not None else None
     run = _open_run(env, directory, current, plan, sharding, resume=resume, overwrite=overwrite)
     if run_elsewhere is not None:  # said before any rollout runs, once
@@ -517,7 +556,7 @@ async def aevaluate(
         )
         if hint is not None:
             warnings.warn(hint, WorkersHint, stacklevel=2)
-    work = _start_work(env, client, run, plan, run_elsewhere, executor, concurrency, sampling)
+    work = _start_work(env, client, run, plan, run_elsewhere, executor, concurrency, sampling, episodes)
     results = await _finish(run, work, client, directory, progress=progress, max_k=rollouts_per_example)
     _raise_if_too_many_errors(results, fail_on_error, directory)
     return results
@@ -532,8 +571,10 @@ async def _check_run(
     seed: int | None,
     fail_on_error: float | None,
     sampling: Mapping[str, Any] | None,
+    episodes: Episodes | None,
 ) -> None:
-    """Every check that can fail before a rollout runs: arguments, limits, key, preflight, sampling."""
+    """Every check that can fail before a rollout runs: arguments, limits, key, preflight, the
+    episodes' runtime, sampling."""
     _check_arguments(env, client, num_examples, rollouts_per_example, concurrency)
     check_limits(
         {
@@ -547,8 +588,15 @@ async def _check_run(
     client.check_credentials()  # no key for OpenAI: one clear error, not N failed rollouts
     if isinstance(env, Preflight):  # e.g. a judge with no key: one clear error before anything runs
         await env.preflight()
-    if isinstance(env, PlansGroups):
-        env.plan_groups(rollouts_per_example)
+    if episodes is not None:
+        if not isinstance(episodes, Episodes):
+            missing = [m for m in protocol_members(Episodes) if not hasattr(episodes, m)]
+            raise ConfigTypeError(
+                f"episodes must be an envs.agents.AgentRun (or have {', '.join(protocol_members(Episodes))}); "
+                f"{type(episodes).__name__} lacks {', '.join(missing)}"
+            )
+        await episodes.check(env)  # e.g. no Docker daemon: one clear error before anything runs
+        episodes.plan(rollouts_per_example)
     check_sampling(dict(sampling or {}))
     # The client's and the environment's defaults go into every request too (a server that
     # ignores `n` would otherwise answer with one choice: a silent wrong result).
@@ -565,8 +613,24 @@ def _start_work(
     executor: str,
     concurrency: int,
     sampling: Mapping[str, Any] | None,
+    episodes: Episodes | None,
 ) -> Coroutine[Any, Any, None]:
-    """The run's work: rollouts here or in workers, group scoring after, resources released last."""
+    """The run's work: rollouts here or in workers, group scoring after, resources released last.
+
+    A run whose episodes hold what scoring reads (an agent's sandboxes) and whose rubric
+    compares groups hands out whole groups instead: each is played and scored where it runs,
+    its members' sandboxes open until then."""
+    if plays_groups(env, episodes):
+        jobs = plan.groups()
+        if run_elsewhere is None:
+            size = plan.rollouts_per_example
+            work = run_in_process(
+                env, client, jobs, concurrency=concurrency, sampling=sampling,
+                on_finished=run.finished, episodes=episodes, group_size=size,
+            )  # fmt: skip
+        else:
+            work = _record_workers(run, executor, run_elsewhere(jobs, run.finished))
+        return _then_release(env, episodes, work)
     groups = GroupScorer.of(env, plan.rollouts_per_example, run.finished)  # None: rollouts score alone
     on_finished = groups.add if groups is not None else run.finished
     if run_elsewhere is None:
@@ -577,12 +641,13 @@ def _start_work(
             concurrency=min(concurrency, len(plan.jobs)),
             sampling=sampling,
             on_finished=on_finished,
+            episodes=episodes,
         )
     else:
         work = _record_workers(run, executor, run_elsewhere(plan.jobs, on_finished))
     if groups is not None:  # scored when its last member finishes, saved whole
         work = run_scoring_groups(work, groups)
-    return _then_release(env, work)
+    return _then_release(env, episodes, work)
 
 
 def _raise_if_too_many_errors(

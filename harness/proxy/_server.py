@@ -1,9 +1,15 @@
 """`CaptureProxy`: the aiohttp server sandboxed agents call instead of a model provider.
 
-One server per run, listening on Unix sockets (what a sandbox reaches) and optionally on
-127.0.0.1. Each rollout opens a `ProxySession` with its own secret key; a request carries
-the key as `Authorization: Bearer KEY` (OpenAI clients) or `x-api-key: KEY` (Anthropic
-clients), and a request with no key or another run's is refused with 401. A call then goes:
+One server per run, listening on Unix sockets (what a sandbox reaches: one listener per
+sandbox, added with `alisten_unix` and removed with `aclose_unix` when the sandbox goes) and
+optionally on 127.0.0.1. Each rollout opens a `ProxySession` with its own secret key, and
+may bind it to its sandbox's listener (a key that arrives on another listener is refused, so a
+key that leaks from one sandbox is no use in another) and give it its own upstream client and
+sampling (the run's by default). A request carries the key as `Authorization: Bearer KEY`
+(OpenAI clients) or `x-api-key: KEY` (Anthropic clients), and a request with no key or another
+run's is refused with 401. A closed session is forgotten by the server (its record stays with
+whoever holds it), so a run of thousands of rollouts keeps only the sessions in flight. A call
+then goes:
 
     authenticate -> read the dialect's request -> check the model name and the budgets
     -> forward to the run's Chat Completions endpoint (`harness.Client`: its transport,
@@ -19,7 +25,7 @@ Rules:
 - Model names: the served model (`client.model`) and the names in `model_aliases` are
   accepted and all mean the served model (`"*"` accepts any name); any other name is refused
   with 404, as providers answer an unknown model.
-- Sampling: the run's `sampling` overrides what the agent asks for, key by key.
+- Sampling: the run's `sampling` (or the session's) overrides what the agent asks for, key by key.
 - Budgets (`ProxyBudgets`: model calls, tokens, wall clock) are taken as a call arrives, before
   its body is read (`harness.proxy._session` says what counts): the call that finds one spent
   is refused with 400 naming it, and the session stops with that reason (`max_turns`,
@@ -66,6 +72,16 @@ from harness.proxy._session import ProxyBudgets, ProxySession, new_sessions_name
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 #: How much of a failed call's body its record keeps.
 HEAD_BYTES = 1024
+
+
+@dataclass(frozen=True)
+class _Route:
+    """Where a session's calls go and where they may come from."""
+
+    session: ProxySession
+    client: Client
+    sampling: dict[str, Any]
+    listener: str | None  # the Unix socket its calls must arrive on (None: any)
 
 
 @dataclass(frozen=True)
@@ -144,9 +160,10 @@ class CaptureProxy:
         self.untranslatable: Untranslatable = untranslatable
         self.forged_history: ForgedHistory = forged_history
         self.sessions: dict[str, ProxySession] = {}
-        self._by_key: dict[str, ProxySession] = {}
+        self._by_key: dict[str, _Route] = {}
         self._semaphore: asyncio.Semaphore | None = None
         self._runner: web.AppRunner | None = None
+        self._unix_sites: dict[str, web.UnixSite] = {}
         self.socket_paths: list[str] = []
         self.port: int | None = None
 
@@ -169,11 +186,8 @@ class CaptureProxy:
     async def astart(
         self, *, socket_path: str | os.PathLike[str] | None = None, port: int | None = None
     ) -> CaptureProxy:
-        """Start serving on a Unix socket, on 127.0.0.1:`port` (0 picks a free one), or both."""
-        if socket_path is None and port is None:
-            raise ConfigError(
-                "CaptureProxy.start needs socket_path=... (a Unix socket) or port=... (0: any free port)"
-            )
+        """Start serving on a Unix socket, on 127.0.0.1:`port` (0 picks a free one), both, or
+        (neither given) on nothing yet: each sandbox's socket is added with `alisten_unix`."""
         if self._runner is None:
             app = web.Application()  # bodies are read by `_receive`, under each session's cap
             app.router.add_route("*", "/{tail:.*}", self._handle)
@@ -203,10 +217,29 @@ class CaptureProxy:
         if self._runner is None:
             raise ConfigError("start the CaptureProxy before adding sockets (await proxy.astart(...))")
         path = os.fspath(socket_path)
+        if path in self._unix_sites:
+            raise ConfigError(f"this CaptureProxy already listens on {path}")
         site = web.UnixSite(self._runner, path)
         await site.start()
+        self._unix_sites[path] = site
         self.socket_paths.append(path)
         return path
+
+    async def aclose_unix(self, socket_path: str | os.PathLike[str]) -> None:
+        """Stop serving on one Unix socket (its sandbox is done) and remove its file; the
+        sessions bound to it are closed. Safe to call for a socket already closed."""
+        path = os.fspath(socket_path)
+        site = self._unix_sites.pop(path, None)
+        for route in [r for r in self._by_key.values() if r.listener == path]:
+            self.close_session(route.session)
+        if site is None:
+            return
+        await site.stop()
+        self.socket_paths.remove(path)
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
 
     def listen_unix(self, socket_path: str | os.PathLike[str]) -> str:
         """`alisten_unix` from synchronous code (for a proxy started with `start`)."""
@@ -215,6 +248,7 @@ class CaptureProxy:
     async def aclose(self) -> None:
         """Stop serving, remove the socket files, and end every session."""
         runner, self._runner = self._runner, None
+        self._unix_sites.clear()
         if runner is not None:
             await runner.cleanup()
         for path in self.socket_paths:
@@ -242,32 +276,66 @@ class CaptureProxy:
 
     # -- sessions --------------------------------------------------------------------------
 
-    def open_session(self, name: str | None = None, *, budgets: ProxyBudgets | None = None) -> ProxySession:
+    def open_session(
+        self,
+        name: str | None = None,
+        *,
+        budgets: ProxyBudgets | None = None,
+        client: Client | None = None,
+        sampling: Mapping[str, Any] | None = None,
+        socket_path: str | os.PathLike[str] | None = None,
+    ) -> ProxySession:
         """A new session (one per rollout) with its own secret key; `session.key` is what the
-        agent sends as its API key."""
-        session = ProxySession(new_sessions_name(list(self.sessions), name), budgets or self.budgets)
+        agent sends as its API key.
+
+        Args:
+            name: The session's name (default `s{N}`); unique among the open sessions.
+            budgets: Its limits (default: the proxy's `budgets`).
+            client: Its upstream endpoint (default: the proxy's `client`); its model is the
+                one served to this session.
+            sampling: Sampling forced on its calls (default: the proxy's `sampling`).
+            socket_path: A Unix socket of this proxy (`alisten_unix`) that its calls must
+                arrive on: its sandbox's. The key is refused on any other listener.
+
+        Raises:
+            ConfigError: The name is taken, the sampling is not valid, or the socket is not
+                one this proxy listens on.
+        """
+        listener = os.fspath(socket_path) if socket_path is not None else None
+        if listener is not None and listener not in self._unix_sites:
+            raise ConfigError(
+                f"open_session socket_path={listener!r} is not a socket this CaptureProxy listens on; "
+                "add it first with alisten_unix"
+            )
+        if sampling is not None:
+            check_sampling(sampling, "CaptureProxy session sampling")
+        session = ProxySession(new_sessions_name(self.sessions, name), budgets or self.budgets)
         self.sessions[session.name] = session
-        self._by_key[session.key] = session
+        forced = self.sampling if sampling is None else dict(sampling)
+        self._by_key[session.key] = _Route(session, client or self.client, forced, listener)
         return session
 
     def close_session(self, session: ProxySession) -> None:
-        """Revoke the session's key (its record stays readable)."""
+        """Revoke the session's key and forget it (its record stays readable on `session`)."""
         self._by_key.pop(session.key, None)
+        if self.sessions.get(session.name) is session:
+            del self.sessions[session.name]
         session.stop(session.stop_reason or "closed")
 
     # -- one request -----------------------------------------------------------------------
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         clock = _CPUClock()
-        session = self._session_of(request)
+        route = self._route_of(request)
         path = _route(request.path)
         dialect = DIALECTS.get(path)
-        if session is None:
+        if route is None:
             return _json(
                 401, _error_dialect(request, dialect).error(401, _UNAUTHORIZED, "authentication_error")
             )
+        session = route.session
         if path == "/models" and request.method == "GET":
-            return _json(200, self._models(anthropic="anthropic-version" in request.headers))
+            return _json(200, self._models(route.client, anthropic="anthropic-version" in request.headers))
         turn = session.begin(dialect.name if dialect else "unknown")
         turn.request_bytes = request.content_length or 0
         started = time.perf_counter()
@@ -277,7 +345,7 @@ class CaptureProxy:
             if spent is not None:
                 raise _budget_refusal(session, spent)
             async with deadline:
-                response = await self._serve(request, session, dialect, turn, clock)
+                response = await self._serve(request, route, dialect, turn, clock)
         except Refusal as refusal:
             response = _refused(request, dialect, turn, refusal)
         except Exception as exc:
@@ -295,7 +363,7 @@ class CaptureProxy:
     async def _serve(
         self,
         request: web.Request,
-        session: ProxySession,
+        route: _Route,
         dialect: Dialect | None,
         turn: ModelCall,
         clock: _CPUClock,
@@ -304,17 +372,18 @@ class CaptureProxy:
         a call that fails keeps the first KiB of its body."""
         if dialect is None or request.method != "POST":
             raise Refusal(404, _no_route(request), "not_found_error")
+        session = route.session
         raw = await _receive(request, turn, session.budgets.max_request_bytes)
         head = raw[:HEAD_BYTES]
         try:
-            call = self._read(raw, dialect, turn)
+            call = self._read(raw, dialect, turn, route.client.model)
             del raw  # the call holds what it needs; not the bytes too, while the engine works
             if call.previous_response_id is not None:
                 call.messages = turn.messages = _continued(session, call)
             forged = session.replies.forged(call.messages)
             if forged and self.forged_history == "refuse":
                 raise _forged_refusal(call.messages, forged[0])
-            reply = await self._forward(session, call, turn, clock)
+            reply = await self._forward(route, call, turn, clock)
             if forged:  # marked on the record only: the engine was sent what the agent sent
                 turn.messages, turn.forged = mark_forged(call.messages, forged), forged
             if dialect.name == "responses":  # what a later call's previous_response_id continues
@@ -327,16 +396,23 @@ class CaptureProxy:
         turn.status = response.status
         return response
 
-    def _session_of(self, request: web.Request) -> ProxySession | None:
+    def _route_of(self, request: web.Request) -> _Route | None:
+        """The session the request's key opens, if it arrived where that session may be reached."""
         key = request.headers.get("x-api-key")
         if key is None:
             auth = request.headers.get("Authorization", "")
             key = auth[7:] if auth[:7].lower() == "bearer " else None
-        return self._by_key.get(key) if key else None
+        route = self._by_key.get(key) if key else None
+        if route is not None and route.listener is not None:
+            transport = request.transport
+            where = transport.get_extra_info("sockname") if transport is not None else None
+            if where != route.listener:  # another sandbox's socket, or loopback
+                return None
+        return route
 
-    def _models(self, *, anthropic: bool) -> dict[str, Any]:
+    def _models(self, client: Client, *, anthropic: bool) -> dict[str, Any]:
         """The served model and its aliases, listed in the OpenAI or the Anthropic shape."""
-        names = [self.client.model, *sorted(self.model_aliases - {"*", self.client.model})]
+        names = [client.model, *sorted(self.model_aliases - {"*", client.model})]
         if anthropic:
             data = [
                 {"type": "model", "id": n, "display_name": n, "created_at": "1970-01-01T00:00:00Z"}
@@ -348,8 +424,9 @@ class CaptureProxy:
             "data": [{"id": n, "object": "model", "created": 0, "owned_by": "rubric"} for n in names],
         }
 
-    def _read(self, raw: bytes, dialect: Dialect, turn: ModelCall) -> Call:
-        """The request body as a Call, the model name checked; the turn notes what it asked."""
+    def _read(self, raw: bytes, dialect: Dialect, turn: ModelCall, served: str) -> Call:
+        """The request body as a Call, the model name checked against the `served` one; the
+        turn notes what it asked."""
         try:
             body = json.loads(raw)
         except ValueError as exc:
@@ -359,7 +436,6 @@ class CaptureProxy:
         call = dialect.parse(body, self.untranslatable)
         turn.model, turn.stream, turn.dropped = call.model, call.stream, call.dropped
         turn.messages, turn.tools = call.messages, call.tools or []
-        served = self.client.model
         if (
             call.model is not None
             and call.model != served
@@ -374,11 +450,11 @@ class CaptureProxy:
             )
         return call
 
-    async def _forward(self, session: ProxySession, call: Call, turn: ModelCall, clock: _CPUClock) -> Reply:
+    async def _forward(self, route: _Route, call: Call, turn: ModelCall, clock: _CPUClock) -> Reply:
         """The upstream's answer to `call`, under the run's concurrency limit; a completion
         limit the call carries is lowered to the session's tokens left."""
-        params = {**call.params, **self.sampling}
-        left = session.tokens_left()
+        params = {**call.params, **route.sampling}
+        left = route.session.tokens_left()
         if left is not None:
             for key in ("max_tokens", "max_completion_tokens"):
                 asked = params.get(key)
@@ -389,15 +465,15 @@ class CaptureProxy:
         t0 = time.perf_counter()
         try:
             async with self._semaphore or nullcontext():
-                completion = await self.client.complete(call.messages, tools=call.tools, **params)
+                completion = await route.client.complete(call.messages, tools=call.tools, **params)
         except EndpointError as exc:
             raise _upstream_refusal(exc) from None
         finally:
             turn.timing["upstream"] = time.perf_counter() - t0
             clock.resume()
-        return self._reply(completion, call, turn)
+        return self._reply(completion, call, turn, route.client.model)
 
-    def _reply(self, completion: Completion, call: Call, turn: ModelCall) -> Reply:
+    def _reply(self, completion: Completion, call: Call, turn: ModelCall, served: str) -> Reply:
         message = _with_call_ids(completion.message)
         turn.reply, turn.finish_reason, turn.usage = message, completion.finish_reason, completion.usage
         turn.tokens = completion.turn_tokens(turn.index)
@@ -407,7 +483,7 @@ class CaptureProxy:
             prompt_tokens=completion.usage.prompt_tokens,
             completion_tokens=completion.usage.completion_tokens,
             id=uuid.uuid4().hex,
-            model=call.model or self.client.model,
+            model=call.model or served,
             created=int(time.time()),
         )
 

@@ -34,7 +34,7 @@ import json
 import math
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from harness._core.errors import ConfigError
@@ -342,7 +342,7 @@ def _history_end(
     return None
 
 
-def new_sessions_name(existing: Sequence[str], name: str | None) -> str:
+def new_sessions_name(existing: Collection[str], name: str | None) -> str:
     """A session name: the one given (unique), else the next free `s{N}`."""
     if name is not None:
         if name in existing:

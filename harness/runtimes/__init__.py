@@ -54,41 +54,41 @@ from harness.runtimes._state import (
 GRAMMAR = "docker:IMAGE, docker:PATH/TO/DIR (a build context), bwrap, bwrap:ROOTFS_DIR, local"
 
 
-def get_runtime(spec: str, *, run_id: str | None = None, build_network: bool = True) -> Runtime:
-    """The runtime a spec names.
+def get_runtime(runtime: str, *, run_id: str | None = None, build_network: bool = True) -> Runtime:
+    """The `Runtime` a runtime string names.
 
     Args:
-        spec: `docker:IMAGE`, `docker:PATH/TO/DIR`, `bwrap`, `bwrap:ROOTFS_DIR` or `local`.
+        runtime: `docker:IMAGE`, `docker:PATH/TO/DIR`, `bwrap`, `bwrap:ROOTFS_DIR` or `local`.
         run_id: The run its sandboxes are labelled with (default: this process's).
         build_network: Whether building `docker:PATH/TO/DIR` may use the daemon's default
             network (its RUN steps download packages); False builds with no network at all.
 
     Raises:
-        ConfigError: The spec is not in the grammar, or names a folder that does not exist.
+        ConfigError: The runtime is not in the grammar, or names a folder that does not exist.
     """
     run = run_id or default_run_id()
-    kind, _, rest = spec.partition(":")
+    kind, _, rest = runtime.partition(":")
     if kind == "local" and not rest:
-        return LocalRuntime(spec, run)
+        return LocalRuntime(runtime, run)
     if kind == "bwrap":
         if not rest:
-            return BwrapRuntime(spec, run)
+            return BwrapRuntime(runtime, run)
         rootfs = Path(rest).expanduser()
         if not rootfs.is_dir():
             raise ConfigError(
-                f"runtime {spec!r}: root filesystem folder {rest!r} does not exist (make one with debootstrap)"
+                f"runtime {runtime!r}: root filesystem folder {rest!r} does not exist (make one with debootstrap)"
             )
-        return BwrapRuntime(spec, run, rootfs=rootfs.resolve())
+        return BwrapRuntime(runtime, run, rootfs=rootfs.resolve())
     if kind == "docker" and rest:
         folder = Path(rest).expanduser()
         if folder.is_dir():
             if not (folder / "Dockerfile").is_file():
-                raise ConfigError(f"runtime {spec!r}: folder {rest!r} has no Dockerfile to build")
-            return DockerRuntime(spec, run, context=folder.resolve(), build_network=build_network)
+                raise ConfigError(f"runtime {runtime!r}: folder {rest!r} has no Dockerfile to build")
+            return DockerRuntime(runtime, run, context=folder.resolve(), build_network=build_network)
         if rest.startswith((".", "/", "~")):
-            raise ConfigError(f"runtime {spec!r}: build context folder {rest!r} does not exist")
-        return DockerRuntime(spec, run, image=rest)
-    raise ConfigError(f"unknown runtime {spec!r}; the runtimes are: {GRAMMAR}")
+            raise ConfigError(f"runtime {runtime!r}: build context folder {rest!r} does not exist")
+        return DockerRuntime(runtime, run, image=rest)
+    raise ConfigError(f"unknown runtime {runtime!r}; the runtimes are: {GRAMMAR}")
 
 
 def _local_records(*, dry_run: bool) -> list[dict[str, str]]:

@@ -118,12 +118,20 @@ async def test_ray_batches_keep_every_rollout_and_name_one_that_cannot_be_sent(
     assert sum(w["rollouts"] for w in report["workers"]) == 120
 
 
-def test_agent_episodes_on_bwrap_run_in_ray_actors(local_ray: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("grouped", [False, True], ids=["rollouts", "groups"])
+def test_agent_episodes_on_bwrap_run_in_ray_actors(local_ray: Any, tmp_path: Path, grouped: bool) -> None:
     """Ray's workers run uvloop, whose children inherit the worker's descriptors: the sandbox's
     relay (a background process) used to hold its start command's output, so every episode
-    ended with "the relay ... did not start". Each model call is a recorded turn."""
-    env = load_environment("tests.envs.agents.conftest:task_env")
-    results = env.evaluate(
+    ended with "the relay ... did not start". Each model call is a recorded turn. The actors
+    rebuild the agent run from its name and settings. Under a tree with a group node over a
+    sandbox reader, each group is handed to one actor, which plays its members, scores them
+    together while their sandboxes are open, then releases them."""
+    spec = (
+        "tests.envs.agents.test_agent_rubrics:grouped_env"
+        if grouped
+        else "tests.envs.agents.conftest:task_env"
+    )
+    results = load_environment(spec).evaluate(
         "scripted:solve",
         agent="bash",
         runtime="bwrap",
@@ -133,6 +141,12 @@ def test_agent_episodes_on_bwrap_run_in_ray_actors(local_ray: Any, tmp_path: Pat
         output_dir=tmp_path / "run",
         progress=False,
     )
-    assert [(r.error, r.stop_reason, r.reward) for r in results] == [(None, "completed", 1.0)] * 2
+    assert [(r.error, r.stop_reason, r.reward) for r in results] == [
+        (None, "completed", 0.75 if grouped else 1.0)
+    ] * 2
     assert all([c.status for c in r.model_calls] == [200, 200] for r in results)
-    assert results.metadata["sessions"][-1]["workers"]["executor"] == "ray"
+    workers = results.metadata["sessions"][-1]["workers"]
+    assert workers["executor"] == "ray" and results.metadata["episodes"]["agent"] == "bash"
+    if grouped:
+        assert all(r.scores == {"file": 1.0, "rank": 0.5, "rank.command_passes": 1.0} for r in results)
+        assert sorted(w["rollouts"] for w in workers["workers"]) == [0, 2]  # the group went to one actor

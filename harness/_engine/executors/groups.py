@@ -2,7 +2,8 @@
 
 For an environment whose rubric compares the rollouts of one example (`ScoresGroups`), the
 episodes run unscored, wherever they run (this event loop, worker processes, Ray actors), and
-come back to the driver one by one. `GroupScorer.add` keeps them per example; when the last
+come back to the driver one by one. (A run whose episodes hold resources that scoring reads, an
+agent's sandboxes, plays and scores each group in one place instead: `runner.rollout_group`.) `GroupScorer.add` keeps them per example; when the last
 member arrives the group is scored (`env.score_group`) in a task on the driver's loop and its
 members are passed on, in rollout order, to what streams them to disk. So a group is written
 whole or not at all, which is what lets a resumed run keep groups together.
@@ -11,14 +12,12 @@ whole or not at all, which is what lets a resumed run keep groups together.
 from __future__ import annotations
 
 import asyncio
-import math
-import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from harness._core.errors import describe_error
 from harness._core.protocol import ScoresGroups, scores_groups
 from harness._core.types import Rollout
+from harness._engine.runner import score_group
 
 
 class GroupScorer:
@@ -69,18 +68,9 @@ class GroupScorer:
 
     async def _score(self, members: list[Rollout]) -> None:
         members.sort(key=lambda r: r.rollout_index)
-        started = time.perf_counter()
-        try:
-            await self.env.score_group(members)
-        except Exception as exc:  # an environment bug: every member says so, the run goes on
-            for r in members:
-                if r.error is None:
-                    r.reward, r.stop_reason = math.nan, "error"
-                    r.error = f"group scoring failed: {describe_error(exc)}"
-        elapsed = time.perf_counter() - started
+        await score_group(self.env, members)
         self.groups_scored += 1
         for r in members:
-            r.timing = {**r.timing, "scoring": elapsed, "total": r.timing.get("total", 0.0) + elapsed}
             self.on_finished(r)
 
     async def drain(self) -> None:

@@ -1,5 +1,6 @@
 """A run's plan: every (example_id, rollout_index) it must produce, which are done, and the
-jobs still to run, in dataset order.
+jobs still to run, in dataset order: one rollout each, or (`Plan.groups`) the rollouts of one
+example together, for a run that plays and scores each group in one place.
 
 Kept small per rollout so a long run's driver stays flat in memory: a rollout's place is
 computed from its example's position, and the jobs are a sequence computed when asked
@@ -56,6 +57,16 @@ class Plan:
             remaining = array("q", (p for p in range(self.size) if self._key(p) not in self.done))
             self.jobs = Jobs(self.examples, self.rollouts_per_example, remaining)
 
+    def groups(self) -> list[Job]:
+        """The jobs still to run as one job per example with rollouts left: (example, its
+        remaining rollout indices), in plan order (one small tuple per example)."""
+        remaining = self.jobs.remaining
+        per_example = self.rollouts_per_example
+        grouped: dict[int, list[int]] = {}
+        for position in range(self.size) if remaining is None else remaining:
+            grouped.setdefault(position // per_example, []).append(position % per_example)
+        return [(self.examples[example], tuple(indices)) for example, indices in grouped.items()]
+
     def _key(self, position: int) -> tuple[str, int]:
         return self.ids[position // self.rollouts_per_example], position % self.rollouts_per_example
 
@@ -94,7 +105,7 @@ class Jobs(Sequence[Job]):
         if not 0 <= item < len(self):
             raise IndexError(item)
         position = item if self.remaining is None else self.remaining[item]
-        return self.examples[position // self.per_example], position % self.per_example
+        return self.examples[position // self.per_example], (position % self.per_example,)
 
 
 __all__ = ["Jobs", "Plan"]

@@ -14,6 +14,7 @@ from typing import Any
 
 from harness._core.errors import ConfigError
 from harness._core.options import ExecutorName
+from harness._core.protocol import Episodes
 from harness._core.types import Rollout
 from harness._engine.executors.ray_cluster import ray_executor
 from harness._engine.executors.scheduler import Job, PoolReport
@@ -32,6 +33,7 @@ def plan_executor(
     concurrency: int,
     sampling: Mapping[str, Any] | None,
     rollouts_per_example: int = 1,
+    episodes: Episodes | None = None,
 ) -> Executor | None:
     """What runs the jobs: None for the driver's own event loop (workers=1, local), else a
     function running them on worker processes or Ray actors. Every setting is checked here,
@@ -50,6 +52,7 @@ def plan_executor(
         concurrency=concurrency,
         sampling=sampling,
         rollouts_per_example=rollouts_per_example,
+        episodes=episodes,
     )
     if executor == "ray":
         return ray_executor(specs, ray_address)

@@ -24,13 +24,13 @@ from typing import Any
 
 from harness._core.errors import ConfigError, WorkerError
 from harness._core.types import Rollout
-from harness._engine.executors.scheduler import Job, PoolReport, WorkerLost, prefetch, run_jobs
+from harness._engine.executors.scheduler import Job, PoolReport, WorkerLost, run_jobs
 from harness._engine.executors.workers import (
     START_TIMEOUT,
     STOP_TIMEOUT,
     WorkerRuntime,
     WorkerSpec,
-    unsendable,
+    sendable,
 )
 
 INSTALL_HINT = "pip install 'rubric-rl[ray]'"
@@ -61,7 +61,7 @@ class _Actor:
 
     def __init__(self, spec: WorkerSpec) -> None:
         self.runtime = WorkerRuntime(spec)
-        self._done: list[tuple[int, Rollout | str]] = []
+        self._done: list[tuple[int, list[Rollout] | str]] = []
         self._ready: asyncio.Event | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -69,24 +69,24 @@ class _Actor:
         self.runtime.load()
         return os.getpid()
 
-    async def submit(self, jobs: list[tuple[int, dict[str, Any], int]]) -> None:
-        for job_id, example, rollout_index in jobs:
-            task = asyncio.create_task(self._one(job_id, example, rollout_index))
+    async def submit(self, jobs: list[tuple[int, dict[str, Any], tuple[int, ...]]]) -> None:
+        for job_id, example, indices in jobs:
+            task = asyncio.create_task(self._one(job_id, example, indices))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-    async def _one(self, job_id: int, example: Mapping[str, Any], rollout_index: int) -> None:
-        outcome: Rollout | str
+    async def _one(self, job_id: int, example: Mapping[str, Any], indices: tuple[int, ...]) -> None:
+        outcome: list[Rollout] | str
         try:
-            result = await self.runtime.run(example, rollout_index)
+            results = await self.runtime.run(example, indices)
         except Exception as exc:  # run() records episode failures itself: this is a worker bug
             outcome = f"worker {self.runtime.spec.index} failed a rollout: {type(exc).__name__}: {exc}"
         else:
             try:
-                pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
-                outcome = result
-            except Exception as exc:  # e.g. an object in rollout.state that cannot be pickled
-                outcome = unsendable(result, exc)
+                pickle.dumps(results, protocol=pickle.HIGHEST_PROTOCOL)
+                outcome = results
+            except Exception:  # e.g. an object in rollout.state that cannot be pickled
+                outcome = sendable(results)
         self._done.append((job_id, outcome))
         self._event().set()
 
@@ -95,7 +95,7 @@ class _Actor:
             self._ready = asyncio.Event()
         return self._ready
 
-    async def poll(self) -> list[tuple[int, Rollout | str]]:
+    async def poll(self) -> list[tuple[int, list[Rollout] | str]]:
         """Every rollout finished since the last poll, waiting until there is one."""
         ready = self._event()
         await ready.wait()
@@ -129,7 +129,7 @@ class RayWorker:
         self.ray = ray
         self.spec = spec
         self.index = spec.index
-        self.capacity = spec.concurrency + prefetch(spec.concurrency)
+        self.capacity = spec.capacity
         self.name = f"{ACTOR_PREFIX}-{run_id}-{spec.index}"
         self.actor: Any = actor_class.options(
             name=self.name,
@@ -138,8 +138,8 @@ class RayWorker:
             max_restarts=0,
             scheduling_strategy="SPREAD",
         ).remote(spec)
-        self._waiting: dict[int, asyncio.Future[Rollout]] = {}
-        self._outbox: list[tuple[int, dict[str, Any], int]] = []
+        self._waiting: dict[int, asyncio.Future[list[Rollout]]] = {}
+        self._outbox: list[tuple[int, dict[str, Any], tuple[int, ...]]] = []
         self._calls: set[asyncio.Future[Any]] = set()
         self._poller: asyncio.Task[None] | None = None
         self._lost: str | None = None
@@ -156,14 +156,14 @@ class RayWorker:
             raise WorkerError(_cause(exc)) from None
         self._poller = asyncio.create_task(self._poll())
 
-    async def run(self, job_id: int, example: Mapping[str, Any], rollout_index: int) -> Rollout:
+    async def run(self, job_id: int, example: Mapping[str, Any], indices: tuple[int, ...]) -> list[Rollout]:
         if self._lost is not None:
             raise WorkerLost(self._lost)
-        future: asyncio.Future[Rollout] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[list[Rollout]] = asyncio.get_running_loop().create_future()
         self._waiting[job_id] = future
         if not self._outbox:  # the first job of this loop turn: send the batch at its end
             asyncio.get_running_loop().call_soon(self._flush)
-        self._outbox.append((job_id, dict(example), rollout_index))
+        self._outbox.append((job_id, dict(example), indices))
         return await future
 
     def _flush(self) -> None:

@@ -22,7 +22,8 @@ START_TIMEOUT = 300.0  # seconds a worker may take to import and build the envir
 STOP_TIMEOUT = 10.0
 _FRAME = struct.Struct("!I")
 
-Job = tuple[Mapping[str, Any], int]  # (example, rollout_index)
+#: (example, rollout indices): one rollout, or the rollouts of a group played and scored together.
+Job = tuple[Mapping[str, Any], tuple[int, ...]]
 
 
 class WorkerLost(Exception):
@@ -37,7 +38,9 @@ class WorkerHandle(Protocol):
 
     async def start(self) -> None: ...
 
-    async def run(self, job_id: int, example: Mapping[str, Any], rollout_index: int) -> Rollout: ...
+    async def run(
+        self, job_id: int, example: Mapping[str, Any], indices: tuple[int, ...]
+    ) -> list[Rollout]: ...
 
     async def stop(self) -> dict[str, Any]: ...
 
@@ -103,14 +106,15 @@ class _Scheduler:
             job_id = await self._next()
             if job_id is None:
                 return
-            example, index = self.jobs[job_id]
+            example, indices = self.jobs[job_id]
             try:
-                result = await worker.run(job_id, example, index)
+                results = await worker.run(job_id, example, indices)
             except WorkerLost:
                 dead.set()
                 await self._settle(job_id, lost=True)
                 return
-            self.finished(result)
+            for result in results:
+                self.finished(result)
             await self._settle(job_id, lost=False)
 
     async def serve(self, worker: WorkerHandle) -> None:
@@ -137,7 +141,8 @@ class _Scheduler:
 async def run_jobs(
     handles: Sequence[WorkerHandle], jobs: Sequence[Job], finished: Callable[[Rollout], None]
 ) -> PoolReport:
-    """Run every job on the workers; `finished(rollout)` is called once per job, in the driver.
+    """Run every job on the workers; `finished(rollout)` is called once per rollout of each
+    job, in the driver.
 
     Workers start concurrently; one that cannot start fails the run (its environment would
     fail the same way everywhere). On cancellation (Ctrl-C) every worker is killed at once.

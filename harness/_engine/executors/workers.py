@@ -12,7 +12,11 @@ bar are unchanged. A worker only runs rollouts:
 - it builds its own `Client` from the driver's settings; every Client in the worker (the
   policy's and any judge's) takes the worker's share of its `max_concurrency`
   (`harness.Client.set_concurrency_share`), so limits stay run-wide;
-- it receives examples as plain dicts, so it never needs `datasets` for them.
+- it receives examples as plain dicts, so it never needs `datasets` for them;
+- with `episodes` (an agent plays them), it rebuilds those from their source too (the agent's
+  name, runtime and limits as plain data) and checks they have the driver's `config()`; its
+  sandboxes are its own. A run that scores groups then hands a worker whole groups: the
+  members' sandboxes are open where the group is scored.
 
 The scheduler (`harness._engine.executors.scheduler.run_jobs`) hands out the jobs and re-queues those
 of a worker that dies. Local workers are subprocesses talking length-prefixed pickle frames over their stdin/stdout;
@@ -41,15 +45,17 @@ from harness._core.errors import ConfigError, WorkerError, describe_error
 from harness._core.protocol import (
     EnvironmentProtocol,
     EnvironmentSource,
+    Episodes,
+    EpisodesSource,
     HoldsResources,
-    PlansGroups,
     Reloadable,
+    plays_groups,
     scores_groups,
 )
 from harness._core.types import Rollout, jsonable
 from harness._endpoint.client import Client
 from harness._engine.executors.scheduler import Job, PoolReport, WorkerLost, prefetch, run_jobs
-from harness._engine.runner import rollout
+from harness._engine.runner import rollout, rollout_group
 
 START_TIMEOUT = 300.0  # seconds a worker may take to import and build the environment
 STOP_TIMEOUT = 10.0
@@ -69,7 +75,10 @@ class WorkerSpec:
         concurrency: rollouts this worker runs at once.
         index / count: this worker's number and the number of workers (for concurrency shares).
         sys_path: the driver's `sys.path`, so `module:function` specs import the same modules.
-        rollouts_per_example: the run's `-r` (`harness._core.protocol.PlansGroups`).
+        rollouts_per_example: the run's `-r` (`harness._core.protocol.Episodes.plan`).
+        episodes: how the worker builds the run's `Episodes` (None: the chat loop).
+        episodes_config: the driver's `episodes.config()`; the worker's must equal it.
+        group_jobs: each job is a group, played and scored in the worker (`rollout_group`).
     """
 
     source: EnvironmentSource
@@ -82,6 +91,17 @@ class WorkerSpec:
     count: int = 1
     sys_path: list[str] = field(default_factory=list)
     rollouts_per_example: int = 1
+    episodes: EpisodesSource | None = None
+    episodes_config: dict[str, Any] | None = None
+    group_jobs: bool = False
+
+    @property
+    def capacity(self) -> int:
+        """Jobs a worker holds at once: its concurrency plus a small prefetch, or, for group
+        jobs, as many groups as its concurrency fills (each holds its members' sandboxes)."""
+        if self.group_jobs:
+            return max(1, -(-self.concurrency // self.rollouts_per_example))
+        return self.concurrency + prefetch(self.concurrency)
 
 
 def split_evenly(total: int, parts: int) -> list[int]:
@@ -119,8 +139,10 @@ def worker_specs(
     concurrency: int,
     sampling: Mapping[str, Any] | None,
     rollouts_per_example: int = 1,
+    episodes: Episodes | None = None,
 ) -> list[WorkerSpec]:
-    """One WorkerSpec per worker, read from an environment built from a spec and a harness Client."""
+    """One WorkerSpec per worker, read from an environment built from a spec and a harness Client
+    (and the run's episodes, rebuilt in each worker from their source)."""
     source = env.source if isinstance(env, Reloadable) else None
     if source is None:
         raise ConfigError(
@@ -133,6 +155,11 @@ def worker_specs(
         raise ConfigError(
             f"workers>1 needs a harness.Client (each worker builds its own), got {type(client).__name__}"
         )
+    if episodes is not None and episodes.source is None:
+        raise ConfigError(
+            f"workers>1 rebuilds the run's episodes in each worker, and {episodes!r} cannot be rebuilt "
+            "(an agent given as an object, not by name): give the agent by name, or use workers=1"
+        )
     base = WorkerSpec(
         source=source,
         env_overrides={"max_turns": env.max_turns, "sampling": dict(env.sampling)},
@@ -143,6 +170,9 @@ def worker_specs(
         count=workers,
         sys_path=list(sys.path),
         rollouts_per_example=rollouts_per_example,
+        episodes=episodes.source if episodes is not None else None,
+        episodes_config=jsonable(episodes.config()) if episodes is not None else None,
+        group_jobs=plays_groups(env, episodes),
     )
     return [
         WorkerSpec(**{**base.__dict__, "concurrency": share, "index": i})
@@ -168,12 +198,13 @@ def peak_rss_mib() -> float:
 
 
 class WorkerRuntime:
-    """A worker's environment and client: loads them once, then runs one rollout per call."""
+    """A worker's environment, client and episodes: loads them once, then runs one job per call."""
 
     def __init__(self, spec: WorkerSpec) -> None:
         self.spec = spec
         self.env: Any = None
         self.client: Any = None
+        self.episodes: Episodes | None = None
         self.rollouts = 0
         self._limit: asyncio.Semaphore | None = None
 
@@ -202,30 +233,68 @@ class WorkerRuntime:
                 f"driver's (differs in: {', '.join(changed)}); an environment changed after loading cannot "
                 f"run in workers: put the change in its load_environment arguments, or use workers=1"
             )
-        if isinstance(env, PlansGroups):
-            env.plan_groups(spec.rollouts_per_example)
+        self.episodes = self._load_episodes()
         self.env, self.client = env, Client(**spec.client_kwargs)
 
-    async def run(self, example: Mapping[str, Any], rollout_index: int) -> Rollout:
-        """One rollout (at most `spec.concurrency` at once); never raises for a failed episode."""
+    def _load_episodes(self) -> Episodes | None:
+        """The run's episodes, built from their source and checked against the driver's."""
+        spec = self.spec
+        if spec.episodes is None:
+            return None
+        try:
+            episodes = spec.episodes.load()
+        except Exception as exc:
+            raise WorkerError(
+                f"worker {spec.index} cannot build the run's episodes {spec.episodes!r}: {type(exc).__name__}: {exc}"
+            ) from exc
+        config = jsonable(episodes.config())
+        if config != spec.episodes_config:
+            raise WorkerError(
+                f"worker {spec.index} built the run's episodes with different settings than the driver's "
+                f"({config} against {spec.episodes_config}); give the agent by name, or use workers=1"
+            )
+        episodes.plan(spec.rollouts_per_example)
+        return episodes
+
+    async def run(self, example: Mapping[str, Any], indices: tuple[int, ...]) -> list[Rollout]:
+        """One job: a rollout, or a group played and scored together (at most
+        `spec.concurrency` rollouts at once); never raises for a failed episode."""
         if self._limit is None:
             self._limit = asyncio.Semaphore(self.spec.concurrency)
-        async with self._limit:
-            result = await rollout(
+        if self.spec.group_jobs:
+            results = await rollout_group(
                 self.env,
                 self.client,
                 example,
-                rollout_index,
+                indices,
                 sampling=self.spec.sampling,
-                score=not scores_groups(self.env),  # the driver scores whole groups
+                episodes=self.episodes,
+                limit=self._limit,
             )
-        self.rollouts += 1
-        return result
+        else:
+            (index,) = indices
+            async with self._limit:
+                results = [
+                    await rollout(
+                        self.env,
+                        self.client,
+                        example,
+                        index,
+                        sampling=self.spec.sampling,
+                        score=not scores_groups(self.env),  # the driver scores whole groups
+                        episodes=self.episodes,
+                    )
+                ]
+        self.rollouts += len(results)
+        return results
 
     async def close(self) -> dict[str, Any]:
-        """Close the HTTP pool and what the environment holds; return this worker's report."""
+        """Close the HTTP pool, the episodes' sandboxes and what the environment holds; return
+        this worker's report."""
         if self.client is not None:
             await self.client.aclose()
+        if self.episodes is not None:
+            await self.episodes.close()
         if isinstance(self.env, HoldsResources):
             await self.env.release()
         return self.report()
@@ -240,6 +309,18 @@ class WorkerRuntime:
             "cpu_seconds": round(time.process_time(), 2),
             "imported_datasets": "datasets" in sys.modules,
         }
+
+
+def sendable(results: list[Rollout]) -> list[Rollout]:
+    """`results` with each rollout that cannot be pickled replaced by `unsendable`'s copy."""
+    out = []
+    for result in results:
+        try:
+            pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:
+            result = unsendable(result, exc)
+        out.append(result)
+    return out
 
 
 def unsendable(result: Rollout, exc: Exception) -> Rollout:
@@ -271,9 +352,9 @@ class ProcessWorker:
     def __init__(self, spec: WorkerSpec) -> None:
         self.spec = spec
         self.index = spec.index
-        self.capacity = spec.concurrency + prefetch(spec.concurrency)
+        self.capacity = spec.capacity
         self._proc: asyncio.subprocess.Process | None = None
-        self._futures: dict[int, asyncio.Future[Rollout]] = {}
+        self._futures: dict[int, asyncio.Future[list[Rollout]]] = {}
         self._reader: asyncio.Task[None] | None = None
         self._bye: asyncio.Future[dict[str, Any]] | None = None
 
@@ -324,14 +405,14 @@ class ProcessWorker:
             if not self._bye.done():
                 self._bye.set_result({"index": self.index, "pid": self.pid, "lost": True})
 
-    async def run(self, job_id: int, example: Mapping[str, Any], rollout_index: int) -> Rollout:
+    async def run(self, job_id: int, example: Mapping[str, Any], indices: tuple[int, ...]) -> list[Rollout]:
         assert self._proc is not None and self._proc.stdin is not None and self._reader is not None
         if self._reader.done():
             raise WorkerLost(f"worker {self.index} exited")
         future = asyncio.get_running_loop().create_future()
         self._futures[job_id] = future
         try:
-            self._proc.stdin.write(_frame(("job", job_id, (dict(example), rollout_index))))
+            self._proc.stdin.write(_frame(("job", job_id, (dict(example), indices))))
             await self._proc.stdin.drain()
         except (ConnectionError, RuntimeError) as exc:
             self._futures.pop(job_id, None)
@@ -414,12 +495,12 @@ async def _worker_main(read_fd: int, write_fd: int) -> None:
         return
     writer.write(_frame(("ready", os.getpid())))
 
-    async def one(job_id: int, example: Mapping[str, Any], rollout_index: int) -> None:
-        result = await runtime.run(example, rollout_index)
+    async def one(job_id: int, example: Mapping[str, Any], indices: tuple[int, ...]) -> None:
+        results = await runtime.run(example, indices)
         try:
-            frame = _frame(("done", job_id, result))
-        except Exception as exc:  # e.g. an object in rollout.state that cannot be pickled
-            frame = _frame(("done", job_id, unsendable(result, exc)))
+            frame = _frame(("done", job_id, results))
+        except Exception:  # e.g. an object in rollout.state that cannot be pickled
+            frame = _frame(("done", job_id, sendable(results)))
         writer.write(frame)
         await writer.drain()
 
@@ -470,5 +551,6 @@ __all__ = [
     "WorkerSpec",
     "check_workers",
     "run_local",
+    "sendable",
     "worker_specs",
 ]

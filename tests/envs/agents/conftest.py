@@ -15,6 +15,7 @@ import pytest
 
 from envs import Environment
 from envs.agents import file_contains
+from harness.runtimes import list_sandboxes
 from harness.scripted import ShellScript
 
 TEST_IMAGE = os.environ.get("RUBRIC_TEST_IMAGE", "rubric-test-base:bookworm")
@@ -77,6 +78,11 @@ def task_env(**policies: Any) -> Environment:
         **policies,
     }
     return env
+
+
+def left_behind(runtime: str = "bwrap") -> list[dict[str, str]]:
+    """The sandboxes of this process still on the machine (none once a run is over)."""
+    return [s for s in list_sandboxes(docker=runtime != "bwrap") if s["owner"] == str(os.getpid())]
 
 
 @pytest.fixture

@@ -64,17 +64,20 @@ def test_rubric_eval_runs_a_users_agent(tmp_path: Path, agent_files: Path, runti
     assert len(rows) == 2 and all(r["reward"] == 1.0 and r["stop_reason"] == "completed" for r in rows)
     assert all(len(r["model_calls"]) == 2 for r in rows)
     metadata = json.loads((out / "metadata.json").read_text())
-    assert metadata["env"]["agent"]["runtime"] == runtime
+    assert metadata["episodes"]["runtime"] == runtime and "agent" not in metadata["env"]  # a run setting
+    assert metadata["episodes"]["agent"] == args[4]
     # Resume runs only the missing rollout, with the agent the run recorded: a results folder's
-    # agent is a command, so it is used only when passed again (the refusal prints the -a).
+    # agent is a command, so it is used only when passed again (the refusal prints the flags).
     (out / "results.jsonl").write_text(json.dumps(rows[0]) + "\n")
     refused = rubric("eval", "--resume", str(out), "--no-progress")
     assert (
-        refused.returncode == 2
-        and "a results folder's arguments are used only if you pass them" in refused.stderr
+        refused.returncode == 2 and "a results folder's agent is used only if you pass it" in refused.stderr
     )
-    recorded = {"agent": args[4], "agent_files": str(agent_files), "agent_runtime": runtime}
-    done = rubric("eval", "--resume", str(out), "-a", json.dumps(recorded), "--no-progress")
+    assert f"--agent-files {agent_files}" in refused.stderr and f"--runtime {runtime}" in refused.stderr
+    other = rubric("eval", "--resume", str(out), "--agent", "bash", "--runtime", runtime, "--no-progress")
+    assert other.returncode == 2 and "episodes.agent" in other.stderr  # another agent: refused
+    recorded = ["--agent", args[4], "--agent-files", str(agent_files), "--runtime", runtime]
+    done = rubric("eval", "--resume", str(out), *recorded, "--no-progress")
     assert done.returncode == 0, done.stderr
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and rows[-1]["state"]["agent"]["name"] == "command" and rows[-1]["reward"] == 1.0

@@ -9,12 +9,13 @@ from typing import Any
 import pytest
 
 from envs import Environment, load_environment
-from envs.agents import AgentError, command_passes, file_contains
+from envs.agents import AgentError, AgentRun, command_passes, file_contains
 from harness import ConfigError
 from harness.runtimes import Sandbox
 from harness.scripted import ShellScript
 from rubrics import WeightedSum, relative
 from rubrics.credit import returns_to_go
+from tests.envs.agents.conftest import left_behind
 
 TASK = "Write hi into hello.txt."
 SEEN: list[Any] = []
@@ -46,9 +47,9 @@ def test_plain_functions_and_nodes_read_the_sandbox_before_it_closes() -> None:
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_sandbox_nodes_score_before_release_under_a_group_node(workers: int, tmp_path: Path) -> None:
-    """A tree with a group node scores each example's rollouts together, after every member's
-    episode (and sandbox) ended: the per-rollout nodes, sandbox readers among them, score while
-    the sandbox lives and the group node ranks what they saved."""
+    """A tree with a group node scores each example's rollouts together, once, after every
+    member's episode ended and before their sandboxes close: the per-rollout nodes, sandbox
+    readers among them, read each member's sandbox and the group node ranks the members."""
     env = load_environment("tests.envs.agents.test_agent_rubrics:grouped_env")
     results = env.evaluate(
         "scripted:solve",
@@ -64,7 +65,10 @@ def test_sandbox_nodes_score_before_release_under_a_group_node(workers: int, tmp
         assert r.scores == {"file": 1.0, "rank": 0.5, "rank.command_passes": 1.0}  # ties share the mid-rank
         assert r.reward == 0.75 and r.score_details["file"]["content"] == "hi"
         assert r.score_details["rank.command_passes"]["exit_code"] == 0 and "scored_alone" not in r.state
-        assert r.sandbox is None
+    assert left_behind() == []  # the group's sandboxes, released once it was scored
+    if workers > 1:  # the group was played and scored in one worker, where its sandboxes were
+        report = results.metadata["sessions"][-1]["workers"]["workers"]
+        assert sorted(w["rollouts"] for w in report) == [0, 2]
 
 
 def grouped_env() -> Environment:
@@ -96,9 +100,8 @@ def test_oracle_runs_the_reference_solution(tmp_path: Path) -> None:
     # The hook for task folders: a solution.sh in --agent-files.
     (tmp_path / "solution.sh").write_text("printf hi > hello.txt\n")
     env2 = Environment([{"prompt": TASK}], file_contains("hello.txt", "hi"))
-    env2.set_agent("oracle", files=str(tmp_path))
     env2.scripted_policies = {"none": lambda messages, tools: "unused"}
-    (r,) = env2.evaluate("scripted:none", progress=False).rollouts
+    (r,) = env2.evaluate("scripted:none", agent="oracle", agent_files=str(tmp_path), progress=False).rollouts
     assert r.reward == 1.0
 
 
@@ -109,16 +112,21 @@ def _oracle(env: Environment) -> Any:
 
 def test_bad_agent_settings_fail_before_any_rollout(tmp_path: Path) -> None:
     env = Environment([{"prompt": TASK}], file_contains("hello.txt"))
+    env.scripted_policies = {"none": lambda messages, tools: "unused"}
     with pytest.raises(AgentError, match="no agent 'nope'; the agents are: command:CMD, bash, claude-code"):
-        env.set_agent("nope")
+        AgentRun("nope")
     with pytest.raises(
         ConfigError, match="--runtime 'dock': unknown runtime 'dock'; the runtimes are: docker:IMAGE"
     ):
-        env.set_agent("bash", runtime="dock")
+        env.evaluate("scripted:none", agent="bash", runtime="dock", progress=False)
     with pytest.raises(ConfigError, match="is not a folder"):
-        env.set_agent("bash", files=str(tmp_path / "missing"))
+        AgentRun("bash", files=str(tmp_path / "missing"))
     with pytest.raises(AgentError, match="needs a command line"):
-        env.set_agent("command:")
-    assert env.agent is None
+        AgentRun("command:")
+    with pytest.raises(ConfigError, match="timeout must be a positive number of seconds"):
+        AgentRun("bash", timeout=0)
+    with pytest.raises(ConfigError, match=r"limits \['gpus'\] are unknown; the limits are cpus, memory_mb"):
+        AgentRun("bash", sandbox={"gpus": 1})
+    assert not hasattr(env, "agent")
     with pytest.raises(ConfigError, match="file_contains max_bytes must be a positive number of bytes"):
         file_contains("hello.txt", max_bytes=0)

@@ -16,8 +16,7 @@ from tests.helpers.training import grpo_config, tiny_chat_model
 
 def test_rollout_func_plays_agent_episodes_with_the_engines_token_ids() -> None:
     env = task_env()
-    env.set_agent("bash")
-    spec = env.trl()
+    spec = env.trl(agent="bash")
     kwargs = spec.kwargs
     assert set(kwargs) == {"train_dataset", "reward_funcs", "rollout_func"}
     prompt = kwargs["train_dataset"][0]["prompt"]
@@ -39,8 +38,7 @@ def test_rollout_func_plays_agent_episodes_with_the_engines_token_ids() -> None:
 
 def test_rollout_func_without_a_server_names_the_fix() -> None:
     env = task_env()
-    env.set_agent("bash")
-    func = env.trl().kwargs["rollout_func"]
+    func = env.trl(agent="bash").kwargs["rollout_func"]
     with pytest.raises(ConfigError, match="vllm_mode='server'"):
         func([[{"role": "user", "content": "x"}]], SimpleNamespace(args=SimpleNamespace(), model=None))
 
@@ -52,12 +50,11 @@ def test_grpo_trainer_trains_on_agent_episodes(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental in TRL 1.16
 
     env = task_env()
-    env.set_agent("bash")
     model, tokenizer = tiny_chat_model(
         "hi"
     )  # only the trainer's forward pass: the agent's calls go to the endpoint
     with ScriptedEndpoint(env.scripted_policies["solve"]) as endpoint:
-        kwargs = env.trl(base_url=endpoint.url, model="tiny").kwargs
+        kwargs = env.trl(base_url=endpoint.url, model="tiny", agent="bash").kwargs
         args = grpo_config(tmp_path, shuffle_dataset=False, max_completion_length=512)
         trainer = GRPOTrainer(model=model, args=args, processing_class=tokenizer, **kwargs)
         trainer.train()

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import math
-import os
 import socket
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from envs.agents import AgentRun
 from harness import Rollout
-from harness.runtimes import list_sandboxes
-from tests.envs.agents.conftest import CHAT_AGENT, DOCKER, task_env
+from tests.envs.agents.conftest import CHAT_AGENT, DOCKER, left_behind, task_env
 
 # An agent that misbehaves as argv[1] says, with the proxy's answers on its stderr.
 BAD_AGENT = r"""
@@ -43,11 +42,9 @@ def _run(agent: str, tmp_path: Path, runtime: str = "bwrap", timeout: float | No
     (folder / "bad.py").write_text(BAD_AGENT)
     (folder / "chat.py").write_text(CHAT_AGENT)
     env = task_env()
-    env.set_agent(agent, runtime=runtime, files=str(folder), timeout=timeout)
-    (rollout,) = env.evaluate("scripted:solve", progress=False).rollouts
-    assert rollout.sandbox is None
-    mine = [s for s in list_sandboxes(docker=runtime != "bwrap") if s["owner"] == str(os.getpid())]
-    assert mine == []  # the sandbox went with the rollout
+    run = AgentRun(agent, runtime=runtime, files=str(folder), timeout=timeout)
+    (rollout,) = env.evaluate("scripted:solve", agent=run, progress=False).rollouts
+    assert left_behind(runtime) == []  # the sandbox went with the rollout
     return rollout
 
 
@@ -106,8 +103,8 @@ def test_budget_of_model_calls_ends_the_episode(tmp_path: Path) -> None:
     (folder / "chat.py").write_text(CHAT_AGENT)
     env = task_env()
     env.max_turns = env_turns
-    env.set_agent("command:python3 /agent/chat.py {instruction_file}", files=str(folder))
-    (r,) = env.evaluate("scripted:solve", progress=False).rollouts
+    run = AgentRun("command:python3 /agent/chat.py {instruction_file}", files=str(folder))
+    (r,) = env.evaluate("scripted:solve", agent=run, progress=False).rollouts
     assert r.stop_reason == "max_turns" and r.error is None
     assert r.turns == 1 and r.reward == 1.0  # the file was written in the one call it had
 
@@ -145,8 +142,8 @@ def test_calls_sent_at_once_cannot_pass_the_budget(tmp_path: Path) -> None:
     env = task_env()
     env.max_turns = 2
     env.scripted_policies = {"slow": _slow_model}
-    env.set_agent("command:python3 /agent/burst.py", files=str(folder))
-    (r,) = env.evaluate("scripted:slow", progress=False).rollouts
+    run = AgentRun("command:python3 /agent/burst.py", files=str(folder))
+    (r,) = env.evaluate("scripted:slow", agent=run, progress=False).rollouts
     assert r.turns == 2 and r.stop_reason == "max_turns" and r.error is None
     assert sorted(c.status for c in r.model_calls) == [200, 200] + [400] * 28
     assert f"{[200, 200] + [400] * 28}" in r.state["agent"]["stdout"]

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from envs import load_environment
+from envs.agents import AgentRun
 from harness import Client, EvalResults, ScriptedEndpoint, aevaluate
 from harness.runtimes import list_sandboxes
 from harness.scripted import ShellScript
@@ -30,11 +31,10 @@ ENV_FILE = textwrap.dedent(
 
 
     class SetUpTask(Environment):
-        def __init__(self, counter, n, runtime, fail, hang):
+        def __init__(self, counter, n, fail, hang):
             rows = [{"prompt": f"task {i}: copy seed.txt to hello.txt"} for i in range(n)]
             super().__init__(rows, file_contains("hello.txt", "hi"), name="set-up-task", max_turns=8)
             self.counter, self.fail, self.hang = Path(counter), fail, hang
-            self.set_agent("bash", runtime=runtime)
 
         async def setup_sandbox(self, sandbox, rollout):
             with self.counter.open("a") as file:
@@ -47,8 +47,8 @@ ENV_FILE = textwrap.dedent(
                 raise RuntimeError("the repository cannot be cloned")
 
 
-    def load_environment(counter: str, n: int = 2, runtime: str = "bwrap", fail: bool = False, hang: bool = False):
-        return SetUpTask(counter, n, runtime, fail, hang)
+    def load_environment(counter: str, n: int = 2, fail: bool = False, hang: bool = False):
+        return SetUpTask(counter, n, fail, hang)
     """
 )
 SOLVE = ShellScript(["cp seed.txt hello.txt && rm seed.txt"], "copied")
@@ -74,9 +74,15 @@ def _ours(run_or_owner: str) -> list[dict[str, str]]:
     return [s for s in list_sandboxes(docker=False) if run_or_owner in (s["run"], s["owner"])]
 
 
+def _run_id(run: AgentRun) -> str:
+    """The run id the run's bwrap sandboxes carry."""
+    return run.sandboxes.runtime_for("bwrap").run_id
+
+
 async def _run_groups(tmp_path: Path, workers: int) -> tuple[Path, EvalResults]:
     counter = tmp_path / "setups.txt"
     env = load_environment(_env_file(tmp_path), counter=str(counter), n=2)
+    run = AgentRun("bash", runtime="bwrap")
     with ScriptedEndpoint(SOLVE) as endpoint:
         client = Client("served", base_url=endpoint.base_url)
         results = await aevaluate(
@@ -86,12 +92,13 @@ async def _run_groups(tmp_path: Path, workers: int) -> tuple[Path, EvalResults]:
             concurrency=4,
             workers=workers,
             progress=False,
+            episodes=run,
         )
     assert [r.error for r in results.rollouts] == [None] * 8
     # Every rollout found the seed (a fork of the set-up sandbox) and removed it in its own copy
     # only: the other rollouts of its group still found it.
     assert [r.reward for r in results.rollouts] == [1.0] * 8
-    assert env._agent_episodes is not None and not env._agent_episodes._templates  # templates closed
+    assert run.sandboxes.templates == 0  # templates closed
     return counter, results
 
 
@@ -126,7 +133,8 @@ async def test_one_rollout_per_example_sets_up_in_its_own_sandbox(tmp_path: Path
     counter = tmp_path / "setups.txt"
     env = load_environment(_env_file(tmp_path), counter=str(counter), n=2)
     with ScriptedEndpoint(SOLVE) as endpoint:
-        results = await aevaluate(env, Client("served", base_url=endpoint.base_url), progress=False)
+        client = Client("served", base_url=endpoint.base_url)
+        results = await aevaluate(env, client, progress=False, episodes=AgentRun("bash"))
     assert [r.reward for r in results.rollouts] == [1.0, 1.0]
     assert _setups(counter) == ["0", "1"]
 
@@ -134,20 +142,21 @@ async def test_one_rollout_per_example_sets_up_in_its_own_sandbox(tmp_path: Path
 async def test_a_failed_setup_fails_its_group_once_and_leaves_nothing(tmp_path: Path) -> None:
     counter = tmp_path / "setups.txt"
     env = load_environment(_env_file(tmp_path), counter=str(counter), n=1, fail=True)
+    run = AgentRun("bash")
     with ScriptedEndpoint(SOLVE) as endpoint:
-        results = await aevaluate(
-            env, Client("served", base_url=endpoint.base_url), rollouts_per_example=4, progress=False
-        )
+        client = Client("served", base_url=endpoint.base_url)
+        results = await aevaluate(env, client, rollouts_per_example=4, progress=False, episodes=run)
     errors = [r.error or "" for r in results.rollouts]
     assert len(errors) == 4 and all("the repository cannot be cloned" in e for e in errors), errors
     assert _setups(counter) == ["0"]  # not retried by each rollout of the group
-    assert env._agent_episodes is not None and not env._agent_episodes._templates
-    assert not _ours(env._agent_episodes.runtime.run_id)
+    assert run.sandboxes.templates == 0
+    assert not _ours(_run_id(run))
 
 
 async def test_a_run_cancelled_during_setup_leaves_no_template_or_fork(tmp_path: Path) -> None:
     counter = tmp_path / "setups.txt"
     env = load_environment(_env_file(tmp_path), counter=str(counter), n=2, hang=True)
+    agent_run = AgentRun("bash")
     with ScriptedEndpoint(SOLVE) as endpoint:
         run = asyncio.create_task(
             aevaluate(
@@ -156,14 +165,14 @@ async def test_a_run_cancelled_during_setup_leaves_no_template_or_fork(tmp_path:
                 rollouts_per_example=4,
                 concurrency=8,
                 progress=False,
+                episodes=agent_run,
             )
         )
         while len(_lines(counter)) < 2:  # both examples' templates are being set up
             await asyncio.sleep(0.05)
-        assert env._agent_episodes is not None
-        assert len(_ours(env._agent_episodes.runtime.run_id)) == 2
+        assert len(_ours(_run_id(agent_run))) == 2
         run.cancel()
         with pytest.raises(asyncio.CancelledError):
             await run
-    assert not env._agent_episodes._templates
-    assert not _ours(env._agent_episodes.runtime.run_id)
+    assert agent_run.sandboxes.templates == 0
+    assert not _ours(_run_id(agent_run))

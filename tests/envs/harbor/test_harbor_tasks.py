@@ -12,6 +12,7 @@ import pytest
 from envs import from_harbor, load_environment
 from envs._harbor import HarborTaskError, HarborVerifier, load_task, parse_reward
 from rubrics import ScoringError, WeightedSum
+from tests.envs.agents.conftest import DOCKER, left_behind
 from tests.helpers.processes import run
 
 SHIPPED = Path(__file__).resolve().parents[3] / "datasets" / "harbor"
@@ -45,7 +46,7 @@ def test_task_toml_defaults_sizes_and_unknown_fields(tmp_path: Path) -> None:
     task = load_task(folder)
     assert task.config.environment.memory_mb == 1024 and task.config.environment.storage_mb == 512
     assert task.config.agent.timeout_sec == 30 and task.config.verifier.timeout_sec == 600
-    assert task.config.environment.cpus == 1 and task.runtime_spec == f"docker:{IMAGE}"
+    assert task.config.environment.cpus == 1 and task.runtime == f"docker:{IMAGE}"
     assert task.unknown == {"environment": {"fancy": 3}, "agent": {"retries": 2}}
     env = from_harbor(folder)
     (row,) = env.dataset
@@ -97,12 +98,12 @@ def test_reward_files_are_read_as_harbor_specifies() -> None:
 
 @pytest.mark.docker
 def test_oracle_scores_each_shipped_task_one_and_components_are_node_scores() -> None:
-    env = from_harbor(SHIPPED, agent="oracle")
-    rollouts = env.evaluate("scripted:harbor", progress=False).rollouts
+    env = from_harbor(SHIPPED)
+    rollouts = env.evaluate("scripted:harbor", agent="oracle", progress=False).rollouts
     assert [r.example_id for r in rollouts] == TASKS
     assert [r.reward for r in rollouts] == [1.0, 1.0, 1.0], [r.error for r in rollouts]
     assert rollouts[0].scores["a"] == 1.0 and rollouts[0].scores["b"] == 1.0
-    assert all(r.sandbox is None for r in rollouts)
+    assert left_behind(DOCKER) == []
 
 
 @pytest.mark.docker
@@ -121,8 +122,8 @@ def test_do_nothing_agent_scores_zero_and_the_bash_agent_solves_them() -> None:
 def test_users_agent_sees_no_tests_and_cannot_plant_a_reward() -> None:
     # The agent looks for the tests and the solution, and plants a reward of 1.
     look = "ls /tests /solution; mkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt; true"
-    env = from_harbor(SHIPPED / "write-greeting", agent=f"command:{look}")
-    (rollout,) = env.evaluate("scripted:harbor", progress=False).rollouts
+    env = from_harbor(SHIPPED / "write-greeting")
+    (rollout,) = env.evaluate("scripted:harbor", agent=f"command:{look}", progress=False).rollouts
     agent = rollout.state["agent"]
     assert agent["stdout"] == "" and "/tests" in agent["stderr"] and "/solution" in agent["stderr"]
     assert rollout.reward == 0.0 and rollout.error is None
@@ -134,8 +135,8 @@ def test_verifier_is_a_node_beside_others() -> None:
         return 1.0
 
     rubric = WeightedSum({"tests": HarborVerifier(), "other": length}, weights=[0.5, 0.5])
-    env = from_harbor(SHIPPED / "count-words", agent="oracle", rubric=rubric)
-    (rollout,) = env.evaluate("scripted:harbor", progress=False).rollouts
+    env = from_harbor(SHIPPED / "count-words", rubric=rubric)
+    (rollout,) = env.evaluate("scripted:harbor", agent="oracle", progress=False).rollouts
     assert rollout.reward == 1.0, rollout.error
     assert rollout.scores["tests"] == 1.0 and rollout.scores["tests.a"] == 1.0
     assert rollout.score_details["tests"]["components"] == {"a": 1.0, "b": 1.0}
@@ -155,8 +156,8 @@ def test_bad_tasks_fail_their_own_rollouts_and_the_rest_runs(tmp_path: Path) -> 
     (tmp_path / "bad-build" / "environment" / "Dockerfile").write_text(
         "FROM rubric-test-base:bookworm\nRUN false\n"
     )
-    env = from_harbor(tmp_path, agent="oracle")
-    got = {r.example_id: r for r in env.evaluate("scripted:harbor", progress=False).rollouts}
+    env = from_harbor(tmp_path)
+    got = {r.example_id: r for r in env.evaluate("scripted:harbor", agent="oracle", progress=False).rollouts}
     assert got["write-greeting"].reward == 1.0
     for name, reason in [
         ("not-a-task", "no instruction.md, tests/test.sh"),

@@ -26,8 +26,10 @@ FAKE_CAT = (
 def play(tmp_path: Path, agent: str, runtime: str | None, test_sh: str = UNSOLVED) -> Rollout:
     """One rollout of an unsolved task whose agent runs `agent` (a shell command)."""
     folder = make_task(tmp_path, "unsolved", test_sh)
-    env = from_harbor(folder, agent=f"command:{agent}", runtime=runtime)
-    (rollout,) = env.evaluate("scripted:harbor", progress=False).rollouts
+    env = from_harbor(folder)
+    (rollout,) = env.evaluate(
+        "scripted:harbor", agent=f"command:{agent}", runtime=runtime, progress=False
+    ).rollouts
     return rollout
 
 
@@ -104,6 +106,7 @@ def test_bwrap_an_agent_that_points_bin_elsewhere_leaves_the_verifier_nan(tmp_pa
 @pytest.mark.parametrize("runtime", BOTH)
 def test_an_agent_that_changes_only_its_own_files_is_scored(tmp_path: Path, runtime: str | None) -> None:
     solved = make_task(tmp_path, "solved", "[ -f /tmp/done ] && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n")  # fmt: skip
-    env = from_harbor(solved, agent="command:touch /tmp/done; mkdir -p /opt/notes && echo hi > /opt/notes/x", runtime=runtime)  # fmt: skip
-    (rollout,) = env.evaluate("scripted:harbor", progress=False).rollouts
+    env = from_harbor(solved)
+    agent = "command:touch /tmp/done; mkdir -p /opt/notes && echo hi > /opt/notes/x"
+    (rollout,) = env.evaluate("scripted:harbor", agent=agent, runtime=runtime, progress=False).rollouts
     assert rollout.reward == 1.0, errors(rollout)

@@ -186,3 +186,55 @@ def test_bad_settings_fail_at_construction(kwargs: dict[str, Any], says: str) ->
         CaptureProxy(Client("m", base_url="http://127.0.0.1:9"), **kwargs)
     with pytest.raises(ConfigError, match="max_turns=0"):
         ProxyBudgets(max_turns=0)
+
+
+async def _post_unix(socket_path: str, key: str) -> tuple[int, dict[str, Any]]:
+    async with aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=socket_path)) as http:
+        async with http.post(
+            "http://sandbox/v1/chat/completions",
+            json={"model": "any", "messages": HI, "temperature": 0.9},
+            headers={"Authorization": f"Bearer {key}"},
+        ) as response:
+            return response.status, await response.json()
+
+
+async def test_one_proxy_per_run_one_listener_per_sandbox_one_session_per_rollout(
+    scripted_endpoint: Callable[..., ScriptedEndpoint], tmp_path: Path
+) -> None:
+    """A run's proxy: each sandbox's socket is a listener of its own, each rollout's session is
+    bound to its sandbox's listener, with its own upstream and sampling; closing a listener
+    kills its sessions' keys and forgets them."""
+    run_model = scripted_endpoint(lambda messages, tools: "from the run's model")
+    other_model = scripted_endpoint(lambda messages, tools: "from the other model")
+    run_client = Client("run-model", base_url=run_model.base_url)
+    other_client = Client("other-model", base_url=other_model.base_url)
+    proxy = await CaptureProxy(run_client, sampling={"temperature": 0.0}, model_aliases=["*"]).astart()
+    try:
+        a = await proxy.alisten_unix(tmp_path / "a.sock")
+        b = await proxy.alisten_unix(tmp_path / "b.sock")
+        mine = proxy.open_session("mine", socket_path=a)
+        theirs = proxy.open_session(
+            "theirs", socket_path=b, client=other_client, sampling={"temperature": 0.5}
+        )
+        status, body = await _post_unix(a, mine.key)
+        assert status == 200 and body["choices"][0]["message"]["content"] == "from the run's model"
+        assert mine.turns[0].params["temperature"] == 0.0  # the run's sampling, over the agent's
+        status, body = await _post_unix(b, theirs.key)
+        assert status == 200 and body["choices"][0]["message"]["content"] == "from the other model"
+        assert theirs.turns[0].params["temperature"] == 0.5 and body["model"] == "any"
+        # A key is no use on another sandbox's socket: refused there, never reaching the session.
+        status, body = await _post_unix(b, mine.key)
+        assert status == 401 and "proxy key" in body["error"]["message"] and len(mine.turns) == 1
+        with pytest.raises(ConfigError, match="not a socket this CaptureProxy listens on"):
+            proxy.open_session(socket_path=tmp_path / "c.sock")
+        await proxy.aclose_unix(a)
+        assert proxy.socket_paths == [b] and not Path(a).exists()
+        assert mine.stop_reason == "closed" and "mine" not in proxy.sessions and len(mine.turns) == 1
+        proxy.close_session(theirs)
+        assert proxy.sessions == {} and (await _post_unix(b, theirs.key))[0] == 401
+        await proxy.aclose_unix(a)  # twice: nothing left to close
+    finally:
+        await proxy.aclose()
+        await run_client.aclose()
+        await other_client.aclose()
+    assert not Path(b).exists()

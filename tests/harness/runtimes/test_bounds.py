@@ -127,6 +127,7 @@ async def test_read_returns_regular_files_only_and_at_most_max_bytes(spec: str) 
 _ATTACK = r"""
 import asyncio
 from harness import Rollout
+from harness._core.protocol import SANDBOX, scoring_scope
 from harness.runtimes import get_runtime
 from envs.agents import command_passes, file_contains
 from rubrics import WeightedSum
@@ -137,13 +138,13 @@ async def main(spec):
         # script the check runs prints zeros without end.
         await sb.exec("ln -s /dev/zero answer.txt; truncate -s 1G big.txt; printf 'cat /dev/zero' > check.sh")
         rollout = Rollout(prompt="x", completion="")
-        rollout.attach_sandbox(sb)
         tree = WeightedSum({"zero": file_contains("answer.txt", "x"), "big": file_contains("big.txt", "x"),
                             "endless": command_passes("sh check.sh", timeout=3)})
         reset_peak()
         before = resident()
         guard(before + 512 * 2**20)
-        await tree.ascore(rollout)
+        with scoring_scope([(rollout, {SANDBOX: sb})]):
+            await tree.ascore(rollout)
         grown = resident("VmHWM") - before
     print(json.dumps({"grown": grown, "scores": rollout.scores, "errors": rollout.score_errors,
                       "endless": rollout.score_details["endless"] | {"output": ""}}))

@@ -1,0 +1,266 @@
+"""`AgentRun`: an agent plays a run's episodes, each in a sandbox, through one capture proxy.
+
+How a task is played is a run setting, not part of the task (Harbor's job config, Inspect's
+`eval(task, solver=, sandbox=)`): the `Environment` holds the task (its rows, prompt, rubric
+and task hooks, `envs.agents._task`), and an `AgentRun` holds the agent, the runtime and the
+limits, and is handed to the engine: `harness.evaluate(env, client, episodes=AgentRun(...))`,
+or `env.evaluate(model, agent="bash", runtime="bwrap")`, which builds one for the call.
+
+It reaches the engine through one protocol, `harness._core.protocol.Episodes`:
+
+    plan(rollouts_per_example)  -> a task's setup step runs once per example, forked per rollout
+    check(env)                  -> the runtime can make sandboxes (before any rollout)
+    play(env, rollout, client, sampling)
+        -> the task's sandbox (`envs.agents._sandboxes`: the run's runtime and limits over the task's)
+        -> the run's one `CaptureProxy` listens on that sandbox's socket; one session, bound to it
+        -> the episode (`envs.agents._episode`) -> {"sandbox": sandbox} for scoring
+    release({"sandbox": ...})   -> after the rollout (or its group) is scored: the sandbox closes
+    close()                     -> every sandbox still open, the proxy; a later play starts again
+
+One proxy serves the whole run (started at the first episode, on the client that episode is
+given; each session carries its own client and sampling), with one Unix listener per sandbox
+(removed when its episode ends, which kills the session's key) and one session per rollout.
+
+Workers and Ray rebuild it from `source` (`AgentRunSpec`: the agent's name, the runtime, the
+files folder, the limits, as plain data), never from a pickled object; its `config()` is recorded
+in metadata.json, so a resume with other agent settings is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from envs.agents._base import Agent
+from envs.agents._builtin import get_agent
+from envs.agents._episode import Episode, play_episode
+from envs.agents._sandboxes import DEFAULT_RUNTIME, LIMITS, Sandboxes
+from envs.agents._task import AgentTask, TaskSandbox, names_sandboxes
+from harness._core.errors import ConfigError
+from harness._core.protocol import SANDBOX, EnvironmentProtocol, Resources
+from harness._core.types import Rollout
+from harness._endpoint.client import Client
+from harness.proxy._server import CaptureProxy
+from harness.runtimes import Sandbox
+
+DEFAULT_TIMEOUT = 600.0
+
+
+@dataclass(frozen=True)
+class AgentRunSpec:
+    """How to build an `AgentRun` again in another process: plain, picklable data.
+
+    Attributes:
+        agent: The agent's name (`command:CMD`, `bash`, ...).
+        runtime: The sandboxes' runtime (None: each task's own, else bwrap).
+        files: The host folder uploaded to /agent (an absolute path), if any.
+        timeout: Seconds per episode (None: each task's own, else 600).
+        sandbox: Limits of every sandbox.
+    """
+
+    agent: str
+    runtime: str | None = None
+    files: str | None = None
+    timeout: float | None = None
+    sandbox: dict[str, Any] = field(default_factory=dict)
+
+    def load(self) -> AgentRun:
+        """The `AgentRun` these settings make."""
+        return AgentRun(
+            self.agent, runtime=self.runtime, files=self.files, timeout=self.timeout, sandbox=self.sandbox
+        )
+
+
+class AgentRun:
+    """An agent playing a run's episodes in sandboxes (implements `harness._core.protocol.Episodes`).
+
+    Each rollout's task (an `envs.Environment`, through its task hooks) gives the instruction,
+    the sandbox it asks for and an optional setup step; the agent runs in that sandbox, its
+    model calls go through the run's capture proxy to the run's model and are recorded as the
+    rollout's turns, and reward nodes read the sandbox (a `sandbox` parameter,
+    `envs.agents.command_passes`, `file_contains`) before it closes. The environment's
+    `max_turns` caps the agent's model calls.
+
+    Args:
+        agent: "command:CMD", "bash", "mini-swe-agent", "codex", "claude-code", "oracle", or an
+            `envs.agents.Agent` (then the run takes no workers: they rebuild agents by name).
+        runtime: The sandboxes' runtime ("bwrap", "docker:IMAGE", "docker:DIR", ...); None:
+            each task's own (`TaskSandbox.runtime`, e.g. a Harbor task's image), else "bwrap".
+        files: A host folder uploaded to /agent in each sandbox before the agent starts.
+        timeout: Seconds per episode; None: each task's own, else 600.
+        sandbox: Limits of every sandbox (cpus, memory_mb, pids, disk_mb), over each task's.
+
+    Raises:
+        AgentError: No agent of that name.
+        ConfigError: A runtime outside the grammar, a files folder that does not exist, a
+            timeout that is not positive, or a limit that does not exist.
+    """
+
+    def __init__(
+        self,
+        agent: str | Agent,
+        *,
+        runtime: str | None = None,
+        files: str | Path | None = None,
+        timeout: float | None = None,
+        sandbox: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.agent = get_agent(agent)
+        self._name = agent if isinstance(agent, str) else None
+        self.runtime = runtime
+        self.files = _folder(files)
+        if timeout is not None and (isinstance(timeout, bool) or not timeout > 0 or math.isinf(timeout)):
+            raise ConfigError(f"agent timeout must be a positive number of seconds, got {timeout!r}")
+        self.timeout = timeout
+        self.sandbox = dict(sandbox or {})
+        unknown = sorted(set(self.sandbox) - set(LIMITS))
+        if unknown:
+            raise ConfigError(
+                f"agent sandbox limits {unknown} are unknown; the limits are {', '.join(LIMITS)}"
+            )
+        self.sandboxes = Sandboxes(self.agent, runtime, self.sandbox)
+        if runtime is not None:  # a runtime outside the grammar fails here, before any rollout
+            self.sandboxes.runtime_for(runtime)
+        #: The run's capture proxy while episodes play (started by the first one).
+        self.proxy: CaptureProxy | None = None
+        #: How many proxies this run has started (one per run; a figure for tests and benchmarks).
+        self.proxies_started = 0
+        self._starting = asyncio.Lock()
+
+    def __repr__(self) -> str:
+        return f"AgentRun({self._name or self.agent!r}, runtime={self.runtime!r})"
+
+    # -- the run's settings ----------------------------------------------------------------
+
+    def config(self) -> dict[str, Any]:
+        """What identifies the run's agent settings in metadata.json (compared on resume)."""
+        return {
+            "agent": self._name,
+            **self.agent.config(),
+            "runtime": self.runtime,
+            "files": str(self.files) if self.files else None,
+            "timeout": self.timeout,
+            **({"sandbox": dict(self.sandbox)} if self.sandbox else {}),
+        }
+
+    @property
+    def source(self) -> AgentRunSpec | None:
+        """How workers build it again (None for an agent given as an object, not by name)."""
+        if self._name is None:
+            return None
+        files = str(self.files) if self.files else None
+        return AgentRunSpec(self._name, self.runtime, files, self.timeout, dict(self.sandbox))
+
+    def plan(self, rollouts_per_example: int) -> None:
+        """The run's rollouts per example: with more than one, a task's setup step runs once
+        per example and each rollout gets a fork of the set-up sandbox."""
+        self.sandboxes.group_size = rollouts_per_example
+
+    async def check(self, env: EnvironmentProtocol) -> None:
+        """Fail now, with the fix, when the run's runtime cannot make sandboxes (no daemon, no
+        bwrap). Tasks that name their own runtime are checked as their rollouts open them."""
+        task = _task(env)
+        if self.runtime is not None or not names_sandboxes(task):
+            await self.sandboxes.runtime_for(self.runtime or DEFAULT_RUNTIME).check()
+
+    # -- the episodes ----------------------------------------------------------------------
+
+    async def play(
+        self, env: EnvironmentProtocol, rollout: Rollout, client: Client, sampling: Mapping[str, Any]
+    ) -> Resources:
+        """Play one episode into `rollout`; its sandbox stays open for scoring (`release` it)."""
+        started = time.monotonic()
+        try:
+            task = _task(env)
+            asked = task.task_sandbox(rollout)
+            proxy = await self._proxy(client)
+            sandbox = await self.sandboxes.open(task, rollout, asked)
+            try:
+                episode = self._episode(env, task, rollout, sandbox, asked)
+                await play_episode(episode, proxy, sandbox, rollout, client, sampling)
+            except BaseException:
+                await self.sandboxes.close(sandbox)  # a setup failure or a cancel: nothing stays behind
+                raise
+        finally:
+            rollout.state.setdefault("agent", {})["seconds"] = round(time.monotonic() - started, 3)
+        return {SANDBOX: sandbox}
+
+    def _episode(
+        self,
+        env: EnvironmentProtocol,
+        task: AgentTask,
+        rollout: Rollout,
+        sandbox: Sandbox,
+        asked: TaskSandbox | None,
+    ) -> Episode:
+        """The settings of one episode: the run's, the task's where the run gives none."""
+        timeout = self.timeout or (asked.timeout if asked is not None else None) or DEFAULT_TIMEOUT
+
+        async def solution() -> str | None:
+            return await task.solution(sandbox, rollout)
+
+        return Episode(
+            agent=self.agent,
+            files=self.files,
+            timeout=timeout,
+            max_turns=env.max_turns,
+            instruction=task.instruction(rollout),
+            must_call_model=task.agent_must_call_model,
+            solution=solution,
+        )
+
+    async def _proxy(self, client: Client) -> CaptureProxy:
+        """The run's proxy, started at the first episode (agents ask for their own model names:
+        all mean the served one; what Chat Completions cannot express is dropped, recorded)."""
+        async with self._starting:
+            if self.proxy is None:
+                proxy = CaptureProxy(client, model_aliases=["*"], untranslatable="drop")
+                await proxy.astart()
+                self.proxy, self.proxies_started = proxy, self.proxies_started + 1
+            return self.proxy
+
+    async def release(self, resources: Resources) -> None:
+        """Close the episode's sandbox (after scoring); safe to call twice."""
+        sandbox = resources.get(SANDBOX)
+        if isinstance(sandbox, Sandbox):
+            await self.sandboxes.close(sandbox)
+
+    async def close(self) -> None:
+        """Close every sandbox still open and the proxy (the run ended or was interrupted); a
+        later episode starts a new proxy."""
+        try:
+            await self.sandboxes.close_all()
+        finally:
+            proxy, self.proxy = self.proxy, None
+            self._starting = asyncio.Lock()  # a later run may play on another event loop
+            if proxy is not None:
+                await proxy.aclose()
+
+
+def _task(env: EnvironmentProtocol) -> AgentTask:
+    if not isinstance(env, AgentTask):
+        raise ConfigError(
+            f"an agent plays the tasks of an envs.Environment (its task hooks: instruction, task_sandbox, "
+            f"setup_sandbox); {type(env).__name__} has none"
+        )
+    return env
+
+
+def _folder(files: str | Path | None) -> Path | None:
+    """`--agent-files` as an absolute folder, or a ConfigError naming the fix."""
+    if files is None:
+        return None
+    folder = Path(files).expanduser().resolve()
+    if not folder.is_dir():
+        raise ConfigError(
+            f"--agent-files {str(folder)!r} is not a folder; give the folder to upload to /agent"
+        )
+    return folder
+
+
+__all__ = ["DEFAULT_TIMEOUT", "AgentRun", "AgentRunSpec"]

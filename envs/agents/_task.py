@@ -1,0 +1,129 @@
+"""What an agent run asks of a task: its instruction, its sandbox, its setup step, its solution.
+
+An `Environment` describes a task; who plays it, in which runtime and within which limits, is a
+run setting (`envs.agents.AgentRun`). So the environment holds no agent: it keeps these task
+hooks (it inherits `AgentTask`), each with a default that a subclass overrides.
+
+- `instruction(rollout)`: what the agent is asked to do (the text of the rollout's prompt).
+- `task_sandbox(rollout)`: the sandbox this row asks for, a `TaskSandbox` (its runtime or
+  image, CPUs, memory, disk, workdir, network, time), e.g. a Harbor task's own image and
+  limits, or one image per row of a SWE-style dataset; None: the run's settings alone.
+- `setup_sandbox(sandbox, rollout)`: prepares a fresh sandbox before the agent starts (clone a
+  repository, install dependencies); an environment declares one by overriding it, and with
+  `-r N` it runs once per example and each rollout gets a fork of the result.
+- `solution(sandbox, rollout)`: puts the task's reference solution in the sandbox and returns
+  the command running it, which is what `--agent oracle` runs (default: the row's `solution`
+  column, a shell script); None: the task has none.
+- `agent_must_call_model`: False where the task's own checks judge what the agent left (a
+  Harbor verifier): an agent that exits without calling the model is then scored as it stands.
+
+The run's settings win over the task's, one by one: a `runtime` given to the run replaces
+every task's, the run's limits replace the task's, the run's timeout the task's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+from envs.agents._base import STATE_DIR
+from harness._core.errors import ConfigError
+from harness._core.types import Rollout
+from harness.runtimes import Sandbox
+
+#: The row column (in `info`) the default `solution` hook reads: a shell script solving the task.
+SOLUTION_COLUMN = "solution"
+#: A runtime a task names: a runtime string ("docker:IMAGE"), or an async function making one
+#: (building the task's image), called only when the run gives no runtime of its own.
+TaskRuntime = str | Callable[[], Awaitable[str]]
+
+
+@dataclass(frozen=True)
+class TaskSandbox:
+    """The sandbox one task (one row) asks for; None fields leave the choice to the run.
+
+    Attributes:
+        runtime: Its runtime ("docker:IMAGE", "bwrap:ROOTFS", ...), or an async function
+            returning one (e.g. one that builds the task's image), called only when the run
+            names no runtime of its own.
+        cpus: CPUs (a CFS quota).
+        memory_mb: Memory for everything in the sandbox.
+        pids: Processes and threads at once.
+        disk_mb: The sandbox's disk (largest file, and where the runtime caps it, its layer).
+        workdir: The agent's working folder (an image's WORKDIR).
+        network: "none" (the default: only the socket back to the harness) or "host".
+        timeout: Seconds the agent may take on this task.
+    """
+
+    runtime: TaskRuntime | None = None
+    cpus: float | None = None
+    memory_mb: int | None = None
+    pids: int | None = None
+    disk_mb: int | None = None
+    workdir: str | None = None
+    network: Literal["none", "host"] = "none"
+    timeout: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.timeout is not None and not self.timeout > 0:
+            raise ConfigError(
+                f"TaskSandbox timeout must be a positive number of seconds, got {self.timeout!r}"
+            )
+        if self.runtime is not None and not (isinstance(self.runtime, str) or callable(self.runtime)):
+            raise ConfigError(
+                "TaskSandbox runtime must be a runtime such as 'docker:IMAGE', or an async function "
+                f"returning one; got {type(self.runtime).__name__}"
+            )
+
+
+class AgentTask:
+    """The task hooks an agent run reads (see the module docstring); `envs.Environment` has them.
+
+    Override them in an environment to give each row its own sandbox, a setup step, or a
+    reference solution.
+    """
+
+    #: False where the task's own checks judge what the agent left (a Harbor verifier): an
+    #: agent that exits 0 without calling the model is then scored as it stands
+    #: (`state["agent"]["no_model_call"]`) instead of failing its rollout.
+    agent_must_call_model: ClassVar[bool] = True
+
+    def instruction(self, rollout: Rollout) -> str:
+        """What an agent is asked to do: the text of the rollout's prompt (system, then user turns)."""
+        return "\n\n".join(m.text for m in rollout.prompt if m.role in ("system", "user") and m.text)
+
+    def task_sandbox(self, rollout: Rollout) -> TaskSandbox | None:
+        """The sandbox this rollout's task asks for (its image, limits, workdir, time); None:
+        the run's settings alone. The default asks for nothing."""
+        return None
+
+    async def setup_sandbox(self, sandbox: Sandbox, rollout: Rollout) -> None:
+        """The task's setup step for its agent's sandboxes (override it): clone a repository,
+        install dependencies, write fixtures. It runs before the agent starts; with several
+        rollouts per example (`-r N`) it runs once per example in a template sandbox and each
+        rollout gets a fork of it, so N rollouts pay for one setup. A failure is recorded on
+        the rollouts of that example."""
+
+    async def solution(self, sandbox: Sandbox, rollout: Rollout) -> str | None:
+        """Put the task's reference solution in `sandbox` and return the shell command that runs
+        it (what `--agent oracle` runs), or None when the task has none. The default writes the
+        row's `solution` column (a shell script) into the agent's folder."""
+        script = rollout.info.get(SOLUTION_COLUMN)
+        if not isinstance(script, str) or not script.strip():
+            return None
+        await sandbox.write(f"{STATE_DIR}/solution.sh", script)
+        return f"bash {STATE_DIR}/solution.sh"
+
+
+def declares_setup(task: AgentTask) -> bool:
+    """Whether `task` overrides `setup_sandbox` (a setup step worth forking per group)."""
+    return type(task).setup_sandbox is not AgentTask.setup_sandbox
+
+
+def names_sandboxes(task: AgentTask) -> bool:
+    """Whether `task` overrides `task_sandbox` (its rows name their own sandboxes)."""
+    return type(task).task_sandbox is not AgentTask.task_sandbox
+
+
+__all__ = ["SOLUTION_COLUMN", "AgentTask", "TaskRuntime", "TaskSandbox", "declares_setup", "names_sandboxes"]
