@@ -67,7 +67,7 @@ _IO_DIR = "/run/rubric-io"  # where a command's stdin file is (host: <state fold
 _CHANGE_KINDS = {0: "changed", 1: "added", 2: "deleted"}  # the Engine's `changes` kinds
 #: Files the Engine keeps in every container's layer (its own, left out of `changed_files`).
 _ENGINE_FILES = ("/etc/hostname", "/etc/hosts", "/etc/resolv.conf", "/.dockerenv")
-_RESTART_GRACE = 5.0  # seconds a restarted container has to show its init and keeper alone
+_RESTART_GRACE = 30.0  # seconds a restarted container has to show its init and keeper alone (a loaded daemon lists none for seconds)
 
 
 def client() -> aiodocker.Docker:
