@@ -117,7 +117,7 @@ class ServedEpisodes:
         return self.examples[(seed or 0) % len(self.examples)]
 
 
-class Episode:
+class ServedEpisode:
     """One client session's side of the protocol: one rollout at a time, driven as `harness.rollout` drives it."""
 
     def __init__(self, episodes: ServedEpisodes) -> None:
@@ -206,7 +206,7 @@ async def _release_quietly(env: Environment, rollout: Rollout) -> None:
 
 
 def session_class(episodes: ServedEpisodes) -> type:
-    """The OpenEnv `Environment` class whose instances (one per client session) each run an `Episode`."""
+    """The OpenEnv `Environment` class whose instances (one per client session) each run an `ServedEpisode`."""
     server = _openenv()
 
     class RubricEpisode(server.Environment):  # type: ignore[misc,name-defined]
@@ -214,7 +214,7 @@ def session_class(episodes: ServedEpisodes) -> type:
 
         def __init__(self) -> None:
             super().__init__()
-            self.episode = Episode(episodes)
+            self.episode = ServedEpisode(episodes)
 
         async def reset_async(
             self, seed: int | None = None, episode_id: str | None = None, example_id: Any = None, **_: Any
@@ -386,7 +386,7 @@ __all__ = [
     "HOST",
     "IDLE_TIMEOUT",
     "MAX_SESSIONS",
-    "Episode",
+    "ServedEpisode",
     "ServedEpisodes",
     "aserve_openenv",
     "openenv_app",
