@@ -62,35 +62,55 @@ class Stopped(KeyboardInterrupt):
         self.signum = signum
 
 
-@contextlib.contextmanager
-def _stop_signals_interrupt() -> Iterator[None]:
-    """While the block runs, SIGTERM and SIGHUP raise `Stopped` in the main thread.
+class _StopSignals:
+    """SIGTERM and SIGHUP turned into `Stopped` in the main thread, once `arm()` is called.
 
     Only signals left at their default (which would end the process with no cleanup) are
     taken: a handler of the caller's own, or SIGHUP ignored under `nohup`, stays in charge.
-    The first signal raises; later ones are ignored, so the cleanup gets its grace (Slurm and
-    Kubernetes send SIGKILL after theirs; `timeout` signals the process and then its group).
+    The handlers are installed before the work is scheduled, so no signal finds the default
+    action (death) in between; one that arrives before `arm()` is held, and `arm()` raises it,
+    where the caller can cancel the work. The first signal raises; later ones are ignored, so
+    the cleanup gets its grace (Slurm and Kubernetes send SIGKILL after theirs; `timeout`
+    signals the process and then its group).
     """
-    if threading.current_thread() is not threading.main_thread():
-        yield  # only the main thread can set handlers (and receives the signals)
-        return
-    stopping: list[int] = []
-    owner = os.getpid()
 
-    def stop(signum: int, frame: FrameType | None) -> None:
-        if os.getpid() != owner:  # a child forked meanwhile (multiprocessing) ends as by default
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self.armed = False
+        self.owner = os.getpid()
+
+    def handle(self, signum: int, frame: FrameType | None) -> None:
+        if os.getpid() != self.owner:  # a child forked meanwhile (multiprocessing) ends as by default
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
             return
-        if not stopping:
-            stopping.append(signum)
-            raise Stopped(signum)
+        if self.received is None:
+            self.received = signum
+            if self.armed:
+                raise Stopped(signum)
 
+    def arm(self) -> None:
+        """From here on a signal raises `Stopped`; one that came earlier raises it now."""
+        self.armed = True
+        # A signal handled between the line above and this check has raised already (received
+        # was None when it came); one handled before the line above is raised here.
+        if self.received is not None:
+            raise Stopped(self.received)
+
+
+@contextlib.contextmanager
+def _stop_signals_interrupt() -> Iterator[_StopSignals]:
+    """While the block runs, SIGTERM and SIGHUP left at their default are taken (`_StopSignals`);
+    the block calls `arm()` once the work it may cancel is scheduled."""
+    stop = _StopSignals()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop  # only the main thread can set handlers (and receives the signals)
+        return
     taken = [sig for sig in STOP_SIGNALS if signal.getsignal(sig) is signal.SIG_DFL]
     for sig in taken:
-        signal.signal(sig, stop)
+        signal.signal(sig, stop.handle)
     try:
-        yield
+        yield stop
     finally:
         for sig in taken:
             signal.signal(sig, signal.SIG_DFL)
@@ -133,13 +153,16 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         caller: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
     except RuntimeError:
         caller = None
-    token = _BLOCKED_LOOP.set(caller)
-    try:
-        future = asyncio.run_coroutine_threadsafe(tracked(), loop)
-    finally:
-        _BLOCKED_LOOP.reset(token)
-    with _stop_signals_interrupt():
+    # The stop signals are taken before the work is scheduled: work that starts at once (and
+    # signals, or is signalled) must not find the default action, which kills the process.
+    with _stop_signals_interrupt() as stop:
+        token = _BLOCKED_LOOP.set(caller)
         try:
+            future = asyncio.run_coroutine_threadsafe(tracked(), loop)
+        finally:
+            _BLOCKED_LOOP.reset(token)
+        try:
+            stop.arm()
             return future.result()
         except KeyboardInterrupt:  # Ctrl-C, or Stopped (SIGTERM, SIGHUP)
             # It lands in this thread; cancel the work and give its cleanup (closing files,
