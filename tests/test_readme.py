@@ -100,11 +100,18 @@ def test_own_environment_example_runs_with_the_cli(tmp_path: Path) -> None:
     assert "1 ± 0  (over" in proc.stdout and "used_tool" in proc.stdout
 
 
-def test_readme_test_command_is_the_ci_command() -> None:
-    ci = (ROOT / ".ci" / "run").read_text()
-    command = code_block("bash", "pytest").strip().splitlines()[-1].split("&&")[-1].strip()
-    assert command == "python -m pytest -n auto --dist loadfile"
-    assert "\n" + command + "\n" in ci
+def test_readme_test_command_is_the_ci_command_and_provisions_the_suite() -> None:
+    """README's test command is CI's last command, and it provisions every area the tests mark
+    (issue 47.2: alone on a fresh machine it must pass the suite)."""
+    command = code_block("bash", "scripts/test").strip()
+    assert command == "scripts/test"
+    ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()
+    assert ci[-1] == command
+    test = (ROOT / "scripts" / "test").read_text()
+    assert "scripts/provision\n" in test and 'exec python -m pytest -n auto --dist loadfile "$@"' in test
+    provision = (ROOT / "scripts" / "provision").read_text()
+    for needed in ("bubblewrap", "chromium", '".[test,ray,trl,docs]"', '"verl==0.9.1"', ".ci/docker-up", ".ci/agents-up"):
+        assert needed in provision, f"scripts/provision does not install {needed}"
 
 
 def test_readme_documents_every_cli_command() -> None:
