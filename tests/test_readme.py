@@ -110,7 +110,14 @@ def test_readme_test_command_is_the_ci_command_and_provisions_the_suite() -> Non
     test = (ROOT / "scripts" / "test").read_text()
     assert "scripts/provision\n" in test and 'exec python -m pytest -n auto --dist loadfile "$@"' in test
     provision = (ROOT / "scripts" / "provision").read_text()
-    for needed in ("bubblewrap", "chromium", '".[test,ray,trl,docs]"', '"verl==0.9.1"', ".ci/docker-up", ".ci/agents-up"):
+    for needed in (
+        "bubblewrap",
+        "chromium",
+        '".[test,ray,trl,docs]"',
+        '"verl==0.9.1"',
+        ".ci/docker-up",
+        ".ci/agents-up",
+    ):
         assert needed in provision, f"scripts/provision does not install {needed}"
 
 
