@@ -6,7 +6,7 @@
 - `verdicts`: reading a verdict from a reply (number, choice map, JSON) and rescaling it.
 - `cache`: `JudgeCache`, one answer per identical question (`JudgeCache.shared` unless a judge has its own).
 - `rank`: `RankJudge` and `PairwiseJudge`, group nodes that compare a group's members.
-- `labels`, `agreement`, `probes`, `calibration_view`: what `rubrics.calibration` builds on
+- `labels`, `agreement`, `probes`, `calibration_result`: what `rubrics.calibration` builds on
   (human labels read, kappa/rho/confusion figured, probes, the view).
 The ready-made judges are the public module `rubrics.judges`.
 

@@ -1,26 +1,31 @@
-"""A judge calibration drawn for people: in the terminal (rich) and as HTML (notebook, page).
+"""A judge calibration's result: the figures `rubrics.calibration` measures, and how they look.
 
-Both show the same figures of a `rubrics.calibration.Calibration`: the headline
-(accuracy and Cohen's kappa, or MAE and Spearman's rho), the confusion table (rows: the human
-label, columns: the judge's verdict), agreement by label, the bias probes, and tokens and
-cost per call. Labels and judge replies are text from people and models: escaped
-(`harness._core.text.safe_text` in the terminal, `esc` in HTML).
+The records (`LabelledItem`, `LabelAgreement`, `ProbeResult`, `Calibration`) and their two
+drawings, which show the same figures: in the terminal (rich) and as HTML (notebook, page):
+the headline (accuracy and Cohen's kappa, or MAE and Spearman's rho), the confusion table
+(rows: the human label, columns: the judge's verdict), agreement by label, the bias probes,
+and tokens and cost per call. Labels and judge replies are text from people and models:
+escaped (`harness._core.text.safe_text` in the terminal, `esc` in HTML). One module, because
+a record's `__rich__` and `_repr_html_` are its drawings and the drawings read the records.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Any
 
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from harness._core.display import STYLE, esc, fmt, unscored_count
+from harness._core.stats import CorrectedMean, JudgePanel
+from harness._core.storage import write_atomic
 from harness._core.text import safe_text
-
-if TYPE_CHECKING:  # pragma: no cover
-    from rubrics.calibration import Calibration, ProbeResult
+from harness._core.types import Usage
 
 
 def _shift(value: float | None) -> str:
@@ -266,3 +271,201 @@ __all__ = [
     "headline",
     "probe_row",
 ]
+
+
+@dataclass(frozen=True)
+class LabelledItem:
+    """One labelled rollout: the human's label, the judge's score and verdict.
+
+    The score is NaN when the judge left it unscored (see `reason`); the verdict is in the
+    label's terms (None for continuous labels or unscored).
+
+    Attributes:
+        example_id: The rollout's example.
+        label: The human's label.
+        target: The label as a score in [0, 1].
+        score: The judge's score (NaN: unscored).
+        verdict: The judge's score in the label's terms.
+        reason: Why the judge left it unscored, if it did.
+    """
+
+    example_id: str
+    label: str
+    target: float
+    score: float
+    verdict: str | None
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class LabelAgreement:
+    """The scored items with one label (continuous: one fifth of the scale).
+
+    Attributes:
+        label: The label.
+        count: How many scored items have it.
+        agreement: The share of them the judge agreed with (None: continuous labels).
+        mean_score: The judge's mean score on them.
+    """
+
+    label: str
+    count: int
+    agreement: float | None  # share the judge agreed with (binary/categorical) or its MAE (continuous)
+    mean_score: float | None
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """How far the judge's score moved on the probe's twins (twin − original, [0, 1] scale).
+
+    Attributes:
+        name: The probe's name ("verbosity", "position").
+        what: What the twin changes.
+        num_pairs: How many (original, twin) pairs were scored.
+        mean_shift: The mean of twin − original.
+        mean_abs_shift: The mean of |twin − original|.
+        num_changed: How many pairs the judge scored differently.
+        skipped: Why the probe was not run, if it was not.
+    """
+
+    name: str
+    what: str
+    num_pairs: int
+    mean_shift: float | None
+    mean_abs_shift: float | None
+    num_changed: int  # verdicts that changed (continuous labels: scores that moved)
+    skipped: str | None = None
+
+
+@dataclass(frozen=True, repr=False)
+class Calibration:
+    """A judge measured against labels.
+
+    `rich.print(it)` shows the report, a notebook draws it as HTML, `to_html()` is a page;
+    `repr` is the headline.
+
+    Attributes:
+        judge: The judge's label.
+        model: The judge's model.
+        kind: "binary", "categorical" or "continuous".
+        threshold: Binary labels: the pass threshold.
+        items: Every labelled row, scored.
+        classes: The label classes (binary, categorical), in order.
+        confusion: Labels (rows) against verdicts (columns).
+        accuracy: The share of verdicts equal to the label.
+        kappa: Cohen's kappa (chance-corrected agreement).
+        mae: Continuous labels: the mean absolute error.
+        spearman: Continuous labels: Spearman's rank correlation.
+        by_label: Agreement per label.
+        probes: The bias probes' results.
+        num_calls: Judge calls made to score the rows.
+        usage: Their tokens.
+        probe_calls: Judge calls made by the probes.
+        probe_usage: Their tokens.
+        prices: (per prompt token, per completion token), if given.
+        corrected: The run's judge mean corrected by the labels, when a run was given.
+        corrected_note: Why there is no corrected mean, when a run was given.
+        panel: The effective number of judges of a panel, when one was given.
+    """
+
+    judge: str
+    model: str
+    kind: str
+    threshold: float | None
+    items: tuple[LabelledItem, ...]
+    classes: tuple[str, ...]
+    confusion: tuple[tuple[int, ...], ...]
+    accuracy: float | None
+    kappa: float | None
+    mae: float | None
+    spearman: float | None
+    by_label: tuple[LabelAgreement, ...]
+    probes: tuple[ProbeResult, ...]
+    num_calls: int
+    usage: Usage
+    probe_calls: int
+    probe_usage: Usage
+    prices: tuple[float, float] | None = None
+    corrected: CorrectedMean | None = None
+    corrected_note: str | None = None  # why there is no corrected mean, when a run was given
+    panel: JudgePanel | None = None
+
+    @property
+    def num_scored(self) -> int:
+        """How many labelled rows the judge scored."""
+        return sum(1 for i in self.items if i.reason is None)
+
+    @property
+    def unscored_reasons(self) -> list[tuple[str, int]]:
+        """Why rows went unscored, most common first."""
+        return Counter(i.reason for i in self.items if i.reason is not None).most_common()
+
+    @property
+    def tokens_per_call(self) -> tuple[float, float] | None:
+        """Mean (prompt, completion) tokens per judge request (None when none was made)."""
+        calls = self.num_calls + self.probe_calls
+        if not calls:
+            return None
+        total = self.usage + self.probe_usage
+        return total.prompt_tokens / calls, total.completion_tokens / calls
+
+    @property
+    def cost_per_call(self) -> float | None:
+        """Mean cost of a request at `prices` (per prompt token, per completion token)."""
+        tokens = self.tokens_per_call
+        if tokens is None or self.prices is None:
+            return None
+        return tokens[0] * self.prices[0] + tokens[1] * self.prices[1]
+
+    @property
+    def reading(self) -> str:
+        """The headline in words: agreement beyond chance (kappa) or rank agreement (rho)."""
+        if self.kind == "continuous":
+            return (
+                ""
+                if self.spearman is None
+                else f"Spearman's rho {self.spearman:.2f}: {_strength(self.spearman)}"
+            )
+        if self.kappa is None:
+            return "kappa undefined (one class only among labels and verdicts)"
+        return f"Cohen's kappa {self.kappa:.2f}: {_strength(self.kappa)} agreement beyond chance"
+
+    def __repr__(self) -> str:
+        """The headline: the judge, the kind of labels and the agreement figures."""
+        figures = (
+            f"mae={fmt(self.mae)}, spearman={fmt(self.spearman)}"
+            if self.kind == "continuous"
+            else f"accuracy={fmt(self.accuracy)}, kappa={fmt(self.kappa)}"
+        )
+        return f"Calibration(judge={self.judge}, kind={self.kind!r}, rows={len(self.items)}, scored={self.num_scored}, {figures})"
+
+    def __rich__(self) -> Any:
+        """The report, for rich (`rich.print(calibration)`)."""
+        return calibration_renderable(self)
+
+    def _repr_html_(self) -> str:
+        return calibration_html(self, page=False)
+
+    def to_html(self) -> str:
+        """The report as one self-contained HTML page."""
+        return calibration_html(self, page=True)
+
+    def write_html(self, path: str | Path) -> Path:
+        """Write `to_html()` to `path` (replaced whole, never written through a link there)."""
+        out = Path(path)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(out, self.to_html())
+        return out
+
+
+def _strength(value: float) -> str:
+    # Landis & Koch's (1977) names for kappa, used for rho as a rough guide too.
+    for limit, name in (
+        (0.0, "none or worse than chance"),
+        (0.2, "slight"),
+        (0.4, "fair"),
+        (0.6, "moderate"),
+    ):
+        if value <= limit:
+            return name
+    return "substantial" if value <= 0.8 else "almost perfect"
