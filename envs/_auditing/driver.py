@@ -29,7 +29,8 @@ from envs._auditing.probes import (
     substitute,
     wrong_answer,
 )
-from envs._auditing.report import AuditReport, ProbeInfo, build_report
+from envs._auditing.report import build_report
+from envs._auditing.result import AuditReport, ProbeInfo
 from envs._environment import Environment
 from harness._core.aio import run_sync
 from harness._core.errors import ConfigError

@@ -372,7 +372,7 @@ def test_substitute_changes_whole_answers_only() -> None:
 def test_readme_table_is_what_rubric_audit_gsm8k_prints() -> None:
     from rich.console import Console
 
-    from envs._auditing.views import audit_table
+    from envs._auditing.result import audit_table
     from tests.helpers.docs import code_block
 
     console = Console(width=100, record=True, file=io.StringIO(), color_system=None)

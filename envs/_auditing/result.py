@@ -1,4 +1,8 @@
-"""How an `AuditReport` looks: a rich table for the terminal and a self-contained HTML page.
+"""An audit's result, `AuditReport`, and how it looks: a rich table and a self-contained HTML page.
+
+The report is plain data (JSON-able through `to_dict`), so the terminal and HTML views and CI
+all read the same thing; its `__rich__` and `_repr_html_` are the drawings below, so records
+and drawings are one module.
 
 One row per probe, one column per rubric node (the reward first), each cell the probe's mean
 score on that node; a cell that a flag names is marked, errors show their rate. Every name
@@ -9,8 +13,10 @@ rich markup) and HTML through `harness._views.html.esc`.
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -18,9 +24,7 @@ from rich.text import Text
 
 from harness._core.display import STYLE, esc, fmt
 from harness._core.text import escape_control, safe_text
-
-if TYPE_CHECKING:  # pragma: no cover
-    from envs._auditing.report import AuditReport, Cell
+from harness._core.types import Rollout
 
 #: The marks flags leave on the cells they name.
 MARKS = {"hackable": "!", "errors": "E", "constant": "=", "judge_injection": "J"}
@@ -167,4 +171,171 @@ def write_audit_html(report: AuditReport, path: str | Path) -> Path:
     return out
 
 
-__all__ = ["audit_body_html", "audit_html", "audit_table", "render_audit", "write_audit_html"]
+__all__ = [
+    "ROOT",
+    "AuditReport",
+    "Cell",
+    "Flag",
+    "ProbeInfo",
+    "audit_body_html",
+    "audit_html",
+    "audit_table",
+    "render_audit",
+    "write_audit_html",
+]
+
+
+#: The reward's row in tables and JSON (node paths are dotted names; the root has none).
+ROOT = "reward"
+
+
+@dataclass(frozen=True)
+class ProbeInfo:
+    """A probe as run: `rows` of `total` rows could be built (`needs` says what the rest lacked)."""
+
+    name: str
+    description: str
+    kind: str
+    rows: int
+    total: int
+    needs: str = ""
+
+
+@dataclass
+class Cell:
+    """One node under one probe: mean of its finite scores, and how many rollouts errored."""
+
+    mean: float | None
+    errors: int
+    scored: int
+    rollouts: int
+    first_error: str | None = None
+
+    @property
+    def error_rate(self) -> float:
+        return self.errors / self.rollouts if self.rollouts else 0.0
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One finding: its kind, the node and probe it is about, and a sentence saying it."""
+
+    kind: str
+    node: str
+    probe: str | None
+    message: str
+
+
+@dataclass
+class AuditReport:
+    """What `envs.audit` found: each rubric node's mean score under each probe, and the flags.
+
+    A node is a dotted rubric path, or "reward" for the whole reward. Printed with rich, it is
+    the table `rubric audit` shows; in a notebook, the HTML page.
+
+    Attributes:
+        env: The environment's name.
+        num_examples: How many dataset rows were probed.
+        reference: How the reference (correct) replies were made.
+        probes: The probes run, with what each one sends.
+        nodes: The rubric's node paths, the reward first.
+        judges: The paths of the LLM judges in the rubric.
+        cells: `cells[node][probe]`, the scores of one node under one probe.
+        flags: The findings (hackable, constant, erroring nodes; judges swayed by injection).
+        seconds: How long the audit took.
+        rollouts: Every probe rollout by probe (prompt, completion, per-node scores).
+        notes: What the audit could not do, one sentence each.
+        metrics: Nodes that cannot move the reward (weight 0); never called hackable.
+    """
+
+    env: str
+    num_examples: int
+    reference: str
+    probes: list[ProbeInfo]
+    nodes: list[str]
+    judges: list[str]
+    cells: dict[str, dict[str, Cell]]
+    flags: list[Flag]
+    seconds: float
+    rollouts: dict[str, list[Rollout]] = field(default_factory=dict, repr=False)
+    notes: list[str] = field(default_factory=list)
+    metrics: list[str] = field(default_factory=list)
+
+    @property
+    def flagged(self) -> bool:
+        """True when anything was flagged (`rubric audit --strict` then exits 1)."""
+        return bool(self.flags)
+
+    def flags_of(self, kind: str) -> list[Flag]:
+        """The flags of one kind ("hackable", "constant", "errors", "judge_injection")."""
+        return [f for f in self.flags if f.kind == kind]
+
+    def mean(self, node: str, probe: str) -> float | None:
+        """Mean score of `node` ("reward" for the root) under `probe`; None when nothing scored."""
+        cell = self.cells.get(node, {}).get(probe)
+        return cell.mean if cell is not None else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-able data (no rollouts; a mean with nothing scored is null)."""
+        return {
+            "env": self.env,
+            "num_examples": self.num_examples,
+            "reference": self.reference,
+            "flagged": self.flagged,
+            "seconds": round(self.seconds, 3),
+            "probes": [asdict(p) for p in self.probes],
+            "judges": self.judges,
+            "metrics": self.metrics,
+            "nodes": {
+                node: {
+                    probe: {**asdict(cell), "error_rate": cell.error_rate}
+                    for probe, cell in self.cells[node].items()
+                }
+                for node in self.nodes
+            },
+            "flags": [asdict(f) for f in self.flags],
+            "notes": self.notes,
+        }
+
+    def to_json(self) -> str:
+        """`to_dict` as indented JSON text."""
+        return json.dumps(self.to_dict(), indent=2, allow_nan=False)
+
+    def write_json(self, path: str | Path) -> Path:
+        """Write `to_json()` to a file.
+
+        Args:
+            path: The file to write (its parent folders are created).
+
+        Returns:
+            The path written.
+        """
+        out = Path(path)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(self.to_json() + "\n", encoding="utf-8")
+        return out
+
+    def write_html(self, path: str | Path | None = None) -> Path:
+        """Write the report as a self-contained HTML page.
+
+        Args:
+            path: The file to write (default: ./audit--ENV.html).
+
+        Returns:
+            The path written.
+        """
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.env) or "env"
+        return write_audit_html(self, path or f"audit--{safe}.html")
+
+    def _repr_html_(self) -> str:
+        return audit_body_html(self)
+
+    def __rich__(self) -> RenderableType:
+        return render_audit(self)
+
+    def __repr__(self) -> str:
+        kinds = ", ".join(sorted({f.kind for f in self.flags})) or "nothing flagged"
+        return (
+            f"AuditReport(env={self.env!r}, num_examples={self.num_examples}, "
+            f"probes={len(self.probes)}, nodes={len(self.nodes)}, flags={len(self.flags)}: {kinds})"
+        )
