@@ -33,8 +33,8 @@ from envs._registry import (
 )
 from envs._tools.functions import Tool, ToolResult, call_tool, tool
 from envs._tools.mcp import mcp_server
-from envs._trl_bridge import TRLSpec
-from envs._verl_bridge import VerlSpec
+from envs._training.trl import TRLSpec
+from envs._training.verl import VerlSpec
 
 __all__ = [
     "AuditReport",

@@ -44,17 +44,17 @@ from envs._inputs import (
 from envs._prompts import Template
 from envs._tools.functions import ToolLike, ToolResult, call_tool
 from envs._tools.mcp import MCPServer, MCPTool
-from envs._trl_bridge import TRLSpec
-from envs._verl_bridge import VerlSpec
+from envs._training.trl import TRLSpec
+from envs._training.verl import VerlSpec
 from envs.agents import Agent, AgentRun, AgentTask
 from harness._core.aio import maybe_await, run_sync
 from harness._core.defaults import DEFAULT_CONCURRENCY
 from harness._core.errors import ConfigError, ConfigTypeError
-from harness._core.options import EvaluateOptions, check_evaluate_options
+from harness._core.runs.options import EvaluateOptions, check_evaluate_options
 from harness._core.types import INJECTED, Message, Rollout, ToolCall, as_messages, jsonable
 from harness._endpoint.client import Client
 from harness._endpoint.connect import open_client
-from rubrics._grouping import has_group_nodes
+from rubrics._tree.grouping import has_group_nodes
 from rubrics.credit import assign_credit
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -505,7 +505,7 @@ class Environment(AgentTask):
                 `envs.agents.Agent`, or an `envs.agents.AgentRun` (runtime, files, limits).
 
         Returns:
-            An `envs._trl_bridge.TRLSpec` with `train_dataset`, `reward_funcs`, and, with tools,
+            An `envs._training.trl.TRLSpec` with `train_dataset`, `reward_funcs`, and, with tools,
             `environment_factory`, or with `agent` a `rollout_func` (its episodes against
             `base_url`/`model`, default the trainer's vLLM server); `.kwargs` holds them as a
             dict. Needs no TRL to build.
@@ -523,7 +523,7 @@ class Environment(AgentTask):
             num_examples: keep only the first n examples.
 
         Returns:
-            An `envs._verl_bridge.VerlSpec` with `train_dataset` (verl's RL schema; write it
+            An `envs._training.verl.VerlSpec` with `train_dataset` (verl's RL schema; write it
             with `.to_parquet`), `reward_fn` (unscored is NaN, never 0) and `overrides`.
             Needs no verl to build.
         """

@@ -36,7 +36,7 @@ from verl.experimental.agent_loop.tool_parser import ToolParser
 
 from envs._environment import Environment
 from envs._registry import EnvironmentSpec
-from envs._verl_bridge import AGENT_LOOP_NAME, registered_environment
+from envs._training.verl import AGENT_LOOP_NAME, registered_environment
 from harness._core.errors import ConfigError, describe_error
 from harness._core.protocol import env_turn
 from harness._core.types import FunctionCall, Message, Rollout, ToolCall, text_messages

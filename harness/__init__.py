@@ -39,9 +39,9 @@ from harness._core.errors import (
     WorkerError,
     WorkersHint,
 )
-from harness._core.options import EvaluateOptions, Shard
 from harness._core.protocol import EnvironmentProtocol, EnvironmentSource
-from harness._core.summary import Summary
+from harness._core.runs.options import EvaluateOptions, Shard
+from harness._core.runs.summary import Summary
 from harness._core.tree import TreeNode
 from harness._core.types import (
     FunctionCall,

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 from harness._core.types import Rollout
 from rubrics import credit, judges, parsers
-from rubrics._batch import ScoredBatch
 from rubrics._containers import Gate, RubricDict, RubricList, Sequential, WeightedSum
 from rubrics._group import GroupRubric, Relative, relative
 from rubrics._judge.config import JudgeConfig
 from rubrics._judge.llm import LLMJudge
 from rubrics._judge.rank import PairwiseJudge, RankJudge
 from rubrics._leaf import FunctionRubric, reward
-from rubrics._module import IncompatibleKeys, RemovableHandle, Rubric, ScoringError
+from rubrics._tree.batch import ScoredBatch
+from rubrics._tree.module import IncompatibleKeys, RemovableHandle, Rubric, ScoringError
 from rubrics._verl import register_advantage_estimator
 
 __all__ = [

@@ -17,9 +17,9 @@ from harness._core.errors import ConfigError, ConfigTypeError
 from harness._core.tree import TreeNode
 from harness._core.types import Rollout
 from rubrics._leaf import as_rubric
-from rubrics._module import NAN, Rubric, ScoringError, check_name, join_path, snake_name
+from rubrics._tree.module import NAN, Rubric, ScoringError, check_name, join_path, snake_name
+from rubrics._tree.turns import episode_score
 from rubrics._trl import TRLReward, child_rewards
-from rubrics._turns import episode_score
 
 RubricLike = Rubric | Callable[..., Any]
 

@@ -5,7 +5,7 @@ whole group (the `-r K` rollouts of `rubric eval`, the `num_generations` complet
 prompt in TRL) and returns one score per member; each member's score is recorded under the
 node's path on that member, as for any node, so containers mix group and per-rollout children.
 How a group is scored (group nodes first, then each member through the tree) is in
-`rubrics._grouping`.
+`rubrics._tree.grouping`.
 
 Failures never poison a group: a member the node cannot score is NaN with its reason and is
 left out of the group's statistics, and the node records on every member how many members
@@ -23,10 +23,10 @@ from typing import Any, ClassVar, Literal, get_args
 from harness._core.aio import run_sync
 from harness._core.errors import ConfigError, ConfigTypeError, ScoringError
 from harness._core.types import Rollout
-from rubrics._grouping import GROUP_TABLE, GroupTable
 from rubrics._leaf import as_rubric
-from rubrics._module import NAN, Rubric, coerce_sync, snake_name
-from rubrics._scoring import MEMBER_SCOPES, SAVED, SCOPE, Scope, path_under, saved_score
+from rubrics._tree.grouping import GROUP_TABLE, GroupTable
+from rubrics._tree.module import NAN, Rubric, coerce_sync, snake_name
+from rubrics._tree.scoring import MEMBER_SCOPES, SAVED, SCOPE, Scope, path_under, saved_score
 
 #: How `relative` turns a group's scores into rewards.
 RelativeMethod = Literal["rank", "zscore"]

@@ -18,8 +18,8 @@ from typing import Any, NamedTuple
 from harness._core.errors import ConfigError
 from harness._core.protocol import SANDBOX, scoring_resource
 from harness._core.types import INJECTED, Rollout
-from rubrics._scoring import ScoringError, snake_name
-from rubrics._turns import TURN_INJECTED, Turn
+from rubrics._tree.scoring import ScoringError, snake_name
+from rubrics._tree.turns import TURN_INJECTED, Turn
 
 MISSING = object()
 Getter = Callable[[Rollout], Any]

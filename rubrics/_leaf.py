@@ -2,7 +2,7 @@
 
 `reward(fn)` (or `@reward`) makes a `FunctionRubric`, whose arguments are filled by
 parameter name through a plan built once (`rubrics._injection`); `reward(fn, per_turn=True)`
-makes a `TurnFunctionRubric`, which scores every assistant turn (`rubrics._turns`).
+makes a `TurnFunctionRubric`, which scores every assistant turn (`rubrics._tree.turns`).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from rubrics._injection import (
     turn_getter,
     turn_plan,
 )
-from rubrics._module import Rubric
-from rubrics._turns import TURN_INJECTED, Turn, TurnReduce, check_reduce_turns
+from rubrics._tree.module import Rubric
+from rubrics._tree.turns import TURN_INJECTED, Turn, TurnReduce, check_reduce_turns
 
 
 class FunctionRubric(Rubric):
@@ -159,7 +159,7 @@ class TurnFunctionRubric(FunctionRubric):
         self.__dict__["_reduce_turns"] = check_reduce_turns(value)
 
     forward = Rubric.forward  # per turn (FunctionRubric's forward calls the function once)
-    _scoped = True  # its turns are recorded on the scope (`rubrics._turns`)
+    _scoped = True  # its turns are recorded on the scope (`rubrics._tree.turns`)
 
     def forward_turn(self, rollout: Rollout, turn: Turn) -> Any:
         kwargs = {name: get(rollout, turn) for name, get in self._getters}
@@ -256,7 +256,7 @@ def reward(
     With `per_turn=True` the function scores each assistant turn and may also ask for `turn`
     (that message), `turn_index` and `messages` (the conversation up to it); the scores land
     in `rollout.turn_scores`, and `reduce_turns` ("mean", "sum", "last", "min", "max") makes
-    the node's episode score from them. See `rubrics._turns`.
+    the node's episode score from them. See `rubrics._tree.turns`.
 
     Args:
         fn: the reward function; without it, `reward(...)` returns a decorator.

@@ -49,7 +49,7 @@ from harness._core.errors import ConfigError
 from harness._core.types import Rollout
 
 if TYPE_CHECKING:  # pragma: no cover
-    from rubrics._module import Rubric
+    from rubrics._tree.module import Rubric
 
 #: Keyword arguments TRL adds next to the dataset columns; they are not columns of a rollout.
 TRAINER_KWARGS = frozenset({"trainer_state", "log_metric", "log_extra", "environments"})
@@ -260,7 +260,7 @@ class AsyncTRLReward(TRLReward):
         self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
     ) -> list[float | None]:
         """Score one TRL batch concurrently; one reward per completion, None where unscored."""
-        rollouts = self._prepare(prompts, completions, kwargs)  # before any await: see envs._trl_bridge
+        rollouts = self._prepare(prompts, completions, kwargs)  # before any await: see envs._training.trl
         scores = await self.rubric.ascore_batch(rollouts, concurrency=self.concurrency)
         return self._report(rollouts, scores, kwargs)
 

@@ -31,8 +31,8 @@ from typing import Any
 from harness._core.defaults import DEFAULT_CONCURRENCY
 from harness._core.errors import ConfigError
 from harness._core.types import Rollout
-from rubrics._grouping import has_group_nodes
-from rubrics._module import Rubric
+from rubrics._tree.grouping import has_group_nodes
+from rubrics._tree.module import Rubric
 from rubrics._trl import METRIC_PREFIX, flat_group_frac
 
 #: `reward_extra_info` key holding 1.0 for a scored response and 0.0 for an unscored one.

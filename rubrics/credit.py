@@ -32,7 +32,7 @@ from typing import Any
 
 from harness._core.errors import ConfigError
 from harness._core.types import Rollout
-from rubrics._turns import num_turns
+from rubrics._tree.turns import num_turns
 
 Credit = Callable[[Rollout], Sequence[float]]
 

@@ -21,7 +21,7 @@ from rubrics._judge.cache import CacheInfo, JudgeCache
 from rubrics._judge.config import JudgeSettings
 from rubrics._judge.llm import JudgeOptions, LLMJudge
 from rubrics._judge.verdicts import Reduce
-from rubrics._module import Rubric, ScoringError
+from rubrics._tree.module import Rubric, ScoringError
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness._endpoint.client import Client

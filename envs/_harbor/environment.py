@@ -28,7 +28,7 @@ from harness._core.types import Rollout
 from harness.runtimes import Sandbox, SandboxError
 from harness.runtimes._docker import build_context
 from harness.scripted import ShellScript
-from rubrics._module import Rubric
+from rubrics._tree.module import Rubric
 
 SOLUTION_DIR = "/solution"
 

@@ -24,7 +24,7 @@ from envs._harbor.verifier import LOGS_DIR, HarborVerifier
 from envs.agents import sandbox_of
 from harness._core.aio import run_sync
 from harness._core.types import Rollout
-from rubrics._module import Rubric
+from rubrics._tree.module import Rubric
 
 #: Files smaller than this are not looked for in the image (an empty `__init__.py` is everywhere).
 MIN_LEAK_BYTES = 16

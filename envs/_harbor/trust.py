@@ -23,7 +23,7 @@ from pathlib import PurePosixPath
 
 from harness.runtimes import Sandbox, SandboxError
 from harness.runtimes._base import DEFAULT_PATH
-from rubrics._scoring import ScoringError
+from rubrics._tree.scoring import ScoringError
 
 #: The verifier's PATH, in lookup order (the sandbox's default).
 PATH_DIRS = tuple(DEFAULT_PATH.split(":"))

@@ -24,8 +24,8 @@ from envs.agents import sandbox_of
 from harness._core.types import Rollout
 from harness.runtimes import Sandbox, SandboxError
 from harness.runtimes._base import DEFAULT_PATH
-from rubrics._module import Rubric
-from rubrics._scoring import ScoringError, join_path
+from rubrics._tree.module import Rubric
+from rubrics._tree.scoring import ScoringError, join_path
 
 TESTS_DIR = "/tests"
 LOGS_DIR = "/logs/verifier"

@@ -11,7 +11,7 @@ from typing import Any, Literal
 from harness._core.errors import ConfigError, ScoringError
 from harness._core.types import Rollout
 from rubrics import Rubric, WeightedSum
-from rubrics._turns import Turn
+from rubrics._tree.turns import Turn
 
 RewardMode = Literal["sum", "final"]
 

@@ -21,8 +21,8 @@ from harness._core.errors import ConfigError
 from harness._core.protocol import SANDBOX, scoring_resource
 from harness._core.types import Rollout
 from harness.runtimes import Sandbox, SandboxError
-from rubrics._module import Rubric
-from rubrics._scoring import ScoringError
+from rubrics._tree.module import Rubric
+from rubrics._tree.scoring import ScoringError
 
 #: The most of a command's output kept in the score details.
 DETAIL_OUTPUT = 2000

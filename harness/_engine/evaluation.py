@@ -32,8 +32,6 @@ from harness._core.errors import (
     TooManyErrorsError,
     WorkersHint,
 )
-from harness._core.limits import check_limits, check_planned
-from harness._core.options import EvaluateOptions, ExecutorName, Shard, check_evaluate_options
 from harness._core.protocol import (
     EnvironmentProtocol,
     Episodes,
@@ -43,8 +41,10 @@ from harness._core.protocol import (
     plays_groups,
     protocol_members,
 )
-from harness._core.run_dirs import drop_partial_groups
-from harness._core.storage import (
+from harness._core.runs.dirs import drop_partial_groups
+from harness._core.runs.limits import check_limits, check_planned
+from harness._core.runs.options import EvaluateOptions, ExecutorName, Shard, check_evaluate_options
+from harness._core.runs.storage import (
     METADATA_FILE,
     ResultsWriter,
     RunLock,
@@ -53,7 +53,7 @@ from harness._core.storage import (
     read_metadata,
     write_json_atomic,
 )
-from harness._core.summary import RunningSummary
+from harness._core.runs.summary import RunningSummary
 from harness._core.types import Rollout, jsonable
 from harness._endpoint.client import Client, check_sampling
 from harness._engine.executors.groups import GroupScorer, run_scoring_groups

@@ -10,6 +10,6 @@
   (human labels read, kappa/rho/confusion figured, probes, the view).
 The ready-made judges are the public module `rubrics.judges`.
 
-May import `rubrics._module` / `_scoring` / `parsers` and the harness core and client; nothing
+May import `rubrics._tree.module` / `_scoring` / `parsers` and the harness core and client; nothing
 else in `rubrics` imports it but the front door and the public modules.
 """

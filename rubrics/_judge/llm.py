@@ -32,7 +32,7 @@ from rubrics._judge.verdicts import (
     reduce_scores,
     rescale,
 )
-from rubrics._module import Rubric, ScoringError, as_rollout
+from rubrics._tree.module import Rubric, ScoringError, as_rollout
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness._endpoint.client import Client

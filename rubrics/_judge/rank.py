@@ -34,7 +34,7 @@ from rubrics._judge.cache import JudgeCache, ask
 from rubrics._judge.llm import DEFAULT_SYSTEM_PROMPT
 from rubrics._judge.prompt import JudgeTemplate, rollout_fields
 from rubrics._judge.verdicts import parse_label_scores, parse_ranking, parse_winner
-from rubrics._module import NAN
+from rubrics._tree.module import NAN
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness._endpoint.client import Client

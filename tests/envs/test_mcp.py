@@ -362,7 +362,7 @@ def test_a_sigkilled_rubric_eval_leaves_no_server_behind(tmp_path: Path) -> None
 async def test_trl_environment_methods_take_the_servers_parameters() -> None:
     import inspect
 
-    from envs._trl_bridge import environment_class
+    from envs._training.trl import environment_class
 
     env = ToolEnv(
         [{"question": "What is 2+3?", "answer": "5"}], lambda response: 1.0, tools=[mcp_server(COMMAND)]

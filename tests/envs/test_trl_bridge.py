@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from envs import SingleTurnEnv, ToolEnv, TRLSpec, load_environment
-from envs._trl_bridge import EnvironmentFactory, TRLEnvironment
+from envs._training.trl import EnvironmentFactory, TRLEnvironment
 from harness import ConfigError
 from rubrics import WeightedSum
 from tests.helpers.training import grpo_config, tiny_chat_model

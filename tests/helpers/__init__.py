@@ -1,4 +1,4 @@
-"""Shared helpers for the tests, one module per concern (their own sanity tests: tests/harness/test_helpers.py).
+"""Shared helpers for the tests, one module per concern (their own sanity tests: tests/test_helpers.py).
 
 - `fakes`: small environments implementing the harness protocol, with the policies that play them.
 - `endpoints`: a free loopback port, a broken HTTP server, the scripted endpoint with a Client.

@@ -44,11 +44,11 @@ AREAS_BY_PATH: dict[str, tuple[str, ...]] = {
     "tests/envs/reference/test_sandbox.py": ("bwrap",),
     "tests/envs/reference/test_python.py": ("bwrap",),  # the python environment's sandbox
     "tests/harness/runtimes/": ("bwrap",),
-    "tests/harness/test_ray_executor.py": ("ray",),
+    "tests/harness/engine/test_ray_executor.py": ("ray",),
     # worker processes (harness executors), each importing the project
-    "tests/harness/test_workers.py": ("slow",),
+    "tests/harness/engine/test_workers.py": ("slow",),
     "tests/envs/test_workers.py": ("slow",),
-    "tests/harness/test_transformers_serve.py": ("serve", "trl"),
+    "tests/harness/endpoint/test_transformers_serve.py": ("serve", "trl"),
     "tests/rubrics/test_credit.py": ("trl",),
     "tests/rubrics/test_trl_failure_contract.py": ("trl",),
     "tests/rubrics/test_verl.py": ("verl",),

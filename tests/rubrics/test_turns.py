@@ -12,7 +12,7 @@ import pytest
 
 from harness import ConfigError, Message, Rollout
 from rubrics import Gate, Rubric, Sequential, WeightedSum, reward
-from rubrics._turns import Turn
+from rubrics._tree.turns import Turn
 from rubrics.credit import assign_credit, discounted, outcome, returns_to_go
 
 

@@ -1,0 +1,117 @@
+"""An environment in verl's shapes: its examples as verl's RL dataset rows, its rubric as verl's reward.
+
+verl (0.9) reads a parquet file whose rows hold `data_source`, `prompt` (chat messages),
+`reward_model` (`{"style": "rule", "ground_truth": ...}`) and `extra_info` (free-form, with the
+example's `index`), and scores with a reward function it loads from a Python file
+(`reward.custom_reward_function.path/name`). `env.verl()` gives both: `train_dataset` (write it with
+`.to_parquet(path)`) and `reward_fn`, the rubric as `rubrics._verl.VerlReward` (for verl's `batch`
+reward manager; its `compute_score` method is the per-response form for the reward loop).
+Every dataset column rides in `extra_info`, where the rubric's leaves and judge templates find it.
+
+An environment with tools or more than one turn is played by verl's agent loop
+(`envs._verl_agent_loop.EnvironmentAgentLoop`, registered as `rubric_env`): its rows carry
+`agent_name`, and `agent_loop_config` is the entry for verl's
+`actor_rollout_ref.rollout.agent.agent_loop_config_path` file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from envs._training.trl import PrepareForScoring
+from harness._core.types import jsonable, text_messages
+from rubrics._verl import VerlReward, as_verl_reward
+
+if TYPE_CHECKING:  # pragma: no cover
+    from datasets import Dataset
+    from envs._environment import Environment
+
+#: The name verl's agent-loop registry knows `envs._verl_agent_loop.EnvironmentAgentLoop` by.
+AGENT_LOOP_NAME = "rubric_env"
+_AGENT_LOOP_TARGET = "envs._verl_agent_loop.EnvironmentAgentLoop"
+# Environments `env.verl()` built in this process, by the name its agent-loop config uses.
+_registered: dict[str, Environment] = {}
+
+
+def registered_environment(name: str) -> Environment | None:
+    """The environment `env.verl()` registered under `name` in this process, if any."""
+    return _registered.get(name)
+
+
+def plays_episodes(env: Environment) -> bool:
+    """Whether verl plays `env` in an agent loop (it has tools, or more than one turn)."""
+    return bool(env.tools) or env.max_turns > 1
+
+
+class VerlSpec:
+    """What verl needs to train on one environment.
+
+    Attributes:
+        train_dataset: a Hugging Face Dataset in verl's RL schema (`data_source`, `prompt`,
+            `reward_model`, `extra_info`); `train_dataset.to_parquet(path)` for `data.train_files`.
+        reward_fn: the environment's rubric as verl's reward function (NaN where unscored).
+        overrides: the Hydra overrides that point verl at `reward_fn` once it is saved in a
+            file as `compute_score` (see the README's verl section).
+        agent_loop_config: for an environment with tools or several turns, the entry of verl's
+            agent-loop config file (`actor_rollout_ref.rollout.agent.agent_loop_config_path`)
+            that plays it; its rows' `agent_name` picks it. None for a single-turn environment.
+
+    Args:
+        env: The environment to train on.
+        split: The dataset split the training prompts come from.
+        num_examples: Use only the first this many examples (None: all).
+    """
+
+    def __init__(self, env: Environment, *, split: str = "train", num_examples: int | None = None) -> None:
+        self.env = env
+        self.agent_loop_config: dict[str, Any] | None = None
+        if plays_episodes(env):
+            self.agent_loop_config = {"name": AGENT_LOOP_NAME, "_target_": _AGENT_LOOP_TARGET}
+            if env.source is not None:  # a worker process builds it again from its spec
+                self.agent_loop_config["environment"] = env.source.spec
+                self.agent_loop_config["environment_kwargs"] = jsonable(env.source.kwargs)
+            else:  # built in Python: found by name in this process
+                _registered[env.name] = env
+                self.agent_loop_config["environment"] = env.name
+        self.train_dataset: Dataset = train_dataset(env, split=split, num_examples=num_examples)
+        self.reward_fn: VerlReward = as_verl_reward(env.rubric)
+        if env.parser is not None:
+            self.reward_fn.prepare = PrepareForScoring(env)
+        self.overrides = [
+            "reward.reward_manager.source=register",
+            "reward.reward_manager.name=naive",
+            "reward.custom_reward_function.name=compute_score",
+        ]
+
+    def __repr__(self) -> str:
+        return f"VerlSpec({self.env.name!r}, {len(self.train_dataset)} prompts)"
+
+
+def train_dataset(env: Environment, *, split: str = "train", num_examples: int | None = None) -> Dataset:
+    """The environment's examples as verl's RL dataset rows (the prompt as rendered chat messages)."""
+    from datasets import Dataset  # the [datasets] dependency, as for env.trl()
+
+    data = env.get_dataset(split, n=num_examples)
+    rows: list[dict[str, Any]] = []
+    agent = {"agent_name": AGENT_LOOP_NAME} if plays_episodes(env) else {}
+    for index, row in enumerate(data):
+        extra = {k: jsonable(v) for k, v in row.items() if k not in ("prompt", "parsed_answer", "info")}
+        info = row.get("info")
+        if isinstance(info, Mapping):  # its keys join the columns (parquet cannot hold an empty struct)
+            for key, value in info.items():
+                extra.setdefault(str(key), jsonable(value))
+        extra["index"] = index
+        rows.append(
+            {
+                "data_source": env.name,
+                "prompt": text_messages(env.format_prompt(row)),
+                "reward_model": {"style": "rule", "ground_truth": str(row.get("answer", ""))},
+                "extra_info": extra,
+                **agent,
+            }
+        )
+    return Dataset.from_list(rows)
+
+
+__all__ = ["AGENT_LOOP_NAME", "VerlSpec", "plays_episodes", "registered_environment", "train_dataset"]
