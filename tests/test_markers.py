@@ -55,7 +55,10 @@ def test_the_helpers_a_function_calls_are_found_through_the_suites_own_functions
 def test_areas_come_from_path_fixtures_and_runtime_and_each_implies_slow() -> None:
     assert areas(_item("tests/rubrics/test_leaf.py::test_x")) == set()
     assert areas(_item("tests/harness/runtimes/test_docker.py::test_x")) == {"bwrap", "slow"}
-    assert areas(_item("tests/harness/views/test_html.py::test_x", fixtures=("browser",))) == {"browser", "slow"}
+    assert areas(_item("tests/harness/views/test_html.py::test_x", fixtures=("browser",))) == {
+        "browser",
+        "slow",
+    }
     assert areas(_item("tests/envs/test_x.py::test_y[docker]", runtime="docker:img")) == {"docker", "slow"}
     assert areas(_item("tests/envs/test_x.py::test_y[bwrap]", runtime="bwrap")) == {"bwrap", "slow"}
     assert areas(_item("tests/envs/test_x.py::test_y", function=_trains)) == {"trl", "slow"}
