@@ -80,7 +80,7 @@ def json_object(ctx: click.Context, param: click.Parameter, text: str | None) ->
 
 def limited(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     """The value, checked against `check_limits` and named as typed (a count for --worst/--best)."""
-    from harness._core.runs.limits import check_limits
+    from harness._core.run.limits import check_limits
 
     if param.name in ("worst", "best") and value is not None and value < 1:
         raise CliError(f"{'/'.join(param.opts)} must be a count of at least 1, got {value}")
@@ -227,7 +227,7 @@ def eval_command(ctx: click.Context, /, **o: Any) -> int:
 def view(run_dir: str, other: str | None, html: str | None, rescored: bool, **pick: Any) -> int:
     from envs._provenance import describe_provenance
     from harness import write_report
-    from harness._core.runs.dirs import newest_rescored
+    from harness._core.run.dirs import newest_rescored
     from harness._views.report import report_path
     from harness._views.terminal import show_run
 

@@ -50,7 +50,7 @@ from envs.agents import Agent, AgentRun, AgentTask
 from harness._core.aio import maybe_await, run_sync
 from harness._core.defaults import DEFAULT_CONCURRENCY
 from harness._core.errors import ConfigError, ConfigTypeError
-from harness._core.runs.options import EvaluateOptions, check_evaluate_options
+from harness._core.run.options import EvaluateOptions, check_evaluate_options
 from harness._core.types import INJECTED, Message, Rollout, ToolCall, as_messages, jsonable
 from harness._endpoint.client import Client
 from harness._endpoint.connect import open_client

@@ -37,10 +37,10 @@ from envs.agents import AgentRun
 from harness._core.aio import run_sync
 from harness._core.defaults import DEFAULT_BASE_URL, DEFAULT_CONCURRENCY, TRANSPORTS
 from harness._core.errors import ConfigError, RubricError
-from harness._core.runs.dirs import default_run_dir, drop_errored, new_run_dir, resumable_run_dir
-from harness._core.runs.limits import check_limits, check_planned
-from harness._core.runs.options import Shard
-from harness._core.runs.storage import read_metadata, section
+from harness._core.run.dirs import default_run_dir, drop_errored, new_run_dir, resumable_run_dir
+from harness._core.run.limits import check_limits, check_planned
+from harness._core.run.options import Shard
+from harness._core.run.storage import read_metadata, section
 from harness._endpoint.client import check_sampling
 from harness._endpoint.connect import DEFAULT_KEY_VAR, open_client
 from harness.scripted._endpoint import SCRIPTED_PREFIX

@@ -40,8 +40,8 @@ from harness._core.errors import (
     WorkersHint,
 )
 from harness._core.protocol import EnvironmentProtocol, EnvironmentSource
-from harness._core.runs.options import EvaluateOptions, Shard
-from harness._core.runs.summary import Summary
+from harness._core.run.options import EvaluateOptions, Shard
+from harness._core.run.summary import Summary
 from harness._core.tree import TreeNode
 from harness._core.types import (
     FunctionCall,

@@ -18,7 +18,7 @@ and left out of the figures, never scored as 0.
 
 Given the run the labels were drawn from (`run=`, the rollouts of a results folder, and the
 judge's `path` in the run's rubric), the judge's mean over the run is corrected by the labels
-(prediction-powered inference, `harness._core.runs.stats.prediction_powered_mean`): its raw mean,
+(prediction-powered inference, `harness._core.run.stats.prediction_powered_mean`): its raw mean,
 the corrected mean with its interval, and how many labels the judge was worth. The labelled
 rollouts must be a random sample of the run for the correction to hold. With several judges in
 the run (`panel=` their paths) or one judge asked `samples > 1` times, the correlation of their
@@ -36,7 +36,7 @@ from typing import Any
 from harness._core.aio import run_sync
 from harness._core.defaults import DEFAULT_CONCURRENCY
 from harness._core.errors import ConfigError
-from harness._core.runs.stats import CorrectedMean, JudgePanel, effective_judges, prediction_powered_mean
+from harness._core.run.stats import CorrectedMean, JudgePanel, effective_judges, prediction_powered_mean
 from harness._core.types import Rollout, Usage
 from rubrics._judge import agreement
 from rubrics._judge.calibration_result import Calibration, LabelAgreement, LabelledItem, ProbeResult

@@ -41,10 +41,10 @@ from harness._core.protocol import (
     plays_groups,
     protocol_members,
 )
-from harness._core.runs.dirs import drop_partial_groups
-from harness._core.runs.limits import check_limits, check_planned
-from harness._core.runs.options import EvaluateOptions, ExecutorName, Shard, check_evaluate_options
-from harness._core.runs.storage import (
+from harness._core.run.dirs import drop_partial_groups
+from harness._core.run.limits import check_limits, check_planned
+from harness._core.run.options import EvaluateOptions, ExecutorName, Shard, check_evaluate_options
+from harness._core.run.storage import (
     METADATA_FILE,
     ResultsWriter,
     RunLock,
@@ -53,7 +53,7 @@ from harness._core.runs.storage import (
     read_metadata,
     write_json_atomic,
 )
-from harness._core.runs.summary import RunningSummary
+from harness._core.run.summary import RunningSummary
 from harness._core.types import Rollout, jsonable
 from harness._endpoint.client import Client, check_sampling
 from harness._engine.executors.groups import GroupScorer, run_scoring_groups

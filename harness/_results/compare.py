@@ -4,7 +4,7 @@ The numbers are computed once here and drawn by both views (`harness._views.term
 `harness._views.report` in the browser), so the two can never disagree: each node's mean in each run
 with the difference, per example the reward change and the nodes that flipped, and for runs that
 share examples the paired interval of each difference (Student's t by default, chosen by
-measured coverage) with the examples a paired test would need to detect it (`harness._core.runs.stats`).
+measured coverage) with the examples a paired test would need to detect it (`harness._core.run.stats`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import ClassVar
 
 from harness._core.display import HtmlRepr
 from harness._core.errors import ResultsError
-from harness._core.runs.stats import (
+from harness._core.run.stats import (
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
@@ -24,8 +24,8 @@ from harness._core.runs.stats import (
     PairedDifference,
     paired_difference,
 )
-from harness._core.runs.storage import section
-from harness._core.runs.summary import mean_and_stderr
+from harness._core.run.storage import section
+from harness._core.run.summary import mean_and_stderr
 from harness._results.eval_results import EvalResults
 
 # A node "flips" between runs when its mean for an example crosses this line (or turns NaN).

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, overload
 from harness._core.display import HtmlRepr, fmt, unscored_count
 from harness._core.errors import ResultsNotFoundError
 from harness._core.hf_import import hf_import
-from harness._core.runs.storage import (
+from harness._core.run.storage import (
     METADATA_FILE,
     RESULTS_FILE,
     iter_rollouts,
@@ -25,7 +25,7 @@ from harness._core.runs.storage import (
     section,
     write_atomic,
 )
-from harness._core.runs.summary import Summary, node_note, over_scored, summarize, wall_time
+from harness._core.run.summary import Summary, node_note, over_scored, summarize, wall_time
 from harness._core.text import safe_text
 from harness._core.tree import read_tree, tree_paths
 from harness._core.types import CONVERSATION_COLUMNS, Rollout, conversation_columns
@@ -81,7 +81,7 @@ def _in_run_order(rollouts: Iterable[Rollout], metadata: Mapping[str, Any] | Non
 
 
 class EvalResults(HtmlRepr):
-    """The rollouts of a run, its `summary` (harness._core.runs.summary.Summary) and its `metadata`.
+    """The rollouts of a run, its `summary` (harness._core.run.summary.Summary) and its `metadata`.
 
     In Jupyter it draws as the summary table (node means in tree order, with standard errors)
     beside a reward histogram (`harness._views.html.results_html`).

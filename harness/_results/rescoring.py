@@ -15,7 +15,7 @@ from harness._core.aio import run_sync
 from harness._core.defaults import DEFAULT_CONCURRENCY
 from harness._core.errors import ConfigError, ResultsError, describe_error
 from harness._core.protocol import EnvironmentProtocol, RescoresFailed, ScoresGroups, scores_groups
-from harness._core.runs.dirs import rescored_path
+from harness._core.run.dirs import rescored_path
 from harness._core.types import Rollout
 from harness._results.eval_results import EvalResults
 

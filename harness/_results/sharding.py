@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from harness._core.errors import ConfigError, ResultsError
-from harness._core.runs.options import Shard
-from harness._core.runs.storage import (
+from harness._core.run.options import Shard
+from harness._core.run.storage import (
     METADATA_FILE,
     RESULTS_FILE,
     ResultsWriter,
@@ -33,7 +33,7 @@ from harness._core.runs.storage import (
     read_metadata,
     write_json_atomic,
 )
-from harness._core.runs.summary import summarize
+from harness._core.run.summary import summarize
 from harness._core.types import Rollout
 
 T = TypeVar("T")

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from harness._core.display import STYLE, esc, fmt, register_html_view
-from harness._core.runs.stats import DEFAULT_POWER, MIN_EXAMPLES, PairedDifference
-from harness._core.runs.storage import run_title
+from harness._core.run.stats import DEFAULT_POWER, MIN_EXAMPLES, PairedDifference
+from harness._core.run.storage import run_title
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness._results.compare import Comparison, NodeDelta

@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 from harness._core.content import block_text, tool_content
 from harness._core.display import STYLE, esc, fmt, register_html_view, unscored, unscored_count
-from harness._core.runs.storage import run_title, section
-from harness._core.runs.summary import node_note, over_scored, skip_reason, wall_time
+from harness._core.run.storage import run_title, section
+from harness._core.run.summary import node_note, over_scored, skip_reason, wall_time
 from harness._core.tree import TreeNode, read_tree, tree_from_paths, tree_paths
 from harness._core.types import Message, ModelCall, Rollout
 from harness.proxy._provenance import FORGED, FORGED_NOTE
 
 if TYPE_CHECKING:  # pragma: no cover
-    from harness._core.runs.summary import Summary
+    from harness._core.run.summary import Summary
     from harness._results.eval_results import EvalResults
 
 

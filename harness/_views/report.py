@@ -20,8 +20,8 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from harness._core.runs.dirs import slug
-from harness._core.runs.storage import run_title, section, write_atomic
+from harness._core.run.dirs import slug
+from harness._core.run.storage import run_title, section, write_atomic
 from harness._core.tree import TreeNode
 from harness._core.types import Rollout
 from harness._results.compare import FLIP_THRESHOLD, Comparison, compare, node_paths

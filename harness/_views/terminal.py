@@ -19,7 +19,7 @@ from rich.text import Text
 
 from harness._core.content import block_text, tool_content
 from harness._core.display import fmt, unscored
-from harness._core.runs.summary import skip_reason
+from harness._core.run.summary import skip_reason
 from harness._core.text import safe_text
 from harness._core.types import Message, Rollout
 from harness._results.compare import FLIP_THRESHOLD, Comparison, compare

@@ -22,8 +22,8 @@ from rich.table import Table
 from rich.text import Text
 
 from harness._core.display import STYLE, esc, fmt, unscored_count
-from harness._core.runs.stats import CorrectedMean, JudgePanel
-from harness._core.runs.storage import write_atomic
+from harness._core.run.stats import CorrectedMean, JudgePanel
+from harness._core.run.storage import write_atomic
 from harness._core.text import safe_text
 from harness._core.types import Usage
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, SupportsIndex, overload
 
 from harness._core.display import render_html
-from harness._core.runs.summary import Summary, summarize
+from harness._core.run.summary import Summary, summarize
 from harness._core.tree import TreeNode, tree_paths
 from harness._core.types import CONVERSATION_COLUMNS, Rollout, conversation_columns
 

@@ -111,7 +111,7 @@ def test_calibrate_corrects_the_judges_mean_over_a_run(
     import numpy as np
 
     from harness import load_results
-    from harness._core.runs.stats import prediction_powered_mean
+    from harness._core.run.stats import prediction_powered_mean
 
     ep = scripted_endpoint(plays_and_judges)
     (tmp_path / "run_env.py").write_text(RUN_ENV)

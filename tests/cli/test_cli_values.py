@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness import ConfigError
-from harness._core.runs.limits import check_planned
+from harness._core.run.limits import check_planned
 from tests.cli.conftest import Invoke
 
 EVAL = ["eval", "gsm8k", "-m", "scripted:oracle", "--no-progress"]

@@ -14,7 +14,7 @@ from typing import Any
 
 from harness._core.errors import ConfigError
 from harness._core.protocol import Episodes
-from harness._core.runs.options import ExecutorName
+from harness._core.run.options import ExecutorName
 from harness._core.types import Rollout
 from harness._engine.executors.ray_cluster import ray_executor
 from harness._engine.executors.scheduler import Job, PoolReport

@@ -23,7 +23,7 @@ from harness import (
     aevaluate,
 )
 from harness._core.errors import ResultsWarning
-from harness._core.runs.summary import summarize
+from harness._core.run.summary import summarize
 from harness.scripted._app import ScriptedHTTPError
 from tests.cli.conftest import Invoke
 from tests.helpers.endpoints import serve
@@ -226,7 +226,7 @@ async def test_metadata_is_finalized_even_when_the_summary_fails(
 
 
 async def test_a_locked_directory_is_refused_in_process(tmp_path: Path) -> None:
-    from harness._core.runs.storage import RunLock
+    from harness._core.run.storage import RunLock
 
     lock = RunLock(tmp_path / "run")
     (tmp_path / "run").mkdir()

@@ -11,7 +11,7 @@ import pytest
 
 from harness import EvalResults, Rollout, Usage, load_results
 from harness._core.errors import ResultsWarning
-from harness._core.runs.summary import mean_and_stderr, pass_at_k, summarize
+from harness._core.run.summary import mean_and_stderr, pass_at_k, summarize
 
 
 def _r(example: int | str, index: int, reward: float, **kw: object) -> Rollout:

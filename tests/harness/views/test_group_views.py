@@ -7,7 +7,7 @@ import math
 from rich.console import Console
 
 from harness import EvalResults, Rollout
-from harness._core.runs.summary import node_note, summarize
+from harness._core.run.summary import node_note, summarize
 from harness._views.html import groups_html
 from harness._views.report import report_html
 from rubrics import WeightedSum, relative

@@ -12,7 +12,7 @@ import pytest
 
 from envs import SingleTurnEnv
 from harness import EvalResults, Rollout, aevaluate, load_results
-from harness._core.runs.summary import summarize
+from harness._core.run.summary import summarize
 from harness._views.html import histogram_svg, json_script, rollout_html, tree_from_metadata, tree_html
 from rubrics import Gate, WeightedSum
 from tests.helpers.endpoints import serve

@@ -14,7 +14,7 @@ import pytest
 
 from harness import ResultsError, Rollout, load_results
 from harness._core.errors import ResultsWarning
-from harness._core.runs.storage import (
+from harness._core.run.storage import (
     RESULTS_FILE,
     RunLock,
     iter_rollouts,
@@ -62,7 +62,7 @@ def test_second_writer_is_refused_with_the_holders_pid(tmp_path: Path) -> None:
                 f"""
                 import sys, time
                 from pathlib import Path
-                from harness._core.runs.storage import RunLock
+                from harness._core.run.storage import RunLock
                 lock = RunLock(Path({str(tmp_path)!r}))
                 lock.acquire()
                 print('locked', flush=True)

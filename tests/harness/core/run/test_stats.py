@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 
 from harness import EvalResults
-from harness._core.runs.stats import (
+from harness._core.run.stats import (
     bootstrap_interval,
     examples_needed,
     paired_difference,

@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 from harness._core.errors import ResultsError
-from harness._core.runs.storage import METADATA_FILE, RESULTS_FILE, RunLock, iter_rollouts, write_atomic
+from harness._core.run.storage import METADATA_FILE, RESULTS_FILE, RunLock, iter_rollouts, write_atomic
 from harness._core.types import Rollout
 
 RUNS_DIR = Path("runs")

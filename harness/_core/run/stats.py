@@ -8,7 +8,7 @@ are not independent draws, examples are).
 
 The interval is Student's t interval of the mean of the per-example differences, chosen by
 measured coverage: in a seeded simulation (examples of Beta(2, 2) difficulty, pass/fail
-rollouts, B's pass rate 1.2x A's; `tests/harness/core/runs/test_interval_coverage.py`) its nominal 95%
+rollouts, B's pass rate 1.2x A's; `tests/harness/core/run/test_interval_coverage.py`) its nominal 95%
 covered the true difference 0.94-0.96 of the time from 10 examples up, where the percentile
 bootstrap of the same means covered 0.86-0.92 at 10-20 examples. The bootstrap stays available
 (`interval="bootstrap"`, seeded). Below `MIN_EXAMPLES` examples no interval means much, and
@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Literal
 
-from harness._core.runs.summary import mean_and_stderr
+from harness._core.run.summary import mean_and_stderr
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np

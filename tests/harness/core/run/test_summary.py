@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness import Rollout
-from harness._core.runs.summary import mean_and_stderr, summarize
+from harness._core.run.summary import mean_and_stderr, summarize
 from tests.cli.conftest import Invoke
 
 HUGE_ENV = """

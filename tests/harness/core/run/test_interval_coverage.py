@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness._core.runs.stats import paired_difference
+from harness._core.run.stats import paired_difference
 
 NOMINAL = 0.95
 DATA_SETS = 800  # per row: a coverage of 0.95 is measured to about ± 0.008 (one standard error)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness._core.runs import dirs as run_dirs
+from harness._core.run import dirs as run_dirs
 from tests.helpers.processes import RUBRIC
 
 

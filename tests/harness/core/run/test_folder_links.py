@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness import ResultsError, load_results
-from harness._core.runs.storage import RESULTS_FILE, open_owned
+from harness._core.run.storage import RESULTS_FILE, open_owned
 from tests.cli.conftest import Invoke
 from tests.helpers.processes import run
 

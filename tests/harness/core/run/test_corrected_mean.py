@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from ppi_py import ppi_mean_ci, ppi_mean_pointestimate
 
-from harness._core.runs.stats import effective_judges, prediction_powered_mean
+from harness._core.run.stats import effective_judges, prediction_powered_mean
 
 
 def _judged(
