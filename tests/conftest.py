@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import json
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -32,9 +33,12 @@ OPENENV_VERSIONS_TESTS = "tests/envs/interop/test_openenv_versions.py"
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` selects by them
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark each test with the real parts it uses and `slow` (tests/helpers/markers.py); in a
-    pytest-xdist worker, order the files heaviest first (every worker orders alike)."""
-    markers.mark(items)
+    """Refuse tests that use a real part (or `slow`) they do not declare (tests/helpers/markers.py);
+    in a pytest-xdist worker, order the files heaviest first (every worker orders alike)."""
+    if dump := os.environ.get("RUBRIC_DUMP_UNDECLARED"):  # for a script that adds the markers
+        Path(dump).write_text(json.dumps(markers.undeclared(items)))
+    else:
+        markers.check_declared(items)
     if hasattr(config, "workerinput"):
         markers.order_heaviest_first(items)
 

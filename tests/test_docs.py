@@ -129,6 +129,9 @@ def _open(browser: Any, url: str) -> tuple[Any, list[str]]:
     return page, problems
 
 
+@pytest.mark.browser
+@pytest.mark.serve
+@pytest.mark.slow
 def test_start_page_renders_and_search_finds_weighted_sum(browser: Any, site: str) -> None:
     with urllib.request.urlopen(f"{site}/search/search_index.json", timeout=10) as response:
         index = json.load(response)
@@ -152,6 +155,8 @@ def test_start_page_renders_and_search_finds_weighted_sum(browser: Any, site: st
     assert problems == []
 
 
+@pytest.mark.serve
+@pytest.mark.slow
 @pytest.mark.parametrize("package", PUBLIC)
 def test_reference_page_has_an_entry_for_every_public_name(package: str, site: str) -> None:
     """The three packages and each public module have a page listing their whole `__all__`."""
@@ -161,6 +166,9 @@ def test_reference_page_has_an_entry_for_every_public_name(package: str, site: s
     assert entries >= set(importlib.import_module(package).__all__)
 
 
+@pytest.mark.browser
+@pytest.mark.serve
+@pytest.mark.slow
 def test_rubrics_reference_lists_llm_judge_with_its_arguments(browser: Any, site: str) -> None:
     page, problems = _open(browser, f"{site}/reference/rubrics/")
     judge = page.locator('[id="rubrics.LLMJudge"]')
@@ -172,6 +180,9 @@ def test_rubrics_reference_lists_llm_judge_with_its_arguments(browser: Any, site
     assert problems == []
 
 
+@pytest.mark.browser
+@pytest.mark.serve
+@pytest.mark.slow
 def test_no_page_has_a_console_error(browser: Any, site: str) -> None:
     problems: list[str] = []
     for source in docs_pages():

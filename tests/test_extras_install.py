@@ -32,7 +32,13 @@ from tests.helpers.endpoints import free_port
 from tests.helpers.install import build_rubric_wheel
 from tests.helpers.processes import serving
 
-pytestmark = pytest.mark.timeout(1200)
+pytestmark = [
+    pytest.mark.timeout(1200),
+    pytest.mark.install,
+    pytest.mark.interop,
+    pytest.mark.serve,
+    pytest.mark.slow,
+]
 ORDERS = [("mcp", "openenv"), ("openenv", "mcp")]
 
 

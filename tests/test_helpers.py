@@ -27,6 +27,8 @@ def test_bisect_policy_narrows() -> None:
     assert bisect_policy(msgs, None) == "11"
 
 
+@pytest.mark.serve
+@pytest.mark.slow
 def test_serving_names_a_server_that_exits_before_it_listens() -> None:
     crash = [sys.executable, "-c", "import os, sys; print(os.environ['WHY'], file=sys.stderr); sys.exit(3)"]
     with pytest.raises(RuntimeError, match=r"did not start listening on \d+: \(.*'no such app\\n'\)"):
@@ -34,6 +36,7 @@ def test_serving_names_a_server_that_exits_before_it_listens() -> None:
             raise AssertionError("not reached")
 
 
+@pytest.mark.slow
 def test_reaped_names_what_a_command_leaves_behind_even_in_a_new_session(tmp_path: Path) -> None:
     leaver = [
         sys.executable,

@@ -56,6 +56,8 @@ def test_judge_example_runs_as_written_offline(monkeypatch: pytest.MonkeyPatch) 
     assert 'model="gpt-4.1-mini"` with `OPENAI_API_KEY`' in documented()  # how to use a real judge
 
 
+@pytest.mark.serve
+@pytest.mark.slow
 def test_rubric_endpoint_serves_the_stand_in_judge_of_a_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -82,6 +84,7 @@ def test_rubric_endpoint_serves_the_stand_in_judge_of_a_file(
     assert "serving judge_env.py:judge at" in server.stop()[0]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("rubric") is None, reason="the rubric console script is not installed")
 def test_own_environment_example_runs_with_the_cli(tmp_path: Path) -> None:
     (tmp_path / "my_env.py").write_text(code_block("python", "def load_environment(n: int = 20)"))
@@ -128,6 +131,7 @@ def test_readme_documents_every_cli_command() -> None:
         assert f"`rubric {name}" in documented(), f"neither README nor docs/ document `rubric {name}`"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("rubric") is None, reason="the rubric console script is not installed")
 def test_quick_start_command_runs_as_written(tmp_path: Path) -> None:
     install_and_run = code_block("bash", "scripted:oracle\n").strip()
@@ -193,6 +197,7 @@ def test_per_turn_example_prints_what_readme_says() -> None:
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.interop
 def test_mcp_example_runs_a_server_written_with_the_sdk(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -244,6 +249,7 @@ def test_verifiers_example_runs_as_written() -> None:
     assert f"# {lines[-1]}" in documented()
 
 
+@pytest.mark.slow
 @pytest.mark.interop
 def test_openenv_client_example_runs_a_server_written_with_openenv(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -261,6 +267,7 @@ def test_openenv_client_example_runs_a_server_written_with_openenv(
     assert f'print(r.stop_reason, r.scores, r.turn_scores["env"])  # {lines[1]}' in documented()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_openenv_serve_example_plays_python_with_openenv_client(tmp_path: Path) -> None:
     import socket
@@ -331,6 +338,7 @@ def test_capture_proxy_example_prints_what_readme_says() -> None:
     assert f"It prints `{printed}`" in documented()
 
 
+@pytest.mark.slow
 def test_the_wordle_run_then_score_lines_work_outside_a_terminal(tmp_path: Path) -> None:
     block = code_block("bash", "rubric score runs/wordle").splitlines()
     lines = [

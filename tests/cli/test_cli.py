@@ -22,6 +22,7 @@ def read_rollouts(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+@pytest.mark.slow
 @needs_script
 def test_help_and_version(tmp_path: Path) -> None:
     help_text = run("--help", cwd=tmp_path)
@@ -235,6 +236,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+@pytest.mark.slow
 @needs_script
 def test_endpoint_serves_and_eval_uses_it(rubric: Invoke, tmp_path: Path) -> None:
     port = free_port()
@@ -356,6 +358,7 @@ def test_errors_in_rollouts_are_said_and_fail_the_run_only_past_the_error_rate(
     assert again.returncode == 1 and "1 of 1 rollouts errored (every rollout)" in again.stderr
 
 
+@pytest.mark.slow
 def test_help_starts_without_heavy_imports() -> None:
     code = (
         "import contextlib, io, sys, cli\n"
@@ -408,6 +411,7 @@ def _run_in_terminal(args: list[str], cwd: Path, timeout: float = 90) -> str:
     return b"".join(chunks).decode(errors="replace")
 
 
+@pytest.mark.slow
 @needs_script
 def test_progress_bar_shows_on_a_terminal_only(rubric: Invoke, tmp_path: Path) -> None:
     shown = _run_in_terminal(

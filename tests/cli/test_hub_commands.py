@@ -13,6 +13,8 @@ from tests.cli.conftest import Invoke
 from tests.helpers.docs import code_block
 from tests.helpers.hub import HubServer
 
+pytestmark = [pytest.mark.hub, pytest.mark.slow]
+
 
 def _one_line_error(rubric: Invoke, *args: str, cwd: Path) -> str:
     done = rubric(*args, cwd=cwd)

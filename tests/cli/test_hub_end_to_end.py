@@ -26,7 +26,12 @@ from cli import main
 from tests.helpers.hub import HubServer, serve_pypiserver
 from tests.helpers.install import build_rubric_wheel
 
-pytestmark = pytest.mark.timeout(300)  # many pip installs into a fresh venv
+pytestmark = [
+    pytest.mark.timeout(300),
+    pytest.mark.hub,
+    pytest.mark.install,
+    pytest.mark.slow,
+]  # many pip installs into a fresh venv
 NAME = "e2e-adder"
 
 

@@ -53,6 +53,7 @@ def test_a_registered_name_is_used_and_said(rubric: Invoke, tmp_path: Path) -> N
     assert (tmp_path / "rescored.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_the_folders_arguments_are_used_only_when_the_user_passes_or_accepts_them(
     rubric: Invoke, tmp_path: Path
 ) -> None:

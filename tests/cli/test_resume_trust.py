@@ -13,6 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.cli.conftest import Invoke
 from tests.helpers.processes import at_a_terminal
 
@@ -73,6 +75,7 @@ def _shared_folder(rubric: Invoke, tmp_path: Path, **edit: Any) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_a_recorded_endpoint_never_gets_the_key_unasked(rubric: Invoke, tmp_path: Path) -> None:
     with key_sink() as (url, seen):
         _shared_folder(rubric, tmp_path, model={"model": "gpt-test", "base_url": url})
@@ -97,6 +100,7 @@ def test_a_recorded_endpoint_never_gets_the_key_unasked(rubric: Invoke, tmp_path
         assert f"Bearer {CANARY}" in seen
 
 
+@pytest.mark.slow
 def test_recorded_environment_arguments_are_not_used_unasked(rubric: Invoke, tmp_path: Path) -> None:
     touched = tmp_path / "touched"
     command = shlex.join([sys.executable, "-c", f"open({str(touched)!r}, 'w')"])

@@ -11,6 +11,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.cli.conftest import Invoke
 from tests.helpers.processes import RUBRIC
 
@@ -71,6 +73,7 @@ def test_retry_errors_runs_only_the_errored_rollouts_again(rubric: Invoke, tmp_p
     assert refused.returncode == 2 and "use it with --resume DIR" in refused.stderr
 
 
+@pytest.mark.slow
 def test_ctrl_c_prints_the_exact_resume_command(rubric: Invoke, tmp_path: Path) -> None:
     (tmp_path / "healed").write_text("")
     (tmp_path / "flaky.py").write_text(ENV_FILE.format(marker=str(tmp_path / "healed")))

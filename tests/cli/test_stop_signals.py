@@ -13,6 +13,8 @@ import pytest
 from harness import ScriptedEndpoint
 from tests.helpers.processes import RUBRIC, Reaped
 
+pytestmark = [pytest.mark.slow]
+
 
 def _check_stopped_mid_run(tmp_path: Path, sig: signal.Signals, *extra: str, latency: float = 0.05) -> None:
     """Start `rubric eval`, send `sig` once some rollouts are saved, and check how it ended."""

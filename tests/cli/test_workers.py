@@ -26,6 +26,7 @@ def run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.
     return subprocess.run([RUBRIC, *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=180)
 
 
+@pytest.mark.slow
 def test_eval_with_two_workers(tmp_path: Path) -> None:
     proc = run(
         "eval", "gsm8k", "-m", "scripted:oracle", "-n", "30", "-r", "2", "--max-turns", "3",
@@ -44,6 +45,7 @@ def test_eval_with_two_workers(tmp_path: Path) -> None:
     assert not any(w["imported_datasets"] for w in workers)
 
 
+@pytest.mark.slow
 def test_more_workers_than_cpus_warns_in_one_line_and_runs(tmp_path: Path) -> None:
     workers = str((os.cpu_count() or 1) + 1)
     proc = run(
@@ -58,6 +60,7 @@ def test_more_workers_than_cpus_warns_in_one_line_and_runs(tmp_path: Path) -> No
     ]
 
 
+@pytest.mark.slow
 def test_a_small_run_with_workers_says_in_one_line_that_they_cannot_help(tmp_path: Path) -> None:
     proc = run(
         "eval", "gsm8k", "-m", "scripted:oracle", "-n", "30", "--workers", "2", "-o", "out", "--no-progress",
@@ -98,6 +101,7 @@ def _needs_ray() -> None:
         pytest.importorskip("ray", reason="Ray tests need pip install 'rubric-rl[ray]'")
 
 
+@pytest.mark.slow
 def test_eval_on_a_local_ray(tmp_path: Path) -> None:
     _needs_ray()
     proc = run(
@@ -111,6 +115,7 @@ def test_eval_on_a_local_ray(tmp_path: Path) -> None:
     assert report["executor"] == "ray" and sum(w["rollouts"] for w in report["workers"]) == 20
 
 
+@pytest.mark.slow
 def test_unreachable_ray_address_is_one_line(tmp_path: Path) -> None:
     _needs_ray()
     proc = run(
@@ -121,6 +126,7 @@ def test_unreachable_ray_address_is_one_line(tmp_path: Path) -> None:
     assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_readme_workers_example_runs_as_written(tmp_path: Path) -> None:
 
     block = code_block("bash", "--workers 2")
@@ -149,6 +155,7 @@ def load_environment() -> SingleTurnEnv:
 """
 
 
+@pytest.mark.slow
 def test_workers_close_their_judges_pools(tmp_path: Path) -> None:
     # A pool left open when a worker's loop ends is reported as it exits, on its stderr; so is
     # any other transport left open, with ResourceWarnings shown.

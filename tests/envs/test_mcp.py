@@ -27,7 +27,7 @@ from harness import ConfigError, run_sync
 from tests.helpers.endpoints import free_port, serve
 from tests.helpers.processes import processes_with, run
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.interop, pytest.mark.slow]
 SERVER = Path(__file__).with_name("mcp_tools_server.py")
 COMMAND = [sys.executable, str(SERVER)]
 BAD_SERVER = Path(__file__).with_name("mcp_bad_server.py")

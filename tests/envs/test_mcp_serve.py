@@ -20,7 +20,7 @@ from tests.cli.conftest import Invoke
 from tests.helpers.endpoints import free_port
 from tests.helpers.processes import RUBRIC
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.interop, pytest.mark.serve, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 # Model code that reports what the sandbox lets it see: the project's files must not be there.
 PROBE = f"import os; print(2 + 3, os.path.exists({str(REPO / 'README.md')!r}))"

@@ -153,6 +153,8 @@ def test_a_tool_name_that_cannot_be_a_method_is_refused() -> None:
 # ----------------------------------------------------------------------------- the real trainer
 
 
+@pytest.mark.trl
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_grpo_trainer_runs_the_tool_environment(tmp_path: Path) -> None:
     from trl import GRPOTrainer

@@ -25,6 +25,8 @@ from rubrics import LLMJudge, WeightedSum, relative
 from rubrics._verl import grpo_advantages
 from tests.helpers.training import tiny_chat_model
 
+pytestmark = [pytest.mark.verl, pytest.mark.slow]
+
 ROWS = [{"question": "What is 2 + 2?", "answer": "4"}, {"question": "What is 3 + 3?", "answer": "6"}]
 N = 2  # responses per prompt
 
@@ -141,6 +143,7 @@ def response_log_probs(model: Any, data: Any) -> torch.Tensor:
     return logp.gather(-1, data.batch["responses"].unsqueeze(-1)).squeeze(-1)
 
 
+@pytest.mark.trl
 @pytest.mark.timeout(300)
 def test_a_grpo_step_with_verls_parts_masks_the_unscored_prompt() -> None:
     from verl.trainer.ppo.core_algos import compute_policy_loss_vanilla
@@ -188,6 +191,7 @@ def test_a_grpo_step_with_verls_parts_masks_the_unscored_prompt() -> None:
     assert all(torch.allclose(a, b.detach(), atol=1e-6) for a, b in zip(before, model.parameters()))
 
 
+@pytest.mark.trl
 @pytest.mark.timeout(300)
 def test_verls_reward_loop_manager_scores_per_response_with_nan_for_unscored() -> None:
     from omegaconf import OmegaConf
@@ -321,6 +325,7 @@ def test_only_an_environment_with_turns_gets_the_agent_loop() -> None:
     assert spec.train_dataset["agent_name"] == ["rubric_env", "rubric_env"]
 
 
+@pytest.mark.trl
 @pytest.mark.timeout(300)
 def test_verls_agent_loop_plays_the_tool_environment_and_masks_the_unscored_episode() -> None:
     model, tokenizer = tiny_chat_model(TOOL_CALL)  # the model always calls lookup(word="cat")
@@ -370,6 +375,7 @@ class AskTwice(MultiTurnEnv):
         return "Are you sure?" if rollout.turns == 1 else None
 
 
+@pytest.mark.trl
 @pytest.mark.timeout(300)
 def test_verls_agent_loop_masks_the_environments_reply_between_turns() -> None:
     model, tokenizer = tiny_chat_model(" The answer is 4")

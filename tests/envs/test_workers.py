@@ -11,7 +11,7 @@ from envs import EnvironmentSpec, load_environment
 from harness import Client, ScriptedEndpoint, aevaluate
 from tests.helpers.fakes import sum_policy
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 ENV_FILE = textwrap.dedent(
     """

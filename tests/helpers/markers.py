@@ -1,6 +1,7 @@
-"""Which real parts a test uses, as markers, decided once for the whole suite (tests/conftest.py).
+"""Which real parts a test uses: each test declares them as markers, and this reads its code to
+check that it does (tests/conftest.py refuses a collection with an undeclared one).
 
-A test gets an area marker (registered in pyproject.toml) by where it lives (`AREAS_BY_PATH`),
+A test needs an area marker (registered in pyproject.toml) by where it lives (`AREAS_BY_PATH`),
 by the fixtures it requests (`AREAS_BY_FIXTURE`), by the runtime it is parametrized with
 (`bwrap...`, `docker:...`), or by the test helpers its code calls (`AREAS_BY_HELPER`: the
 test's own code, its module's functions it calls and its fixtures' code are read, not run).
@@ -162,12 +163,30 @@ def areas(item: pytest.Item) -> set[str]:
     return found
 
 
-def mark(items: list[pytest.Item]) -> None:
-    """Add each item's area markers and `slow`."""
+def undeclared(items: list[pytest.Item]) -> dict[str, list[str]]:
+    """The area markers (and `slow`) each test uses but does not declare, by test id: empty when
+    every test declares what it uses (`pytestmark` in its file, or a decorator or a
+    `pytest.param(..., marks=...)` on the test)."""
+    missing: dict[str, list[str]] = {}
     for item in items:
-        for name in sorted(areas(item)):
-            if not item.get_closest_marker(name):
-                item.add_marker(name)
+        declared = {marker.name for marker in item.iter_markers()}
+        if lacking := sorted(areas(item) - declared):
+            missing[item.nodeid] = lacking
+    return missing
+
+
+def check_declared(items: list[pytest.Item]) -> None:
+    """Refuse a collection in which a test uses a real part it does not declare."""
+    missing = undeclared(items)
+    if not missing:
+        return
+    shown = [f"  {nodeid}: {', '.join(names)}" for nodeid, names in list(missing.items())[:20]]
+    more = f"\n  ... and {len(missing) - 20} more" if len(missing) > 20 else ""
+    raise pytest.UsageError(
+        f"{len(missing)} tests use real parts they do not declare (tests/helpers/markers.py reads "
+        "their code); add the markers to the test (`@pytest.mark.docker`) or its file "
+        "(`pytestmark = [pytest.mark.docker, pytest.mark.slow]`):\n" + "\n".join(shown) + more
+    )
 
 
 def order_heaviest_first(items: list[pytest.Item]) -> None:

@@ -13,6 +13,8 @@ import pytest
 from harness import ConfigError, Rollout
 from rubrics.credit import assign_credit, fixed_horizon_advantages, progress_delta
 
+pytestmark = [pytest.mark.trl, pytest.mark.slow]
+
 # ----------------------------------------------------------------------------- the stopping task
 # Each turn earns C. After turn t < H-1 the policy takes another turn with probability
 # q = sigmoid(THETA), else stops; an episode has at most H turns. J(theta) = C * E[L], with

@@ -86,6 +86,7 @@ def test_a_gigabyte_file_is_refused_before_it_is_read(tmp_path: Path) -> None:
     assert "is larger than 256 MiB" in _refused(path)
 
 
+@pytest.mark.slow
 def test_what_is_not_a_file_is_named_as_what_it_is(tmp_path: Path) -> None:
     assert "is a directory, not a file" in _refused(tmp_path)
     assert "/dev/zero is a character device, not a file" in _refused(Path("/dev/zero"))

@@ -89,6 +89,7 @@ def _in_fresh_interpreter(function: Any, *args: Any) -> Any:
 ITEM = {"completion": "4", "answer": "4"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module", ["pickle_leaves", "readme_rubric"])
 def test_a_tree_of_every_leaf_kind_scores_the_same_in_a_fresh_interpreter(modules: Path, module: str) -> None:
     import importlib
@@ -113,6 +114,7 @@ def _child_trl(blob: bytes) -> list[str]:
     return sorted(kwargs)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["gsm8k", "wordle", "python"])
 def test_reference_environments_trl_arguments_reach_a_fresh_interpreter(name: str) -> None:
     from envs import load_environment

@@ -199,6 +199,8 @@ def _logged(trainer: Any) -> dict[str, list[float]]:
     return out
 
 
+@pytest.mark.trl
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_grpo_trainer_trains_on_as_trl_reward(tmp_path: Path) -> None:
     from trl import GRPOTrainer
@@ -222,6 +224,8 @@ def test_grpo_trainer_trains_on_as_trl_reward(tmp_path: Path) -> None:
     assert logged["rubric/hard"] == [0.5, 0.25]
 
 
+@pytest.mark.trl
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_grpo_trainer_normalize_then_sum_with_as_trl_reward_funcs(tmp_path: Path) -> None:
     from trl import GRPOTrainer

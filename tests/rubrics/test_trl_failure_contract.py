@@ -16,6 +16,8 @@ from rubrics._trl import as_trl_reward
 from tests.helpers.training import grpo_config, tiny_chat_model
 from tests.rubrics.test_verl import FAILED, GROUPS, SIZE, grade_of, judge, make_tree
 
+pytestmark = [pytest.mark.trl, pytest.mark.slow]
+
 
 def rows(members: list[int]) -> list[dict[str, Any]]:
     """TRL's inputs: one row per completion, the SIZE completions of a prompt side by side."""

@@ -53,6 +53,8 @@ def test_an_unscored_member_is_none_never_zero() -> None:
     assert log.extra["rubric/picky"] == [1.0, None, 3.0]
 
 
+@pytest.mark.trl
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_grpo_trainer_with_a_group_node_and_a_failing_judge(tmp_path: Path) -> None:
     from trl import GRPOTrainer

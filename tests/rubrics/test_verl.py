@@ -17,6 +17,8 @@ from rubrics import LLMJudge, WeightedSum
 from rubrics._verl import SCORED_KEY, as_verl_reward, grpo_advantages
 from tests.helpers.training import tiny_chat_model
 
+pytestmark = [pytest.mark.verl, pytest.mark.slow]
+
 GROUPS, SIZE = 10, 5
 #: 20% of the judge calls fail: every member of group 0, and one member of groups 1 to 5.
 FAILED = frozenset({0, 1, 2, 3, 4} | {g * SIZE + g % SIZE for g in range(1, 6)})
@@ -115,6 +117,7 @@ def batches() -> tuple[Any, dict[str, list[Any]], Any]:
 
 
 # ----------------------------------------------------------------------------- the reward function
+@pytest.mark.trl
 def test_reward_manager_logs_every_node_and_leaves_unscored_as_nan(
     batches: tuple[Any, dict[str, list[Any]], Any],
 ) -> None:
@@ -141,6 +144,7 @@ def test_reward_function_pickles() -> None:
 
 
 # ----------------------------------------------------------------------------- the failure contract
+@pytest.mark.trl
 def test_valid_members_get_the_advantages_of_the_outage_free_batch_restricted_to_them(
     batches: tuple[Any, dict[str, list[Any]], Any],
 ) -> None:
@@ -167,6 +171,7 @@ def test_valid_members_get_the_advantages_of_the_outage_free_batch_restricted_to
     assert torch.isnan(raw[SIZE + 2]).all()  # a valid member of group 1, which lost one member
 
 
+@pytest.mark.trl
 def test_no_masked_member_contributes_to_verl_policy_loss(
     batches: tuple[Any, dict[str, list[Any]], Any],
 ) -> None:
@@ -185,6 +190,7 @@ def test_no_masked_member_contributes_to_verl_policy_loss(
     assert policy_loss(data, moved).item() == loss.item()
 
 
+@pytest.mark.trl
 def test_registered_estimator_is_what_verls_trainer_calls(
     batches: tuple[Any, dict[str, list[Any]], Any],
 ) -> None:

@@ -13,6 +13,8 @@ from harness._views.html import rollout_body_html
 from tests.envs.agents.conftest import DOCKER
 from tests.helpers.processes import run
 
+pytestmark = [pytest.mark.agents, pytest.mark.bwrap, pytest.mark.slow]
+
 ENV_FILE = """
 from envs import Environment
 from envs.agents import command_passes, file_contains

@@ -17,6 +17,8 @@ from rubrics import WeightedSum, relative
 from rubrics.credit import returns_to_go
 from tests.envs.agents.conftest import left_behind
 
+pytestmark = [pytest.mark.agents, pytest.mark.slow]
+
 TASK = "Write hi into hello.txt."
 SEEN: list[Any] = []
 

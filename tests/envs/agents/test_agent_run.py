@@ -13,6 +13,8 @@ from envs.agents import AgentRun, TaskSandbox, file_contains
 from harness import Client, ResultsError, Rollout, ScriptedEndpoint, aevaluate, rollout
 from tests.envs.agents.conftest import SOLVE, TASK, left_behind, task_env
 
+pytestmark = [pytest.mark.agents, pytest.mark.slow]
+
 
 def test_evaluate_with_an_agent_leaves_the_environment_as_it_was() -> None:
     env = task_env()

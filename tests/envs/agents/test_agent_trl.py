@@ -13,6 +13,8 @@ from harness.scripted import ScriptedEndpoint
 from tests.envs.agents.conftest import task_env
 from tests.helpers.training import grpo_config, tiny_chat_model
 
+pytestmark = [pytest.mark.agents, pytest.mark.slow]
+
 
 def test_rollout_func_plays_agent_episodes_with_the_engines_token_ids() -> None:
     env = task_env()
@@ -43,6 +45,7 @@ def test_rollout_func_without_a_server_names_the_fix() -> None:
         func([[{"role": "user", "content": "x"}]], SimpleNamespace(args=SimpleNamespace(), model=None))
 
 
+@pytest.mark.trl
 @pytest.mark.timeout(300)
 def test_grpo_trainer_trains_on_agent_episodes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from trl import GRPOTrainer

@@ -13,7 +13,10 @@ from harness._views.html import rollout_body_html
 from harness.scripted import ScriptedEndpoint
 from tests.envs.agents.conftest import RUNTIMES, left_behind, task_env
 
+pytestmark = [pytest.mark.agents, pytest.mark.slow]
 
+
+@pytest.mark.bwrap
 @pytest.mark.parametrize("runtime", RUNTIMES)
 @pytest.mark.parametrize(
     "agent",

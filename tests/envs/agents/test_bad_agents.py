@@ -14,6 +14,8 @@ from envs.agents import AgentRun
 from harness import Rollout
 from tests.envs.agents.conftest import CHAT_AGENT, DOCKER, left_behind, task_env
 
+pytestmark = [pytest.mark.agents, pytest.mark.slow]
+
 # An agent that misbehaves as argv[1] says, with the proxy's answers on its stderr.
 BAD_AGENT = r"""
 import os, sys, urllib.request, urllib.error
@@ -74,6 +76,7 @@ def test_refused_calls_are_recorded_and_named(tmp_path: Path, mode: str, status:
         assert f"the proxy refused its last call ({status})" in (r.error or "")
 
 
+@pytest.mark.bwrap
 @pytest.mark.parametrize(
     "runtime",
     [pytest.param("bwrap", id="bwrap"), pytest.param(DOCKER, id="docker", marks=pytest.mark.docker)],
@@ -149,6 +152,7 @@ def test_calls_sent_at_once_cannot_pass_the_budget(tmp_path: Path) -> None:
     assert f"{[200, 200] + [400] * 28}" in r.state["agent"]["stdout"]
 
 
+@pytest.mark.bwrap
 @pytest.mark.parametrize(
     "runtime",
     [pytest.param("bwrap", id="bwrap"), pytest.param(DOCKER, id="docker", marks=pytest.mark.docker)],

@@ -16,7 +16,7 @@ from harness import Client, EvalResults, ScriptedEndpoint, aevaluate
 from harness.runtimes import list_sandboxes
 from harness.scripted import ShellScript
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.agents, pytest.mark.slow]
 
 # The setup step writes the seed file the agent copies (so a rollout scores 1 only in a sandbox
 # that was set up) and appends a line to a host file outside the sandbox (the count of setups).

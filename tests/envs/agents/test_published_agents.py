@@ -11,7 +11,10 @@ import pytest
 from harness.scripted import ShellScript
 from tests.envs.agents.conftest import RUNTIMES, SOLVE, task_env
 
+pytestmark = [pytest.mark.agents, pytest.mark.slow]
 
+
+@pytest.mark.bwrap
 @pytest.mark.parametrize("runtime", RUNTIMES)
 @pytest.mark.parametrize(
     ("agent", "dialect", "tool"),
@@ -30,6 +33,7 @@ def test_published_agent_finishes_file_task(runtime: str, agent: str, dialect: s
     assert rollout.score_details[""]["tool"] == tool
 
 
+@pytest.mark.bwrap
 @pytest.mark.parametrize("runtime", RUNTIMES)
 def test_mini_swe_agent_finishes_file_task(runtime: str) -> None:
     env = task_env()

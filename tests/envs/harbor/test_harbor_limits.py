@@ -16,6 +16,8 @@ import pytest
 from envs import from_harbor
 from tests.envs.harbor.test_harbor_tasks import IMAGE, make_task
 
+pytestmark = [pytest.mark.agents, pytest.mark.slow]
+
 MB = 1 << 20
 # The agent tries to fill the disk: one 300 MB file, then three of 8 MB; then says what it holds.
 FILL = (

@@ -15,6 +15,8 @@ from rubrics import ScoringError, WeightedSum
 from tests.envs.agents.conftest import DOCKER, left_behind
 from tests.helpers.processes import run
 
+pytestmark = [pytest.mark.agents, pytest.mark.slow]
+
 SHIPPED = Path(__file__).resolve().parents[3] / "datasets" / "harbor"
 TASKS = ["count-words", "fix-median", "write-greeting"]
 IMAGE = "rubric-test-base:bookworm"

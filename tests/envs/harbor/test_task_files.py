@@ -13,6 +13,8 @@ from envs._harbor import HarborTaskError, load_task
 from envs._harbor.files import MAX_FILE_BYTES, copy_task_folder, read_task_file
 from tests.envs.harbor.test_harbor_tasks import IMAGE, make_task
 
+pytestmark = [pytest.mark.agents, pytest.mark.slow]
+
 SECRET = "sk-rubric-test-secret-3141"
 
 

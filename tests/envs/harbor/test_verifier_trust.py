@@ -12,6 +12,8 @@ from envs import from_harbor
 from harness import Rollout
 from tests.envs.harbor.test_harbor_tasks import make_task
 
+pytestmark = [pytest.mark.agents, pytest.mark.slow]
+
 #: The task's tests: never solved (0), then a moment in which a planted reward would land.
 UNSOLVED = "echo 0 > /logs/verifier/reward.txt\nsleep 1\n"
 BOTH = [pytest.param(None, id="docker", marks=pytest.mark.docker), pytest.param("bwrap", id="bwrap")]
@@ -37,6 +39,7 @@ def errors(rollout: Rollout) -> str:
     return (rollout.error or "") + json.dumps(rollout.score_errors)
 
 
+@pytest.mark.bwrap
 @pytest.mark.parametrize("runtime", BOTH)
 def test_a_loop_the_agent_leaves_cannot_plant_a_reward_after_the_tests(
     tmp_path: Path, runtime: str | None
@@ -46,6 +49,7 @@ def test_a_loop_the_agent_leaves_cannot_plant_a_reward_after_the_tests(
     assert rollout.reward == 0.0, errors(rollout)
 
 
+@pytest.mark.bwrap
 @pytest.mark.parametrize("runtime", BOTH)
 def test_a_loop_the_agent_leaves_cannot_swap_the_uploaded_tests(tmp_path: Path, runtime: str | None) -> None:
     swap = (
@@ -79,6 +83,7 @@ def test_a_root_agent_that_changes_what_the_verifier_runs_leaves_it_nan(
 HOOK = "import os; os.path.isdir('/logs/verifier') and open('/logs/verifier/reward.txt', 'w').write('1')"
 
 
+@pytest.mark.bwrap
 @pytest.mark.parametrize("runtime", BOTH)
 def test_a_python_start_up_hook_the_agent_plants_leaves_the_verifier_nan(
     tmp_path: Path, runtime: str | None
@@ -103,6 +108,7 @@ def test_bwrap_an_agent_that_points_bin_elsewhere_leaves_the_verifier_nan(tmp_pa
     assert "/bin (changed: the folder or link" in errors(rollout)
 
 
+@pytest.mark.bwrap
 @pytest.mark.parametrize("runtime", BOTH)
 def test_an_agent_that_changes_only_its_own_files_is_scored(tmp_path: Path, runtime: str | None) -> None:
     solved = make_task(tmp_path, "solved", "[ -f /tmp/done ] && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n")  # fmt: skip

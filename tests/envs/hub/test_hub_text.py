@@ -18,6 +18,8 @@ from envs.hub._card import MAX_CARD_BYTES
 from tests.helpers.hub import HubServer
 from tests.helpers.processes import RUBRIC, run
 
+pytestmark = [pytest.mark.hub, pytest.mark.slow]
+
 # ANSI colour, OSC 8 hyperlink, OSC window title, BEL, NUL, right-to-left override, rich markup.
 HOSTILE = "\x1b[31mred\x1b[0m \x1b]8;;http://evil.example\x07click\x1b]8;;\x07 \x1b]0;title\x07 \x00 \u202egnp.exe [/bold] [red]x"
 RAW = ("\x1b", "\x07", "\x00", "\u202e")

@@ -13,6 +13,8 @@ from envs.hub._index import Hub, info, search
 from envs.hub._publish import push_package
 from tests.helpers.hub import HubServer
 
+pytestmark = [pytest.mark.hub, pytest.mark.slow]
+
 
 def _built(tmp_path: Path, name: str, kind: str = "single") -> Path:
     root = init_package(name, tmp_path, kind)  # type: ignore[arg-type]

@@ -12,6 +12,7 @@ from envs import load_environment
 from envs.hub import HubError, PackageName, Project, check_package, init_package, parse_card
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["single", "tool", "multi", pytest.param("mcp", marks=pytest.mark.interop)])
 def test_each_kind_builds_runs_its_demo_and_passes_every_check(tmp_path: Path, kind: str) -> None:
     root = init_package(f"scaffold-{kind}", tmp_path, kind)  # type: ignore[arg-type]
@@ -36,6 +37,7 @@ def test_each_kind_builds_runs_its_demo_and_passes_every_check(tmp_path: Path, k
         assert "rubric-rl[mcp]>=" in (root / "pyproject.toml").read_text()
 
 
+@pytest.mark.slow
 def test_the_scaffolded_packages_own_test_passes(tmp_path: Path) -> None:
     root = init_package("own-test", tmp_path)
     proc = subprocess.run(

@@ -33,7 +33,7 @@ from tests.envs.interop.openenv_guess import GuessEnvironment, bisect_tool_polic
 from tests.helpers.endpoints import free_port, serve
 from tests.helpers.processes import run
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.interop, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[3]
 
 

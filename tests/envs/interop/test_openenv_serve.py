@@ -29,7 +29,7 @@ from tests.helpers.browser import chromium
 from tests.helpers.endpoints import free_port
 from tests.helpers.processes import RUBRIC, rubric_serve, serving
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.interop, pytest.mark.serve, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[3]
 PROBE = f"import os; print(2 + 3, os.path.exists({str(REPO / 'README.md')!r}))"
 
@@ -255,6 +255,7 @@ def _page_server() -> Iterator[str]:
         thread.join(10)
 
 
+@pytest.mark.browser
 def test_a_page_of_another_origin_cannot_drive_the_server_in_chromium() -> None:
     with _page_server() as foreign, _page_server() as allowed:
         with rubric_serve("python", "--allow-origin", allowed) as url, chromium() as browser:

@@ -23,7 +23,7 @@ from tests.helpers.endpoints import free_port, serve
 from tests.helpers.install import OPENENV_SIDE_VERSION, ensure_openenv_side_python, openenv_side_venv
 from tests.helpers.processes import rubric_serve, run, serving
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.interop, pytest.mark.serve, pytest.mark.slow]
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
 SIDE_VERSION = OPENENV_SIDE_VERSION

@@ -22,6 +22,8 @@ import envs
 from harness import ConfigError, ConfigTypeError, EnvironmentNotFoundError, Message, Rollout, ScriptedEndpoint
 from tests.helpers.processes import run
 
+pytestmark = [pytest.mark.interop, pytest.mark.slow]
+
 PACKAGES = Path(__file__).parent / "vf_packages"
 
 

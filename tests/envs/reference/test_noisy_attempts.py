@@ -52,6 +52,7 @@ def test_multi_turn_noisy_players_vary_per_attempt_and_keep_to_it_across_turns()
     assert pickle.loads(pickle.dumps(env.scripted_policies["noisy"])).attempts._counts == {}
 
 
+@pytest.mark.slow
 @pytest.mark.bwrap  # the python environment's sandbox runs each program
 def test_python_noisy_coder_varies_per_attempt() -> None:
     env = load_environment("python", num_examples=12)

@@ -19,6 +19,8 @@ from envs.reference._sandbox import run_code
 from harness import Message
 from tests.harness.runtimes.conftest import DOCKER
 
+pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
+
 # ----------------------------------------------------------------------------- environment
 
 

@@ -23,6 +23,8 @@ from harness.runtimes import RuntimeUnavailableError, prune
 from harness.runtimes._state import state_root
 from tests.harness.runtimes.conftest import DOCKER, TEST_ROOTFS, run_without_cgroups
 
+pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
+
 REPO = Path(__file__).resolve().parents[3]
 
 

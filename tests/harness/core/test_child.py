@@ -14,7 +14,7 @@ import pytest
 from harness._core.child import wrap
 from tests.helpers.processes import processes_with
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.slow]
 
 # A server that starts a sleeper with MARKER on its command line, then lives on (or exits with
 # 3 after `crash`). `daemon`: the sleeper double-forks into a session of its own (its parent

@@ -29,7 +29,7 @@ from rubrics import LLMJudge, WeightedSum
 from tests.helpers.endpoints import free_port
 from tests.helpers.training import tiny_chat_model
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.serve, pytest.mark.trl, pytest.mark.slow]
 
 TOOL_REPLY = '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 3}}\n</tool_call>'
 PLAIN_REPLY = "The answer is 5."

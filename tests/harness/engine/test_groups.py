@@ -180,6 +180,7 @@ def test_one_rollout_alone_is_a_group_of_one(env_file: Path) -> None:
     assert r.scores["rel"] == 0.5 and r.reward == 0.75
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 @pytest.mark.timeout(240)
 def test_ray_actors_keep_groups_together(env_file: Path, tmp_path: Path) -> None:

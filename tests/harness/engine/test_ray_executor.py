@@ -18,7 +18,7 @@ from tests.helpers.fakes import load_fake, sum_policy
 if os.environ.get("CI") != "true":  # CI installs the [ray] extra and always runs these
     pytest.importorskip("ray", reason="Ray tests need pip install 'rubric-rl[ray]'")
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.ray, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

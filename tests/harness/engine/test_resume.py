@@ -158,6 +158,7 @@ _CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 async def test_sigkill_mid_run_then_resume_gives_exactly_the_requested_rollouts(tmp_path: Path) -> None:
     out = tmp_path / "run"
     results_file = out / "results.jsonl"
@@ -236,6 +237,7 @@ async def _kill_after_lines(child: subprocess.Popen[bytes], results_file: Path, 
         child.stdout.close()  # stderr is read by the test, then closed by communicate()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("code", [_CHILD, _CHILD_SYNC], ids=["asyncio.run", "run_sync"])
 async def test_ctrl_c_marks_the_run_interrupted(tmp_path: Path, code: str) -> None:
     out = tmp_path / "run"

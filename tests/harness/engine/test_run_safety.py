@@ -140,6 +140,7 @@ def test_cli_early_stop_and_fail_on_error(rubric: Invoke, tmp_path: Path) -> Non
     assert bad.returncode == 2 and "must be a share below 1 (0.1) or a count of rollouts (5)" in bad.stderr
 
 
+@pytest.mark.slow
 def test_two_concurrent_resumes_one_writer(rubric: Invoke, tmp_path: Path) -> None:
     env_file = tmp_path / "slow_env.py"
     env_file.write_text(

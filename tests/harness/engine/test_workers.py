@@ -18,7 +18,7 @@ from harness._engine.executors.workers import check_workers, split_evenly
 from tests.helpers.endpoints import serve
 from tests.helpers.fakes import FakeEnv, FakeSource, load_fake, sum_policy
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 
 def _keys(directory: Path) -> list[tuple[str, int]]:

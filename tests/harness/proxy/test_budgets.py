@@ -190,6 +190,7 @@ print(json.dumps(sorted(results)))
 """
 
 
+@pytest.mark.slow
 async def test_calls_sent_at_once_cannot_pass_max_turns(start_proxy: Start) -> None:
     """45.6: with max_turns=2, 30 calls sent at once were all answered."""
     proxy = await start_proxy(endpoint={"latency": 0.3}, budgets=ProxyBudgets(max_turns=2))

@@ -21,6 +21,8 @@ from harness.runtimes import SandboxError, get_runtime
 from harness.runtimes import _docker as docker_runtime
 from tests.harness.runtimes.conftest import ALL, DOCKER
 
+pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
+
 ROOT = Path(__file__).resolve().parents[3]
 MB = 1 << 20
 #: The runtimes whose harness memory is measured (local isolates nothing worth measuring).

@@ -12,7 +12,7 @@ from harness.runtimes._docker import client, context_hash
 from harness.runtimes._state import boot_id
 from tests.harness.runtimes.conftest import DOCKER, TEST_IMAGE
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.bwrap, pytest.mark.slow]
 
 
 async def test_a_build_context_is_built_once_per_content(tmp_path: Path) -> None:

@@ -33,6 +33,8 @@ from tests.harness.runtimes.conftest import DOCKER, TEST_IMAGE
 from tests.helpers.docs import docs_pages
 from tests.helpers.processes import run
 
+pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
+
 _JSON = b"HTTP/1.1 %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
 
 #: What each unhealthy daemon answers to a request (None: close; b"": never answer).

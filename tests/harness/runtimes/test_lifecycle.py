@@ -25,6 +25,8 @@ from harness.runtimes._docker import client
 from harness.runtimes._state import LABEL, state_folders
 from tests.harness.runtimes.conftest import DOCKER
 
+pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
+
 # A driver: opens 8 sandboxes at once and keeps them busy until it is killed.
 _DRIVER = r"""
 import asyncio, sys

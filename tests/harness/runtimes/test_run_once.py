@@ -15,6 +15,8 @@ from harness import ConfigError
 from harness.runtimes import SandboxConfig, get_runtime, list_sandboxes
 from tests.harness.runtimes.conftest import ALL, ISOLATING, run_without_cgroups
 
+pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
+
 
 def _with_marker(marker: str) -> list[str]:
     """Host pids of live processes whose command line holds `marker`."""

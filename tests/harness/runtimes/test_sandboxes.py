@@ -19,6 +19,8 @@ from harness.runtimes import SandboxError, get_runtime, list_sandboxes
 from harness.runtimes._state import state_folders
 from tests.harness.runtimes.conftest import ALL, ISOLATING
 
+pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
+
 
 @pytest.mark.parametrize("spec", ALL)
 async def test_exec_argv_shell_env_cwd_and_exit_codes(spec: str) -> None:

@@ -38,6 +38,8 @@ from tests.harness.runtimes.conftest import TEST_IMAGE
 from tests.helpers.docs import docs_pages
 from tests.helpers.processes import run
 
+pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
+
 NOBODY = 65534
 ESCAPES = "\x1b]0;pwned\x07\x1b[2J"
 

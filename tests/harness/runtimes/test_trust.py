@@ -8,6 +8,8 @@ from harness.runtimes import get_runtime
 from harness.runtimes._docker import _layer_changes
 from tests.harness.runtimes.conftest import ALL, DOCKER, ISOLATING
 
+pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
+
 #: A loop that leaves its process group and session (setsid), as a daemon would.
 DAEMON = "nohup setsid sh -c 'while :; do date > /tmp/beat; sleep 0.05; done' >/dev/null 2>&1 &"
 

@@ -10,6 +10,10 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
+pytestmark = [pytest.mark.slow]
+
 REPO = Path(__file__).resolve().parents[3]
 
 

@@ -140,6 +140,8 @@ def _check_page(browser: Any, path: Path) -> None:
     page.close()
 
 
+@pytest.mark.browser
+@pytest.mark.slow
 def test_the_report_and_the_comparison_run_no_planted_script(
     rubric: Invoke, browser: Any, planted: Path
 ) -> None:
@@ -162,6 +164,7 @@ class _Tags(HTMLParser):
         self.live += [f"{tag} {name}" for name, _ in attrs if name.startswith("on")]
 
 
+@pytest.mark.slow
 def test_notebook_views_make_no_live_element(planted: Path) -> None:
     results = load_results(planted / "a")
     views = [results._repr_html_(), results.summary._repr_html_(), *(r._repr_html_() for r in results)]

@@ -15,6 +15,8 @@ from rubrics import Gate, WeightedSum
 from tests.helpers.browser import chromium
 from tests.helpers.endpoints import serve
 
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
 ROWS = [{"question": f"What is {i}+{i + 1}?", "answer": str(2 * i + 1)} for i in range(30)]
 
 

@@ -19,6 +19,7 @@ def test_runs_started_in_the_same_second_get_their_own_folders(monkeypatch: pyte
     assert all(re.fullmatch(r"gsm8k--scripted-oracle--20261126-081500-[0-9a-f]{6}", n) for n in names)
 
 
+@pytest.mark.slow
 def test_two_rubric_evals_at_once_write_two_folders(tmp_path: Path) -> None:
     command = [str(RUBRIC), "eval", "gsm8k", "-m", "scripted:oracle", "-n", "20", "--no-progress"]
     procs = [

@@ -15,6 +15,8 @@ from harness._core.run.storage import RESULTS_FILE, open_owned
 from tests.cli.conftest import Invoke
 from tests.helpers.processes import run
 
+pytestmark = [pytest.mark.slow]
+
 PRECIOUS = "precious\nsecond line without newline"
 
 

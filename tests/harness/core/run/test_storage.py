@@ -53,6 +53,7 @@ def test_clean_files_read_silently(tmp_path: Path, recwarn: pytest.WarningsRecor
     assert len(load_results(tmp_path)) == 2 and not recwarn.list
 
 
+@pytest.mark.slow
 def test_second_writer_is_refused_with_the_holders_pid(tmp_path: Path) -> None:
     holder = subprocess.Popen(
         [
