@@ -395,7 +395,11 @@ class DockerSandbox(Sandbox):
         while True:  # init starts its keeper a moment after the restart returns
             try:
                 left = await self._processes()
-            except SandboxError:  # stopped: the keeper (the image's `sh -c 'exec cat'`) exited
+            except SandboxError:  # not listed: still starting on a loaded daemon, or stopped
+                if time.monotonic() < deadline and await self._starting_or_running():
+                    await asyncio.sleep(0.05)
+                    continue
+                # stopped: the keeper (the image's `sh -c 'exec cat'`) exited
                 raise SandboxError(
                     "the container stopped when it was restarted: its keeper (the image's sh and "
                     "cat, found on its PATH) did not stay; were they replaced?"
@@ -406,6 +410,17 @@ class DockerSandbox(Sandbox):
         if len(left) != 2:
             raise SandboxError(f"the restarted container does not run its init and keeper alone: {left}")
         return 1
+
+    async def _starting_or_running(self) -> bool:
+        """Whether the daemon says the container runs or is (re)starting; False once it has
+        stopped or is gone (removed on stop)."""
+        from aiodocker.exceptions import DockerError  # optional extra [docker], imported where used
+
+        try:
+            state = (await self._container.show()).get("State") or {}
+        except DockerError:
+            return False
+        return bool(state.get("Running") or state.get("Restarting")) and not state.get("Dead")
 
     async def _processes(self) -> list[list[str]]:
         """The container's processes (host pid, parent pid, command), from the Engine's `top`."""
