@@ -111,7 +111,7 @@ def test_readme_test_command_is_the_ci_command_and_provisions_the_suite() -> Non
     ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()
     assert ci[-1] == command
     test = (ROOT / "scripts" / "test").read_text()
-    assert "scripts/provision\n" in test and 'exec python -m pytest -n auto --dist loadfile "$@"' in test
+    assert "scripts/provision\n" in test and 'exec python -m pytest -n auto --dist worksteal "$@"' in test
     provision = (ROOT / "scripts" / "provision").read_text()
     for needed in (
         "bubblewrap",

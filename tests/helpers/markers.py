@@ -191,8 +191,8 @@ def check_declared(items: list[pytest.Item]) -> None:
 
 def order_heaviest_first(items: list[pytest.Item]) -> None:
     """Reorder `items` in place: files by the weight of their tests' areas, heaviest first,
-    each file's tests kept together and in their order (xdist --dist loadfile hands out whole
-    files in this order, with --no-loadscope-reorder)."""
+    each file's tests kept together and in their order (xdist hands tests out in this order,
+    with --no-loadscope-reorder; under --dist worksteal an idle worker then takes from the other)."""
     files: dict[str, list[pytest.Item]] = {}
     for item in items:
         files.setdefault(item.nodeid.split("::")[0], []).append(item)

@@ -181,7 +181,8 @@ def test_rubric_eval_harbor_dataset_with_the_scripted_policy(tmp_path: Path) -> 
     done = run(*args, "--no-progress", cwd=tmp_path, timeout=300)
     assert done.returncode == 0, done.stderr
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
-    assert sorted(r["example_id"] for r in rows) == TASKS and all(r["reward"] == 1.0 for r in rows)
+    said = [(r["example_id"], r["reward"], r.get("error"), r.get("score_errors")) for r in rows]
+    assert sorted(r["example_id"] for r in rows) == TASKS and all(r["reward"] == 1.0 for r in rows), said
 
 
 @pytest.mark.docker
