@@ -317,6 +317,27 @@ def list_command() -> int:
     return 0
 
 
+@command(help="check an endpoint for what RL training needs: token ids and their faithfulness, tool calls, logprobs, ...")  # fmt: skip
+@click.argument("base_url", metavar="ENDPOINT")
+@click.option("-m", "--model", help="the model to check (default: the first one the endpoint lists)")
+@click.option("-k", "--api-key-var", default="OPENAI_API_KEY", show_default=True, help="name of the env var holding the key")  # fmt: skip
+@click.option("--max-concurrency", type=click.IntRange(1, 64), default=16, show_default=True, help="most concurrent requests the concurrency check sends")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
+def doctor(base_url: str, model: str | None, api_key_var: str, max_concurrency: int, as_json: bool) -> int:
+    from harness import doctor as check_endpoint
+    from harness._endpoint.connect import api_key_from
+
+    with usage_errors():
+        key = api_key_from(api_key_var, base_url)
+    report = check_endpoint(base_url, model, api_key=key, max_concurrency=max_concurrency)
+    if as_json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        console().print(report)
+        print("ready for training" if report.ok else "not ready for training: fix what failed above")
+    return 0 if report.ok else 1
+
+
 @command(help="list this machine's sandboxes (Docker, bwrap, local), or prune those whose owner died")
 @click.argument("action", type=click.Choice(["list", "prune"]), default="list")
 def sandboxes(action: str) -> int:
@@ -347,6 +368,7 @@ def sandboxes(action: str) -> int:
 @click.option("--latency", type=float, default=0.0, help="seconds added to every response")
 @click.option("--rate-429", type=float, default=0.0)
 @click.option("--rate-500", type=float, default=0.0)
+@click.option("--break", "broken", multiple=True, metavar="PROPERTY", help="get a property training needs wrong, to try `rubric doctor`: tool_calls, token_ids, prefix, template, logprobs, stream, model_version, concurrency (repeatable)")  # fmt: skip
 def endpoint(policy: str, env_spec: str | None, env_args: dict[str, Any] | None, **server: Any) -> int:
     from harness import ScriptedEndpoint
     from harness.scripted import scripted_policy
@@ -356,7 +378,9 @@ def endpoint(policy: str, env_spec: str | None, env_args: dict[str, Any] | None,
         raise CliError(
             "say whose policy to serve: --policy ENV:POLICY (e.g. gsm8k:oracle) or --env ENV --policy POLICY"
         )
-    served = ScriptedEndpoint(scripted_policy(load(env_spec, env_args), name), **server)
+    policy_fn = scripted_policy(load(env_spec, env_args), name)
+    with usage_errors():
+        served = ScriptedEndpoint(policy_fn, **server)
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a standalone server stops
         served.serve_forever(
             ready=lambda url: print(f"serving {env_spec}:{name} at {url} (Ctrl-C stops)", flush=True)

@@ -56,6 +56,7 @@ from harness._core.types import (
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness._endpoint.client import Client, Completion
+    from harness._endpoint.doctor import DoctorCheck, DoctorReport, adoctor, doctor
     from harness._engine.evaluation import aevaluate, evaluate
     from harness._engine.runner import rollout
     from harness._results.compare import Comparison, compare
@@ -72,14 +73,18 @@ _LAZY = {
     "Client": "harness._endpoint.client",
     "Comparison": "harness._results.compare",
     "Completion": "harness._endpoint.client",
+    "DoctorCheck": "harness._endpoint.doctor",
+    "DoctorReport": "harness._endpoint.doctor",
     "EvalResults": "harness._results.eval_results",
     "MergeReport": "harness._results.sharding",
     "ProxyBudgets": "harness.proxy",
     "ProxySession": "harness.proxy",
     "ScriptedEndpoint": "harness.scripted",
+    "adoctor": "harness._endpoint.doctor",
     "aevaluate": "harness._engine.evaluation",
     "arescore": "harness._results.rescoring",
     "compare": "harness._results.compare",
+    "doctor": "harness._endpoint.doctor",
     "evaluate": "harness._engine.evaluation",
     "load_results": "harness._results.eval_results",
     "merge_results": "harness._results.sharding",
@@ -109,6 +114,8 @@ __all__ = [
     "Completion",
     "ConfigError",
     "ConfigTypeError",
+    "DoctorCheck",
+    "DoctorReport",
     "EndpointError",
     "EnvironmentNotFoundError",
     "EnvironmentProtocol",
@@ -141,9 +148,11 @@ __all__ = [
     "UserCodeError",
     "WorkerError",
     "WorkersHint",
+    "adoctor",
     "aevaluate",
     "arescore",
     "compare",
+    "doctor",
     "evaluate",
     "load_results",
     "merge_results",

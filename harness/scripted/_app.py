@@ -7,6 +7,7 @@ draw per request, so a given seed and request order always produce the same faul
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import inspect
 import json
@@ -20,12 +21,17 @@ from typing import Any
 
 from harness._core.aio import maybe_await
 from harness.scripted._http import DROP, Request, Response
-from harness.scripted._tokens import add_token_ids
+from harness.scripted._tokens import ASSISTANT_HEADER, add_token_ids, assistant_text, prompt_ids
 
 Policy = Callable[..., Any]
 """`policy(messages, tools[, request_body]) -> str | dict` (sync or async)."""
 
 FAULT_WORDS = ("drop", "hang", "malformed")
+#: What training needs of an endpoint that the scripted endpoint can be told to get wrong, for
+#: `rubric doctor`'s tests: tool calls come back as text; no token ids; prompt ids that re-render
+#: the history (the prefix property breaks); `/tokenize` disagrees with the prompt ids; no
+#: logprobs; no streaming; no model version (`system_fingerprint`); one request at a time.
+BREAKABLE = ("tool_calls", "token_ids", "prefix", "template", "logprobs", "stream", "model_version", "concurrency")  # fmt: skip
 
 
 class ScriptedHTTPError(Exception):
@@ -50,8 +56,14 @@ class Faults:
     rate_malformed_tool_json: float = 0.0
     rate_drop: float = 0.0
     fail_first: int | Sequence[int | str] = ()
+    broken: Sequence[str] = ()
 
     def __post_init__(self) -> None:
+        unknown = sorted(set(self.broken) - set(BREAKABLE))
+        if isinstance(self.broken, str) or unknown:
+            raise ValueError(
+                f"ScriptedEndpoint broken={self.broken!r}: give a list of properties from {', '.join(BREAKABLE)}"
+            )
         for name in ("rate_429", "rate_500", "rate_hang", "rate_malformed_tool_json", "rate_drop"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
@@ -165,6 +177,7 @@ class ScriptedApp:
         self.seed = seed
         self.record = record
         self._wants_body = _policy_wants_body(policy)
+        self._serial: asyncio.Lock | None = None
         self._lock = threading.Lock()
         self.reset()
 
@@ -197,6 +210,8 @@ class ScriptedApp:
                     ],
                 },
             )
+        if path in ("/tokenize", "/v1/tokenize") and request.method == "POST":
+            return self._tokenize(request)
         if path == "/_scripted/stats" and request.method == "GET":
             return Response(200, self.stats().to_dict())
         if path == "/_scripted/reset" and request.method == "POST":
@@ -205,11 +220,32 @@ class ScriptedApp:
         return _error(
             404,
             f"no route {request.method} {request.path}; this scripted endpoint serves "
-            "POST /v1/chat/completions and GET /v1/models",
+            "POST /v1/chat/completions, POST /tokenize and GET /v1/models",
             "not_found",
         )
 
+    def _tokenize(self, request: Request) -> Response:
+        """vLLM's `POST /tokenize` for chat messages: the prompt's ids under the chat template
+        (with `template` broken: without the assistant header the prompt ids end with)."""
+        try:
+            body = request.json()
+            messages = [m for m in body["messages"] if isinstance(m, Mapping)]
+        except (ValueError, KeyError, TypeError):
+            return _error(400, "send {'model': ..., 'messages': [...]}", "invalid_request_error")
+        tokens = prompt_ids(messages)
+        if "template" in self.faults.broken:
+            tokens = tokens[: -len(ASSISTANT_HEADER)]
+        return Response(200, {"tokens": tokens, "count": len(tokens), "max_model_len": 1 << 20})
+
     async def _chat(self, request: Request) -> Response:
+        if "concurrency" in self.faults.broken:  # one request at a time: the rest queue
+            if self._serial is None:
+                self._serial = asyncio.Lock()
+            async with self._serial:
+                return await self._counted_chat(request)
+        return await self._counted_chat(request)
+
+    async def _counted_chat(self, request: Request) -> Response:
         with self._lock:
             stats = self._stats
             stats.requests += 1
@@ -285,9 +321,9 @@ class ScriptedApp:
         if self.record:
             with self._lock:
                 self._stats.bodies.append(copy.deepcopy(body))
-        if body.get("stream"):
+        if body.get("stream") and "stream" in self.faults.broken:
             return _error(
-                400, "the scripted endpoint does not stream; send stream=false", "invalid_request_error"
+                400, "this scripted endpoint does not stream; send stream=false", "invalid_request_error"
             )
         n = body.get("n") or 1
         if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= 128:
@@ -341,7 +377,6 @@ class ScriptedApp:
             "object": "chat.completion",
             "created": int(time.time()),
             "model": body.get("model") or self.model,
-            "system_fingerprint": "scripted",
             "choices": choices,
             "usage": {
                 "prompt_tokens": prompt_tokens,
@@ -349,8 +384,19 @@ class ScriptedApp:
                 "total_tokens": prompt_tokens + completion_tokens,
             },
         }
-        if body.get("return_token_ids") or body.get("logprobs"):
-            add_token_ids(payload, body)  # vLLM-style ids and logprobs from a toy tokenizer
+        broken = self.faults.broken
+        if "model_version" not in broken:
+            payload["system_fingerprint"] = "scripted"
+        asked = dict(body)
+        if "token_ids" in broken:
+            asked.pop("return_token_ids", None)
+        if "logprobs" in broken:
+            asked.pop("logprobs", None)
+        if asked.get("return_token_ids") or asked.get("logprobs"):
+            # vLLM-style ids and logprobs from a toy tokenizer
+            add_token_ids(payload, asked, faithful="prefix" not in broken)
+        if body.get("stream"):
+            return Response(200, raw=sse_chunks(payload), content_type="text/event-stream")
         return Response(200, payload)
 
     def _draw_malformed(self) -> bool:
@@ -376,6 +422,8 @@ class ScriptedApp:
         if isinstance(limit, int) and isinstance(content, str) and len(content.split()) > limit:
             message["content"] = " ".join(content.split()[:limit])
             finish_reason = "length"
+        if message.get("tool_calls") and "tool_calls" in self.faults.broken:  # unparsed, as text
+            message = {"role": "assistant", "content": assistant_text(message)}
         if finish_reason is None:
             finish_reason = "tool_calls" if message.get("tool_calls") else "stop"
         return {"index": index, "message": message, "finish_reason": finish_reason, "logprobs": None}
@@ -415,3 +463,25 @@ def _tool_call(call: Any, default_id: str) -> dict[str, Any]:
     arguments = function.get("arguments", "{}")
     function["arguments"] = arguments if isinstance(arguments, str) else json.dumps(arguments)
     return {"id": call.get("id") or default_id, "type": call.get("type", "function"), "function": function}
+
+
+def sse_chunks(completion: Mapping[str, Any]) -> bytes:
+    """A chat completion as OpenAI's server-sent events: per choice a role chunk, a content (or
+    tool calls) chunk and a finish chunk, then `data: [DONE]` (the whole stream in one body)."""
+    base = {k: completion[k] for k in ("id", "created", "model") if k in completion}
+    base["object"] = "chat.completion.chunk"
+    if "system_fingerprint" in completion:
+        base["system_fingerprint"] = completion["system_fingerprint"]
+    events: list[dict[str, Any]] = []
+    for choice in completion["choices"]:
+        message, index = choice["message"], choice["index"]
+        delta: dict[str, Any] = {"content": message.get("content") or ""}
+        if message.get("tool_calls"):
+            delta = {"tool_calls": [{"index": i, **call} for i, call in enumerate(message["tool_calls"])]}
+        events += [
+            {**base, "choices": [{"index": index, "delta": {"role": "assistant"}, "finish_reason": None}]},
+            {**base, "choices": [{"index": index, "delta": delta, "finish_reason": None}]},
+            {**base, "choices": [{"index": index, "delta": {}, "finish_reason": choice["finish_reason"]}]},
+        ]
+    lines = [f"data: {json.dumps(event, separators=(',', ':'))}\n\n" for event in events]
+    return ("".join(lines) + "data: [DONE]\n\n").encode()

@@ -75,6 +75,9 @@ class ScriptedEndpoint:
         seed: Seeds the `random.Random` the faults are drawn from.
         fail_first: Deterministic script for the first requests: an int N (N x 500) or a list
             of statuses and "drop" / "hang" / "malformed", consumed before any random fault.
+        broken: Properties training needs that this endpoint gets wrong, for checking a
+            checker (`rubric doctor`): any of "tool_calls", "token_ids", "prefix", "template",
+            "logprobs", "stream", "model_version", "concurrency" (`harness.scripted._app.BREAKABLE`).
         record: Keep every request body in `stats.bodies` (for tests that inspect the client).
         process: Serve from a forked child process instead of a background thread.
         backlog: The listening socket's connection backlog.
@@ -100,6 +103,7 @@ class ScriptedEndpoint:
         rate_drop: float = 0.0,
         seed: int = 0,
         fail_first: int | Sequence[int | str] = (),
+        broken: Sequence[str] = (),
         record: bool = False,
         process: bool = False,
         backlog: int = 2048,
@@ -116,6 +120,7 @@ class ScriptedEndpoint:
             rate_malformed_tool_json=rate_malformed_tool_json,
             rate_drop=rate_drop,
             fail_first=fail_first,
+            broken=tuple(broken),
         )
         if isinstance(policy, StatefulPolicy):
             policy = policy.fresh()

@@ -83,13 +83,18 @@ class Request:
 
 @dataclass
 class Response:
-    """A JSON response to send; `DROP` (below) means close the connection unanswered."""
+    """A response to send: JSON `body`, or `raw` bytes of `content_type` (server-sent events);
+    `DROP` (below) means close the connection unanswered."""
 
     status: int
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
+    raw: bytes | None = None
+    content_type: str = "application/json"
 
     def encode(self) -> bytes:
+        if self.raw is not None:
+            return self.raw
         return b"" if self.body is None else json.dumps(self.body, separators=(",", ":")).encode()
 
 
@@ -172,7 +177,10 @@ def _too_large() -> Response:
 
 async def _send(send: Send, response: Response) -> None:
     payload = response.encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+    headers = [
+        (b"content-type", response.content_type.encode("latin-1")),
+        (b"content-length", str(len(payload)).encode()),
+    ]
     headers.extend(
         (name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in response.headers.items()
     )

@@ -53,17 +53,31 @@ def _body(message: Mapping[str, Any]) -> str:
     return text
 
 
+def assistant_text(message: Mapping[str, Any]) -> str:
+    """An assistant message as the text the model generated (tool calls as `<tool_call>` lines)."""
+    return _body(message)
+
+
 def message_ids(message: Mapping[str, Any]) -> list[int]:
     """One message as it sits in a conversation: start, role, body, end, newline."""
     return [IM_START, *encode(f"{message.get('role')}\n"), *encode(_body(message)), IM_END, *encode("\n")]
 
 
-def prompt_ids(messages: Sequence[Mapping[str, Any]]) -> list[int]:
-    """The conversation, then the assistant header the model continues from."""
+#: What the prompt ends with: the header of the turn the model writes.
+ASSISTANT_HEADER = [IM_START, *encode("assistant\n")]
+
+
+def prompt_ids(messages: Sequence[Mapping[str, Any]], *, faithful: bool = True) -> list[int]:
+    """The conversation, then the assistant header the model continues from. Not `faithful`:
+    earlier assistant turns re-rendered without their end token, as a template that rewrites
+    history does (what breaks the prefix property across turns)."""
     ids: list[int] = []
     for message in messages:
-        ids += message_ids(message)
-    return [*ids, IM_START, *encode("assistant\n")]
+        rendered = message_ids(message)
+        if not faithful and message.get("role") == "assistant":
+            rendered.remove(IM_END)
+        ids += rendered
+    return [*ids, *ASSISTANT_HEADER]
 
 
 def completion_ids(message: Mapping[str, Any]) -> list[int]:
@@ -71,10 +85,12 @@ def completion_ids(message: Mapping[str, Any]) -> list[int]:
     return [*encode(_body(message)), IM_END]
 
 
-def add_token_ids(response: dict[str, Any], body: Mapping[str, Any]) -> None:
-    """Put vLLM-style token ids / logprobs on a response for a request that asked for them."""
+def add_token_ids(response: dict[str, Any], body: Mapping[str, Any], *, faithful: bool = True) -> None:
+    """Put vLLM-style token ids / logprobs on a response for a request that asked for them
+    (`faithful`: see `prompt_ids`)."""
     if body.get("return_token_ids"):
-        response["prompt_token_ids"] = prompt_ids([m for m in body["messages"] if isinstance(m, Mapping)])
+        messages = [m for m in body["messages"] if isinstance(m, Mapping)]
+        response["prompt_token_ids"] = prompt_ids(messages, faithful=faithful)
     for choice in response["choices"]:
         ids = completion_ids(choice["message"])
         if body.get("return_token_ids"):
@@ -88,4 +104,14 @@ def add_token_ids(response: dict[str, Any], body: Mapping[str, Any]) -> None:
             }
 
 
-__all__ = ["add_token_ids", "completion_ids", "decode", "encode", "logprob", "message_ids", "prompt_ids"]
+__all__ = [
+    "ASSISTANT_HEADER",
+    "add_token_ids",
+    "assistant_text",
+    "completion_ids",
+    "decode",
+    "encode",
+    "logprob",
+    "message_ids",
+    "prompt_ids",
+]

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from envs import MultiTurnEnv, SingleTurnEnv, ToolEnv
-from harness import Client, ConfigError, Rollout, load_results
+from harness import Client, ConfigError, Rollout, doctor, load_results
 from rubrics import LLMJudge, WeightedSum
 from tests.helpers.endpoints import free_port
 from tests.helpers.training import tiny_chat_model
@@ -243,3 +243,14 @@ def test_rubric_eval_with_two_workers_against_the_server(served: Served, tmp_pat
     assert len(results) == 4 and results.summary.num_errors == 0
     assert all(r.reward == 1.0 and r.stop_reason == "max_turns" for r in results)
     assert {m.tool_call_id for r in results for m in r.completion if m.role == "tool"} != {None}
+
+
+def test_doctor_says_what_transformers_serve_lacks_for_training(served: Served) -> None:
+    """`rubric doctor` against a server we did not write: chat and parsed tool calls work; what
+    it does not serve for training is named, with the fix (docs/guides/training.md lists it)."""
+    report = doctor(served.base_url, served.models["tool"], api_key="local", max_concurrency=4)
+    statuses = {c.name: c.status for c in report.checks}
+    assert statuses["chat completions"] == "pass", report.checks
+    assert statuses["tool calls"] == "pass", report.check("tool calls")
+    assert statuses["token ids"] == "fail" and "return_token_ids" in report.check("token ids").fix
+    assert not report.ok

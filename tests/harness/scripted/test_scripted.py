@@ -153,8 +153,6 @@ def test_bad_requests_and_unknown_routes(scripted_endpoint: Endpoints) -> None:
     assert status == 400 and "not valid JSON" in body["error"]["message"]
     status, _, body = raw_post(endpoint, b'{"model": "m"}')
     assert status == 400 and "'messages' is required" in body["error"]["message"]
-    status, _, body = raw_post(endpoint, json.dumps({"messages": USER, "stream": True}).encode())
-    assert status == 400 and "does not stream" in body["error"]["message"]
     with pytest.raises(urllib.error.HTTPError) as info:
         urllib.request.urlopen(endpoint.url + "/v2/nothing", timeout=10)
     with info.value:
