@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,7 @@ from envs.agents._base import (
     AgentContext,
     AgentError,
 )
+from harness._core.run.calls import CALL_LOG
 from harness._core.types import Rollout
 from harness._endpoint.client import Client
 from harness.proxy._server import CaptureProxy
@@ -92,6 +94,9 @@ async def play_episode(
             sampling=sampling,
             socket_path=socket,
         )
+        log = CALL_LOG.get()
+        if log is not None:  # each call reaches the run folder as it finishes (a crash keeps it)
+            session.on_finish = functools.partial(log.write, rollout.example_id, rollout.rollout_index)
         ctx = await _prepared(episode, sandbox, session, rollout, client, await sandbox.relay(RELAY_PORT))
         command = agent.command(ctx)
         record: dict[str, Any] = {"name": agent.name, "command": command}

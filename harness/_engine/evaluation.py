@@ -41,6 +41,7 @@ from harness._core.protocol import (
     plays_groups,
     protocol_members,
 )
+from harness._core.run.calls import CALL_LOG, CALLS_FILE, CallLog
 from harness._core.run.dirs import drop_partial_groups
 from harness._core.run.limits import check_limits, check_planned
 from harness._core.run.options import EvaluateOptions, ExecutorName, Shard, check_evaluate_options
@@ -215,6 +216,7 @@ class _Run:
         self.rollouts: list[Rollout] | None = []
         self.summary = RunningSummary(success_of(metadata))
         self.writer: ResultsWriter | None = None
+        self.calls: CallLog | None = None
         self.lock: RunLock | None = None
         self.plan: Plan | None = None
         self.started = time.perf_counter()
@@ -234,6 +236,7 @@ class _Run:
         if directory is not None:
             run.save_metadata()
             run.writer = ResultsWriter(directory / "results.jsonl")
+            run.calls = CallLog(directory / CALLS_FILE)
         return run
 
     def keep(self, rollout: Rollout) -> None:
@@ -279,6 +282,8 @@ class _Run:
         finally:
             if self.writer is not None:
                 self.writer.close()
+            if self.calls is not None:
+                self.calls.close()
             if self.lock is not None:
                 self.lock.release()
 
@@ -556,8 +561,12 @@ async def aevaluate(
         )
         if hint is not None:
             warnings.warn(hint, WorkersHint, stacklevel=2)
-    work = _start_work(env, client, run, plan, run_elsewhere, executor, concurrency, sampling, episodes)
-    results = await _finish(run, work, client, directory, progress=progress, max_k=rollouts_per_example)
+    logging_calls = CALL_LOG.set(run.calls)  # the episodes append each model call as it finishes
+    try:
+        work = _start_work(env, client, run, plan, run_elsewhere, executor, concurrency, sampling, episodes)
+        results = await _finish(run, work, client, directory, progress=progress, max_k=rollouts_per_example)
+    finally:
+        CALL_LOG.reset(logging_calls)
     _raise_if_too_many_errors(results, fail_on_error, directory)
     return results
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, overload
 from harness._core.display import HtmlRepr, fmt, unscored_count
 from harness._core.errors import ResultsNotFoundError
 from harness._core.hf_import import hf_import
+from harness._core.run.calls import incomplete_rollouts
 from harness._core.run.storage import (
     METADATA_FILE,
     RESULTS_FILE,
@@ -107,6 +108,10 @@ class EvalResults(HtmlRepr):
         self._source: Path | None = None
         self.metadata: dict[str, Any] = dict(metadata or {})
         self._summary = summary
+        #: Episodes in flight when the run stopped (SIGKILL, a preempted node): each a rollout
+        #: holding the model calls `calls.jsonl` kept, its `error` saying it is incomplete.
+        #: Never scored, never in `rollouts` or the summary; `--resume` plays them again.
+        self.incomplete: list[Rollout] = []
 
     @classmethod
     def read_back(
@@ -118,6 +123,11 @@ class EvalResults(HtmlRepr):
         results = cls([], metadata=metadata, summary=summary)
         results._rollouts, results._source = None, Path(directory)
         return results
+
+    @property
+    def num_incomplete_calls(self) -> int:
+        """The model calls of the `incomplete` episodes."""
+        return sum(len(r.model_calls or []) for r in self.incomplete)
 
     @property
     def rollouts(self) -> list[Rollout]:
@@ -409,8 +419,11 @@ def load_results(path: str | Path) -> EvalResults:
                 f"{path} has neither {RESULTS_FILE} nor {METADATA_FILE}; "
                 f"pass a directory written by evaluate(output_dir=...)"
             )
-        return EvalResults([], metadata=metadata)
-    return EvalResults(_in_run_order(iter_rollouts(results), metadata), metadata=metadata)
+        loaded = EvalResults([], metadata=metadata)
+    else:
+        loaded = EvalResults(_in_run_order(iter_rollouts(results), metadata), metadata=metadata)
+    loaded.incomplete = incomplete_rollouts(path, loaded.rollouts)
+    return loaded
 
 
 __all__ = ["EvalResults", "load_results", "success_of"]

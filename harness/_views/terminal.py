@@ -287,6 +287,12 @@ def show_run(
         console.print(f"transcripts side by side: rubric view {a} {b} --html")
         return
     console.print(results)
+    if results.incomplete:
+        console.print(
+            f"{len(results.incomplete)} episodes were in flight when the run stopped: their "
+            f"{results.num_incomplete_calls} finished model calls are kept in calls.jsonl (marked "
+            "incomplete, never scored); --resume plays those rollouts again"
+        )
     if note:
         console.print(safe_text(note))
     chosen = select_rollouts(

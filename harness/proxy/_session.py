@@ -34,7 +34,7 @@ import json
 import math
 import secrets
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from harness._core.errors import ConfigError
@@ -121,6 +121,8 @@ class ProxySession:
         self.stop_reason: str | None = None
         self.started = time.monotonic()
         self._stopped = asyncio.Event()
+        #: Called with each call as it finishes (the run's call log: `harness._core.run.calls`).
+        self.on_finish: Callable[[ModelCall], None] | None = None
 
     def __repr__(self) -> str:
         # Never the key: it is the sandbox's credential.
@@ -197,6 +199,8 @@ class ProxySession:
             self.num_answered += 1
             self.replies.add(turn.reply)
         self.usage = self.usage + turn.usage
+        if self.on_finish is not None:
+            self.on_finish(turn)
         reason = self.exhausted()
         if reason is not None:
             self.stop(reason)

@@ -37,6 +37,8 @@ from harness._core.errors import ResultsError, ResultsWarning
 from harness._core.types import Rollout
 
 RESULTS_FILE = "results.jsonl"
+#: The run's model-call log (harness._core.run.calls).
+CALLS_FILE = "calls.jsonl"
 METADATA_FILE = "metadata.json"
 LOCK_FILE = ".lock"
 
@@ -286,7 +288,7 @@ def clear_run(directory: Path) -> None:
     holding anything else is refused rather than emptied, since it may not be a run at all."""
     if not directory.is_dir():
         return
-    ours = {RESULTS_FILE, METADATA_FILE}
+    ours = {RESULTS_FILE, METADATA_FILE, CALLS_FILE}
     others = sorted(p.name for p in directory.iterdir() if p.name not in ours and not p.name.startswith("."))
     if others:
         raise FileExistsError(
