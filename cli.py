@@ -157,7 +157,7 @@ hub_option = click.option("--hub", "hub_url", help=HUB_HELP)
 @click.option("-r", "--rollouts-per-example", type=int, default=1, show_default=True, callback=limited)
 @click.option("--split", type=click.Choice(["eval", "train"]), default="eval", show_default=True)
 @click.option("--seed", type=int, callback=limited, help="shuffle examples with this seed")
-@click.option("--max-turns", type=int, callback=limited, help="override the environment's max_turns")
+@click.option("--max-turns", type=int, callback=limited, help="override the environment's max_turns; with --agent, the most model calls per episode (default: the environment's own max_turns when it sets one, else 250; the episode's time limit bounds it too)")  # fmt: skip
 @click.option("--mcp", multiple=True, metavar="[PREFIX=]CMD|URL", help="add an MCP server's tools to the environment: a stdio command line ('npx -y @x/server') or a streamable-HTTP URL, PREFIX= naming its tools PREFIX_NAME; repeatable")  # fmt: skip
 @click.option("--agent", metavar="NAME", help="an agent plays each episode in a sandbox, its model calls recorded as turns: command:CMD ({instruction}, {instruction_file} filled in), bash, mini-swe-agent, codex, claude-code, oracle")  # fmt: skip
 @click.option("--agent-files", metavar="DIR", help="with --agent: a folder uploaded to /agent in each sandbox")  # fmt: skip
@@ -194,7 +194,7 @@ def eval_command(ctx: click.Context, /, **o: Any) -> int:
         spec=o["env"], env_args=o["env_args"], mcp=list(o["mcp"]), model=o["model"], base_url=o["base_url"],
         agent=o["agent"], agent_files=o["agent_files"], runtime=o["runtime"],
         api_key_var=o["api_key_var"], sampling=sampling if o["sampling"] is not None or sampling else None,
-        max_turns=o["max_turns"], output_dir=o["output_dir"], resume=o["resume"], retry_errors=o["retry_errors"],
+        max_turns=o["max_turns"], max_calls=o["max_turns"], output_dir=o["output_dir"], resume=o["resume"], retry_errors=o["retry_errors"],
         client_options={k: o[k] for k in ("max_retries", "timeout", "transport") if k in typed},
         options={k: o[k] for k in given if k in typed} | {"progress": not o["no_progress"], **ray},
     )  # fmt: skip
@@ -685,6 +685,9 @@ def print_run(out: Console, results: EvalResults, output_dir: Path) -> None:
     line = workers_line(results.metadata)
     if line:
         out.print(line, soft_wrap=True)
+    line = agent_limits_line(results)
+    if line:
+        out.print(line, soft_wrap=True, markup=False)
     out.print(f"Results written to [bold]{output_dir}[/bold]", soft_wrap=True)
     errors = results.summary.num_errors
     if errors:
@@ -693,6 +696,23 @@ def print_run(out: Console, results: EvalResults, output_dir: Path) -> None:
             f"`rubric view {output_dir} --errors`[/yellow]",
             soft_wrap=True,
         )
+
+
+def agent_limits_line(results: EvalResults) -> str | None:
+    """What bounded each agent episode: its model calls and its time (None: no agent)."""
+    limits = {
+        (record.get("max_calls"), record.get("timeout"))
+        for r in results.rollouts
+        if isinstance(record := r.state.get("agent"), dict) and record.get("max_calls") is not None
+    }
+    if not limits:
+        return None
+    calls = "/".join(str(c) for c in sorted({c for c, _ in limits if isinstance(c, int)}))
+    seconds = "/".join(f"{t:g}" for t in sorted({t for _, t in limits if isinstance(t, (int, float))}))
+    return (
+        f"each agent episode: at most {calls} model calls (--max-turns; then the next call is refused "
+        f"and the episode ends max_turns) and {seconds} s (the task's time limit)"
+    )
 
 
 def print_rescored(out: Console, old: EvalResults, new: EvalResults, written: Path) -> None:

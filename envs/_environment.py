@@ -181,7 +181,10 @@ class Environment(AgentTask):
                 f"got {type(credit).__name__}"
             )
         self.credit = credit
-        self.max_turns = _check_max_turns(self.default_max_turns if max_turns is None else max_turns)
+        self._max_turns = _check_max_turns(self.default_max_turns if max_turns is None else max_turns)
+        #: Whether `max_turns` was given or set (not the class's default): then it caps an
+        #: agent's model calls too (`envs.agents.AgentRun`; else the agent's own default, 250).
+        self.max_turns_set = max_turns is not None
         if sampling is not None and not isinstance(sampling, Mapping):
             raise ConfigTypeError(
                 f"sampling must be a dict such as {{'max_tokens': 512}}, got {type(sampling).__name__}"
@@ -214,6 +217,16 @@ class Environment(AgentTask):
             self._load_datasets(dataset, eval_dataset, split)
         #: Named policies for the scripted endpoint (`--model scripted:NAME`); filled by envs that ship them.
         self.scripted_policies: dict[str, Callable[..., Any]] = {}
+
+    @property
+    def max_turns(self) -> int:
+        """The most assistant turns per rollout (and, when set, an agent's model calls)."""
+        return self._max_turns
+
+    @max_turns.setter
+    def max_turns(self, value: int) -> None:
+        self._max_turns = _check_max_turns(value)
+        self.max_turns_set = True
 
     # ------------------------------------------------------------------ dataset
 

@@ -96,6 +96,7 @@ class RecordedRun:
     max_turns: int | None = None
     client_options: dict[str, Any] = field(default_factory=dict)
     agent: dict[str, Any] | None = None
+    max_calls: int | None = None
 
 
 def recorded_run(
@@ -129,6 +130,7 @@ def recorded_run(
         max_turns=env["max_turns"] if isinstance(env.get("max_turns"), int) else None,
         client_options=_client_options(model, folder),
         agent=_recorded_agent(section(metadata, "episodes")),
+        max_calls=_recorded_max_calls(section(metadata, "episodes")),
     )
 
 
@@ -143,6 +145,12 @@ def _recorded_agent(episodes: Mapping[str, Any]) -> dict[str, Any] | None:
         "runtime": episodes.get("runtime"),
     }
     return {k: v for k, v in found.items() if isinstance(v, str)}
+
+
+def _recorded_max_calls(episodes: Mapping[str, Any]) -> int | None:
+    """The model-call cap an agent run was given (`--max-turns` with `--agent`), if any."""
+    value = episodes.get("max_calls") if episodes else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _client_options(model: Mapping[str, Any], folder: Path) -> dict[str, Any]:
@@ -203,6 +211,7 @@ class RunRequest:
         api_key_var: The environment variable holding the key (never the key itself).
         sampling: Extra sampling arguments (max_tokens, temperature, ...).
         max_turns: Overrides the environment's.
+        max_calls: With an agent, the most model calls per episode (`--max-turns` with `--agent`).
         output_dir: The results directory (default runs/<env>--<model>--<time>).
         resume: A run directory to continue instead of starting a new run.
         retry_errors: With `resume`, run the rollouts that errored again.
@@ -222,6 +231,7 @@ class RunRequest:
     api_key_var: str = DEFAULT_KEY_VAR
     sampling: dict[str, Any] | None = None
     max_turns: int | None = None
+    max_calls: int | None = None
     output_dir: str | Path | None = None
     resume: str | Path | None = None
     retry_errors: bool = False
@@ -277,6 +287,7 @@ def _complete(request: RunRequest, confirm: Confirm | None = None) -> RunRequest
         base_url=base_url,
         sampling=request.sampling if request.sampling is not None else run.settings.get("sampling"),
         max_turns=request.max_turns if request.max_turns is not None else run.max_turns,
+        max_calls=request.max_calls if request.max_calls is not None else run.max_calls,
         client_options={**run.client_options, **request.client_options},
         options={**settings, **request.options},
     )
@@ -338,7 +349,9 @@ def _episodes(request: RunRequest) -> AgentRun | None:
         if request.agent_files is not None or request.runtime is not None:
             raise ConfigError("--agent-files and --runtime go with --agent NAME (the agent they are for)")
         return None
-    return AgentRun(request.agent, runtime=request.runtime, files=request.agent_files)
+    return AgentRun(
+        request.agent, runtime=request.runtime, files=request.agent_files, max_calls=request.max_calls
+    )
 
 
 def _load(request: RunRequest) -> Environment:

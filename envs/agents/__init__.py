@@ -28,13 +28,14 @@ from envs.agents._base import AGENT_DIR, INSTRUCTION_FILE, Agent, AgentContext, 
 from envs.agents._builtin import AGENTS, BashAgent, CommandAgent, OracleAgent, get_agent
 from envs.agents._checks import command_passes, file_contains, sandbox_of
 from envs.agents._installed import ClaudeCodeAgent, CodexAgent, MiniSweAgent
-from envs.agents._run import DEFAULT_TIMEOUT, AgentRun, AgentRunSpec
+from envs.agents._run import DEFAULT_MAX_CALLS, DEFAULT_TIMEOUT, AgentRun, AgentRunSpec
 from envs.agents._sandboxes import DEFAULT_RUNTIME
 from envs.agents._task import AgentTask, TaskSandbox
 
 __all__ = [
     "AGENTS",
     "AGENT_DIR",
+    "DEFAULT_MAX_CALLS",
     "DEFAULT_RUNTIME",
     "DEFAULT_TIMEOUT",
     "INSTRUCTION_FILE",

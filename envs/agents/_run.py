@@ -49,6 +49,10 @@ from harness.proxy._server import CaptureProxy
 from harness.runtimes import Sandbox
 
 DEFAULT_TIMEOUT = 600.0
+#: Model calls an agent episode may make when neither the run (`max_calls`, `--max-turns`)
+#: nor the environment (its own `max_turns`) says: real Codex or Claude Code episodes take
+#: dozens to hundreds; the episode's time limit bounds it too.
+DEFAULT_MAX_CALLS = 250
 
 
 @dataclass(frozen=True)
@@ -68,11 +72,17 @@ class AgentRunSpec:
     files: str | None = None
     timeout: float | None = None
     sandbox: dict[str, Any] = field(default_factory=dict)
+    max_calls: int | None = None
 
     def load(self) -> AgentRun:
         """The `AgentRun` these settings make."""
         return AgentRun(
-            self.agent, runtime=self.runtime, files=self.files, timeout=self.timeout, sandbox=self.sandbox
+            self.agent,
+            runtime=self.runtime,
+            files=self.files,
+            timeout=self.timeout,
+            sandbox=self.sandbox,
+            max_calls=self.max_calls,
         )
 
 
@@ -83,8 +93,10 @@ class AgentRun:
     the sandbox it asks for and an optional setup step; the agent runs in that sandbox, its
     model calls go through the run's capture proxy to the run's model and are recorded as the
     rollout's turns, and reward nodes read the sandbox (a `sandbox` parameter,
-    `envs.agents.command_passes`, `file_contains`) before it closes. The environment's
-    `max_turns` caps the agent's model calls.
+    `envs.agents.command_passes`, `file_contains`) before it closes. An episode makes at most
+    `max_calls` model calls (then the next is refused and the episode ends `max_turns`): the
+    run's, else the environment's own `max_turns` when it sets one, else `DEFAULT_MAX_CALLS`
+    (250); its time limit (`timeout`) bounds it too.
 
     Args:
         agent: "command:CMD", "bash", "mini-swe-agent", "codex", "claude-code", "oracle", or an
@@ -94,11 +106,13 @@ class AgentRun:
         files: A host folder uploaded to /agent in each sandbox before the agent starts.
         timeout: Seconds per episode; None: each task's own, else 600.
         sandbox: Limits of every sandbox (cpus, memory_mb, pids, disk_mb), over each task's.
+        max_calls: The most model calls per episode (None: the environment's own `max_turns`
+            when it sets one, else 250).
 
     Raises:
         AgentError: No agent of that name.
         ConfigError: A runtime outside the grammar, a files folder that does not exist, a
-            timeout that is not positive, or a limit that does not exist.
+            timeout that is not positive, a limit that does not exist, or `max_calls` below 1.
     """
 
     def __init__(
@@ -109,8 +123,14 @@ class AgentRun:
         files: str | Path | None = None,
         timeout: float | None = None,
         sandbox: Mapping[str, Any] | None = None,
+        max_calls: int | None = None,
     ) -> None:
         self.agent = get_agent(agent)
+        if max_calls is not None and (
+            isinstance(max_calls, bool) or not isinstance(max_calls, int) or max_calls < 1
+        ):
+            raise ConfigError(f"agent max_calls must be an integer >= 1, got {max_calls!r}")
+        self.max_calls = max_calls
         self._name = agent if isinstance(agent, str) else None
         self.runtime = runtime
         self.files = _folder(files)
@@ -146,6 +166,7 @@ class AgentRun:
             "files": str(self.files) if self.files else None,
             "timeout": self.timeout,
             **({"sandbox": dict(self.sandbox)} if self.sandbox else {}),
+            **({"max_calls": self.max_calls} if self.max_calls is not None else {}),
         }
 
     @property
@@ -154,7 +175,15 @@ class AgentRun:
         if self._name is None:
             return None
         files = str(self.files) if self.files else None
-        return AgentRunSpec(self._name, self.runtime, files, self.timeout, dict(self.sandbox))
+        return AgentRunSpec(self._name, self.runtime, files, self.timeout, dict(self.sandbox), self.max_calls)
+
+    def calls_cap(self, env: EnvironmentProtocol) -> int:
+        """The most model calls an episode of `env` may make: the run's `max_calls`, else the
+        environment's own `max_turns` when it set one, else `DEFAULT_MAX_CALLS`."""
+        if self.max_calls is not None:
+            return self.max_calls
+        own = getattr(env, "max_turns", None) if getattr(env, "max_turns_set", False) else None
+        return own if isinstance(own, int) else DEFAULT_MAX_CALLS
 
     def plan(self, rollouts_per_example: int) -> None:
         """The run's rollouts per example: with more than one, a task's setup step runs once
@@ -175,6 +204,7 @@ class AgentRun:
     ) -> Resources:
         """Play one episode into `rollout`; its sandbox stays open for scoring (`release` it)."""
         started = time.monotonic()
+        limits: dict[str, Any] = {}
         try:
             task = _task(env)
             asked = task.task_sandbox(rollout)
@@ -182,12 +212,14 @@ class AgentRun:
             sandbox = await self.sandboxes.open(task, rollout, asked)
             try:
                 episode = self._episode(env, task, rollout, sandbox, asked)
+                limits = {"max_calls": episode.max_turns, "timeout": episode.timeout}
                 await play_episode(episode, proxy, sandbox, rollout, client, sampling)
             except BaseException:
                 await self.sandboxes.close(sandbox)  # a setup failure or a cancel: nothing stays behind
                 raise
         finally:
-            rollout.state.setdefault("agent", {})["seconds"] = round(time.monotonic() - started, 3)
+            record = rollout.state.setdefault("agent", {})
+            record.update(limits, seconds=round(time.monotonic() - started, 3))
         return {SANDBOX: sandbox}
 
     def _episode(
@@ -208,7 +240,7 @@ class AgentRun:
             agent=self.agent,
             files=self.files,
             timeout=timeout,
-            max_turns=env.max_turns,
+            max_turns=self.calls_cap(env),
             instruction=task.instruction(rollout),
             must_call_model=task.agent_must_call_model,
             solution=solution,
