@@ -28,7 +28,7 @@ from typing import Any
 
 import harness
 from envs._environment import Environment
-from envs._runs import Confirm, RunRequest, _complete, _episodes, _load
+from envs._runs import ORACLE_URL, Confirm, RunRequest, _complete, _episodes, _load
 from harness._core.aio import run_sync
 from harness._core.errors import ConfigError
 from harness._core.run_dirs import new_run_dir
@@ -427,8 +427,8 @@ def _rebuild(what: ReplayRequest, confirm: Confirm | None) -> tuple[Environment,
     """The environment and run settings the folder records, under the resume rule."""
     request = RunRequest(
         resume=what.folder, spec=what.spec, env_args=what.env_args, agent=what.agent,
-        agent_files=what.agent_files, runtime=what.runtime, base_url="http://127.0.0.1:9/v1",
-    )  # fmt: skip
+        agent_files=what.agent_files, runtime=what.runtime, base_url=ORACLE_URL,
+    )  # fmt: skip  # the recorded endpoint is never called (nor asked about): the recording answers
     request = _complete(request, confirm, command="rubric replay")
     return _load(request), request
 

@@ -177,3 +177,19 @@ def test_a_live_model_continues_from_the_divergence(tmp_path: Path, agent_files:
     assert found["new_reward"] == 1.0  # the rest of the episode was played live, and solved
     rows = [json.loads(line) for line in (tmp_path / "again" / "results.jsonl").read_text().splitlines()]
     assert [r["example_id"] for r in rows] == [0] and len(rows[0]["model_calls"]) == 2
+
+
+@pytest.mark.agents
+@pytest.mark.bwrap
+def test_a_random_sampling_field_diverges_at_the_first_call(tmp_path: Path, agent_files: Path) -> None:
+    chat = (agent_files / "chat.py").read_text()
+    random_temperature = '"tools": tools, "temperature": __import__("random").random()}'
+    (agent_files / "chat.py").write_text(chat.replace('"tools": tools}', random_temperature, 1))
+    _, out, flags = agent_run(tmp_path, agent_files, "solve")
+    done = rubric("replay", str(out), *flags, "--rollouts", "0", "--verify", "-o", str(tmp_path / "again"))
+    assert done.returncode == 1, done.stdout + done.stderr
+    [found] = outcomes(tmp_path / "again")
+    assert found["status"] == "diverged" and found["call"] == 0
+    [line] = found["diff"]
+    assert line.startswith("sampling temperature: recorded 0.") and " / now 0." in line, line
+    assert left_behind() == []
