@@ -30,7 +30,7 @@ import harness
 from envs._environment import Environment
 from envs._runs import ORACLE_URL, Confirm, RunRequest, _complete, _episodes, _load
 from harness._core.aio import run_sync
-from harness._core.errors import ConfigError
+from harness._core.errors import ConfigError, RubricError
 from harness._core.run_dirs import new_run_dir
 from harness._core.storage import METADATA_FILE, RESULTS_FILE, write_json_atomic
 from harness._core.types import Message, Rollout
@@ -361,7 +361,7 @@ async def _replay_one(
                 )  # fmt: skip
             finally:
                 await client.aclose()
-    except ConfigError as exc:
+    except RubricError as exc:  # the example is gone, the sandbox would not start, ...
         outcome.reason = str(exc)
         return outcome, None
     new = results.rollouts[0].model_copy(update={"rollout_index": old.rollout_index})

@@ -116,6 +116,20 @@ def test_a_chat_loop_replay_is_identical(tmp_path: Path) -> None:
     assert nothing.returncode == 2 and "nothing to replay" in nothing.stderr
 
 
+def test_an_example_gone_from_the_dataset_could_not_replay(tmp_path: Path) -> None:
+    env_file = tmp_path / "sums.py"
+    env_file.write_text(CHAT_ENV)
+    out = tmp_path / "run"
+    done = rubric("eval", str(env_file), "-m", "scripted:sums", "-o", str(out), "--no-progress")
+    assert done.returncode == 0, done.stderr
+    env_file.write_text(CHAT_ENV.replace(', {"question": "3+3?", "answer": "6"}', ""))
+    done = rubric("replay", str(out), str(env_file), "--verify", "-o", str(tmp_path / "again"))
+    assert done.returncode == 1, done.stdout + done.stderr
+    first, second = outcomes(tmp_path / "again")
+    assert first["status"] == "identical" and second["status"] == "could not replay"
+    assert "could not replay (example 1 is not in the environment's eval split now)" in done.stdout
+
+
 @pytest.mark.agents
 @pytest.mark.bwrap
 def test_a_nondeterministic_tool_result_diverges_at_its_call(tmp_path: Path, agent_files: Path) -> None:
