@@ -296,6 +296,41 @@ def score(
     return 0
 
 
+@command(help="re-run each rollout of a run in a fresh sandbox, its model served from the recording, and say where it diverges")  # fmt: skip
+@click.argument("run_dir", metavar="DIR")
+@click.argument("env", metavar="[ENV]", required=False)
+@env_args
+@click.option("--rollouts", multiple=True, metavar="ID", help="replay only these rollouts: EXAMPLE or EXAMPLE:ROLLOUT_INDEX; repeatable")  # fmt: skip
+@click.option("--failed-only", is_flag=True, help="replay only the rollouts that errored or scored below 1")
+@click.option("--verify", is_flag=True, help="exit non-zero unless every rollout made exactly the recorded calls and got the recorded scores")  # fmt: skip
+@click.option("-m", "--model", help="continue a rollout live with this model from where it diverges (default: stop it there)")  # fmt: skip
+@click.option(
+    "-b", "--base-url", help="with -m: its OpenAI-compatible base URL (default: $OPENAI_BASE_URL or OpenAI)"
+)
+@click.option("-k", "--api-key-var", default="OPENAI_API_KEY", show_default=True, help="with -m: the env var holding the key")  # fmt: skip
+@click.option("--agent", metavar="NAME", help="the agent that played the run (the recorded one is used only when you confirm)")  # fmt: skip
+@click.option("--agent-files", metavar="DIR", help="with --agent: its files folder, as the run had it")
+@click.option("--runtime", metavar="SPEC", help="with --agent: its sandboxes' runtime, as the run had it")
+@click.option("-o", "--output-dir", help="the replay's run folder (default DIR.replay-N)")
+def replay(run_dir: str, env: str | None, env_args: dict[str, Any] | None, **o: Any) -> int:
+    from envs._replay import ReplayRequest
+    from envs._replay import replay as replay_run
+
+    request = ReplayRequest(
+        folder=run_dir, spec=env, env_args=env_args, agent=o["agent"], agent_files=o["agent_files"],
+        runtime=o["runtime"], rollouts=o["rollouts"], failed_only=o["failed_only"], live_model=o["model"],
+        base_url=o["base_url"], api_key_var=o["api_key_var"], output_dir=o["output_dir"],
+    )  # fmt: skip
+    with usage_errors():
+        report = replay_run(request, confirm=confirm)
+    say(report.table())
+    say(f"wrote {report.folder}; compare: rubric view {run_dir} {report.folder}")
+    if o["verify"] and not report.identical:
+        say("rubric replay: error: the replay differs from the recording (see the table above)", err=True)
+        return 1
+    return 0
+
+
 @command(help="merge the result directories of a sharded run into one")
 @click.argument("output", metavar="OUT")
 @click.argument("dirs", metavar="DIR...", nargs=-1, required=True)

@@ -239,7 +239,9 @@ class RunRequest:
     options: dict[str, Any] = field(default_factory=dict)
 
 
-def _complete(request: RunRequest, confirm: Confirm | None = None) -> RunRequest:
+def _complete(
+    request: RunRequest, confirm: Confirm | None = None, command: str = "rubric eval --resume"
+) -> RunRequest:
     """`request` with what a resumed run records filled in (never the key): every setting it
     was started with unless given again, and the recorded environment arguments and a foreign
     endpoint only when `confirm` agrees or the user passed them (see `_agreed_arguments`,
@@ -258,7 +260,7 @@ def _complete(request: RunRequest, confirm: Confirm | None = None) -> RunRequest
             raise
         return request  # a folder that records no run (empty, or from before metadata): start it
     folder = request.resume
-    command = f"rubric eval --resume {shlex.quote(str(folder))}"
+    command = f"{command} {shlex.quote(str(folder))}"
     env_args = request.env_args
     if env_args is None and request.spec is None:
         env_args = _agreed_arguments(run.env_kwargs, folder, run.spec, confirm, command)
