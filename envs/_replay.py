@@ -31,8 +31,8 @@ from envs._environment import Environment
 from envs._runs import ORACLE_URL, Confirm, RunRequest, _complete, _episodes, _load
 from harness._core.aio import run_sync
 from harness._core.errors import ConfigError, RubricError
-from harness._core.run_dirs import new_run_dir
-from harness._core.storage import METADATA_FILE, RESULTS_FILE, write_json_atomic
+from harness._core.run.dirs import new_run_dir
+from harness._core.run.storage import METADATA_FILE, RESULTS_FILE, write_json_atomic
 from harness._core.types import Message, Rollout
 from harness._endpoint.client import Client
 from harness._endpoint.connect import open_client

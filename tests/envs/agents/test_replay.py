@@ -16,6 +16,8 @@ import pytest
 from tests.envs.agents.conftest import left_behind
 from tests.helpers.processes import run
 
+pytestmark = [pytest.mark.slow]
+
 ENV_FILE = """
 from envs import Environment
 from envs.agents import file_contains
@@ -102,6 +104,7 @@ def test_a_bash_agents_replay_is_identical(tmp_path: Path) -> None:
     assert [o["status"] for o in outcomes(tmp_path / "again")] == ["identical"]
 
 
+@pytest.mark.agents
 def test_a_chat_loop_replay_is_identical(tmp_path: Path) -> None:
     env_file = tmp_path / "sums.py"
     env_file.write_text(CHAT_ENV)
@@ -116,6 +119,7 @@ def test_a_chat_loop_replay_is_identical(tmp_path: Path) -> None:
     assert nothing.returncode == 2 and "nothing to replay" in nothing.stderr
 
 
+@pytest.mark.agents
 def test_an_example_gone_from_the_dataset_could_not_replay(tmp_path: Path) -> None:
     env_file = tmp_path / "sums.py"
     env_file.write_text(CHAT_ENV)
