@@ -4,7 +4,7 @@ Every failure a user can cause (unknown environment, bad JSON, unreachable endpo
 key variable, existing output directory) is one clear line naming the fix and a non-zero exit
 (2 for a usage error), with the traceback only under `--debug`. This file is part of the
 house and imports private modules where it needs plumbing no Python user calls (the run
-driver `envs._runs`, what the hub commands print in `envs.hub._display`, the terminal view);
+driver `envs._driver.runs`, what the hub commands print in `envs.hub._display`, the terminal view);
 the front doors keep what a user calls. The few lines only this command line prints about
 runs are at the end of this file. Commands import the packages when they run, so
 `rubric --help` starts fast.
@@ -175,7 +175,7 @@ hub_option = click.option("--hub", "hub_url", help=HUB_HELP)
 @click.option("--shard", metavar="I/N", help="run only slice I of N (from 0) of the examples; join with `rubric merge`")  # fmt: skip
 @click.pass_context
 def eval_command(ctx: click.Context, /, **o: Any) -> int:
-    from envs._runs import RunRequest, prepare_run, run
+    from envs._driver.runs import RunRequest, prepare_run, run
     from harness.runtimes import prune as prune_sandboxes
 
     # What a SIGKILLed earlier run left (owner dead; never anyone else's). Docker is left to the
@@ -274,7 +274,7 @@ def score(
     concurrency: int,
     failed_only: bool,
 ) -> int:
-    from envs._runs import rescoring_environment
+    from envs._driver.runs import rescoring_environment
     from harness._results.rescoring import rescore_to
 
     results = load_run(run_dir)
@@ -313,8 +313,8 @@ def score(
 @click.option("--runtime", metavar="SPEC", help="with --agent: its sandboxes' runtime, as the run had it")
 @click.option("-o", "--output-dir", help="the replay's run folder (default DIR.replay-N)")
 def replay(run_dir: str, env: str | None, env_args: dict[str, Any] | None, **o: Any) -> int:
-    from envs._replay import ReplayRequest
-    from envs._replay import replay as replay_run
+    from envs._driver.replay import ReplayRequest
+    from envs._driver.replay import replay as replay_run
 
     request = ReplayRequest(
         folder=run_dir, spec=env, env_args=env_args, agent=o["agent"], agent_files=o["agent_files"],

@@ -241,7 +241,7 @@ def test_the_checks_catch_an_interior_name() -> None:
         "envs.hub.search",
     }
     assert _not_public("harness.safe_text") == "harness.safe_text is not in harness.__all__"
-    assert _not_public("envs._runs.run") == "envs._runs.run is private"
+    assert _not_public("envs._driver.runs.run") == "envs._driver.runs.run is private"
     assert _not_public("harness.Client.open_clients") is None
     assert _not_public("envs.hub.search") is None
     assert _prose_references("see `harness.rescore(harness.load_results(DIR))`") == {

@@ -1,4 +1,4 @@
-"""`envs._runs`: what `rubric eval` does, from Python; `resume(DIR)` needs nothing else (issue 19.2)."""
+"""`envs._driver.runs`: what `rubric eval` does, from Python; `resume(DIR)` needs nothing else (issue 19.2)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from envs._runs import RunRequest, prepare_run, recorded_run, resume, run
+from envs._driver.runs import RunRequest, prepare_run, recorded_run, resume, run
 from harness import ConfigError
 
 

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import harness
+from envs._driver.runs import ORACLE_URL, Confirm, RunRequest, _complete, _episodes, _load
 from envs._environment import Environment
-from envs._runs import ORACLE_URL, Confirm, RunRequest, _complete, _episodes, _load
 from harness._core.aio import run_sync
 from harness._core.errors import ConfigError, RubricError
 from harness._core.run.dirs import new_run_dir
