@@ -203,10 +203,7 @@ def eval_command(ctx: click.Context, /, **o: Any) -> int:
         ctx.meta["run_dir"] = prepared.folder  # for the Ctrl-C message
         ctx.meta["resume_flags"] = prepared.resume_flags()
         results, folder = run(prepared, warn=lambda change: say(f"rubric eval: warning: {change}", err=True))
-    print_run(console(), results, folder)
-    doubt = results.summary.pass_warning()
-    if doubt:
-        say(f"rubric eval: warning: {doubt}", err=True)
+    print_run(console(), results, folder)  # its table's "pass means" row says when no rollout passed
     failed = results.summary.too_many_errors(o["fail_on_error"], "--fail-on-error")
     if failed:
         print(f"rubric eval: error: {failed}", file=sys.stderr)

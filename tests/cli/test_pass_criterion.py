@@ -49,9 +49,10 @@ def test_a_rubric_that_tops_out_below_1_is_named(rubric: Invoke, tmp_path: Path)
         "no rollout reached reward 1 (the best: 0.2), which pass@k counts as a pass; if this rubric's "
         "top reward is below 1, say what passes with success=(node, threshold)"
     )
-    assert proc.stderr.strip() == f"rubric eval: warning: {warning}"
     pass_means = next(line for line in proc.stdout.splitlines() if "pass means" in line)
     assert "reward >= 1" in pass_means and "no rollout reached reward 1" in pass_means
+    said = " ".join((proc.stdout + proc.stderr).split())  # the table wraps its cells
+    assert said.count("no rollout reached reward 1") == 1 and warning.split(";")[0] in said  # once (47.20)
     view = rubric("view", "out", "--html", cwd=tmp_path)
     assert view.returncode == 0, view.stderr
     assert "no rollout reached reward 1" in (tmp_path / "out" / "report.html").read_text()
