@@ -33,7 +33,7 @@ import harness
 from envs._environment import Environment
 from envs._provenance import changes, of_directory, of_file
 from envs._registry import load_environment, recorded_environment
-from envs.agents import AgentRun
+from envs.agents import NO_MODEL, AgentRun
 from harness._core.aio import run_sync
 from harness._core.defaults import DEFAULT_BASE_URL, DEFAULT_CONCURRENCY, TRANSPORTS
 from harness._core.errors import ConfigError, RubricError
@@ -55,6 +55,7 @@ Confirm = Callable[[str], bool | None]
 #: (`workers` as processes: a Ray address is never taken from a folder, pass --ray again).
 #: The model name a run with `--agent oracle` and no `-m` records (the oracle calls no model).
 ORACLE_MODEL = "oracle"
+#: ... and a run of a `command:` agent with no `-m` (`envs.agents.NO_MODEL`).
 #: Its endpoint: the discard port of loopback (nothing answers; nothing asks).
 ORACLE_URL = "http://127.0.0.1:9/v1"
 RECORDED_SETTINGS = (
@@ -250,8 +251,18 @@ def _complete(
     if request.resume is None:
         if request.spec is not None and request.model is None and request.agent == "oracle":
             return replace(request, model=ORACLE_MODEL, base_url=request.base_url or ORACLE_URL)
+        if (
+            request.spec is not None
+            and request.model is None
+            and (request.agent or "").startswith("command:")
+        ):
+            options = {**request.client_options, "max_retries": 0}  # nothing answers: fail the call at once
+            return replace(request, model=NO_MODEL, base_url=ORACLE_URL, client_options=options)
         if not named:
-            raise ConfigError("the following arguments are required: ENV and -m/--model (or --resume DIR)")
+            needs_model = not (request.agent == "oracle" or (request.agent or "").startswith("command:"))
+            asked = (("ENV", request.spec), ("-m/--model", request.model if needs_model else ""))
+            missing = " and ".join(name for name, given in asked if given is None)
+            raise ConfigError(f"the following arguments are required: {missing} (or --resume DIR)")
         return request
     try:
         run = recorded_run(request.resume, resolve_spec=request.spec is None)
@@ -487,7 +498,7 @@ async def arun(
             env=env,
             base_url=request.base_url,
             api_key_var=request.api_key_var,
-            check=not (request.agent == "oracle" and request.model == ORACLE_MODEL),
+            check=request.model not in (ORACLE_MODEL, NO_MODEL) or request.base_url != ORACLE_URL,
             scripted_process=True,
             max_concurrency=request.options.get("concurrency", DEFAULT_CONCURRENCY),
             **request.client_options,

@@ -87,9 +87,6 @@ class HarborEnvironment(Environment):
     runs). The run's own runtime and limits, when it gives them, win.
     """
 
-    #: The task's verifier judges what the agent left: doing nothing is a 0, not an error.
-    agent_must_call_model = False
-
     def __init__(self, path: str | Path, *, rubric: Rubric | None = None, name: str | None = None) -> None:
         folders = task_folders(path)
         rows = [_row(folder) for folder in folders]

@@ -24,7 +24,7 @@ May import the foundation, the endpoint client, the runtimes and the proxy, neve
 
 from __future__ import annotations
 
-from envs.agents._base import AGENT_DIR, INSTRUCTION_FILE, Agent, AgentContext, AgentError
+from envs.agents._base import AGENT_DIR, INSTRUCTION_FILE, NO_MODEL, Agent, AgentContext, AgentError
 from envs.agents._builtin import AGENTS, BashAgent, CommandAgent, OracleAgent, get_agent
 from envs.agents._checks import command_passes, file_contains, sandbox_of
 from envs.agents._installed import ClaudeCodeAgent, CodexAgent, MiniSweAgent
@@ -39,6 +39,7 @@ __all__ = [
     "DEFAULT_RUNTIME",
     "DEFAULT_TIMEOUT",
     "INSTRUCTION_FILE",
+    "NO_MODEL",
     "Agent",
     "AgentContext",
     "AgentError",

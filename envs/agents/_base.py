@@ -60,6 +60,11 @@ class AgentContext:
     notes: dict[str, Any] = field(default_factory=dict)
 
 
+#: The model a `command:` agent's run records when no `-m` is given: its program may call no
+#: model; a call it makes fails at once, and the rollout's error says to pass -m.
+NO_MODEL = "none"
+
+
 class Agent(ABC):
     """A program that plays an episode in a sandbox; its model calls go through the proxy.
 
@@ -71,6 +76,12 @@ class Agent(ABC):
     dialect: ClassVar[str] = "chat"
     #: False for an agent that never calls a model (the oracle): then no call is not an error.
     calls_model: ClassVar[bool] = True
+    #: Whether an episode with no answered model call is an error (one rule, whatever the
+    #: environment): True for the agents built on a model (`bash`, `mini-swe-agent`, `codex`,
+    #: `claude-code`: no call means it never reached the proxy); False for `command:` (a
+    #: program may do its work without a model), then scored as it stands, with
+    #: `state["agent"]["no_model_call"]`.
+    must_call_model: ClassVar[bool] = True
 
     async def prepare(self, ctx: AgentContext) -> None:
         """Set the sandbox up before the command runs (the instruction file and /agent are

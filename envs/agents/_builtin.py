@@ -31,6 +31,7 @@ class CommandAgent(Agent):
         template: The command line, with `{instruction}` / `{instruction_file}` to fill in."""
 
     name = "command"
+    must_call_model = False  # a program may do its work without the model: scored as it stands
 
     def __init__(self, template: str) -> None:
         if not template.strip():

@@ -33,6 +33,7 @@ from envs.agents._base import (
     AGENT_DIR,
     HOME_DIR,
     INSTRUCTION_FILE,
+    NO_MODEL,
     RELAY_PORT,
     STATE_DIR,
     Agent,
@@ -62,7 +63,8 @@ class Episode:
         timeout: Seconds the episode may take (the session's clock and the command's).
         max_turns: The most model calls (the environment's `max_turns`).
         instruction: What the agent is asked to do.
-        must_call_model: An agent exiting 0 with no answered model call is an error.
+        must_call_model: An agent exiting 0 with no answered model call is an error (the
+            agent's `must_call_model`; else it is scored as it stands).
         solution: The task's `solution` hook for this sandbox (what the oracle runs).
     """
 
@@ -108,6 +110,8 @@ async def play_episode(
     session.record_into(rollout)
     record.update(exit_code=exit_code, timed_out=timed_out, **await _outputs(sandbox))
     _conclude(rollout, agent, session, exit_code, timed_out, episode.must_call_model)
+    if client.model == NO_MODEL and session.turns and rollout.error:  # it called a model the run lacks
+        rollout.error += "; the run has no model (no -m): pass -m MODEL for an agent that calls one"
 
 
 async def _prepared(

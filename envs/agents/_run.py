@@ -242,7 +242,7 @@ class AgentRun:
             timeout=timeout,
             max_turns=self.calls_cap(env),
             instruction=task.instruction(rollout),
-            must_call_model=task.agent_must_call_model,
+            must_call_model=self.agent.must_call_model,
             solution=solution,
         )
 

@@ -14,8 +14,6 @@ hooks (it inherits `AgentTask`), each with a default that a subclass overrides.
 - `solution(sandbox, rollout)`: puts the task's reference solution in the sandbox and returns
   the command running it, which is what `--agent oracle` runs (default: the row's `solution`
   column, a shell script); None: the task has none.
-- `agent_must_call_model`: False where the task's own checks judge what the agent left (a
-  Harbor verifier): an agent that exits without calling the model is then scored as it stands.
 
 The run's settings win over the task's, one by one: a `runtime` given to the run replaces
 every task's, the run's limits replace the task's, the run's timeout the task's.
@@ -25,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import Literal
 
 from envs.agents._base import STATE_DIR
 from harness._core.errors import ConfigError
@@ -83,11 +81,6 @@ class AgentTask:
     Override them in an environment to give each row its own sandbox, a setup step, or a
     reference solution.
     """
-
-    #: False where the task's own checks judge what the agent left (a Harbor verifier): an
-    #: agent that exits 0 without calling the model is then scored as it stands
-    #: (`state["agent"]["no_model_call"]`) instead of failing its rollout.
-    agent_must_call_model: ClassVar[bool] = True
 
     def instruction(self, rollout: Rollout) -> str:
         """What an agent is asked to do: the text of the rollout's prompt (system, then user turns)."""

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from envs.agents import AgentRun
+from envs.agents import AgentContext, AgentRun, BashAgent
 from harness import Rollout
 from tests.envs.agents.conftest import CHAT_AGENT, DOCKER, left_behind, task_env
 
@@ -57,9 +57,24 @@ def test_exit_non_zero_is_an_error_with_its_stderr(tmp_path: Path) -> None:
     assert r.state["agent"]["exit_code"] == 3
 
 
-def test_never_calling_the_model_is_an_error(tmp_path: Path) -> None:
+class _SilentBash(BashAgent):
+    """A model agent that exits 0 without reaching the proxy (as a misconfigured one does)."""
+
+    def command(self, ctx: AgentContext) -> str:
+        return "true"
+
+
+def test_a_model_agent_never_calling_the_model_is_an_error_and_a_command_is_scored(tmp_path: Path) -> None:
+    """One rule, whatever the environment (issue 47.16): the agent decides."""
+    env = task_env()
+    (silent,) = env.evaluate(
+        "scripted:solve", agent=AgentRun(_SilentBash(), runtime="bwrap"), progress=False
+    ).rollouts
+    assert silent.stop_reason == "error" and "made no model call" in (silent.error or "")
+    assert math.isnan(silent.reward)
     r = _run("command:true", tmp_path)
-    assert r.stop_reason == "error" and "made no model call" in (r.error or "")
+    assert r.stop_reason == "completed" and r.error is None and r.state["agent"]["no_model_call"]
+    assert r.reward == 0.0  # scored as it stands: the file was never written
 
 
 @pytest.mark.parametrize(
