@@ -102,6 +102,10 @@ class HarborEnvironment(Environment):
         self._building: dict[str, asyncio.Lock] = {}
         self.scripted_policies = {"harbor": HarborScript(self.tasks)}
 
+    def named_runtimes(self) -> dict[str, str]:
+        """Each task's image: `docker:IMAGE` it names, or `docker:FOLDER` of its environment/."""
+        return {name: task.runtime for name, task in self.tasks.items()}
+
     def task_sandbox(self, rollout: Rollout) -> TaskSandbox:
         """The task's sandbox: its image (named, or built from environment/ when first asked
         for), its cpus, memory_mb, storage_mb (as disk_mb), WORKDIR and agent timeout.

@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -194,6 +195,16 @@ class AgentRun:
         """Fail now, with the fix, when the run's runtime cannot make sandboxes (no daemon, no
         bwrap). Tasks that name their own runtime are checked as their rollouts open them."""
         task = _task(env)
+        replaced = {name: own for name, own in task.named_runtimes().items() if own != self.runtime}
+        if self.runtime is not None and replaced:
+            shown = ", ".join(f"{name} ({own})" for name, own in list(replaced.items())[:3])
+            more = f" and {len(replaced) - 3} more" if len(replaced) > 3 else ""
+            warnings.warn(
+                f"--runtime {self.runtime} replaces the image each task names: {shown}{more} run in "
+                f"{self.runtime} instead, where what their images install is missing; drop --runtime to "
+                "run each task in its own image",
+                stacklevel=2,
+            )
         if self.runtime is not None or not names_sandboxes(task):
             await self.sandboxes.runtime_for(self.runtime or DEFAULT_RUNTIME).check()
 

@@ -98,6 +98,11 @@ class AgentTask:
         rollout gets a fork of it, so N rollouts pay for one setup. A failure is recorded on
         the rollouts of that example."""
 
+    def named_runtimes(self) -> dict[str, str]:
+        """The runtime each task names for itself, by task name, where the environment knows
+        them before any rollout (a Harbor task's image); a run's `--runtime` replaces them."""
+        return {}
+
     async def solution(self, sandbox: Sandbox, rollout: Rollout) -> str | None:
         """Put the task's reference solution in `sandbox` and return the shell command that runs
         it (what `--agent oracle` runs), or None when the task has none. The default writes the

@@ -16,7 +16,13 @@ import pytest
 from envs import from_harbor
 from tests.envs.harbor.test_harbor_tasks import IMAGE, make_task
 
-pytestmark = [pytest.mark.agents, pytest.mark.slow]
+# These tasks name the test image and run on bwrap too, on purpose: the warning that --runtime
+# replaces their image is tests/envs/harbor/test_harbor_tasks.py's to check.
+pytestmark = [
+    pytest.mark.agents,
+    pytest.mark.slow,
+    pytest.mark.filterwarnings("ignore:--runtime .* replaces the image each task names:UserWarning"),
+]
 
 MB = 1 << 20
 # The agent tries to fill the disk: one 300 MB file, then three of 8 MB; then says what it holds.

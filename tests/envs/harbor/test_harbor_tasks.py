@@ -246,3 +246,21 @@ def test_a_task_whose_image_lacks_bash_says_so(tmp_path: Path) -> None:
     (nothing,) = env.evaluate("scripted:harbor", agent="command:true", progress=False).rollouts
     assert math.isnan(nothing.reward)
     assert "has no bash" in json.dumps(nothing.score_errors), nothing.score_errors
+
+
+@pytest.mark.docker
+def test_a_runtime_that_replaces_the_tasks_images_is_said_once(tmp_path: Path) -> None:
+    """Issue 47.10: `--runtime bwrap` runs every task outside the image it names; one line says so."""
+    for name in ("a", "b"):
+        make_task(tmp_path, name, "echo 1 > /logs/verifier/reward.txt")
+    env = from_harbor(tmp_path)
+    with pytest.warns(UserWarning, match=r"--runtime bwrap replaces the image each task names: a \(docker:rubric-test-base:bookworm\), b .* drop --runtime") as said:  # fmt: skip
+        rollouts = env.evaluate(
+            "scripted:harbor", agent="command:true", runtime="bwrap", progress=False
+        ).rollouts
+    assert len(said) == 1 and [r.reward for r in rollouts] == [1.0, 1.0]
+    same = env.evaluate("scripted:harbor", agent="command:true", runtime=f"docker:{IMAGE}", progress=False)
+    assert [r.reward for r in same.rollouts] == [
+        1.0,
+        1.0,
+    ]  # the image they name: nothing replaced, no warning

@@ -12,7 +12,13 @@ from envs import from_harbor
 from harness import Rollout
 from tests.envs.harbor.test_harbor_tasks import make_task
 
-pytestmark = [pytest.mark.agents, pytest.mark.slow]
+# These tasks name the test image and run on bwrap too, on purpose: the warning that --runtime
+# replaces their image is tests/envs/harbor/test_harbor_tasks.py's to check.
+pytestmark = [
+    pytest.mark.agents,
+    pytest.mark.slow,
+    pytest.mark.filterwarnings("ignore:--runtime .* replaces the image each task names:UserWarning"),
+]
 
 #: The task's tests: never solved (0), then a moment in which a planted reward would land.
 UNSOLVED = "echo 0 > /logs/verifier/reward.txt\nsleep 1\n"
