@@ -202,6 +202,7 @@ def eval_command(ctx: click.Context, /, **o: Any) -> int:
         prepared = prepare_run(request, confirm=confirm)
         ctx.meta["run_dir"] = prepared.folder  # for the Ctrl-C message
         ctx.meta["resume_flags"] = prepared.resume_flags()
+        ctx.meta["resume_spec"] = prepared.request.spec
         results, folder = run(prepared, warn=lambda change: say(f"rubric eval: warning: {change}", err=True))
     print_run(console(), results, folder)  # its table's "pass means" row says when no rollout passed
     failed = results.summary.too_many_errors(o["fail_on_error"], "--fail-on-error")
@@ -784,10 +785,12 @@ def print_merge(out: Console, report: MergeReport, merged: EvalResults) -> None:
     )
 
 
-def resume_hint(run_dir: Path, flags: Sequence[str] = ()) -> str:
-    """The command that continues an interrupted run (`flags`: what it must be told again)."""
+def resume_hint(run_dir: Path, flags: Sequence[str] = (), spec: str | None = None) -> str:
+    """The whole command that continues an interrupted run: the environment (a folder never runs
+    the code it names by itself) and `flags`, what it must be told again."""
+    env = [spec] if spec else []
     return escape_control(
-        f"continue with: {shlex.join(['rubric', 'eval', '--resume', str(run_dir), *flags])}"
+        f"continue with: {shlex.join(['rubric', 'eval', *env, '--resume', str(run_dir), *flags])}"
     )
 
 
@@ -817,7 +820,10 @@ def main(argv: list[str] | None = None) -> int:
         how = f"stopped by {signal.Signals(exc.signum).name}" if isinstance(exc, Stopped) else "interrupted"
         print(f"rubric {name}: {how}; finished rollouts are kept", file=sys.stderr)
         if meta.get("run_dir") is not None:  # set by rubric eval once it knows its directory
-            print(resume_hint(meta["run_dir"], meta.get("resume_flags", ())), file=sys.stderr)
+            print(
+                resume_hint(meta["run_dir"], meta.get("resume_flags", ()), meta.get("resume_spec")),
+                file=sys.stderr,
+            )
         return 128 + (exc.signum if isinstance(exc, Stopped) else signal.SIGINT)  # as the shell reports it
     except BrokenPipeError:  # the reader went away (`rubric hub info X | head`): stop quietly
         with contextlib.suppress(OSError, ValueError):  # so Python's flush at exit does not fail

@@ -119,11 +119,12 @@ def recorded_run(
             f"--resume {folder}: its metadata.json does not record the run; name ENV and -m/--model"
         )
     name = str(model.get("model"))
-    base_url = model.get("base_url") if not name.startswith(SCRIPTED_PREFIX) else None
+    placeholder = name.startswith(SCRIPTED_PREFIX) or name in (ORACLE_MODEL, NO_MODEL)  # made again
+    base_url = model.get("base_url") if not placeholder else None
     arguments = section(metadata, "arguments")
     kwargs = env.get("load_kwargs")
     return RecordedRun(
-        spec=_resumable_spec(env, metadata.get("provenance"), folder, command) if resolve_spec else "",
+        spec=_resumable_spec(env, metadata, folder, command) if resolve_spec else "",
         env_kwargs=dict(kwargs) if isinstance(kwargs, dict) else {},
         model=name,
         base_url=str(base_url) if base_url else None,
@@ -165,7 +166,8 @@ def _client_options(model: Mapping[str, Any], folder: Path) -> dict[str, Any]:
     return options
 
 
-def _resumable_spec(env: Mapping[str, Any], provenance: Any, folder: Path, command: str) -> str:
+def _resumable_spec(env: Mapping[str, Any], metadata: Mapping[str, Any], folder: Path, command: str) -> str:
+    provenance = metadata.get("provenance")
     spec = env.get("load_spec") or env.get("name")
     if isinstance(spec, str) and isinstance(provenance, dict) and provenance.get("hash"):
         path = Path(spec)
@@ -175,7 +177,24 @@ def _resumable_spec(env: Mapping[str, Any], provenance: Any, folder: Path, comma
     try:
         return recorded_environment(env, f"{folder}/metadata.json", command=command)
     except LookupError as exc:
-        raise ConfigError(f"{exc} --resume {shlex.quote(str(folder))}") from exc
+        rest = shlex.join(["--resume", str(folder), *_recorded_flags(metadata)])
+        raise ConfigError(f"{exc} {rest}") from exc
+
+
+def _recorded_flags(metadata: Mapping[str, Any]) -> list[str]:
+    """The flags a folder's run is resumed with that the folder does not give by itself: the
+    environment's arguments, the agent's settings and an endpoint other than the user's own
+    (the whole command, so one line is enough to continue)."""
+    env, model = section(metadata, "env"), section(metadata, "model")
+    kwargs = env.get("load_kwargs")
+    flags = ["-a", _typed(kwargs)] if isinstance(kwargs, dict) and kwargs else []
+    for flag, value in (_recorded_agent(section(metadata, "episodes")) or {}).items():
+        flags += [f"--{flag.replace('_', '-')}", value]
+    url, name = model.get("base_url"), str(model.get("model"))
+    placeholder = name.startswith(SCRIPTED_PREFIX) or name in (ORACLE_MODEL, NO_MODEL)
+    if isinstance(url, str) and not placeholder and url.rstrip("/") != _own_endpoint():
+        flags += ["-b", url]
+    return flags
 
 
 def environment_change(folder: str | Path, env: Environment) -> str | None:
@@ -291,6 +310,9 @@ def _complete(
     base_url = request.base_url
     if base_url is None and request.model is None:
         base_url = _agreed_endpoint(run.base_url, folder, request.api_key_var, confirm)
+    client_options = {**run.client_options, **request.client_options}
+    if (request.model or run.model) in (ORACLE_MODEL, NO_MODEL) and base_url is None:
+        base_url, client_options = ORACLE_URL, {**client_options, "max_retries": 0}  # no model, again
     settings = {k: v for k, v in run.settings.items() if k != "sampling"}
     return replace(
         request,
@@ -301,7 +323,7 @@ def _complete(
         sampling=request.sampling if request.sampling is not None else run.settings.get("sampling"),
         max_turns=request.max_turns if request.max_turns is not None else run.max_turns,
         max_calls=request.max_calls if request.max_calls is not None else run.max_calls,
-        client_options={**run.client_options, **request.client_options},
+        client_options=client_options,
         options={**settings, **request.options},
     )
 
@@ -411,7 +433,8 @@ class PreparedRun:
         for flag, value in (("--agent", request.agent), ("--agent-files", request.agent_files), ("--runtime", request.runtime)):  # fmt: skip
             flags += [flag, value] if value is not None else []
         url = self.request.base_url
-        if url is not None and url.rstrip("/") != _own_endpoint():
+        placeholder = self.request.model in (ORACLE_MODEL, NO_MODEL) and url == ORACLE_URL
+        if url is not None and url.rstrip("/") != _own_endpoint() and not placeholder:
             flags += ["-b", url]
         return flags
 

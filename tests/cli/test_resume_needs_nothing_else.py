@@ -76,7 +76,9 @@ def test_resume_of_a_file_environment_checks_its_source_is_unchanged(rubric: Inv
 
 def test_a_new_run_still_needs_env_and_model(rubric: Invoke, tmp_path: Path) -> None:
     proc = rubric("eval", "gsm8k", cwd=tmp_path)
-    assert proc.returncode == 2 and "ENV and -m/--model (or --resume DIR)" in proc.stderr
+    assert proc.returncode == 2 and "required: -m/--model (or --resume DIR)" in proc.stderr  # ENV was given
+    neither = rubric("eval", cwd=tmp_path)
+    assert neither.returncode == 2 and "required: ENV and -m/--model (or --resume DIR)" in neither.stderr
 
 
 def test_resume_keeps_the_settings_the_run_started_with(rubric: Invoke, tmp_path: Path) -> None:

@@ -106,7 +106,7 @@ def test_ctrl_c_prints_the_exact_resume_command(rubric: Invoke, tmp_path: Path) 
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     (folder,) = tmp_path.glob("runs/*")
-    hint = f"""continue with: rubric eval --resume runs/{folder.name} -a '{{"n": 40}}'"""
+    hint = f"""continue with: rubric eval flaky.py --resume runs/{folder.name} -a '{{"n": 40}}'"""
     assert hint in err, err  # the run's arguments too: a folder's are not used unasked
     again = rubric(*shlex.split(hint.removeprefix("continue with: rubric ")), "--no-progress", cwd=tmp_path)
     assert again.returncode == 0, again.stderr
