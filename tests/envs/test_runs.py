@@ -46,7 +46,7 @@ def test_a_run_from_python_then_resumed_with_only_its_folder(tmp_path: Path) -> 
 def test_requests_are_checked_before_anything_is_written(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="rollouts_per_example must be at most 1,000"):
         prepare_run(_request(tmp_path / "a", rollouts_per_example=5000))
-    with pytest.raises(ConfigError, match="required: ENV and -m/--model"):
+    with pytest.raises(ConfigError, match=r"required: ENV \(or --resume DIR\)"):
         prepare_run(RunRequest(model="scripted:noisy"))
     with pytest.raises(ConfigError, match="--shard 3/2"):
         prepare_run(_request(tmp_path / "b", shard="3/2"))
