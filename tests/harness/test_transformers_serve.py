@@ -10,6 +10,7 @@ loop; what is asserted is what the server itself parsed and reported.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -24,7 +25,8 @@ from typing import Any
 import pytest
 
 from envs import MultiTurnEnv, SingleTurnEnv, ToolEnv
-from harness import Client, ConfigError, Rollout, load_results
+from harness import Client, ConfigError, EndpointError, Rollout, load_results
+from harness._endpoint.connect import supports_token_ids
 from rubrics import LLMJudge, WeightedSum
 from tests.helpers.endpoints import free_port
 from tests.helpers.training import tiny_chat_model
@@ -243,3 +245,19 @@ def test_rubric_eval_with_two_workers_against_the_server(served: Served, tmp_pat
     assert len(results) == 4 and results.summary.num_errors == 0
     assert all(r.reward == 1.0 and r.stop_reason == "max_turns" for r in results)
     assert {m.tool_call_id for r in results for m in r.completion if m.role == "tool"} != {None}
+
+
+def test_the_token_ids_probe_reads_what_the_server_returns(served: Served) -> None:
+    # `transformers serve` refuses `return_token_ids` (HTTP 422): the probe says no, so an agent
+    # run goes on without ids instead of failing every call.
+    async def probe() -> bool:
+        async with served.client("plain") as client:
+            asked = served.client("plain", return_token_ids=True)
+            with pytest.raises(EndpointError, match="return_token_ids"):
+                await asked.complete([{"role": "user", "content": "ping"}], max_tokens=1)
+            await asked.aclose()
+            answer = await client.complete([{"role": "user", "content": "ping"}], max_tokens=1)
+            assert answer.served_by is not None and answer.served_by.startswith(served.models["plain"])
+            return await supports_token_ids(client)
+
+    assert asyncio.run(probe()) is False
