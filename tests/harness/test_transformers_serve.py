@@ -26,7 +26,6 @@ import pytest
 
 from envs import MultiTurnEnv, SingleTurnEnv, ToolEnv
 from harness import Client, ConfigError, EndpointError, Rollout, load_results
-from harness._endpoint.connect import supports_token_ids
 from rubrics import LLMJudge, WeightedSum
 from tests.helpers.endpoints import free_port
 from tests.helpers.training import tiny_chat_model
@@ -247,17 +246,36 @@ def test_rubric_eval_with_two_workers_against_the_server(served: Served, tmp_pat
     assert {m.tool_call_id for r in results for m in r.completion if m.role == "tool"} != {None}
 
 
-def test_the_token_ids_probe_reads_what_the_server_returns(served: Served) -> None:
-    # `transformers serve` refuses `return_token_ids` (HTTP 422): the probe says no, so an agent
-    # run goes on without ids instead of failing every call.
-    async def probe() -> bool:
-        async with served.client("plain") as client:
-            asked = served.client("plain", return_token_ids=True)
-            with pytest.raises(EndpointError, match="return_token_ids"):
-                await asked.complete([{"role": "user", "content": "ping"}], max_tokens=1)
-            await asked.aclose()
-            answer = await client.complete([{"role": "user", "content": "ping"}], max_tokens=1)
-            assert answer.served_by is not None and answer.served_by.startswith(served.models["plain"])
-            return await supports_token_ids(client)
+AGENT_ENV = """
+from envs import Environment
+from envs.agents import file_contains
 
-    assert asyncio.run(probe()) is False
+def load_environment():
+    return Environment([{"prompt": "Write hi into hello.txt."}], file_contains("hello.txt", "hi"), name="file-task")
+"""
+
+
+@pytest.mark.bwrap
+def test_an_agent_run_probes_for_token_ids_and_goes_on_without_them(served: Served, tmp_path: Path) -> None:
+    # `transformers serve` refuses `return_token_ids` (HTTP 422): asked directly it fails; the
+    # run's probe hears the no, so the agent's calls go through without ids instead of failing.
+    async def ask_for_ids() -> None:
+        async with served.client("plain", return_token_ids=True) as asked:
+            await asked.complete([{"role": "user", "content": "ping"}], max_tokens=1)
+
+    with pytest.raises(EndpointError, match="return_token_ids"):
+        asyncio.run(ask_for_ids())
+    (tmp_path / "agent_env.py").write_text(AGENT_ENV)
+    rubric = shutil.which("rubric", path=os.path.dirname(sys.executable))
+    assert rubric
+    proc = subprocess.run(
+        [rubric, "eval", "agent_env.py", "-b", served.base_url, "-m", served.models["plain"], "--agent", "bash",
+         "--runtime", "bwrap", "-t", "8", "--no-progress", "-o", "run"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=240,
+        env={**os.environ, "OPENAI_API_KEY": "local", "COLUMNS": "200"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    (rollout,) = load_results(tmp_path / "run")
+    assert rollout.error is None and rollout.model_calls and all(c.ok for c in rollout.model_calls)
+    assert all(c.tokens is None and c.served_by for c in rollout.model_calls)
+    assert json.loads((tmp_path / "run" / "metadata.json").read_text())["model"]["return_token_ids"] is False
