@@ -162,6 +162,7 @@ hub_option = click.option("--hub", "hub_url", help=HUB_HELP)
 @click.option("--agent", metavar="NAME", help="an agent plays each episode in a sandbox, its model calls recorded as turns: command:CMD ({instruction}, {instruction_file} filled in), bash, mini-swe-agent, codex, claude-code, oracle")  # fmt: skip
 @click.option("--agent-files", metavar="DIR", help="with --agent: a folder uploaded to /agent in each sandbox")  # fmt: skip
 @click.option("--runtime", metavar="SPEC", help="with --agent: the sandboxes' runtime: bwrap, bwrap:ROOTFS, docker:IMAGE, docker:DIR (default: each task's own, such as a Harbor task's image, else bwrap)")  # fmt: skip
+@click.option("--token-ids/--no-token-ids", default=None, help="record each call's token ids and logprobs (asked the vLLM way); default with --agent: on when the endpoint returns them (probed once per run)")  # fmt: skip
 @click.option("-t", "--max-tokens", type=int, callback=limited)
 @click.option("-T", "--temperature", type=float, callback=limited)
 @click.option("-S", "--sampling", callback=json_object, help="JSON object of extra sampling arguments")
@@ -195,7 +196,8 @@ def eval_command(ctx: click.Context, /, **o: Any) -> int:
         agent=o["agent"], agent_files=o["agent_files"], runtime=o["runtime"],
         api_key_var=o["api_key_var"], sampling=sampling if o["sampling"] is not None or sampling else None,
         max_turns=o["max_turns"], max_calls=o["max_turns"], output_dir=o["output_dir"], resume=o["resume"], retry_errors=o["retry_errors"],
-        client_options={k: o[k] for k in ("max_retries", "timeout", "transport") if k in typed},
+        client_options={k: o[k] for k in ("max_retries", "timeout", "transport") if k in typed}
+        | ({"return_token_ids": o["token_ids"]} if o["token_ids"] is not None else {}),
         options={k: o[k] for k in given if k in typed} | {"progress": not o["no_progress"], **ray},
     )  # fmt: skip
     with usage_errors():

@@ -6,7 +6,8 @@ The scripted endpoint runs in its own process; the agent runs in another (a smal
 script posting over the proxy's Unix socket), so this process does only what the proxy does.
 The same second-turn conversation (system, user, the assistant's tool call, its result) is
 sent N times in a row, for each dialect, whole and streamed; the engine answers with text and
-a tool call, with token ids (`return_token_ids`), so every call also chains token ids. The
+a tool call, once with token ids (`return_token_ids`, so every call also chains token ids)
+and once without, in the same run (the "ids/no ids" column is the proxy's cost ratio). The
 engine's answer is the history's own assistant turn, so from the second call on the history
 holds only replies the proxy gave, as a real agent's does; with `--forged-history` it answers
 otherwise, so every call's history holds a turn the proxy never gave (checked, then marked).
@@ -155,36 +156,58 @@ async def _through_proxy(
 
 
 async def _run(base_url: str, calls: int, rounds: int) -> None:
-    client = Client("m", base_url=base_url, return_token_ids=True)
-    best: dict[str, tuple[float, float]] = {}
+    """Every row twice in the same run: token ids asked for (and chained) and not."""
+    clients = {ids: Client("m", base_url=base_url, return_token_ids=ids) for ids in (False, True)}
+    best: dict[tuple[str, bool], tuple[float, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        socket = str(Path(tmp) / "proxy.sock")
-        proxy = CaptureProxy(client)
-        probe = _Probe(proxy)
-        await proxy.astart(socket_path=socket)
+        proxies = {ids: CaptureProxy(client) for ids, client in clients.items()}
+        probes = {ids: _Probe(proxy) for ids, proxy in proxies.items()}
+        sockets = {ids: str(Path(tmp) / f"proxy-{ids}.sock") for ids in clients}
+        for ids, proxy in proxies.items():
+            await proxy.astart(socket_path=sockets[ids])
         try:
             for _ in range(rounds):  # alternate, so background load on a shared machine hits all alike
-                bare = _p50_ms(await _transport(client, calls))
-                best["transport"] = min(best.get("transport", (bare, 0.0)), (bare, 0.0))
-                for name, (path, body) in DIALECTS.items():
-                    for stream in (False, True):
-                        label = f"{name}{' stream' if stream else ''}"
-                        process, handler = await _through_proxy(
-                            proxy, probe, socket, path, {**body, "stream": stream}, calls
-                        )
-                        row = (_p50_ms(process) - bare, _p50_ms(handler))
-                        best[label] = min(best.get(label, row), row)
+                for ids in (False, True):
+                    bare = _p50_ms(await _transport(clients[ids], calls))
+                    key = ("transport", ids)
+                    best[key] = min(best.get(key, (bare, 0.0)), (bare, 0.0))
+                    for name, (path, body) in DIALECTS.items():
+                        for stream in (False, True):
+                            process, handler = await _through_proxy(
+                                proxies[ids],
+                                probes[ids],
+                                sockets[ids],
+                                path,
+                                {**body, "stream": stream},
+                                calls,
+                            )
+                            row = (_p50_ms(process) - bare, _p50_ms(handler))
+                            label = (f"{name}{' stream' if stream else ''}", ids)
+                            best[label] = min(best.get(label, row), row)
         finally:
-            await proxy.aclose()
-            await client.aclose()
-    bare = best.pop("transport")[0]
+            for proxy in proxies.values():
+                await proxy.aclose()
+            for client in clients.values():
+                await client.aclose()
+    _print(best, calls, rounds)
+
+
+def _print(best: dict[tuple[str, bool], tuple[float, float]], calls: int, rounds: int) -> None:
+    bare = {ids: best.pop(("transport", ids))[0] for ids in (False, True)}
     print(
         f"{calls} calls in a row per row, best p50 of {rounds} rounds; CPU ms per call of the proxy's process"
     )
     print(f"(target: proxy own < {TARGET_MS:g} ms; the transport row is the bare Client.complete)")
-    print(f"{'path':<20}{'transport':>11}{'proxy own':>11}{'translate+record':>18}{'x transport':>13}")
-    for label, (own, handler) in best.items():
-        print(f"{label:<20}{bare:>11.3f}{own:>11.3f}{handler:>18.3f}{own / bare:>13.2f}")
+    print(
+        f"transport: {bare[False]:.3f} ms without token ids, {bare[True]:.3f} ms with (x{bare[True] / bare[False]:.2f})"
+    )
+    head = f"{'path':<20}{'own, no ids':>13}{'own, ids':>11}{'ids/no ids':>12}{'translate+record':>18}{'x transport':>13}"
+    print(head)
+    for label in dict.fromkeys(name for name, _ in best):
+        off, on = best[(label, False)], best[(label, True)]
+        print(
+            f"{label:<20}{off[0]:>13.3f}{on[0]:>11.3f}{on[0] / off[0]:>12.2f}{on[1]:>18.3f}{on[0] / bare[True]:>13.2f}"
+        )
 
 
 def main() -> None:

@@ -539,6 +539,11 @@ class Environment(AgentTask):
             An `envs._training.verl.VerlSpec` with `train_dataset` (verl's RL schema; write it
             with `.to_parquet`), `reward_fn` (unscored is NaN, never 0) and `overrides`.
             Needs no verl to build.
+
+        Raises:
+            ConfigError: only an agent can play this environment (a Harbor task, a rubric that
+                reads the agent's sandbox): verl's loop plays the chat loop. The message names
+                what works instead (`env.trl(agent=...)`, `rubric eval --agent` and the exports).
         """
         return VerlSpec(self, split=split, num_examples=num_examples)
 

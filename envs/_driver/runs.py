@@ -42,7 +42,7 @@ from harness._core.run.limits import check_limits, check_planned
 from harness._core.run.options import Shard
 from harness._core.run.storage import read_metadata, section
 from harness._endpoint.client import check_sampling
-from harness._endpoint.connect import DEFAULT_KEY_VAR, open_client
+from harness._endpoint.connect import DEFAULT_KEY_VAR, open_client, supports_token_ids
 from harness.scripted._endpoint import SCRIPTED_PREFIX
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -70,7 +70,7 @@ RECORDED_SETTINGS = (
 )
 
 #: Client settings a resumed run takes from the folder's `model` section when not given again.
-RECORDED_CLIENT_OPTIONS = ("max_retries", "timeout", "transport")
+RECORDED_CLIENT_OPTIONS = ("max_retries", "timeout", "transport", "return_token_ids")
 
 
 @dataclass
@@ -235,7 +235,8 @@ class RunRequest:
         output_dir: The results directory (default runs/<env>--<model>--<time>).
         resume: A run directory to continue instead of starting a new run.
         retry_errors: With `resume`, run the rollouts that errored again.
-        client_options: `harness.Client` keywords (max_retries, timeout, transport).
+        client_options: `harness.Client` keywords (max_retries, timeout, transport,
+            return_token_ids: absent, an agent run probes the endpoint for token ids).
         options: `harness.evaluate` keywords (num_examples, rollouts_per_example, concurrency,
             progress, seed, split, shard, workers, executor, ray_address).
     """
@@ -527,6 +528,9 @@ async def arun(
             **request.client_options,
         )
         try:
+            if request.agent is not None and "return_token_ids" not in request.client_options:
+                # An agent run records token ids when the endpoint has them (probed once).
+                client.return_token_ids = await supports_token_ids(client)
             results = await harness.aevaluate(
                 env,
                 client,

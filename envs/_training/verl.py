@@ -12,20 +12,31 @@ An environment with tools or more than one turn is played by verl's agent loop
 (`envs._verl_agent_loop.EnvironmentAgentLoop`, registered as `rubric_env`): its rows carry
 `agent_name`, and `agent_loop_config` is the entry for verl's
 `actor_rollout_ref.rollout.agent.agent_loop_config_path` file.
+
+An environment only an agent can play (its rows name their own sandboxes or a setup step, as
+Harbor tasks do, or its rubric reads the agent's sandbox) is refused by `env.verl()`: verl's
+loop would play the chat loop, not the agent, and score nothing. `env.trl(agent=...)` and
+`rubric eval --agent` with the token exports train and record it instead.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from envs._training.trl import PrepareForScoring
+from envs.agents import command_passes, file_contains
+from envs.agents._task import declares_setup, names_sandboxes
+from harness._core.errors import ConfigError
+from harness._core.protocol import SANDBOX
 from harness._core.types import jsonable, text_messages
 from rubrics._verl import VerlReward, as_verl_reward
 
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
     from envs._environment import Environment
+    from rubrics._tree.module import Rubric
 
 #: The name verl's agent-loop registry knows `envs._verl_agent_loop.EnvironmentAgentLoop` by.
 AGENT_LOOP_NAME = "rubric_env"
@@ -42,6 +53,48 @@ def registered_environment(name: str) -> Environment | None:
 def plays_episodes(env: Environment) -> bool:
     """Whether verl plays `env` in an agent loop (it has tools, or more than one turn)."""
     return bool(env.tools) or env.max_turns > 1
+
+
+def _reads_sandbox(rubric: Rubric) -> bool:
+    """Whether a node of `rubric` reads the agent's sandbox (`command_passes`, `file_contains`,
+    or a reward function with a `sandbox` parameter)."""
+    if isinstance(rubric, (command_passes, file_contains)):
+        return True
+    fn = getattr(rubric, "_fn", None)
+    if callable(fn):
+        try:
+            if SANDBOX in inspect.signature(fn).parameters:
+                return True
+        except (TypeError, ValueError):  # a builtin without a signature reads no sandbox
+            pass
+    return any(_reads_sandbox(child) for child in rubric.children())
+
+
+def agent_only(env: Environment) -> str | None:
+    """Why only an agent can play `env` (then verl's chat loop cannot), or None."""
+    if names_sandboxes(env):
+        return "its rows name their own sandboxes (task_sandbox), as Harbor tasks do"
+    if declares_setup(env):
+        return "it sets up an agent's sandbox (setup_sandbox)"
+    if _reads_sandbox(env.rubric):
+        return "its rubric reads the agent's sandbox"
+    return None
+
+
+def check_verl_playable(env: Environment) -> None:
+    """Refuse, with what works instead, an environment verl's chat loop cannot play.
+
+    Raises:
+        ConfigError: only an agent can play `env` (see `agent_only`).
+    """
+    reason = agent_only(env)
+    if reason is not None:
+        raise ConfigError(
+            f"env.verl() cannot train environment {env.name!r}: {reason}, and verl's agent loop plays "
+            "the chat loop, not an agent. Train it with TRL (env.trl(agent='bash'), see "
+            "docs/guides/training.md), or record agent runs with `rubric eval ENV --agent NAME` "
+            "(token ids on by default) and train on results.to_dataset(format='tokens')"
+        )
 
 
 class VerlSpec:
@@ -64,6 +117,7 @@ class VerlSpec:
     """
 
     def __init__(self, env: Environment, *, split: str = "train", num_examples: int | None = None) -> None:
+        check_verl_playable(env)
         self.env = env
         self.agent_loop_config: dict[str, Any] | None = None
         if plays_episodes(env):
@@ -114,4 +168,12 @@ def train_dataset(env: Environment, *, split: str = "train", num_examples: int |
     return Dataset.from_list(rows)
 
 
-__all__ = ["AGENT_LOOP_NAME", "VerlSpec", "plays_episodes", "registered_environment", "train_dataset"]
+__all__ = [
+    "AGENT_LOOP_NAME",
+    "VerlSpec",
+    "agent_only",
+    "check_verl_playable",
+    "plays_episodes",
+    "registered_environment",
+    "train_dataset",
+]

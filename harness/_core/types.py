@@ -214,6 +214,8 @@ class ModelCall(BaseModel):
         finish_reason: Why generation stopped.
         usage: The tokens the call used.
         tokens: The turn's token ids, when the engine returned them.
+        served_by: The model version that answered (`Completion.served_by`: the response's
+            `model`, with `@system_fingerprint` when sent), to tell stale samples.
         skew: How the engine's ids for the history compare with those it sampled.
         status: The HTTP status the agent got; 0 while the call is in flight.
         error: Why the call failed, if it did. A failed call keeps no `messages` or `tools`,
@@ -238,6 +240,7 @@ class ModelCall(BaseModel):
     finish_reason: str | None = None
     usage: Usage = Field(default_factory=Usage)
     tokens: TurnTokens | None = None
+    served_by: str | None = None
     skew: RetokenizationSkew | None = None
     status: int = 0  # the HTTP status the agent got; 0 while the call is in flight
     error: str | None = None

@@ -330,6 +330,7 @@ class Client:
             "max_concurrency": self.max_concurrency,
             "headers": sorted(self.headers),
             "transport": self.transport if isinstance(self.transport, str) else "openai",
+            "return_token_ids": self.return_token_ids,
         }
 
     def replica_kwargs(self) -> dict[str, Any]:
@@ -351,6 +352,7 @@ class Client:
             "backoff_base": self.backoff_base,
             "backoff_max": self.backoff_max,
             "retry_after_max": self.retry_after_max,
+            "return_token_ids": self.return_token_ids,
         }
 
     # -- connection ---------------------------------------------------------------------
@@ -553,6 +555,7 @@ class Client:
             model=text_or_none(raw.get("model")),
             id=text_or_none(raw.get("id")),
             prompt_token_ids=int_list(raw.get("prompt_token_ids")),
+            system_fingerprint=text_or_none(raw.get("system_fingerprint")),
         )
 
     def _choice(self, index: int, choice: Any) -> Choice:

@@ -60,6 +60,25 @@ def check_reachable(base_url: str, timeout: float = 5.0) -> None:
         ) from None
 
 
+async def supports_token_ids(client: Client) -> bool:
+    """Whether `client`'s endpoint returns token ids and logprobs when asked the vLLM way.
+
+    One request of one token ("ping", `return_token_ids`, `logprobs`), no retries: True when
+    the answer carries the prompt's ids and the completion's. A scripted endpoint always does
+    (it is not asked). Any refusal or failure is a no: the run goes on without ids.
+    """
+    if client.model.startswith(SCRIPTED_PREFIX):
+        return True
+    probe = Client(**{**client.replica_kwargs(), "return_token_ids": True, "max_retries": 0})
+    try:
+        completion = await probe.complete([{"role": "user", "content": "ping"}], max_tokens=1)
+    except EndpointError:
+        return False
+    finally:
+        await probe.aclose()
+    return completion.prompt_token_ids is not None and completion.choices[0].token_ids is not None
+
+
 def open_client(
     stack: contextlib.ExitStack[Any],
     model: str,
@@ -97,4 +116,4 @@ def open_client(
     return Client(model, base_url=url, api_key=key, **client_options)
 
 
-__all__ = ["DEFAULT_KEY_VAR", "api_key_from", "check_reachable", "open_client"]
+__all__ = ["DEFAULT_KEY_VAR", "api_key_from", "check_reachable", "open_client", "supports_token_ids"]

@@ -71,6 +71,7 @@ class Completion(BaseModel):
         model: The model name the endpoint reported.
         id: The endpoint's id for the completion.
         prompt_token_ids: The prompt's token ids, when the endpoint returned them.
+        system_fingerprint: The endpoint's `system_fingerprint` (its serving configuration).
     """
 
     choices: list[Choice]
@@ -78,6 +79,15 @@ class Completion(BaseModel):
     model: str | None = None
     id: str | None = None
     prompt_token_ids: list[int] | None = None
+    system_fingerprint: str | None = None
+
+    @property
+    def served_by(self) -> str | None:
+        """The model version that answered: the reported `model`, `@system_fingerprint` added
+        when the endpoint sent one (an asynchronous trainer tells stale samples by it)."""
+        if self.model is None:
+            return self.system_fingerprint
+        return f"{self.model}@{self.system_fingerprint}" if self.system_fingerprint else self.model
 
     def turn_tokens(self, turn: int) -> TurnTokens | None:
         """The first choice's token record for assistant turn `turn`, if the endpoint gave ids."""

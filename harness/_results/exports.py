@@ -140,7 +140,8 @@ def token_row(r: Rollout) -> dict[str, Any]:
 
 def call_token_rows(r: Rollout) -> list[dict[str, Any]]:
     """Each model call of an agent rollout that has token ids, as the engine returned them:
-    `index` (its place among the calls), `prompt_ids`, `completion_ids`, `logprobs`. The row's
+    `index` (its place among the calls), `prompt_ids`, `completion_ids`, `logprobs`,
+    `served_by` (the model version that answered). The row's
     joined sequence holds only the main line; these hold every call."""
     return [
         {
@@ -148,6 +149,7 @@ def call_token_rows(r: Rollout) -> list[dict[str, Any]]:
             "prompt_ids": list(c.tokens.prompt_token_ids),
             "completion_ids": list(c.tokens.completion_token_ids),
             "logprobs": list(c.tokens.logprobs or []),
+            "served_by": c.served_by,
         }
         for c in r.model_calls
         if c.tokens is not None

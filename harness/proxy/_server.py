@@ -477,6 +477,7 @@ class CaptureProxy:
         message = _with_call_ids(completion.message)
         turn.reply, turn.finish_reason, turn.usage = message, completion.finish_reason, completion.usage
         turn.tokens = completion.turn_tokens(turn.index)
+        turn.served_by = completion.served_by
         return Reply(
             message=message,
             finish_reason=completion.finish_reason,

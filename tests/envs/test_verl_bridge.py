@@ -13,19 +13,23 @@ import asyncio
 import math
 import pickle
 import threading
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
 
-from envs import MultiTurnEnv, SingleTurnEnv, ToolEnv
+from envs import Environment, MultiTurnEnv, SingleTurnEnv, ToolEnv, from_harbor
+from envs.agents import file_contains
 from harness import Client, ConfigError, ScriptedEndpoint
 from rubrics import LLMJudge, WeightedSum, relative
 from rubrics._verl import grpo_advantages
 from tests.helpers.training import tiny_chat_model
 
 pytestmark = [pytest.mark.verl, pytest.mark.slow]
+
+HARBOR_TASKS = Path(__file__).resolve().parents[2] / "datasets" / "harbor"
 
 ROWS = [{"question": "What is 2 + 2?", "answer": "4"}, {"question": "What is 3 + 3?", "answer": "6"}]
 N = 2  # responses per prompt
@@ -389,3 +393,24 @@ def test_verls_agent_loop_masks_the_environments_reply_between_turns() -> None:
     assert out.response_mask == [1] * len(answer) + [0] * len(reply) + [1] * len(answer)
     assert out.reward_score == 1.0 and out.extra_fields["stop_reason"] == "completed"
     assert out.extra_fields["reward_extra_info"] == {"rubric/scored": 1.0}
+
+
+def _reads_the_sandbox(sandbox: Any) -> float:
+    return 1.0
+
+
+@pytest.mark.parametrize(
+    ("build", "why"),
+    [
+        (lambda: from_harbor(HARBOR_TASKS), "name their own sandboxes"),
+        (lambda: Environment([{"prompt": "write hi"}], file_contains("hello.txt", "hi")), "reads the agent's sandbox"),
+        (lambda: Environment([{"prompt": "write hi"}], WeightedSum({"s": _reads_the_sandbox})), "reads the agent's sandbox"),
+    ],
+    ids=["harbor", "file_contains", "sandbox-parameter"],
+)  # fmt: skip
+def test_env_verl_refuses_an_environment_only_an_agent_plays(build: Any, why: str) -> None:
+    # verl's loop plays the chat loop: an agent's environment would fail later, unscored.
+    env = build()
+    with pytest.raises(ConfigError, match=why) as refused:
+        env.verl()
+    assert "env.trl(agent='bash')" in str(refused.value) and "format='tokens'" in str(refused.value)

@@ -383,6 +383,7 @@ def test_config_describes_the_client_without_secrets() -> None:
         "max_concurrency": 64,
         "headers": ["X-Org"],
         "transport": client.transport,  # the parametrized default: aiohttp or openai
+        "return_token_ids": False,  # recorded, so a resumed run asks for ids as it did
     }
 
 

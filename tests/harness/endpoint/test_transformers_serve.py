@@ -10,6 +10,7 @@ loop; what is asserted is what the server itself parsed and reported.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -24,7 +25,7 @@ from typing import Any
 import pytest
 
 from envs import MultiTurnEnv, SingleTurnEnv, ToolEnv
-from harness import Client, ConfigError, Rollout, doctor, load_results
+from harness import Client, ConfigError, EndpointError, Rollout, doctor, load_results
 from rubrics import LLMJudge, WeightedSum
 from tests.helpers.endpoints import free_port
 from tests.helpers.training import tiny_chat_model
@@ -254,3 +255,38 @@ def test_doctor_says_what_transformers_serve_lacks_for_training(served: Served) 
     assert statuses["tool calls"] == "pass", report.check("tool calls")
     assert statuses["token ids"] == "fail" and "return_token_ids" in report.check("token ids").fix
     assert not report.ok
+
+
+AGENT_ENV = """
+from envs import Environment
+from envs.agents import file_contains
+
+def load_environment():
+    return Environment([{"prompt": "Write hi into hello.txt."}], file_contains("hello.txt", "hi"), name="file-task")
+"""
+
+
+@pytest.mark.bwrap
+def test_an_agent_run_probes_for_token_ids_and_goes_on_without_them(served: Served, tmp_path: Path) -> None:
+    # `transformers serve` refuses `return_token_ids` (HTTP 422): asked directly it fails; the
+    # run's probe hears the no, so the agent's calls go through without ids instead of failing.
+    async def ask_for_ids() -> None:
+        async with served.client("plain", return_token_ids=True) as asked:
+            await asked.complete([{"role": "user", "content": "ping"}], max_tokens=1)
+
+    with pytest.raises(EndpointError, match="return_token_ids"):
+        asyncio.run(ask_for_ids())
+    (tmp_path / "agent_env.py").write_text(AGENT_ENV)
+    rubric = shutil.which("rubric", path=os.path.dirname(sys.executable))
+    assert rubric
+    proc = subprocess.run(
+        [rubric, "eval", "agent_env.py", "-b", served.base_url, "-m", served.models["plain"], "--agent", "bash",
+         "--runtime", "bwrap", "-t", "8", "--no-progress", "-o", "run"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=240,
+        env={**os.environ, "OPENAI_API_KEY": "local", "COLUMNS": "200"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    (rollout,) = load_results(tmp_path / "run")
+    assert rollout.error is None and rollout.model_calls and all(c.ok for c in rollout.model_calls)
+    assert all(c.tokens is None and c.served_by for c in rollout.model_calls)
+    assert json.loads((tmp_path / "run" / "metadata.json").read_text())["model"]["return_token_ids"] is False
