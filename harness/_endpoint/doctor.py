@@ -189,8 +189,7 @@ async def _token_ids(probe: _Probe) -> DoctorCheck:
     name = "token ids"
     fix = "serve token ids the vLLM way (vLLM >= 0.10.2 returns them for return_token_ids: true)"
     try:
-        ids = {"return_token_ids": True} if probe.first is not None else None  # to count tokens
-        raw = await probe.chat(_ASK, logprobs=True, extra_body=ids)
+        raw = await probe.chat(_ASK, logprobs=True, extra_body={"return_token_ids": True})
         body = json.loads(raw.http_response.text)
     except Exception as exc:
         return _failure(name, exc, fix)
