@@ -9,7 +9,13 @@ from envs._harbor.files import HarborTaskError
 DEFAULT_BASE_IMAGE = "debian:bookworm-slim"
 
 _FILES = {
-    "task.toml": """version = "1.0"
+    "task.toml": """schema_version = "1.1"
+
+[task]
+name = "{name}"
+description = "Write the word done into /app/result.txt."
+authors = []
+keywords = ["files"]
 
 [metadata]
 difficulty = "easy"
@@ -67,6 +73,6 @@ def init_harbor_task(name: str, parent: str | Path = ".", base_image: str | None
     for relative, text in _FILES.items():
         path = folder / relative
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text.replace("{base}", base_image or DEFAULT_BASE_IMAGE))
+        path.write_text(text.replace("{base}", base_image or DEFAULT_BASE_IMAGE).replace("{name}", name))
         written.append(path)
     return written

@@ -1,7 +1,8 @@
 """Harbor's task folder, read with the standard library (`tomllib`) and a pydantic model.
 
     task/
-      task.toml        [verifier] timeout_sec, [agent] timeout_sec, [environment] build_timeout_sec,
+      task.toml        schema_version (or version), [task] name/description/authors/keywords,
+                       [verifier] timeout_sec, [agent] timeout_sec, [environment] build_timeout_sec,
                        cpus, memory_mb (or memory "2G"), storage_mb (or storage "10G"),
                        docker_image, allow_internet; [metadata] free-form
       instruction.md   what the agent is asked to do
@@ -84,10 +85,21 @@ class EnvironmentSection(_Section):
         return data
 
 
-class TaskConfig(_Section):
-    """The whole of task.toml."""
+class TaskSection(_Section):
+    """`[task]` (schema 1.1+): who made the task and what it is about."""
 
+    name: str | None = None
+    description: str | None = None
+    authors: list[Any] = Field(default_factory=list)
+    keywords: list[str] = Field(default_factory=list)
+
+
+class TaskConfig(_Section):
+    """The whole of task.toml (`schema_version`, or the legacy `version`)."""
+
+    schema_version: str | None = None
     version: str = "1.0"
+    task: TaskSection = Field(default_factory=TaskSection)
     metadata: dict[str, Any] = Field(default_factory=dict)
     verifier: VerifierSection = Field(default_factory=VerifierSection)  # type: ignore[arg-type]
     agent: AgentSection = Field(default_factory=AgentSection)  # type: ignore[arg-type]
@@ -116,7 +128,7 @@ class HarborTask(BaseModel):
         """task.toml fields this model does not know, by section ("" for the top level)."""
         found = {
             section: getattr(self.config, section).unknown()
-            for section in ("verifier", "agent", "environment")
+            for section in ("task", "verifier", "agent", "environment")
         }
         found[""] = self.config.unknown()
         return {k: v for k, v in found.items() if v}

@@ -11,6 +11,7 @@ import pytest
 from envs import from_harbor
 from envs._harbor import HarborTaskError, load_task
 from envs._harbor.files import MAX_FILE_BYTES, copy_task_folder, read_task_file
+from envs._harbor.scaffold import init_harbor_task
 from tests.envs.harbor.test_harbor_tasks import IMAGE, make_task
 
 pytestmark = [pytest.mark.agents, pytest.mark.slow]
@@ -86,3 +87,11 @@ def test_links_inside_the_task_are_read_through(tmp_path: Path) -> None:
         "test.sh",
     ]
     assert not any(p.is_symlink() for p in copy.rglob("*"))
+
+
+def test_init_harbor_writes_the_current_schema_with_a_task_section(tmp_path: Path) -> None:
+    init_harbor_task("my-task", tmp_path)
+    task = load_task(tmp_path / "my-task")
+    assert task.config.schema_version == "1.1"
+    assert task.config.task.name == "my-task" and task.config.task.keywords == ["files"]
+    assert task.unknown == {}, task.unknown
