@@ -66,6 +66,7 @@ class AgentRunSpec:
         files: The host folder uploaded to /agent (an absolute path), if any.
         timeout: Seconds per episode (None: each task's own, else 600).
         sandbox: Limits of every sandbox.
+        max_calls: The most model calls per episode (None: see `AgentRun`).
     """
 
     agent: str
