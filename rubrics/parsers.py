@@ -486,14 +486,35 @@ class XMLFormat:
         return make_leaf(format_reward, name=name)
 
     def format(self, **values: object) -> str:
-        """Write values in this format (for few-shot examples and tests); all fields required."""
-        missing = [name for name in self.fields if name not in values]
-        unknown = sorted(set(values) - set(self.fields))
-        if missing or unknown:
+        """Write values in this format (for few-shot examples and tests).
+
+        Each field is given once, by its name or one of its alternative tags, and written with
+        the tag it was given by (as Verifiers' `XMLParser.format`).
+
+        Args:
+            **values: The text of each field, by field name or alternative tag.
+
+        Returns:
+            The fields in order, one tag block each.
+        """
+        written: list[tuple[str, object]] = []
+        missing, twice = [], []
+        for name in self.fields:
+            given = [tag for tag in self.alternatives.get(name, (name,)) if tag in values]
+            if not given:
+                missing.append(name)
+            elif len(given) > 1:
+                twice.append(given)
+            else:
+                written.append((given[0], values[given[0]]))
+        unknown = sorted(set(values) - set(self._field_of))
+        if missing or unknown or twice:
             raise ConfigError(
-                f"XMLFormat.format needs exactly the fields {self.fields}; missing {missing}, unknown {unknown}"
+                f"XMLFormat.format needs each of the fields {self.fields} once (by its name or an "
+                f"alternative tag); missing {missing}, unknown {unknown}"
+                + (f", given twice {twice}" if twice else "")
             )
-        return "\n".join(f"<{name}>\n{values[name]}\n</{name}>" for name in self.fields)
+        return "\n".join(f"<{tag}>\n{value}\n</{tag}>" for tag, value in written)
 
     def instructions(self) -> str:
         """A sentence for a system prompt describing the expected format."""

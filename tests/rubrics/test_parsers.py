@@ -204,3 +204,17 @@ def test_format_reward_as_rubric_leaf() -> None:
     assert leaf({"completion": "<reasoning>r</reasoning><answer>4</answer>"}) == 1.0
     assert leaf({"completion": "<answer>4</answer>"}) == 0.5
     assert leaf.required_columns() == set()
+
+
+def test_format_writes_a_field_by_any_of_its_tags_as_verifiers_does() -> None:
+    """Issue 47.22: `XMLParser(["reasoning", ("code", "answer")]).format(reasoning=..., answer=...)`
+    formats with the alternative tag in Verifiers; so does XMLFormat."""
+    fmt = XMLFormat(["reasoning", ("code", "answer")])
+    text = fmt.format(reasoning="because", answer="4")
+    assert text == "<reasoning>\nbecause\n</reasoning>\n<answer>\n4\n</answer>"
+    assert fmt.parse(text) == {"reasoning": "because", "code": "4"} and fmt.format_reward(text) == 1.0
+    assert "<code>\nx = 4\n</code>" in fmt.format(reasoning="r", code="x = 4")
+    with pytest.raises(ValueError, match="given twice \\[\\['code', 'answer'\\]\\]"):
+        fmt.format(reasoning="r", code="a", answer="b")
+    with pytest.raises(ValueError, match="missing \\['code'\\], unknown \\['other'\\]"):
+        fmt.format(reasoning="r", other="b")
