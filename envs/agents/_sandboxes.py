@@ -38,6 +38,11 @@ from harness.runtimes import Runtime, Sandbox, SandboxConfig, get_runtime
 DEFAULT_RUNTIME = "bwrap"
 #: The sandbox limits a run (and a task) may set.
 LIMITS = ("cpus", "memory_mb", "pids", "disk_mb")
+#: The processes and threads a Docker sandbox holds at once when neither the run nor the task
+#: caps them (a Harbor task has no pids field): room for Node or Rust agents' threads and a
+#: build's workers, not for a fork bomb. A bwrap sandbox is capped only when asked (its cap
+#: needs a cgroup, which not every host gives).
+DEFAULT_DOCKER_PIDS = 4096
 
 
 @dataclass
@@ -88,6 +93,8 @@ class Sandboxes:
         """The rollout's sandbox: fresh, set up, or forked from its group's set-up template."""
         runtime = await self._runtime(asked)
         config = await self._config(asked)
+        if config.pids is None and runtime.kind_name == "docker":
+            config = dataclasses.replace(config, pids=DEFAULT_DOCKER_PIDS)
         sandbox = await self._open(runtime, config, task, rollout)
         self.live.add(sandbox)
         return sandbox

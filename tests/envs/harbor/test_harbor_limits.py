@@ -131,3 +131,15 @@ def test_a_task_image_builds_with_no_network_unless_the_task_allows_internet(
         assert all(networks == ["none"] for networks in made.values()), made
     else:  # the daemon's default: never forced to none (this daemon has no bridge, so it fails too)
         assert not any("none" in networks for networks in made.values()), made
+
+
+@pytest.mark.docker
+def test_a_harbor_container_has_a_pids_cap_though_the_task_names_none(tmp_path: Path) -> None:
+    """Issue 47.18: the Security guide lists pids among the docker: limits; a Harbor task (no pids
+    field) got none. Its container now holds at most DEFAULT_DOCKER_PIDS processes and threads."""
+    from envs.agents._sandboxes import DEFAULT_DOCKER_PIDS
+
+    env = from_harbor(task(tmp_path, "pids", ""))
+    show = "command:cat /sys/fs/cgroup/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids/pids.max"
+    (rollout,) = env.evaluate("scripted:harbor", agent=show, progress=False).rollouts
+    assert rollout.state["agent"]["stdout"].strip() == str(DEFAULT_DOCKER_PIDS), rollout.state["agent"]
