@@ -266,7 +266,8 @@ def _resolve(spec: str) -> tuple[Any, str, str | None, dict[str, Any]]:
         loader = _from_import_path(spec)
         origin = provenance.of_module(spec.partition(":")[0])
     else:
-        _current_folder_importable()
+        if _normalise(spec) not in _entry_points():  # a local module by that name, then
+            _current_folder_importable()
         loader, registered_name = _from_name(spec)
         origin = _provenance_of_name(spec)
     return loader, recorded_spec, registered_name, origin

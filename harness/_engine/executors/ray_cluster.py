@@ -48,6 +48,14 @@ def _import_ray() -> Any:
         raise ConfigError(
             f"Ray is not installed, and --ray / executor='ray' needs it: {INSTALL_HINT}"
         ) from None
+    if getattr(ray, "__file__", None) is None or not hasattr(ray, "is_initialized"):
+        # A folder named `ray` on sys.path (the working folder, the temp folder where Ray keeps
+        # its sessions) imports as an empty namespace package where Ray is missing.
+        where = ", ".join(str(p) for p in getattr(ray, "__path__", [])) or "?"
+        raise ConfigError(
+            f"`import ray` found a folder ({where}), not the Ray package: {INSTALL_HINT}, or run "
+            "from another folder"
+        )
     return ray
 
 

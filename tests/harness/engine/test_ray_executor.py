@@ -150,3 +150,33 @@ def test_agent_episodes_on_bwrap_run_in_ray_actors(local_ray: Any, tmp_path: Pat
     if grouped:
         assert all(r.scores == {"file": 1.0, "rank": 0.5, "rank.command_passes": 1.0} for r in results)
         assert sorted(w["rollouts"] for w in workers["workers"]) == [0, 2]  # the group went to one actor
+
+
+def test_a_folder_named_ray_is_not_taken_for_ray(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 47.23: a folder named `ray` on the path (the temp folder holds Ray's own) imported as
+    an empty namespace package; `--ray` then failed with an AttributeError. It is named now."""
+    import sys
+
+    from harness import ConfigError
+    from harness._engine.executors.ray_cluster import _import_ray
+
+    (tmp_path / "ray").mkdir()
+    # Where Ray is not installed: only the standard library and the folder on the path.
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *(p for p in sys.path if "-packages" not in p)])
+    monkeypatch.delitem(sys.modules, "ray", raising=False)
+    with pytest.raises(ConfigError, match=r"`import ray` found a folder \(.*/ray\), not the Ray package"):
+        _import_ray()
+    monkeypatch.delitem(sys.modules, "ray")  # the namespace package: the next import is the real one
+
+
+def test_an_installed_environment_name_does_not_put_the_working_folder_on_the_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    from envs import load_environment
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path))])
+    load_environment("gsm8k")
+    assert str(tmp_path) not in sys.path
