@@ -54,6 +54,8 @@ DEFAULT_TIMEOUT = 600.0
 #: nor the environment (its own `max_turns`) says: real Codex or Claude Code episodes take
 #: dozens to hundreds; the episode's time limit bounds it too.
 DEFAULT_MAX_CALLS = 250
+#: The resource under which an episode hands its rollout's `timing` to `release`.
+TIMING = "timing"
 
 
 @dataclass(frozen=True)
@@ -232,7 +234,7 @@ class AgentRun:
         finally:
             record = rollout.state.setdefault("agent", {})
             record.update(limits, seconds=round(time.monotonic() - started, 3))
-        return {SANDBOX: sandbox}
+        return {SANDBOX: sandbox, TIMING: rollout.timing}
 
     def _episode(
         self,
@@ -272,7 +274,11 @@ class AgentRun:
         """Close the episode's sandbox (after scoring); safe to call twice."""
         sandbox = resources.get(SANDBOX)
         if isinstance(sandbox, Sandbox):
+            t0 = time.perf_counter()
             await self.sandboxes.close(sandbox)
+            timing = resources.get(TIMING)
+            if isinstance(timing, dict):  # the rollout's: its record is written after this
+                timing["sandbox_close"] = time.perf_counter() - t0
 
     async def close(self) -> None:
         """Close every sandbox still open and the proxy (the run ended or was interrupted); a

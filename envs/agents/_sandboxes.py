@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -90,12 +91,17 @@ class Sandboxes:
         return found
 
     async def open(self, task: AgentTask, rollout: Rollout, asked: TaskSandbox | None) -> Sandbox:
-        """The rollout's sandbox: fresh, set up, or forked from its group's set-up template."""
+        """The rollout's sandbox: fresh, set up, or forked from its group's set-up template.
+        Seconds go to `rollout.timing`: `image` (the task's image named, or built the first
+        time), `sandbox_start` (made, set up or forked)."""
+        t0 = time.perf_counter()
         runtime = await self._runtime(asked)
         config = await self._config(asked)
         if config.pids is None and runtime.kind_name == "docker":
             config = dataclasses.replace(config, pids=DEFAULT_DOCKER_PIDS)
+        t1 = time.perf_counter()
         sandbox = await self._open(runtime, config, task, rollout)
+        rollout.timing.update(image=t1 - t0, sandbox_start=time.perf_counter() - t1)
         self.live.add(sandbox)
         return sandbox
 

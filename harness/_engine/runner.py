@@ -60,7 +60,12 @@ class _Played:
     timing: dict[str, float] = field(default_factory=lambda: {"generation": 0.0, "env": 0.0, "scoring": 0.0})
 
     def finish(self) -> Rollout:
-        self.rollout.timing = {**self.timing, "total": time.perf_counter() - self.started}
+        # An episode's own figures (its sandbox's start and close) are kept beside the clock's.
+        self.rollout.timing = {
+            **self.rollout.timing,
+            **self.timing,
+            "total": time.perf_counter() - self.started,
+        }
         return self.rollout
 
 

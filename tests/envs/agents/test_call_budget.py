@@ -68,6 +68,9 @@ def test_an_agent_makes_more_than_ten_calls_by_default_and_the_summary_says_the_
     assert row["state"]["agent"]["max_calls"] == DEFAULT_MAX_CALLS == 250  # type: ignore[index]
     assert "each agent episode: at most 250 model calls (--max-turns" in printed
     assert "and 600 s (the task's time limit)" in printed
+    timing = row["timing"]  # the sandbox's figures too (issue 47.19)
+    assert {"image", "sandbox_start", "sandbox_close", "generation", "scoring", "total"} <= set(timing)  # type: ignore[arg-type]
+    assert 0 < timing["sandbox_start"] < timing["total"] and timing["sandbox_close"] > 0  # type: ignore[index]
 
 
 def test_max_turns_caps_an_agents_calls(tmp_path: Path, files: Path) -> None:
