@@ -4,12 +4,14 @@ Their packages are installed on the host by .ci/agents-up (or on first use) and 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness.scripted import ShellScript
 from tests.envs.agents.conftest import RUNTIMES, SOLVE, task_env
+from tests.helpers.processes import run
 
 pytestmark = [pytest.mark.agents, pytest.mark.slow]
 
@@ -77,3 +79,37 @@ def test_published_agents_send_back_only_replies_the_proxy_gave(agent: str) -> N
     assert len(main) >= 4 and sum(m.role == "assistant" for m in main[-1].messages) == 3
     assert [c.forged for c in rollout.model_calls] == [[]] * len(rollout.model_calls)
     assert not any(m.get("forged") for m in rollout.completion)
+
+
+REPLAY_ENV = """
+from envs import Environment
+from envs.agents import file_contains
+from harness.scripted import ShellScript
+
+def load_environment():
+    env = Environment([{"prompt": "Write hi into hello.txt."}], file_contains("hello.txt", "hi"), name="file-task", max_turns=8)
+    env.scripted_policies = {"solve": ShellScript(["printf hi > hello.txt"], "the file is written")}
+    return env
+"""
+
+
+@pytest.mark.bwrap
+def test_published_agents_replayed_claude_code_identical_codex_diverges_at_its_chunk_id(
+    tmp_path: Path,
+) -> None:
+    """Issue 51: a Claude Code episode replays identically; a Codex episode diverges at call 1,
+    whose tool result carries Codex's own random `Chunk ID` (and a wall time), as documented."""
+    (tmp_path / "ft.py").write_text(REPLAY_ENV)
+    outcomes = {}
+    for agent in ("claude-code", "codex"):
+        flags = ["--agent", agent, "--runtime", "bwrap"]
+        done = run("eval", "ft.py", "-m", "scripted:solve", *flags, "-o", agent, "--no-progress", cwd=tmp_path, timeout=300)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        again = run(
+            "replay", agent, "ft.py", *flags, "--verify", "-o", f"{agent}-again", cwd=tmp_path, timeout=300
+        )
+        outcomes[agent] = (again.returncode, again.stdout)
+    assert outcomes["claude-code"][0] == 0 and "0:0      identical" in outcomes["claude-code"][1]
+    code, table = outcomes["codex"]
+    assert code == 1 and "diverged at call 1 (request differs): message 5 (tool result" in table
+    assert "Chunk ID:" in table
