@@ -31,6 +31,8 @@ TESTS_DIR = "/tests"
 LOGS_DIR = "/logs/verifier"
 #: The most of test.sh's output kept in the score details.
 DETAIL_OUTPUT = 2000
+#: Characters of the test run's ctrf.json kept on the rollout.
+DETAIL_CTRF = 20_000
 #: The info key where `envs.from_harbor` puts what the verifier needs.
 INFO_KEY = "harbor"
 #: The most of a reward file read (a number, or a small JSON object).
@@ -44,32 +46,41 @@ def _number(value: Any, where: str) -> float:
 
 
 def parse_reward(txt: str | None, js: str | None) -> tuple[float, dict[str, float]]:
-    """The reward and its components from reward.txt / reward.json (reward.json wins).
+    """The reward and its components, read as Harbor reads them: reward.txt first (one number),
+    then reward.json (`reward` and named components, or one named reward). With both, the
+    reward is reward.txt's and reward.json's named components are kept beside it.
 
     Raises:
-        ScoringError: neither file, or one that does not hold what Harbor specifies.
+        ScoringError: neither file, or one that does not hold what Harbor specifies (NaN and
+            infinities included: the rollout is then unscored with the reason, never 0).
     """
-    if js is not None:
-        try:
-            data = json.loads(js)
-        except json.JSONDecodeError as exc:
-            raise ScoringError(f"the verifier wrote {LOGS_DIR}/reward.json that is not JSON: {exc}") from None
-        if not isinstance(data, dict):
-            raise ScoringError(f"{LOGS_DIR}/reward.json must be an object with a 'reward', got {js[:100]!r}")
-        components = {str(k): _number(v, f"reward.json[{k!r}]") for k, v in data.items() if k != "reward"}
-        if "reward" in data:
-            return _number(data["reward"], "reward.json['reward']"), components
-        if len(components) == 1:  # Harbor's single named reward
-            return next(iter(components.values())), {}
-        raise ScoringError(f"{LOGS_DIR}/reward.json has no 'reward' key (keys: {sorted(data)})")
+    components = _components(js) if js is not None else None
     if txt is not None:
         try:
-            return _number(float(txt.strip()), "reward.txt"), {}
+            reward = _number(float(txt.strip()), "reward.txt")
         except ValueError:
             raise ScoringError(
                 f"the verifier wrote {LOGS_DIR}/reward.txt = {txt.strip()[:100]!r}, not one number"
             ) from None
+        return reward, {k: v for k, v in (components or {}).items() if k != "reward"}
+    if components is not None:
+        if "reward" in components:
+            return components["reward"], {k: v for k, v in components.items() if k != "reward"}
+        if len(components) == 1:  # Harbor's single named reward
+            return next(iter(components.values())), {}
+        raise ScoringError(f"{LOGS_DIR}/reward.json has no 'reward' key (keys: {sorted(components)})")
     raise ScoringError(f"the verifier wrote no reward ({LOGS_DIR}/reward.txt or reward.json)")
+
+
+def _components(js: str) -> dict[str, float]:
+    """reward.json's numbers by name (`reward` among them when it has one)."""
+    try:
+        data = json.loads(js)
+    except json.JSONDecodeError as exc:
+        raise ScoringError(f"the verifier wrote {LOGS_DIR}/reward.json that is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ScoringError(f"{LOGS_DIR}/reward.json must be an object with a 'reward', got {js[:100]!r}")
+    return {str(k): _number(v, f"reward.json[{k!r}]") for k, v in data.items()}
 
 
 async def _read_optional(sandbox: Sandbox, path: str) -> str | None:
@@ -136,6 +147,9 @@ class HarborVerifier(Rubric):
         await end_processes(sandbox, "after tests/test.sh")  # what it started cannot write later
         txt = await _read_optional(sandbox, f"{LOGS_DIR}/reward.txt")
         js = await _read_optional(sandbox, f"{LOGS_DIR}/reward.json")
+        ctrf = await _read_optional(sandbox, f"{LOGS_DIR}/ctrf.json")
+        if ctrf is not None:  # the test run's report (CTRF), kept as the verifier wrote it
+            self.record_detail(rollout, {"ctrf": ctrf[:DETAIL_CTRF]})
         try:
             reward, components = parse_reward(txt, js)
         except ScoringError as exc:

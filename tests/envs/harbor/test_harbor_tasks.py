@@ -83,12 +83,18 @@ def test_bad_task_folders_say_what_is_wrong(tmp_path: Path) -> None:
 
 def test_reward_files_are_read_as_harbor_specifies() -> None:
     assert parse_reward("0.75\n", None) == (0.75, {})
-    assert parse_reward("0", '{"reward": 0.5, "a": 1, "b": 0}') == (0.5, {"a": 1.0, "b": 0.0})
+    # reward.txt first, as Harbor reads them (issue 48.6); reward.json's components beside it
+    assert parse_reward("0", '{"reward": 0.5, "a": 1, "b": 0}') == (0.0, {"a": 1.0, "b": 0.0})
+    assert parse_reward(None, '{"reward": 0.5, "a": 1, "b": 0}') == (0.5, {"a": 1.0, "b": 0.0})
+    assert parse_reward(None, '{"pass_rate": 0.25}') == (0.25, {})
     for txt, js, reason in [
         (None, None, "wrote no reward"),
         ("high", None, "not one number"),
         (None, "{", "not JSON"),
         (None, '{"reward": "yes"}', "not a finite number"),
+        ("nan", None, "not a finite number"),
+        ("inf", '{"reward": 1}', "not a finite number"),
+        (None, '{"reward": NaN}', "not a finite number"),
         (None, '{"a": 1, "b": 2}', "no 'reward' key"),
     ]:
         with pytest.raises(ScoringError, match=reason):
@@ -264,3 +270,19 @@ def test_a_runtime_that_replaces_the_tasks_images_is_said_once(tmp_path: Path) -
         1.0,
         1.0,
     ]  # the image they name: nothing replaced, no warning
+
+
+@pytest.mark.docker
+def test_the_test_runs_ctrf_report_and_output_are_kept_and_reward_txt_wins(tmp_path: Path) -> None:
+    """Issue 48.6: reward.txt is read first; the test run's output and ctrf.json stay on the rollout."""
+    ctrf = '{"results": {"tool": {"name": "pytest"}, "summary": {"tests": 1, "passed": 1}}}'
+    test_sh = (
+        f"echo ran the tests; echo '{ctrf}' > /logs/verifier/ctrf.json; "
+        'echo 1 > /logs/verifier/reward.txt; echo \'{"reward": 0, "style": 0.5}\' > /logs/verifier/reward.json'
+    )
+    env = from_harbor(make_task(tmp_path, "reported", test_sh))
+    (rollout,) = env.evaluate("scripted:harbor", agent="command:true", progress=False).rollouts
+    assert rollout.reward == 1.0 and rollout.scores["style"] == 0.5, (rollout.error, rollout.score_errors)
+    detail = rollout.score_details[""]
+    assert json.loads(detail["ctrf"])["results"]["summary"]["passed"] == 1
+    assert "ran the tests" in detail["output"] and detail["exit_code"] == 0
