@@ -179,6 +179,10 @@ class DockerSandbox(Sandbox):
         self._docker: aiodocker.Docker | None = None
         self._container: Any = None
         self._attach: Any = None  # the stdin stream the container lives by
+        #: Attaches of the runs before a restart, closed with the container, never before: with
+        #: StdinOnce, a client letting go under load closed the restarted run's stdin too, and
+        #: the keeper (`cat`) exited with it.
+        self._old_attaches: list[Any] = []
         self._counter = 0
 
     # ------------------------------------------------------------------ lifecycle
@@ -278,8 +282,10 @@ class DockerSandbox(Sandbox):
             if self._container is not None:
                 with contextlib.suppress(DockerError):
                     await self._container.delete(force=True, v=True)
-            if self._attach is not None:
-                await self._attach.close()
+            for attach in [*self._old_attaches, self._attach]:
+                if attach is not None:
+                    with contextlib.suppress(Exception):  # the daemon ended it with the container
+                        await attach.close()
             for image in (self._commit, self.fork_image):
                 if image is not None:  # in use by another fork: that fork removes it
                     with contextlib.suppress(DockerError):
@@ -390,7 +396,7 @@ class DockerSandbox(Sandbox):
             raise SandboxError(f"cannot end the processes in the container: {exc.message}") from exc
         finally:
             if previous is not None and previous is not self._attach:
-                await previous.close()
+                self._old_attaches.append(previous)  # closed with the container (see __init__)
         deadline = time.monotonic() + _RESTART_GRACE
         while True:  # init starts its keeper a moment after the restart returns
             try:

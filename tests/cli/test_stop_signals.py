@@ -36,7 +36,7 @@ def _check_stopped_mid_run(tmp_path: Path, sig: signal.Signals, *extra: str, lat
     log = (tmp_path / "log").read_text()
     assert code == 128 + sig, log[-3000:]
     assert f"rubric eval: stopped by {sig.name}; finished rollouts are kept" in log
-    assert f"rubric eval --resume {out}" in log and "Traceback" not in log
+    assert f"rubric eval gsm8k --resume {out}" in log and "Traceback" not in log  # the whole command (47.11)
     metadata = json.loads((out / "metadata.json").read_text())
     saved = results.read_bytes().count(b"\n")
     assert metadata["status"] == "interrupted", metadata["status"]
