@@ -332,7 +332,7 @@ def test_pairwise_example_prints_what_its_comment_says(monkeypatch: pytest.Monke
 def test_capture_proxy_example_prints_what_readme_says() -> None:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(compile(code_block("python", "CaptureProxy(Client("), "<README>", "exec"), {})
+        exec(compile(code_block("python", 'model_aliases=["gpt-5"]'), "<README>", "exec"), {})
     printed = out.getvalue().strip()
     assert printed == "responses ['user'] '4' prompt_tokens=3 completion_tokens=1"
     assert f"It prints `{printed}`" in documented()
