@@ -98,6 +98,20 @@ def load(spec: str, env_args: dict[str, Any] | None) -> Environment:
         raise CliError(f"cannot load environment {spec!r}: {exc}") from exc
 
 
+def with_registry(
+    spec: str | None, env_args: dict[str, Any] | None, registry: str | None
+) -> dict[str, Any] | None:
+    """`--registry` as the Harbor loader's `registry` argument (a local file made absolute, so
+    workers and resumed runs find it from any folder)."""
+    if registry is None:
+        return env_args
+    if not (spec or "").startswith("harbor:"):
+        raise CliError("--registry names the registry of a Harbor dataset: give it with harbor:NAME@VERSION")
+    if "://" not in registry:
+        registry = str(Path(registry).expanduser().resolve())
+    return {**(env_args or {}), "registry": registry}
+
+
 def load_run(path: str) -> EvalResults:
     from harness import load_results
 
@@ -174,6 +188,7 @@ hub_option = click.option("--hub", "hub_url", help=HUB_HELP)
 @click.option("--workers", type=int, default=1, show_default=True, metavar="N", callback=limited, help="run rollouts in N worker processes (-c is the total across them)")  # fmt: skip
 @click.option("--ray", is_flag=False, flag_value="", metavar="ADDRESS", help="run the workers as Ray actors on the cluster at ADDRESS (no ADDRESS: a local Ray); needs pip install 'rubric-rl[ray]'")  # fmt: skip
 @click.option("--shard", metavar="I/N", help="run only slice I of N (from 0) of the examples; join with `rubric merge`")  # fmt: skip
+@click.option("--registry", metavar="PATH|URL", help="with harbor:NAME@VERSION: the Harbor registry.json naming the dataset (a path, file:// or http(s):// URL); its tasks are fetched once with git into ~/.cache/rubric/harbor")  # fmt: skip
 @click.pass_context
 def eval_command(ctx: click.Context, /, **o: Any) -> int:
     from envs._driver.runs import RunRequest, prepare_run, run
@@ -191,8 +206,9 @@ def eval_command(ctx: click.Context, /, **o: Any) -> int:
     typed = [k for k in o if ctx.get_parameter_source(k) is not click.core.ParameterSource.DEFAULT]
     given = ("num_examples", "rollouts_per_example", "concurrency", "seed", "split", "shard", "workers")
     ray = {"executor": "ray", "ray_address": o["ray"] or None} if o["ray"] is not None else {}
+    env_args = with_registry(o["env"], o["env_args"], o["registry"])
     request = RunRequest(
-        spec=o["env"], env_args=o["env_args"], mcp=list(o["mcp"]), model=o["model"], base_url=o["base_url"],
+        spec=o["env"], env_args=env_args, mcp=list(o["mcp"]), model=o["model"], base_url=o["base_url"],
         agent=o["agent"], agent_files=o["agent_files"], runtime=o["runtime"],
         api_key_var=o["api_key_var"], sampling=sampling if o["sampling"] is not None or sampling else None,
         max_turns=o["max_turns"], max_calls=o["max_turns"], output_dir=o["output_dir"], resume=o["resume"], retry_errors=o["retry_errors"],

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from envs._environment import Environment
 from envs._harbor.files import HarborTaskError, read_task_file, staged_task_folder
+from envs._harbor.registry import registry_task_folders
 from envs._harbor.task import HarborTask, load_task, task_folders
 from envs._harbor.verifier import INFO_KEY, HarborVerifier
 from envs.agents import TaskSandbox
@@ -87,8 +88,15 @@ class HarborEnvironment(Environment):
     runs). The run's own runtime and limits, when it gives them, win.
     """
 
-    def __init__(self, path: str | Path, *, rubric: Rubric | None = None, name: str | None = None) -> None:
-        folders = task_folders(path)
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        rubric: Rubric | None = None,
+        name: str | None = None,
+        folders: Sequence[Path] | None = None,
+    ) -> None:
+        folders = list(folders) if folders is not None else task_folders(path)
         rows = [_row(folder) for folder in folders]
         self.tasks = {
             row["example_id"]: load_task(row["info"][INFO_KEY]["path"])
@@ -163,21 +171,32 @@ def from_harbor(
     *,
     rubric: Rubric | None = None,
     name: str | None = None,
+    registry: str | None = None,
 ) -> Environment:
-    """Harbor tasks as an `Environment`: PATH is one task folder or a folder of task folders.
+    """Harbor tasks as an `Environment`: PATH is one task folder, a folder of task folders, a
+    dataset folder (its dataset.toml names the tasks and pins their digests), or with
+    `registry` a dataset `NAME@VERSION` of a Harbor registry (its tasks fetched once with git
+    into a cache, `envs._harbor.registry`).
 
     Play them with an agent: `env.evaluate(model, agent="bash")` (`runtime=` for every task
-    instead of each task's own image), `rubric eval harbor:PATH --agent NAME`.
+    instead of each task's own image), `rubric eval harbor:PATH --agent NAME`,
+    `rubric eval harbor:NAME@VERSION --registry REGISTRY --agent NAME`.
 
     Args:
-        path: The task or dataset folder.
+        path: The task or dataset folder; with `registry`, the dataset's `NAME@VERSION` (or `NAME`).
         rubric: The reward tree (default `HarborVerifier()` alone; put it in your own tree to
             combine the task's tests with other nodes).
-        name: The environment's name (default: the folder's).
+        name: The environment's name (default: the folder's; a registry dataset's `NAME@VERSION`).
+        registry: A registry.json: a path, a `file://` or an `http(s)://` URL.
 
     Raises:
-        HarborTaskError: PATH is not a folder, or one task folder given alone is not a task.
+        HarborTaskError: PATH is not a folder, or one task folder given alone is not a task; a
+            dataset.toml or a registry names a task that is not there or has another digest.
     """
+    if registry is not None:
+        dataset, fetched = registry_task_folders(str(path), registry)
+        default = f"{dataset.name.replace('/', '-')}@{dataset.version}"
+        return HarborEnvironment(path, rubric=rubric, name=name or default, folders=fetched)
     folders = task_folders(path)
     if len(folders) == 1 and Path(path).expanduser().resolve() == folders[0]:
         load_task(folders[0])  # one task given alone: its error now, not on its rollouts

@@ -25,6 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from envs._harbor.dataset import dataset_task_folders, is_dataset
 from envs._harbor.files import HarborTaskError, check_task_folder, read_task_file
 
 #: Harbor's defaults (seconds, CPUs, MB).
@@ -216,10 +217,12 @@ def _text(path: Path, relative: str) -> str:
 
 
 def task_folders(path: str | Path) -> list[Path]:
-    """The task folders `path` names: itself when it is a task, else its sub-folders (sorted).
+    """The task folders `path` names: itself when it is a task; the tasks its dataset.toml
+    names, each digest verified (`envs._harbor.dataset`); else its sub-folders (sorted).
 
     Raises:
-        HarborTaskError: `path` is not a folder, or holds neither a task.toml nor sub-folders.
+        HarborTaskError: `path` is not a folder, or holds neither a task.toml nor sub-folders;
+            its dataset.toml is bad, names a task not there or pins another digest.
     """
     root = Path(path).expanduser()
     if not root.is_dir():
@@ -228,6 +231,8 @@ def task_folders(path: str | Path) -> list[Path]:
         )
     if is_harbor_task(root):
         return [root.resolve()]
+    if is_dataset(root):
+        return dataset_task_folders(root)
     folders = sorted(p.resolve() for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not folders:
         raise HarborTaskError(
