@@ -197,6 +197,11 @@ def from_harbor(
         dataset, fetched = registry_task_folders(str(path), registry)
         default = f"{dataset.name.replace('/', '-')}@{dataset.version}"
         return HarborEnvironment(path, rubric=rubric, name=name or default, folders=fetched)
+    if "@" in str(path) and not Path(path).expanduser().exists():
+        raise HarborTaskError(
+            f"harbor:{path}: no such folder; for a dataset of a Harbor registry give the registry: "
+            "--registry PATH_OR_URL (registry= in Python)"
+        )
     folders = task_folders(path)
     if len(folders) == 1 and Path(path).expanduser().resolve() == folders[0]:
         load_task(folders[0])  # one task given alone: its error now, not on its rollouts

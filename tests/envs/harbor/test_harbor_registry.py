@@ -3,9 +3,12 @@ repository (file://) into the cache, reused offline, digests checked; then playe
 
 from __future__ import annotations
 
+import functools
+import http.server
 import json
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -115,6 +118,36 @@ def test_a_digest_mismatch_is_refused_by_name(tmp_path: Path, cache: Path) -> No
     (alpha / "tests" / "test.sh").write_text("echo 1 > /logs/verifier/reward.txt\n")
     with pytest.raises(HarborTaskError, match=r"task alpha: the copy in .* has digest sha256:\w+, it had sha256:\w+ when fetched"):  # fmt: skip
         from_harbor("acme/ds@1.0", registry=str(registry))
+
+
+def test_a_registry_served_over_http(tmp_path: Path, cache: Path) -> None:
+    repo, commit = make_repo(tmp_path)
+    make_registry(tmp_path, repo, commit)
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            url = f"http://127.0.0.1:{server.server_address[1]}/registry.json"
+            env = from_harbor("acme/ds@1.0", registry=url)
+        finally:
+            server.shutdown()
+            thread.join()
+    assert [row["example_id"] for row in env.dataset] == ["alpha", "beta"]
+
+
+def test_bad_entries_and_a_name_without_its_registry(tmp_path: Path, cache: Path) -> None:
+    registry = tmp_path / "registry.json"
+    bad = {"name": "t", "git_url": "--upload-pack=touch /tmp/x", "git_commit_id": "-c", "path": "t"}
+    registry.write_text(json.dumps([{"name": "acme/ds", "version": "1.0", "tasks": [bad]}]))
+    with pytest.raises(
+        HarborTaskError, match=r"is not a list of datasets: 0.tasks.0.git_url: String should match"
+    ):
+        from_harbor("acme/ds@1.0", registry=str(registry))
+    with pytest.raises(
+        HarborTaskError, match=r"for a dataset of a Harbor registry give the registry: --registry"
+    ):
+        from_harbor("acme/ds@1.0")
 
 
 def test_a_commit_the_repository_has_not_is_refused(tmp_path: Path, cache: Path) -> None:
