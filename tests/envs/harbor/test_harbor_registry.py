@@ -175,3 +175,18 @@ def test_rubric_eval_registry_dataset_with_the_oracle_scores_one(tmp_path: Path)
     assert sorted((r["example_id"], r["reward"]) for r in rows) == [("alpha", 1.0), ("beta", 1.0)], rows
     metadata = json.dumps(json.loads((out / "metadata.json").read_text()))
     assert "harbor:acme/ds@1.0" in metadata and str(tmp_path / "registry.json") in metadata
+    # Resumed with its registry again, offline: the tasks come from the cache.
+    shutil.rmtree(repo)
+    again = (
+        "eval",
+        "harbor:acme/ds@1.0",
+        "--resume",
+        str(out),
+        "--registry",
+        "registry.json",
+        "--agent",
+        "oracle",
+    )
+    resumed = run(*again, "--no-progress", cwd=tmp_path, env=cache)
+    assert resumed.returncode == 0, resumed.stderr
+    assert len((out / "results.jsonl").read_text().splitlines()) == 2
