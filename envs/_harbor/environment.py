@@ -85,7 +85,8 @@ class HarborEnvironment(Environment):
     The task hooks say what each task asks of the run that plays it: `task_sandbox` its image
     (named, or built once from a checked copy of its environment/), cpus, memory, storage,
     WORKDIR and `[agent] timeout_sec`; `solution` its solution/solve.sh (what `--agent oracle`
-    runs). The run's own runtime and limits, when it gives them, win.
+    runs). The run's own runtime and limits, when it gives them, win. `folders` gives the task
+    folders instead of those PATH names (a registry dataset's, fetched into the cache).
     """
 
     def __init__(
