@@ -150,6 +150,19 @@ def test_bad_entries_and_a_name_without_its_registry(tmp_path: Path, cache: Path
         from_harbor("acme/ds@1.0")
 
 
+def test_a_task_without_git_url_is_a_folder_beside_the_registry(tmp_path: Path, cache: Path) -> None:
+    make_task(tmp_path / "local", "solo", PASS)
+    entry = {"name": "solo", "path": "local/solo", "digest": task_digest(tmp_path / "local" / "solo")}
+    (tmp_path / "registry.json").write_text(json.dumps([{"name": "d", "version": "head", "tasks": [entry]}]))
+    env = from_harbor("d", registry=str(tmp_path / "registry.json"))  # "head" is Harbor's first choice
+    assert [Path(row["info"]["harbor"]["path"]) for row in env.dataset] == [tmp_path / "local" / "solo"]
+    (tmp_path / "local" / "solo" / "instruction.md").write_text("Another task.")
+    with pytest.raises(
+        HarborTaskError, match=r"task solo: .*solo has digest sha256:\w+, the registry pins sha256:"
+    ):
+        from_harbor("d", registry=str(tmp_path / "registry.json"))
+
+
 def test_a_commit_the_repository_has_not_is_refused(tmp_path: Path, cache: Path) -> None:
     repo, _ = make_repo(tmp_path)
     registry = make_registry(tmp_path, repo, "f" * 40)
