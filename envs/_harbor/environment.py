@@ -85,7 +85,8 @@ class HarborEnvironment(Environment):
     The task hooks say what each task asks of the run that plays it: `task_sandbox` its image
     (named, or built once from a checked copy of its environment/), cpus, memory, storage,
     WORKDIR and `[agent] timeout_sec`; `solution` its solution/solve.sh (what `--agent oracle`
-    runs). The run's own runtime and limits, when it gives them, win.
+    runs). The run's own runtime and limits, when it gives them, win. `folders` gives the task
+    folders instead of those PATH names (a registry dataset's, fetched into the cache).
     """
 
     def __init__(
@@ -197,6 +198,11 @@ def from_harbor(
         dataset, fetched = registry_task_folders(str(path), registry)
         default = f"{dataset.name.replace('/', '-')}@{dataset.version}"
         return HarborEnvironment(path, rubric=rubric, name=name or default, folders=fetched)
+    if "@" in str(path) and not Path(path).expanduser().exists():
+        raise HarborTaskError(
+            f"harbor:{path}: no such folder; for a dataset of a Harbor registry give the registry: "
+            "--registry PATH_OR_URL (registry= in Python)"
+        )
     folders = task_folders(path)
     if len(folders) == 1 and Path(path).expanduser().resolve() == folders[0]:
         load_task(folders[0])  # one task given alone: its error now, not on its rollouts

@@ -47,13 +47,14 @@ GIT_TIMEOUT_SEC = 1800.0
 
 
 class RegistryTask(BaseModel):
-    """One task of a registry dataset: a folder at `path` of `git_url` at `git_commit_id`."""
+    """One task of a registry dataset: a folder at `path` of `git_url` at `git_commit_id`
+    (neither may start with "-": git would read it as an option)."""
 
     model_config = ConfigDict(extra="allow")
 
     name: str
-    git_url: str | None = None
-    git_commit_id: str | None = None
+    git_url: str | None = Field(None, pattern=r"^[^-\s].*$")
+    git_commit_id: str | None = Field(None, pattern=r"^[A-Za-z0-9._/][A-Za-z0-9._/-]*$")
     path: str
     digest: str | None = Field(None, pattern=r"^sha256:[a-f0-9]{64}$")
 
@@ -223,16 +224,20 @@ def _entry(task: RegistryTask, commit: str) -> Path:
 
 def _reuse(task: RegistryTask, entry: Path) -> FetchedTask:
     """A task fetched before: its recorded digest checked against the copy (and the registry's)."""
-    record = json.loads((entry / _RECORD).read_text())
+    try:
+        record = json.loads((entry / _RECORD).read_text())
+        recorded, commit = str(record["digest"]), str(record["commit"])
+    except (OSError, ValueError, KeyError, TypeError):
+        raise HarborTaskError(f"Harbor registry task {task.name}: {entry / _RECORD} is damaged; remove {entry} to fetch it again") from None  # fmt: skip
     folder = entry / _task_path(task).name
     actual = task_digest(folder)
-    if actual != record["digest"]:
+    if actual != recorded:
         raise HarborTaskError(
-            f"Harbor registry task {task.name}: the copy in {folder} has digest {actual}, it had {record['digest']} "
+            f"Harbor registry task {task.name}: the copy in {folder} has digest {actual}, it had {recorded} "
             f"when fetched; it was changed since: remove {entry} to fetch it again"
         )
     _check_pinned(task, actual)
-    return FetchedTask(folder, record["commit"], actual)
+    return FetchedTask(folder, commit, actual)
 
 
 def _check_pinned(task: RegistryTask, actual: str) -> None:

@@ -38,7 +38,8 @@ def test_dataset_toml_runs_the_tasks_it_names_found_by_task_name(tmp_path: Path)
     folder = make_dataset(tmp_path)
     assert [p.name for p in task_folders(folder)] == ["beta-dir", "alpha-dir"]
     env = load_environment(f"harbor:{folder}")
-    assert [row["example_id"] for row in env.dataset] == ["beta-dir", "alpha-dir"]  # gamma is not named
+    played = [Path(row["info"]["harbor"]["path"]).name for row in env.dataset]
+    assert played == ["beta-dir", "alpha-dir"]  # gamma is not named
 
 
 def test_a_changed_task_is_refused_with_both_digests(tmp_path: Path) -> None:

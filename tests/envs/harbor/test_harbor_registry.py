@@ -3,9 +3,12 @@ repository (file://) into the cache, reused offline, digests checked; then playe
 
 from __future__ import annotations
 
+import functools
+import http.server
 import json
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -117,6 +120,49 @@ def test_a_digest_mismatch_is_refused_by_name(tmp_path: Path, cache: Path) -> No
         from_harbor("acme/ds@1.0", registry=str(registry))
 
 
+def test_a_registry_served_over_http(tmp_path: Path, cache: Path) -> None:
+    repo, commit = make_repo(tmp_path)
+    make_registry(tmp_path, repo, commit)
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            url = f"http://127.0.0.1:{server.server_address[1]}/registry.json"
+            env = from_harbor("acme/ds@1.0", registry=url)
+        finally:
+            server.shutdown()
+            thread.join()
+    assert [row["example_id"] for row in env.dataset] == ["alpha", "beta"]
+
+
+def test_bad_entries_and_a_name_without_its_registry(tmp_path: Path, cache: Path) -> None:
+    registry = tmp_path / "registry.json"
+    bad = {"name": "t", "git_url": "--upload-pack=touch /tmp/x", "git_commit_id": "-c", "path": "t"}
+    registry.write_text(json.dumps([{"name": "acme/ds", "version": "1.0", "tasks": [bad]}]))
+    with pytest.raises(
+        HarborTaskError, match=r"is not a list of datasets: 0.tasks.0.git_url: String should match"
+    ):
+        from_harbor("acme/ds@1.0", registry=str(registry))
+    with pytest.raises(
+        HarborTaskError, match=r"for a dataset of a Harbor registry give the registry: --registry"
+    ):
+        from_harbor("acme/ds@1.0")
+
+
+def test_a_task_without_git_url_is_a_folder_beside_the_registry(tmp_path: Path, cache: Path) -> None:
+    make_task(tmp_path / "local", "solo", PASS)
+    entry = {"name": "solo", "path": "local/solo", "digest": task_digest(tmp_path / "local" / "solo")}
+    (tmp_path / "registry.json").write_text(json.dumps([{"name": "d", "version": "head", "tasks": [entry]}]))
+    env = from_harbor("d", registry=str(tmp_path / "registry.json"))  # "head" is Harbor's first choice
+    assert [Path(row["info"]["harbor"]["path"]) for row in env.dataset] == [tmp_path / "local" / "solo"]
+    (tmp_path / "local" / "solo" / "instruction.md").write_text("Another task.")
+    with pytest.raises(
+        HarborTaskError, match=r"task solo: .*solo has digest sha256:\w+, the registry pins sha256:"
+    ):
+        from_harbor("d", registry=str(tmp_path / "registry.json"))
+
+
 def test_a_commit_the_repository_has_not_is_refused(tmp_path: Path, cache: Path) -> None:
     repo, _ = make_repo(tmp_path)
     registry = make_registry(tmp_path, repo, "f" * 40)
@@ -142,3 +188,18 @@ def test_rubric_eval_registry_dataset_with_the_oracle_scores_one(tmp_path: Path)
     assert sorted((r["example_id"], r["reward"]) for r in rows) == [("alpha", 1.0), ("beta", 1.0)], rows
     metadata = json.dumps(json.loads((out / "metadata.json").read_text()))
     assert "harbor:acme/ds@1.0" in metadata and str(tmp_path / "registry.json") in metadata
+    # Resumed with its registry again, offline: the tasks come from the cache.
+    shutil.rmtree(repo)
+    again = (
+        "eval",
+        "harbor:acme/ds@1.0",
+        "--resume",
+        str(out),
+        "--registry",
+        "registry.json",
+        "--agent",
+        "oracle",
+    )
+    resumed = run(*again, "--no-progress", cwd=tmp_path, env=cache)
+    assert resumed.returncode == 0, resumed.stderr
+    assert len((out / "results.jsonl").read_text().splitlines()) == 2
