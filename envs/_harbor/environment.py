@@ -135,7 +135,7 @@ class HarborEnvironment(Environment):
         async with self._building.setdefault(task.name, asyncio.Lock()):
             if task.name not in self._images:
                 self._images[task.name] = await build_task_image(task)
-        return f"docker:{self._images[task.name]}"
+        return task.runtime_with(self._images[task.name])
 
     async def solution(self, sandbox: Sandbox, rollout: Rollout) -> str | None:
         """The task's solution/ uploaded to /solution (only now: the agent never sees it) and
