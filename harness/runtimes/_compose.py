@@ -478,23 +478,11 @@ class ComposeRuntime(DockerRuntime):
         super().__init__(
             spec, run_id, image=named, context=None if named else context, build_network=build_network
         )
+        self.dockerfile = main.dockerfile
         self._sidecar_images: dict[str, str | None] | None = None
 
     def _make(self, config: SandboxConfig, state: SandboxState) -> Sandbox:
         return ComposeSandbox(config, state, self)
-
-    async def image(self) -> str:
-        """The main image: named, or built once from main's build or the file's folder."""
-        if self.image_name is not None:
-            return self.image_name
-        assert self.context is not None
-        async with self._lock:
-            if self._built is None:
-                dockerfile = self.project.services[MAIN].dockerfile
-                self._built = await build_context(
-                    self.context, network=self.build_network, dockerfile=dockerfile
-                )
-        return self._built
 
     async def check(self, config: SandboxConfig | None = None) -> None:
         """As `DockerRuntime.check`; a `network` other than "none" is refused (the project's

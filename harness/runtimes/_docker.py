@@ -645,6 +645,8 @@ class DockerRuntime(Runtime):
         self.context = context
         #: Whether a build from `context` may use the daemon's default network (False: none).
         self.build_network = build_network
+        #: The Dockerfile's path inside `context` (None: `Dockerfile`).
+        self.dockerfile: str | None = None
         #: Whether the daemon caps a container's writable layer at disk_mb (None: not yet known).
         self.layer_capped: bool | None = None
         self._built: str | None = None
@@ -684,7 +686,9 @@ class DockerRuntime(Runtime):
         assert self.context is not None
         async with self._lock:
             if self._built is None:
-                self._built = await build_context(self.context, network=self.build_network)
+                self._built = await build_context(
+                    self.context, network=self.build_network, dockerfile=self.dockerfile
+                )
         return self._built
 
     def describe(self) -> str:

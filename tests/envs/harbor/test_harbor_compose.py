@@ -16,7 +16,7 @@ import pytest
 from envs import from_harbor
 from envs._harbor import HarborTaskError, load_task
 from harness._core.errors import ConfigError
-from harness.runtimes import get_runtime
+from harness.runtimes import SandboxError, get_runtime
 from harness.runtimes._docker import client
 
 pytestmark = [pytest.mark.agents, pytest.mark.docker, pytest.mark.slow]
@@ -125,7 +125,7 @@ async def test_sidecars_are_reachable_only_inside_their_project(tmp_path: Path) 
 
 DRIVER = """
 import asyncio, sys
-from harness.runtimes import get_runtime
+from harness.runtimes import SandboxError, get_runtime
 async def main():
     sandbox = await get_runtime(sys.argv[1]).open(__import__("harness.runtimes", fromlist=["x"]).SandboxConfig())
     print("open", flush=True)
@@ -182,3 +182,36 @@ def test_a_bad_compose_file_is_refused_naming_the_file(tmp_path: Path, compose: 
         load_task(folder)
     with pytest.raises(ConfigError, match=rf"{file}.*{said}"):
         get_runtime(f"compose:{file}")
+
+
+@pytest.mark.parametrize(
+    ("sidecar", "said"),
+    [
+        (
+            "    command: ['sleep', '600']\n    healthcheck:\n      test: ['CMD', 'false']\n"
+            "      interval: 1s\n      retries: 2\n",
+            r"service 'web' is unhealthy",
+        ),
+        (
+            "    command: ['sh', '-c', 'echo setting up; exit 3']\n",
+            r"service 'web' exited with code 3: setting up",
+        ),
+    ],
+    ids=["unhealthy", "failed-job"],
+)
+async def test_a_sidecar_that_fails_its_condition_fails_the_sandbox_and_leaves_nothing(
+    tmp_path: Path, sidecar: str, said: str
+) -> None:
+    condition = "service_healthy" if "healthcheck" in sidecar else "service_completed_successfully"
+    compose = (
+        f"services:\n  main:\n    depends_on:\n      web:\n        condition: {condition}\n"
+        f"  web:\n    image: {IMAGE}\n{sidecar}"
+    )
+    folder = compose_task(tmp_path, compose)
+    runtime = get_runtime(
+        f"compose:{folder / 'environment' / 'docker-compose.yaml'}"
+    )  # main: the Dockerfile beside it
+    with pytest.raises(SandboxError, match=said):
+        async with runtime.sandbox():
+            pass
+    assert await _ours(f"rubric.owner={os.getpid()}") == []
