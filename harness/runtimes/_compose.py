@@ -242,12 +242,19 @@ def _argv(name: str, key: str, value: Any) -> list[str] | None:
 def _environment(name: str, value: Any) -> dict[str, str]:
     if value is None:
         return {}
-    if isinstance(value, dict):
-        return {str(k): "" if v is None else str(v) for k, v in value.items()}
     if isinstance(value, list):
-        pairs = [str(item).partition("=") for item in value]
-        return {k: v for k, _, v in pairs}
-    raise ValueError(f"service {name!r}: environment must be a mapping or a list of NAME=VALUE")
+        value = dict(
+            str(item).partition("=")[::2] if "=" in str(item) else (str(item), None) for item in value
+        )
+    if not isinstance(value, dict):
+        raise ValueError(f"service {name!r}: environment must be a mapping or a list of NAME=VALUE")
+    bare = [str(k) for k, v in value.items() if v is None]
+    if bare:  # Compose would pass the host's value: rubric passes none of the host's variables
+        raise ValueError(
+            f"service {name!r}: environment {bare[0]} has no value (Compose would take the host's; "
+            "rubric passes none of the host's variables): give it one"
+        )
+    return {str(k): str(v) for k, v in value.items()}
 
 
 def _depends_on(name: str, value: Any) -> dict[str, str]:
@@ -357,7 +364,12 @@ class ComposeSandbox(DockerSandbox):
             "Env": [f"{k}={v}" for k, v in service.environment.items()],
             "Labels": {**self.state.labels, "rubric.compose": service.name},
             # One waited for to complete is kept until its exit code is read (removed at close).
-            "HostConfig": {"NetworkMode": shared, "PidMode": shared, "AutoRemove": not waited},
+            "HostConfig": {
+                "NetworkMode": shared,
+                "PidMode": shared,
+                "AutoRemove": not waited,
+                **({"PidsLimit": self.config.pids} if self.config.pids else {}),
+            },
         }
         for key, value in (("Cmd", service.command), ("Entrypoint", service.entrypoint),
                            ("Healthcheck", service.healthcheck), ("WorkingDir", service.working_dir),

@@ -172,6 +172,7 @@ def test_a_sigkilled_driver_leaves_no_container_after_prune(tmp_path: Path) -> N
         ),
         ("services:\n  main: {}\nvolumes:\n  data: {}\n", "top-level key 'volumes'"),
         ("services:\n  main:\n    depends_on: [db]\n", "depends on 'db'"),
+        ("services:\n  main:\n    environment: [HOME_TOKEN]\n", "environment HOME_TOKEN has no value"),
         ("services:\n  main: {}\n  web:\n    build: ../..\n", "outside the compose file's folder"),
     ],
 )
