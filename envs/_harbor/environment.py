@@ -21,12 +21,13 @@ from typing import Any
 from envs._environment import Environment
 from envs._harbor.files import HarborTaskError, read_task_file, staged_task_folder
 from envs._harbor.registry import registry_task_folders
-from envs._harbor.task import HarborTask, load_task, task_folders
+from envs._harbor.task import COMPOSE_FILE, HarborTask, load_task, task_folders
 from envs._harbor.verifier import INFO_KEY, HarborVerifier
 from envs.agents import TaskSandbox
 from envs.agents._task import TaskRuntime
 from harness._core.types import Rollout
 from harness.runtimes import Sandbox, SandboxError
+from harness.runtimes._compose import ComposeRuntime
 from harness.runtimes._docker import build_context
 from harness.scripted import ShellScript
 from rubrics._tree.module import Rubric
@@ -127,7 +128,7 @@ class HarborEnvironment(Environment):
             raise HarborTaskError(info["error"])
         task = self.tasks.get(str(rollout.example_id))
         runtime: TaskRuntime = str(info["runtime"])
-        if task is not None and not task.config.environment.docker_image:
+        if task is not None and (not task.config.environment.docker_image or task.has_compose):
             runtime = functools.partial(self._built_image, task)
         return TaskSandbox(
             runtime=runtime,
@@ -140,11 +141,19 @@ class HarborEnvironment(Environment):
 
     async def _built_image(self, task: HarborTask) -> str:
         """The task's image built (once per run, cached by content by Docker) from a checked copy
-        of environment/, with no network unless the task allows internet."""
+        of environment/, with no network unless the task allows internet; a compose task's
+        sidecars are built here too, so with the task's network."""
         async with self._building.setdefault(task.name, asyncio.Lock()):
             if task.name not in self._images:
-                self._images[task.name] = await build_task_image(task)
-        return f"docker:{self._images[task.name]}"
+                image = task.config.environment.docker_image or await build_task_image(task)
+                if task.has_compose:  # the runtime made from the spec finds them built (by content)
+                    network = task.config.environment.allow_internet
+                    file = task.path / COMPOSE_FILE
+                    await ComposeRuntime(
+                        task.runtime, "", file, main_image=image, build_network=network
+                    ).sidecar_images()
+                self._images[task.name] = image
+        return task.runtime_with(self._images[task.name])
 
     async def solution(self, sandbox: Sandbox, rollout: Rollout) -> str | None:
         """The task's solution/ uploaded to /solution (only now: the agent never sees it) and

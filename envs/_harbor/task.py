@@ -6,7 +6,8 @@
                        cpus, memory_mb (or memory "2G"), storage_mb (or storage "10G"),
                        docker_image, allow_internet; [metadata] free-form
       instruction.md   what the agent is asked to do
-      environment/     a Dockerfile and its build context (unless docker_image names an image)
+      environment/     a Dockerfile and its build context (unless docker_image names an image),
+                       and docker-compose.yaml for sidecar services (`main` is the agent's)
       tests/test.sh    the verifier: writes /logs/verifier/reward.txt or reward.json
       solution/solve.sh  the reference solution (optional; only the oracle sees it)
 
@@ -27,10 +28,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from envs._harbor.dataset import dataset_task_folders, is_dataset
 from envs._harbor.files import HarborTaskError, check_task_folder, read_task_file
+from harness._core.errors import ConfigError
+from harness.runtimes._compose import load_compose
 
 #: Harbor's defaults (seconds, CPUs, MB).
 DEFAULT_TIMEOUT_SEC = 600.0
 REQUIRED_FILES = ("task.toml", "instruction.md", "tests/test.sh")
+#: A multi-container environment (Harbor's docker environment prefers it when present).
+COMPOSE_FILE = "environment/docker-compose.yaml"
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*$", re.IGNORECASE)
 _UNITS = {"": 1 / (1 << 20), "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
 
@@ -136,9 +141,21 @@ class HarborTask(BaseModel):
 
     @property
     def runtime(self) -> str:
-        """The task's sandbox runtime: its named image, or its environment/ folder (built once)."""
+        """The task's sandbox runtime: its named image, or its environment/ folder (built once);
+        a compose project (`compose:FILE`) when environment/docker-compose.yaml exists."""
         image = self.config.environment.docker_image
+        if self.has_compose:
+            return self.runtime_with(image) if image else f"compose:{self.path / COMPOSE_FILE}"
         return f"docker:{image}" if image else f"docker:{self.path / 'environment'}"
+
+    @property
+    def has_compose(self) -> bool:
+        """Whether its environment is a compose project (environment/docker-compose.yaml)."""
+        return (self.path / COMPOSE_FILE).is_file()
+
+    def runtime_with(self, image: str) -> str:
+        """The runtime whose main image is `image` (its compose project's, when it has one)."""
+        return f"compose:{self.path / COMPOSE_FILE}?main={image}" if self.has_compose else f"docker:{image}"
 
     @property
     def has_solution(self) -> bool:
@@ -199,6 +216,13 @@ def load_task(folder: str | Path) -> HarborTask:
             if len(words) == 2 and words[0].upper() == "WORKDIR" and words[1].startswith("/"):
                 workdir = words[1].strip()
     instruction = _text(path, "instruction.md")
+    if (path / COMPOSE_FILE).is_file():  # refused now, naming the file, not when a sandbox starts
+        _text(path, COMPOSE_FILE)
+        check_task_folder(path, "environment")  # the sidecars' build contexts are in it
+        try:
+            load_compose(path / COMPOSE_FILE)
+        except ConfigError as exc:
+            raise HarborTaskError(f"Harbor task {path}: {exc}") from None
     for folder in ("tests", "solution", "environment"):  # refused now, not when uploaded
         if (path / folder).is_dir() and (folder != "environment" or config.environment.docker_image is None):
             check_task_folder(path, folder)
