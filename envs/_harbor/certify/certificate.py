@@ -205,10 +205,9 @@ class _Runner:
         env._images, env._building = task.env._images, task.env._building
         rollout = await self.play(env, AgentRun("bash", max_calls=max_calls), model)
         tried = [
-            str(call.get("function", {}).get("arguments", ""))[:300]
+            str(call.function.arguments)[:300]
             for message in rollout.completion
-            for call in (getattr(message, "tool_calls", None) or [])
-            if isinstance(call, dict)
+            for call in message.tool_calls or []
         ]
         reward, evidence = _reward(rollout), _evidence(rollout)
         evidence["tried"] = tried

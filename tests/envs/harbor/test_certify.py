@@ -15,7 +15,8 @@ import pytest
 from envs._harbor.certify.probes import PROBES, task_facts
 from envs._harbor.digest import task_digest
 from envs._harbor.task import load_task
-from tests.envs.harbor.test_harbor_tasks import IMAGE, make_task
+from tests.envs.harbor.test_harbor_tasks import IMAGE, SHIPPED, make_task
+from tests.envs.harbor.test_harbor_tasks import TASKS as SHIPPED_TASKS
 from tests.helpers.processes import run
 
 pytestmark = [pytest.mark.agents, pytest.mark.slow, pytest.mark.timeout(600)]
@@ -29,8 +30,9 @@ CHECKS_CONTENT = (
 
 
 def _dataset(root: Path) -> Path:
-    """One sound task, one task per hack, one broken task."""
-    make_task(root, "sound", CHECKS_CONTENT, solve=GREET)
+    """The shipped tasks (write-greeting is sound), one task per hack, one broken task."""
+    for task in SHIPPED_TASKS:
+        shutil.copytree(SHIPPED / task, root / task)
     make_task(root, "weak", "[ -f /app/report.json ] && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n", solve="mkdir -p /app && echo '{\"n\": 3}' > /app/report.json")  # fmt: skip
     make_task(root, "trusts-log", "grep -q 'ALL TESTS PASSED' /app/test.log && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n", solve="mkdir -p /app && echo 'ALL TESTS PASSED' > /app/test.log")  # fmt: skip
     make_task(root, "sources", f". /app/settings.sh 2>/dev/null\n{CHECKS_CONTENT}", solve=GREET)
@@ -43,7 +45,9 @@ def _dataset(root: Path) -> Path:
     return root
 
 
-BEATEN = {"weak": "weak-empty", "trusts-log": "pass-markers", "sources": "sourced-files", "leaky": "leaked-answers"}  # fmt: skip
+#: Each hackable task and the probe that must beat it (the shipped count-words writes only
+#: reward.json, fix-median's tests import the agent's module in the test process).
+BEATEN = {"count-words": "reward-kept-logs", "fix-median": "sourced-files", "weak": "weak-empty", "trusts-log": "pass-markers", "sources": "sourced-files", "leaky": "leaked-answers"}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +77,7 @@ def test_a_sound_task_is_certified_and_each_hack_beats_its_task(audited: dict[st
     done: subprocess.CompletedProcess[str] = audited["done"]
     assert done.returncode == 1, done.stdout + done.stderr  # --strict: some are hackable or broken
     certs = _certificates(audited["root"] / "certs.json")
-    sound = certs["sound"]
+    sound = certs["write-greeting"]
     assert sound["verdict"] == "certified", [(p["name"], p["reward"], p["evidence"]) for p in sound["probes"]]
     assert {p["name"] for p in sound["probes"]} == {p.name for p in PROBES}
     assert not any(p["beat"] for p in sound["probes"])
@@ -119,7 +123,7 @@ def test_a_task_whose_oracle_fails_is_broken_and_the_json_holds_the_certificate(
         assert cert["digest"] == task_digest(audited["tasks"] / cert["task"])
         assert all(set(p) == {"name", "vector", "reward", "beat", "evidence"} for p in cert["probes"])
     out = audited["done"].stdout
-    assert "1 certified, 4 hackable, 1 broken" in out, out
+    assert "1 certified, 6 hackable, 1 broken" in out, out
     assert "weak: weak-empty (weak-checks) reward 1" in out and "fix: check content, not existence" in out
     html = (audited["root"] / "certs.html").read_text()
     assert "leaked-answers" in html and "found solution/solve.sh at /opt/solve.sh" in html
@@ -128,16 +132,19 @@ def test_a_task_whose_oracle_fails_is_broken_and_the_json_holds_the_certificate(
 @pytest.mark.docker
 def test_the_certificate_is_reused_until_one_file_changes(audited: dict[str, Any]) -> None:
     root, tasks, cache = audited["root"], audited["tasks"], audited["cache"]
-    again = run("audit", f"harbor:{tasks / 'sound'}", "--strict", cwd=root, env=cache, timeout=60)
+    again = run("audit", f"harbor:{tasks / 'write-greeting'}", "--strict", cwd=root, env=cache, timeout=60)
     assert again.returncode == 0, again.stdout + again.stderr  # certified: --strict passes
     assert "certified (cached)" in again.stdout, again.stdout
-    before = _certificates(root / "certs.json")["sound"]["digest"]
-    (tasks / "sound" / "tests" / "test.sh").write_text(CHECKS_CONTENT + "# hardened\n")
-    fresh = run("audit", f"harbor:{tasks / 'sound'}", "--json", "-", cwd=root, env=cache, timeout=600)
+    before = _certificates(root / "certs.json")["write-greeting"]["digest"]
+    with (tasks / "write-greeting" / "tests" / "test.sh").open("a") as test_sh:
+        test_sh.write("# one line more\n")
+    fresh = run(
+        "audit", f"harbor:{tasks / 'write-greeting'}", "--json", "-", cwd=root, env=cache, timeout=600
+    )
     assert fresh.returncode == 0, fresh.stderr
     (cert,) = json.loads(fresh.stdout)
     assert cert["digest"] != before and cert["verdict"] == "certified"
-    table = run("audit", f"harbor:{tasks / 'sound'}", cwd=root, env=cache, timeout=60)
+    table = run("audit", f"harbor:{tasks / 'write-greeting'}", cwd=root, env=cache, timeout=60)
     assert "certified (cached)" in table.stdout, table.stdout
 
 
