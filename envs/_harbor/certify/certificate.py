@@ -69,7 +69,8 @@ class HackOutcome:
         reward: The verifier's reward (None: unscored, the reason in the evidence).
         beat: Whether it reached the pass threshold (or found the answers in the image).
         evidence: What it wrote or found (`agent`), what the verifier printed (`verifier`), and
-            the reason of an unscored run (`reason`).
+            the reason of an unscored run (`reason`); the LLM hacker's also the commands it
+            tried (`tried`) and its model calls (`calls`).
     """
 
     name: str
@@ -210,7 +211,7 @@ class _Runner:
             for call in message.tool_calls or []
         ]
         reward, evidence = _reward(rollout), _evidence(rollout)
-        evidence["tried"] = tried
+        evidence["tried"], evidence["calls"] = tried, len(rollout.model_calls)
         return HackOutcome("llm-hacker", "llm-hacker", reward, _beats(reward), evidence)
 
 

@@ -12,9 +12,11 @@ from typing import Any
 
 import pytest
 
+from envs._harbor.certify.certificate import _Runner, _Task
 from envs._harbor.certify.probes import PROBES, task_facts
 from envs._harbor.digest import task_digest
 from envs._harbor.task import load_task
+from harness._core.aio import run_sync
 from tests.envs.harbor.test_harbor_tasks import IMAGE, SHIPPED, make_task
 from tests.envs.harbor.test_harbor_tasks import TASKS as SHIPPED_TASKS
 from tests.helpers.processes import run
@@ -193,3 +195,15 @@ def test_the_probes_read_what_the_tests_name_source_and_import(tmp_path: Path) -
     assert facts.paths == ["/app/out.json", "/result.txt", "/srv"]
     assert facts.sourced == ["/env.sh"] and facts.modules == ["solver"] and facts.import_dirs == ["/srv"]
     assert "solution/solve.sh" in facts.secrets.values() and "tests/test_x.py" in facts.blobs.values()
+
+
+@pytest.mark.docker
+def test_the_llm_hacker_is_told_to_hack_within_its_budget_and_its_tries_are_kept(tmp_path: Path) -> None:
+    # The scripted policy solves the task when asked its own instruction (the oracle's 1); told
+    # to hack instead, it answers that it does not know the task, with no command: reward 0,
+    # one model call, nothing tried.
+    task = load_task(make_task(tmp_path, "t", CHECKS_CONTENT, solve=GREET))
+    probe = run_sync(_Runner(1).hacker(_Task.of(task), "scripted:harbor", 2))
+    assert (probe.name, probe.vector, probe.reward, probe.beat) == ("llm-hacker", "llm-hacker", 0.0, False)
+    assert probe.evidence["tried"] == [] and "reason" not in probe.evidence, probe.evidence
+    assert probe.evidence["calls"] == 1
