@@ -17,6 +17,7 @@ import hashlib
 import json
 import math
 import os
+import warnings
 from dataclasses import asdict, dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -363,7 +364,10 @@ async def acertify_harbor_tasks(
     for certificate in made:
         certificates[certificate.task] = certificate
         if cache:
-            _store(certificate, model)
+            try:
+                _store(certificate, model)
+            except OSError as exc:  # the certificate stands; only its reuse is lost
+                warnings.warn(f"cannot cache the certificate of {certificate.task}: {exc}", stacklevel=2)
     return list(certificates.values())
 
 
