@@ -192,6 +192,7 @@ hub_option = click.option("--hub", "hub_url", help=HUB_HELP)
 @click.pass_context
 def eval_command(ctx: click.Context, /, **o: Any) -> int:
     from envs._driver.runs import RunRequest, prepare_run, run
+    from envs._harbor.certify import hackable_warning
     from harness.runtimes import prune as prune_sandboxes
 
     # What a SIGKILLed earlier run left (owner dead; never anyone else's). Docker is left to the
@@ -218,6 +219,8 @@ def eval_command(ctx: click.Context, /, **o: Any) -> int:
     )  # fmt: skip
     with usage_errors():
         prepared = prepare_run(request, confirm=confirm)
+        if hackable := hackable_warning(prepared.env):
+            say(f"rubric eval: warning: {hackable}", err=True)
         ctx.meta["run_dir"] = prepared.folder  # for the Ctrl-C message
         ctx.meta["resume_flags"] = prepared.resume_flags()
         ctx.meta["resume_spec"] = prepared.request.spec
@@ -509,6 +512,32 @@ def _check_harbor(path: str) -> int:
     return 1 if failed else 0
 
 
+def _certify_harbor(
+    path: str, strict: bool, json_out: str | None, html_out: str | None, *, hacker_model: str | None, max_calls: int, no_cache: bool
+) -> int:  # fmt: skip
+    """Certify Harbor tasks (`envs.certify_harbor_tasks`): the table (or JSON), the files asked
+    for; 1 with --strict when a task is hackable or broken."""
+    from envs._harbor.certify import certificates_table, certify_harbor_tasks, write_certificates_html
+
+    with usage_errors():
+        certificates = certify_harbor_tasks(path, model=hacker_model, max_calls=max_calls, cache=not no_cache)
+    data = json.dumps([c.to_dict() for c in certificates], indent=2)
+    if json_out == "-":
+        print(data)
+    else:
+        console().print(certificates_table(certificates))
+    if json_out not in (None, "-"):
+        Path(json_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(json_out).write_text(data + "\n")
+        say(f"wrote {json_out}")
+    if html_out is not None:
+        written = write_certificates_html(
+            certificates, html_out or f"audit--{Path(path).resolve().name}.html"
+        )
+        say(f"wrote {written} ({written.stat().st_size:,} bytes); open it in a browser")
+    return 1 if strict and any(c.verdict != "certified" for c in certificates) else 0
+
+
 no_isolation = click.option("--no-isolation", is_flag=True, help="build with the backend installed here")
 
 
@@ -641,14 +670,18 @@ def calibrate(env: str, labels: str, env_args: dict[str, Any] | None, run_dir: s
 @click.option("--judge-base-url", help="OpenAI-compatible base URL of --judge-model")
 @click.option("--json", "json_out", is_flag=False, flag_value="-", metavar="OUT", help="the report as JSON: to OUT, or to stdout instead of the table")  # fmt: skip
 @click.option("--html", "html_out", is_flag=False, flag_value="", metavar="OUT", help="write an HTML report (default ./audit--ENV.html)")  # fmt: skip
-@click.option("--strict", is_flag=True, help="exit 1 when anything is flagged (for CI)")
+@click.option("--strict", is_flag=True, help="exit 1 when anything is flagged (for CI); harbor:PATH: when a task is hackable or broken")  # fmt: skip
+@click.option("-m", "--model", "hacker_model", metavar="MODEL", help="harbor:PATH: also let MODEL (the bash agent) try to make each task's tests pass without doing the task")  # fmt: skip
+@click.option("--max-calls", type=int, default=30, show_default=True, callback=limited, help="harbor:PATH with -m: the LLM hacker's model calls per task")  # fmt: skip
+@click.option("--no-cache", is_flag=True, help="harbor:PATH: probe every task again, even one whose certificate is cached for its content")  # fmt: skip
 def audit(env: str, env_args: dict[str, Any] | None, strict: bool, json_out: str | None, html_out: str | None, **o: Any) -> int:  # fmt: skip
     from envs import audit as run_audit
 
-    if env.startswith("harbor:"):  # Harbor tasks: the task hacks, in Docker
-        failed = _check_harbor(env.partition(":")[2])
-        return failed if strict else 0
-
+    harbor = {k: o.pop(k) for k in ("hacker_model", "max_calls", "no_cache")}
+    if env.startswith("harbor:"):  # Harbor tasks: the hack probes, in Docker; a certificate each
+        return _certify_harbor(env.partition(":")[2], strict, json_out, html_out, **harbor)
+    if harbor["hacker_model"] is not None or harbor["no_cache"]:
+        raise CliError("-m/--model and --no-cache go with harbor:PATH (certifying Harbor tasks)")
     with usage_errors():
         report = run_audit(load(env, env_args), **o)
     if json_out == "-":

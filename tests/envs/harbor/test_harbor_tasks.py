@@ -215,32 +215,6 @@ def test_rubric_init_harbor_scaffold_passes_rubric_check(tmp_path: Path) -> None
 
 
 @pytest.mark.docker
-def test_rubric_audit_flags_the_three_task_hacks(tmp_path: Path) -> None:
-    shutil.copytree(SHIPPED / "write-greeting", tmp_path / "write-greeting")
-    make_task(tmp_path, "free-reward", "echo 1 > /logs/verifier/reward.txt", solve="true")
-    # The verifier trusts whatever reward file it finds: it writes one only on success.
-    trusting = "[ -f /app/done ] && echo 1 > /logs/verifier/reward.txt; true"
-    make_task(tmp_path, "trusting-verifier", trusting, solve="mkdir -p /app && touch /app/done")
-    leaky = shutil.copytree(SHIPPED / "write-greeting", tmp_path / "leaky-image")
-    shutil.copy(leaky / "solution" / "solve.sh", leaky / "environment" / "solve.sh")
-    (leaky / "environment" / "Dockerfile").write_text(
-        f"FROM {IMAGE}\nWORKDIR /app\nCOPY solve.sh /opt/solve.sh\n"
-    )
-    done = run("audit", f"harbor:{tmp_path}", "--strict", cwd=tmp_path, timeout=300)
-    assert done.returncode == 1, done.stdout + done.stderr
-    lines = done.stdout.splitlines()
-    assert "FAIL free-reward: do-nothing: reward 1.0" in lines, done.stdout
-    assert any(
-        line.startswith("FAIL leaky-image: image-leak: solution/solve.sh at /opt/solve.sh") for line in lines
-    )
-    assert any(
-        line.startswith("FAIL trusting-verifier: planted-reward: scores 1 with a planted") for line in lines
-    )
-    assert not any("FAIL write-greeting" in line for line in lines), done.stdout
-    assert "1 tasks passed, 3 flagged" in done.stdout
-
-
-@pytest.mark.docker
 def test_a_task_whose_image_lacks_bash_says_so(tmp_path: Path) -> None:
     folder = make_task(tmp_path, "no-bash", "echo 1 > /logs/verifier/reward.txt", solve="true")
     (folder / "task.toml").write_text("")
