@@ -191,12 +191,12 @@ def _codex_mcp(server: McpServer) -> str:
     Raises:
         AgentError: an SSE server, which Codex cannot reach.
     """
-    head = f"\n[mcp_servers.{_toml(server.name)}]\n"
+    quoted = json.dumps  # a JSON string is a TOML basic string (its escapes are TOML's too)
+    head = f"\n[mcp_servers.{quoted(server.name)}]\n"
     if server.transport == "stdio":
-        args = ", ".join(_toml(arg) for arg in server.args)
-        return f"{head}command = {_toml(server.command or '')}\nargs = [{args}]\n"
+        return f"{head}command = {quoted(server.command or '')}\nargs = [{', '.join(map(quoted, server.args))}]\n"
     if server.transport == "streamable-http":
-        return f"{head}url = {_toml(server.url or '')}\n"
+        return f"{head}url = {quoted(server.url or '')}\n"
     raise AgentError(
         f"MCP server {server.name!r} uses transport {server.transport!r}, which codex cannot take (it "
         "speaks stdio and streamable-http); play the task with claude-code"

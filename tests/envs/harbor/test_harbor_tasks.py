@@ -258,6 +258,7 @@ def test_a_task_whose_image_lacks_bash_says_so(tmp_path: Path) -> None:
 
 
 @pytest.mark.docker
+@pytest.mark.filterwarnings("ignore:task .* asks for a network:UserWarning")  # test_task_fields.py's
 def test_a_runtime_that_replaces_the_tasks_images_is_said_once(tmp_path: Path) -> None:
     """Issue 47.10: `--runtime bwrap` runs every task outside the image it names; one line says so."""
     for name in ("a", "b"):

@@ -333,10 +333,37 @@ def test_published_agents_take_the_tasks_mcp_servers_and_skills(
     env.scripted_policies = {"read": ShellScript([f"cat $HOME/{skills}/greet/SKILL.md > /tmp/skill"], "done")}
     (rollout,) = env.evaluate("scripted:read", agent=agent, progress=False).rollouts
     assert rollout.error is None and rollout.reward == 1.0, rollout.error or rollout.score_details
-    offered = {
-        tool.get("name") or tool.get("function", {}).get("name")
-        for c in rollout.model_calls
-        for tool in c.tools or []
-    }
-    assert any("calc" in str(name) and "add" in str(name) for name in offered), offered
+    offered = {tool.get("function", {}).get("name") for c in rollout.model_calls for tool in c.tools}
+    # Codex offers an MCP server as a Responses namespace, which a Chat Completions upstream
+    # cannot express: the proxy records it among what it left out.
+    dropped = {item for c in rollout.model_calls for item in c.dropped}
+    assert "mcp__calc__add" in offered or any("(namespace 'mcp__calc')" in d for d in dropped), (
+        offered,
+        dropped,
+    )
     assert left_behind(DOCKER) == []
+
+
+# ---------------------------------------------------------------- rubric init --harbor, rubric check
+
+
+@pytest.mark.docker
+def test_init_names_an_org_task_and_check_passes_it_with_the_new_fields(tmp_path: Path) -> None:
+    """`rubric init org/NAME --harbor` writes `[task] name = "org/NAME"` in folder NAME; `rubric
+    check` reports it by that name, and its probes play a task giving MCP servers, skills and a
+    healthcheck (they call no model: nothing to register)."""
+    made = run(
+        "init", "acme/my-task", "--harbor", "--base-image", IMAGE, "--dir", str(tmp_path), cwd=tmp_path
+    )
+    assert made.returncode == 0, made.stderr
+    folder = tmp_path / "my-task"
+    assert f"next: rubric check {folder}" in made.stdout
+    task = load_task(folder)
+    assert task.name == "acme/my-task" and task.config.schema_version == "1.1" and task.unknown == {}
+    with (folder / "task.toml").open("a") as toml:
+        toml.write('skills_dir = "/tmp"\n[environment.healthcheck]\ncommand = "test -d /app"\n')
+        toml.write('[[environment.mcp_servers]]\nname = "calc"\ntransport = "stdio"\ncommand = "python3"\n')
+    checked = run("check", str(folder), cwd=tmp_path, timeout=300)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    for name in ("oracle", "do-nothing", "image-leak", "planted-reward"):
+        assert f"ok   acme/my-task: {name}" in checked.stdout, checked.stdout
