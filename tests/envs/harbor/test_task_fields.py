@@ -16,7 +16,10 @@ import pytest
 
 from envs import from_harbor
 from envs._harbor import HarborEnvironment, HarborTaskError, load_task
+from harness import ConfigError
+from harness._core.aio import run_sync
 from harness._core.types import Rollout
+from harness.runtimes import SandboxConfig, get_runtime
 from harness.scripted import ShellScript
 from tests.envs.agents.conftest import DOCKER, left_behind
 from tests.helpers.processes import run
@@ -170,14 +173,16 @@ def test_verifier_secrets_reach_test_sh_only_never_the_agent_or_the_results(tmp_
 
 @pytest.mark.docker
 def test_agent_user_workdir_and_a_healthcheck_passing_after_retries(tmp_path: Path) -> None:
-    """[agent] user runs the agent as that OS user; [environment] workdir is where it starts;
+    """[agent] user runs the agent as that OS user, [verifier] user test.sh as its own;
+    [environment] workdir is where it starts;
     the healthcheck fails twice, passes the third time, and only then does the agent run."""
     probe = "n=$(cat /tmp/n 2>/dev/null || echo 0); echo $((n+1)) > /tmp/n; [ $n -ge 2 ]"
     toml = (
         'workdir = "/srv/work"\n[environment.healthcheck]\n'
         f"command = '{probe}'\ninterval_sec = 0.1\nretries = 3\n[agent]\nuser = \"nobody\"\n"
+        '[verifier]\nuser = "daemon"\n'
     )
-    check = '[ "$(cat /tmp/uid)" = 65534 ] && [ "$(cat /tmp/pwd)" = /srv/work ] && [ "$(cat /tmp/n)" = 3 ]'
+    check = '[ "$(id -u)" = 1 ] && [ "$(cat /tmp/uid)" = 65534 ] && [ "$(cat /tmp/pwd)" = /srv/work ] && [ "$(cat /tmp/n)" = 3 ]'
     env = from_harbor(make_task(tmp_path, "user", check, toml))
     (rollout,) = env.evaluate("scripted:harbor", agent="command:id -u > /tmp/uid; pwd > /tmp/pwd", progress=False).rollouts  # fmt: skip
     assert rollout.error is None and rollout.reward == 1.0, rollout.error or rollout.score_details
@@ -367,3 +372,10 @@ def test_init_names_an_org_task_and_check_passes_it_with_the_new_fields(tmp_path
     assert checked.returncode == 0, checked.stdout + checked.stderr
     for name in ("oracle", "do-nothing", "image-leak", "planted-reward"):
         assert f"ok   acme/my-task: {name}" in checked.stdout, checked.stdout
+
+
+@pytest.mark.bwrap
+def test_a_bwrap_sandbox_refuses_a_network_of_its_own() -> None:
+    with pytest.raises(ConfigError, match=r"a bwrap sandbox has no network of its own \(network 'bridge'\)"):
+        run_sync(get_runtime("bwrap").open(SandboxConfig(network="bridge")))
+    assert left_behind() == []
