@@ -31,7 +31,14 @@ from typing import Any
 
 from envs._environment import Environment
 from envs._harbor.files import HarborTaskError, read_task_file, staged_task_folder
-from envs._harbor.task import HarborTask, HealthcheckSection, load_task, resolved_env, task_folders
+from envs._harbor.task import (
+    HarborTask,
+    HealthcheckSection,
+    load_task,
+    resolved_env,
+    task_config,
+    task_folders,
+)
 from envs._harbor.verifier import INFO_KEY, HarborVerifier
 from envs.agents import AgentError, TaskSandbox
 from envs.agents._task import McpServer, TaskRuntime
@@ -176,7 +183,7 @@ class HarborEnvironment(Environment):
             return await super().solution(sandbox, rollout)
         async with staged_task_folder(task, "solution") as solution:
             await sandbox.upload(solution, SOLUTION_DIR)
-        env = resolved_env(load_task(task).config.solution.env, "[solution]")
+        env = resolved_env(task_config(task).solution.env, "[solution]")
         if not env:
             return f"bash {SOLUTION_DIR}/solve.sh"
         # `[solution] env` in a file only the oracle's sandbox gets, so no value is in the

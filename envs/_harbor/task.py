@@ -25,6 +25,7 @@ resolved from the host's environment when used (`resolved_env`), never stored on
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -314,6 +315,13 @@ def load_task(folder: str | Path) -> HarborTask:
             check_task_folder(path, folder)
     name = config.task.name or path.name
     return HarborTask(path=path, name=name, config=config, instruction=instruction, workdir=workdir)
+
+
+@functools.lru_cache(maxsize=1024)
+def task_config(folder: Path) -> TaskConfig:
+    """The task.toml of a task folder `load_task` accepted, parsed once per process (what the
+    verifier and the oracle read again at each rollout: its variables and users)."""
+    return load_task(folder).config
 
 
 def resolved_env(env: Mapping[str, str], where: str) -> dict[str, str]:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from envs._harbor.files import staged_task_folder
-from envs._harbor.task import load_task, resolved_env
+from envs._harbor.task import resolved_env, task_config
 from envs._harbor.trust import SHELL, checked_commands, end_processes, refusal, tampered
 from envs.agents import sandbox_of
 from harness._core.types import Rollout
@@ -174,7 +174,7 @@ class HarborVerifier(Rubric):
     async def _phase(self, sandbox: Sandbox, folder: Path) -> tuple[dict[str, str], str]:
         """test.sh's variables (`[verifier] env`, resolved now) and user (`[verifier] user`,
         given /tests and /logs/verifier; root when the task names none)."""
-        config = load_task(folder).config.verifier
+        config = task_config(folder).verifier
         env = resolved_env(config.env, "[verifier]")
         if config.user is None:
             return env, "0"

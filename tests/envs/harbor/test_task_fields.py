@@ -379,3 +379,15 @@ def test_a_bwrap_sandbox_refuses_a_network_of_its_own() -> None:
     with pytest.raises(ConfigError, match=r"a bwrap sandbox has no network of its own \(network 'bridge'\)"):
         run_sync(get_runtime("bwrap").open(SandboxConfig(network="bridge")))
     assert left_behind() == []
+
+
+@pytest.mark.docker
+def test_solution_env_reaches_the_oracles_solve_sh_and_not_its_recorded_command(tmp_path: Path) -> None:
+    toml = '[solution.env]\nWORD = "${RUBRIC_TEST_UNSET_WORD:-w0rd-from-default}"\n'
+    folder = make_task(tmp_path, "solved", '[ "$(cat /tmp/word)" = w0rd-from-default ]', toml)
+    (folder / "solution").mkdir()
+    (folder / "solution" / "solve.sh").write_text('echo "$WORD" > /tmp/word\n')
+    (rollout,) = from_harbor(folder).evaluate("scripted:harbor", agent="oracle", progress=False).rollouts
+    assert rollout.error is None and rollout.reward == 1.0, rollout.error or rollout.score_details
+    assert "w0rd-from-default" not in rollout.model_dump_json()
+    assert left_behind(DOCKER) == []
