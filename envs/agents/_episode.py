@@ -46,7 +46,7 @@ from harness._core.types import Rollout
 from harness._endpoint.client import Client
 from harness.proxy._server import CaptureProxy
 from harness.proxy._session import ProxyBudgets, ProxySession
-from harness.runtimes import Sandbox
+from harness.runtimes import Sandbox, SandboxError
 
 #: Seconds an agent whose session a budget ended may take to exit before it is killed.
 GRACE_SECONDS = 5.0
@@ -155,6 +155,7 @@ async def _prepared(
         await sandbox.upload(episode.files, AGENT_DIR)
     await agent.prepare(ctx)
     if episode.user is not None:  # the agent's folders are its own
+        await _check_user(sandbox, episode.user)
         given = await sandbox.exec(["chown", "-R", episode.user, STATE_DIR, AGENT_DIR], user="0")
         if not given.ok:
             raise AgentError(
@@ -162,6 +163,23 @@ async def _prepared(
                 f"{given.stderr.strip()[-300:]}"
             )
     return ctx
+
+
+async def _check_user(sandbox: Sandbox, user: str) -> None:
+    """Fail now, naming the task's user, when the sandbox cannot run a command as it (no such
+    user in the image; a bwrap sandbox, which maps only this process's user)."""
+    try:
+        result = await sandbox.exec(["true"], user=user, timeout=30)
+    except SandboxError as exc:
+        said = str(exc)
+    else:
+        said = (
+            ""
+            if result.ok
+            else (result.stderr or result.stdout).strip()[-300:] or f"exit code {result.exit_code}"
+        )
+    if said:
+        raise AgentError(f"the agent cannot run as the task's user {user!r} (Harbor [agent] user): {said}")
 
 
 async def _execute(

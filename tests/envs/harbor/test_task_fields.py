@@ -391,3 +391,17 @@ def test_solution_env_reaches_the_oracles_solve_sh_and_not_its_recorded_command(
     assert rollout.error is None and rollout.reward == 1.0, rollout.error or rollout.score_details
     assert "w0rd-from-default" not in rollout.model_dump_json()
     assert left_behind(DOCKER) == []
+
+
+@pytest.mark.bwrap
+def test_an_agent_user_bwrap_cannot_run_as_fails_the_rollout_naming_the_field(tmp_path: Path) -> None:
+    folder = make_task(tmp_path, "user", "true", 'allow_internet = false\n[agent]\nuser = "nobody"\n')
+    env = from_harbor(folder)
+    with pytest.warns(UserWarning, match="replaces the image"):
+        (rollout,) = env.evaluate(
+            "scripted:harbor", agent="command:true", runtime="bwrap", progress=False
+        ).rollouts
+    assert "the agent cannot run as the task's user 'nobody' (Harbor [agent] user): bwrap sandboxes" in (
+        rollout.error or ""
+    )
+    assert left_behind() == []
