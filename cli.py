@@ -474,9 +474,10 @@ def init(name: str, parent: str, kind: KindOption, harbor: bool, base_image: str
 
     with usage_errors():
         if harbor:
-            for path in init_harbor_task(name, parent, base_image):
+            written = init_harbor_task(name, parent, base_image)
+            for path in written:
                 say(f"created {path}")
-            say(f"next: rubric check {Path(parent) / name}  (the oracle scores 1, doing nothing scores 0)")
+            say(f"next: rubric check {written[0].parent}  (the oracle scores 1, doing nothing scores 0)")
             return 0
         if base_image is not None:
             raise CliError("--base-image goes with --harbor")

@@ -1,6 +1,7 @@
 """`envs.from_harbor(PATH)`: a folder of Harbor tasks as an ordinary `Environment`.
 
-One row per task folder (`example_id` = its name, prompt = instruction.md). The environment
+One row per task folder (`example_id` = its `[task] name`, else its folder name; prompt =
+instruction.md). The environment
 holds the tasks, not who plays them: an agent run (`--agent NAME`, `evaluate(agent=...)`) plays
 each task in a sandbox the task names through its hook (`task_sandbox`): its own image (a
 checked copy of environment/ built once per content hash, or `[environment] docker_image`)
@@ -8,12 +9,22 @@ with its limits (cpus, memory_mb, storage_mb) and its Dockerfile's WORKDIR, with
 `[agent] timeout_sec`; then `HarborVerifier` runs its tests. `--agent oracle` runs the task's
 solution/solve.sh (the `solution` hook). A task folder that cannot be read is kept as a row
 whose rollouts fail with the reason: the rest of the dataset runs.
+
+The sandbox also carries the task's variables (`[environment] env` for every command, `[agent]
+env` for the agent's process only; `[verifier] env` reaches test.sh alone, read by the
+verifier from task.toml, so no value is ever stored on a rollout), `[agent] user`, its network
+(`network_mode` / `allow_internet`: Docker's bridge or none), `[environment.healthcheck]` (run
+before the agent starts), `skills_dir` and `[[environment.mcp_servers]]` (for the agents that
+take them). Keys task.toml has that rubric does not know are named in one warning per task.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
+import shlex
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,10 +32,18 @@ from typing import Any
 from envs._environment import Environment
 from envs._harbor.files import HarborTaskError, read_task_file, staged_task_folder
 from envs._harbor.registry import registry_task_folders
-from envs._harbor.task import COMPOSE_FILE, HarborTask, load_task, task_folders
+from envs._harbor.task import (
+    COMPOSE_FILE,
+    HarborTask,
+    HealthcheckSection,
+    load_task,
+    resolved_env,
+    task_config,
+    task_folders,
+)
 from envs._harbor.verifier import INFO_KEY, HarborVerifier
-from envs.agents import TaskSandbox
-from envs.agents._task import TaskRuntime
+from envs.agents import AgentError, TaskSandbox
+from envs.agents._task import McpServer, TaskRuntime
 from harness._core.types import Rollout
 from harness.runtimes import Sandbox, SandboxError
 from harness.runtimes._compose import ComposeRuntime
@@ -33,6 +52,8 @@ from harness.scripted import ShellScript
 from rubrics._tree.module import Rubric
 
 SOLUTION_DIR = "/solution"
+#: The `[solution] env` file the oracle's command sources.
+SOLUTION_ENV = f"{SOLUTION_DIR}/.rubric-env"
 
 
 def _row(folder: Path) -> dict[str, Any]:
@@ -46,13 +67,25 @@ def _row(folder: Path) -> dict[str, Any]:
     info: dict[str, Any] = {
         "path": str(task.path),
         "runtime": task.runtime,
-        "workdir": task.workdir,
+        "workdir": config.environment.workdir or task.workdir,  # task.toml's over the Dockerfile's
         "agent_timeout_sec": config.agent.timeout_sec,
         "verifier_timeout_sec": config.verifier.timeout_sec,
         "cpus": config.environment.cpus,
         "memory_mb": config.environment.memory_mb,
         "storage_mb": config.environment.storage_mb,
         "allow_internet": config.environment.allow_internet,
+        "network_mode": config.network("agent"),
+        "agent_user": config.agent.user,
+        "verifier_user": config.verifier.user,
+        "env_keys": {  # the names only: a value may be a secret
+            phase: sorted(getattr(config, phase).env)
+            for phase in ("environment", "agent", "verifier", "solution")
+            if getattr(config, phase).env
+        },
+        "healthcheck": config.environment.healthcheck.command if config.environment.healthcheck else None,
+        "skills_dir": config.environment.skills_dir,
+        "mcp_servers": [server.name for server in config.environment.mcp_servers],
+        "task": config.task.model_dump(exclude_none=True),
         "metadata": config.metadata,
     }
     if task.unknown:
@@ -107,6 +140,11 @@ class HarborEnvironment(Environment):
         }
         #: The task folders that cannot be read: name -> why (their rollouts fail with it).
         self.broken = {row["example_id"]: row["info"][INFO_KEY]["error"] for row in rows if "error" in row["info"][INFO_KEY]}  # fmt: skip
+        _refuse_twice_named(rows)
+        for task in self.tasks.values():
+            line = task.unknown_line()
+            if line is not None:
+                warnings.warn(line, UserWarning, stacklevel=1)  # one place: shown once per task
         super().__init__(rows, rubric or HarborVerifier(), name=name or Path(path).resolve().name)
         self._images: dict[str, str] = {}  # task -> the image built from its environment/
         self._building: dict[str, asyncio.Lock] = {}
@@ -130,7 +168,7 @@ class HarborEnvironment(Environment):
         runtime: TaskRuntime = str(info["runtime"])
         if task is not None and (not task.config.environment.docker_image or task.has_compose):
             runtime = functools.partial(self._built_image, task)
-        return TaskSandbox(
+        sandbox = TaskSandbox(
             runtime=runtime,
             cpus=info["cpus"],
             memory_mb=info["memory_mb"],
@@ -138,6 +176,7 @@ class HarborEnvironment(Environment):
             workdir=info.get("workdir"),
             timeout=float(info["agent_timeout_sec"]),
         )
+        return sandbox if task is None else _with_task_settings(sandbox, task)
 
     async def _built_image(self, task: HarborTask) -> str:
         """The task's image built (once per run, cached by content by Docker) from a checked copy
@@ -147,7 +186,7 @@ class HarborEnvironment(Environment):
             if task.name not in self._images:
                 image = task.config.environment.docker_image or await build_task_image(task)
                 if task.has_compose:  # the runtime made from the spec finds them built (by content)
-                    network = task.config.environment.allow_internet
+                    network = task.config.network("environment") == "public"
                     file = task.path / COMPOSE_FILE
                     await ComposeRuntime(
                         task.runtime, "", file, main_image=image, build_network=network
@@ -163,7 +202,75 @@ class HarborEnvironment(Environment):
             return await super().solution(sandbox, rollout)
         async with staged_task_folder(task, "solution") as solution:
             await sandbox.upload(solution, SOLUTION_DIR)
-        return f"bash {SOLUTION_DIR}/solve.sh"
+        env = resolved_env(task_config(task).solution.env, "[solution]")
+        if not env:
+            return f"bash {SOLUTION_DIR}/solve.sh"
+        # `[solution] env` in a file only the oracle's sandbox gets, so no value is in the
+        # command the rollout records.
+        exports = "".join(f"export {key}={shlex.quote(value)}\n" for key, value in env.items())
+        await sandbox.write(SOLUTION_ENV, exports)
+        return f". {SOLUTION_ENV} && bash {SOLUTION_DIR}/solve.sh"
+
+
+def _with_task_settings(sandbox: TaskSandbox, task: HarborTask) -> TaskSandbox:
+    """The rest of task.toml on the sandbox: workdir, variables, user, network, healthcheck,
+    MCP servers and skills (each resolved now, from the host's environment)."""
+    config = task.config
+    env = config.environment
+    servers = tuple(
+        McpServer(s.name, s.transport, url=s.url, command=s.command, args=tuple(s.args))
+        for s in env.mcp_servers
+    )
+    ready = functools.partial(wait_healthy, env.healthcheck) if env.healthcheck is not None else None
+    return dataclasses.replace(
+        sandbox,
+        network="public" if config.network("agent") == "public" else "none",
+        env=resolved_env(env.env, "[environment]"),
+        agent_env=resolved_env(config.agent.env, "[agent]"),
+        user=config.agent.user,
+        ready=ready,
+        mcp_servers=servers,
+        skills_dir=env.skills_dir,
+    )
+
+
+async def wait_healthy(check: HealthcheckSection, sandbox: Sandbox) -> None:
+    """Run `[environment.healthcheck]` in `sandbox` until it passes, as Docker runs a
+    HEALTHCHECK: every `start_interval_sec` during `start_period_sec` (failures there do not
+    count), then every `interval_sec`; `retries` failures in a row fail it.
+
+    Raises:
+        AgentError: it failed `retries` times in a row (its last output is in the message).
+    """
+    loop = asyncio.get_running_loop()
+    started, failures = loop.time(), 0
+    while True:
+        result = await sandbox.exec(check.command, timeout=check.timeout_sec, user="0")
+        if result.ok:
+            return
+        starting = loop.time() - started < check.start_period_sec
+        failures += 0 if starting else 1
+        if failures >= max(1, check.retries):
+            said = "timed out" if result.timed_out else f"exited {result.exit_code}"
+            tail = (result.stderr or result.stdout).strip().splitlines()
+            raise AgentError(
+                f"[environment.healthcheck] {check.command!r} failed {failures} time(s) in a row (last: {said}"
+                f"{': ' + tail[-1][:200] if tail else ''}); the agent did not start"
+            )
+        await asyncio.sleep(check.start_interval_sec if starting else check.interval_sec)
+
+
+def _refuse_twice_named(rows: list[dict[str, Any]]) -> None:
+    """Two task folders with one `[task] name` would share an example_id: refused."""
+    seen: dict[str, str] = {}
+    for row in rows:
+        name, path = str(row["example_id"]), str(row["info"][INFO_KEY]["path"])
+        if name in seen:
+            raise HarborTaskError(
+                f"Harbor tasks {seen[name]} and {path} are both named {name!r} ([task] name, else the "
+                "folder name); rename one"
+            )
+        seen[name] = path
 
 
 async def build_task_image(task: HarborTask) -> str:
@@ -171,7 +278,11 @@ async def build_task_image(task: HarborTask) -> str:
     context never holds a link or a file from outside the task. Returns the image's tag."""
     async with staged_task_folder(task.path, "environment") as context:
         try:
-            return await build_context(context, network=task.config.environment.allow_internet)
+            return await build_context(
+                context,
+                network=task.config.network("environment") == "public",
+                timeout=task.config.environment.build_timeout_sec,
+            )
         except SandboxError as exc:  # name the task's folder, not the temporary copy
             raise SandboxError(str(exc).replace(str(context), str(task.path / "environment"))) from None
 

@@ -4,7 +4,9 @@ After the agent has finished, in the rollout's sandbox: end every process in it 
 sandbox whose verifier files the agent changed (`envs._harbor.trust`: the score is NaN with
 the reason), empty /tests and /logs/verifier (so nothing the agent planted counts), upload a
 checked copy of the task's tests/ only now, run test.sh with the image's bash (by its absolute
-path) under `[verifier].timeout_sec`, end what it started, then read (the harness itself)
+path) under `[verifier].timeout_sec`, with `[verifier] env` (read from task.toml and filled from
+the host's environment only now: no agent process, and no record, ever holds it) as
+`[verifier] user` (root by default), end what it started, then read (the harness itself)
 /logs/verifier/reward.txt (one number) or reward.json (`reward` plus named components, each
 recorded as a node score under this one). A verifier that times out, writes no reward or an
 unparseable one leaves the node NaN with the reason (never 0); test.sh exiting non-zero after
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from envs._harbor.files import staged_task_folder
+from envs._harbor.task import resolved_env, task_config
 from envs._harbor.trust import SHELL, checked_commands, end_processes, refusal, tampered
 from envs.agents import sandbox_of
 from harness._core.types import Rollout
@@ -130,9 +133,14 @@ class HarborVerifier(Rubric):
             )
         async with staged_task_folder(Path(task["path"]), "tests") as tests:
             await sandbox.upload(tests, TESTS_DIR)
+        env, user = await self._phase(sandbox, Path(task["path"]))
         timeout = float(task.get("verifier_timeout_sec", 600.0))
         result = await sandbox.exec(
-            [bash, f"{TESTS_DIR}/test.sh"], timeout=timeout, cwd=task.get("workdir") or None, user="0"
+            [bash, f"{TESTS_DIR}/test.sh"],
+            timeout=timeout,
+            cwd=task.get("workdir") or None,
+            user=user,
+            env=env,
         )
         detail: dict[str, Any] = {
             "exit_code": result.exit_code,
@@ -162,6 +170,22 @@ class HarborVerifier(Rubric):
         if components:
             self.record_detail(rollout, {"components": components})
         return reward
+
+    async def _phase(self, sandbox: Sandbox, folder: Path) -> tuple[dict[str, str], str]:
+        """test.sh's variables (`[verifier] env`, resolved now) and user (`[verifier] user`,
+        given /tests and /logs/verifier; root when the task names none)."""
+        config = task_config(folder).verifier
+        env = resolved_env(config.env, "[verifier]")
+        if config.user is None:
+            return env, "0"
+        given = await sandbox.exec(
+            ["chown", "-R", config.user, TESTS_DIR, LOGS_DIR], timeout=60, user="0", cwd="/"
+        )
+        if not given.ok:
+            raise ScoringError(
+                f"cannot give {TESTS_DIR} and {LOGS_DIR} to [verifier] user {config.user!r}: {given.stderr.strip()[-300:]}"
+            )
+        return env, config.user
 
     async def _trusted_bash(self, sandbox: Sandbox) -> str:
         """End the agent's processes, refuse a sandbox whose verifier files it changed, and
