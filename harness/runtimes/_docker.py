@@ -716,29 +716,6 @@ async def build_context(
 async def _build(folder: Path, network: bool, dockerfile: str | None) -> str:
     """`build_context` without its time limit."""
     tag = f"rubric-build:{context_hash(folder)[:16]}{'' if dockerfile is None else '-' + hashlib.sha256(dockerfile.encode()).hexdigest()[:8]}"
-    """Build `folder` (a Dockerfile inside) as `rubric-build:<content hash>`, unless already built.
-
-    Args:
-        folder: The build context.
-        network: Whether its RUN steps may use the daemon's default network; False: none at all.
-<<<<<<< HEAD
-        dockerfile: The Dockerfile's path inside `folder` (None: `Dockerfile`).
-    """
-    tag = f"rubric-build:{context_hash(folder)[:16]}{'' if dockerfile is None else '-' + hashlib.sha256(dockerfile.encode()).hexdigest()[:8]}"
-=======
-        timeout: Seconds the build may take (None: no limit); past them the request is closed,
-            which stops the daemon's build, and a `SandboxError` says so.
-    """
-    try:
-        return await asyncio.wait_for(_build(folder, network), timeout)
-    except TimeoutError:
-        raise SandboxError(f"docker build of {folder} ran past its {timeout:g} s build timeout") from None
-
-
-async def _build(folder: Path, network: bool) -> str:
-    """`build_context` without its time limit."""
-    tag = f"rubric-build:{context_hash(folder)[:16]}"
->>>>>>> h-fields
     docker = client()  # first: without the [docker] extra it raises RuntimeUnavailableError
     from aiodocker.exceptions import DockerError  # optional extra [docker], imported where used
     from aiodocker.jsonstream import json_stream_stream  # optional extra [docker], imported where used
