@@ -28,7 +28,7 @@ pytestmark = [
 #: The tiny model's one reply: the bash agent's tool, writing what write-greeting asks for.
 CALL = (
     '<tool_call>\n{"name": "bash", "arguments": {"command": '
-    '"printf \'hello, harbor\\\\n\' > /app/greeting.txt"}}\n</tool_call>'
+    "\"printf 'hello, harbor\\\\n' > /app/greeting.txt\"}}\n</tool_call>"
 )
 
 
@@ -46,5 +46,6 @@ def test_verls_agent_loop_plays_harbor_tasks_scored_by_their_verifiers() -> None
     assert greeting.reward_score == 1.0, greeting.extra_fields
     assert sorted(out.reward_score for out in outputs) == [0.0, 0.0, 1.0]
     call = [*tokenizer.encode(CALL), tokenizer.eos_token_id]
-    assert greeting.response_ids[: len(call)] == call and greeting.response_mask[: len(call)] == [1] * len(call)
+    assert greeting.response_ids[: len(call)] == call
+    assert greeting.response_mask[: len(call)] == [1] * len(call)
     assert 0 in greeting.response_mask and greeting.extra_fields["num_samples"] == 1
