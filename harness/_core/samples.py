@@ -31,6 +31,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -115,7 +116,7 @@ def link_call(
         extends (or None), and, when the call has ids, their skew against that call's (or,
         for a rewritten history, against the latest call with ids; None without ids).
     """
-    recent = [c for c in earlier[::-1] if c.ok][:CHAIN_WINDOW]
+    recent = list(islice((c for c in reversed(earlier) if c.ok), CHAIN_WINDOW))  # newest first
     continued = next((c for c in recent if _extends(messages, c)), None)
     if tokens is None:
         return continued, None
