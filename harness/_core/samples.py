@@ -165,7 +165,8 @@ def training_samples(rollout: Rollout) -> list[TrainingSample]:
             )
         )
         if target is not None and target.last.tokens is not None and call.tokens is not None:
-            started.note(*_join(target.last.tokens, call.tokens, target.last.position)[::2])
+            skew, _, skewed = _join(target.last.tokens, call.tokens, target.last.position)
+            started.note(skew, skewed)  # continued by its messages, split by its ids
         started.start(call, rollout)
         open_.append(started)
     rewards = _step_rewards(rollout)
@@ -320,7 +321,8 @@ def _why_new(open_: Sequence[_Open], call: _Call, step: str | None) -> str | Non
         return f"a new step ({step})"
     if call.messages and last.messages:
         head, before = call.messages[0], last.messages[0]
-        if (head.role == "system" or before.role == "system") and not _same(head, before):
+        instructions = ("system", "developer")  # Codex sends its instructions as a developer turn
+        if (head.role in instructions or before.role in instructions) and not _same(head, before):
             return "a different system prompt"
         if not _same_tools(call.tools, last.tools) and _extends_conversation(
             call.messages, last.conversation
