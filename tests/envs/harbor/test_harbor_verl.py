@@ -14,16 +14,9 @@ from envs.agents import AgentRun
 from tests.envs.agents.conftest import left_behind
 from tests.helpers.training import ModelServer, play, tiny_chat_model
 
-ROOT = Path(__file__).resolve().parents[3]
+pytestmark = [pytest.mark.agents, pytest.mark.docker, pytest.mark.verl, pytest.mark.trl, pytest.mark.slow]
+TASKS = Path(__file__).resolve().parents[3] / "datasets" / "harbor"  # the shipped Harbor tasks
 
-pytestmark = [
-    pytest.mark.agents,
-    pytest.mark.docker,
-    pytest.mark.verl,
-    pytest.mark.trl,
-    pytest.mark.slow,
-    pytest.mark.timeout(600),
-]
 
 #: The tiny model's one reply: the bash agent's tool, writing what write-greeting asks for.
 CALL = (
@@ -32,10 +25,11 @@ CALL = (
 )
 
 
+@pytest.mark.timeout(600)
 def test_verls_agent_loop_plays_harbor_tasks_scored_by_their_verifiers() -> None:
     model, tokenizer = tiny_chat_model(CALL)
     server = ModelServer(model, tokenizer)
-    env = from_harbor(ROOT / "datasets" / "harbor")
+    env = from_harbor(TASKS)
     spec = env.verl(agent=AgentRun("bash", max_calls=2))
     names = [row["extra_info"]["example_id"] for row in spec.train_dataset]
     outputs = asyncio.run(play(spec, server, tokenizer, prompt_length=16384))
