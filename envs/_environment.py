@@ -528,12 +528,17 @@ class Environment(AgentTask):
             self, split=split, num_examples=num_examples, base_url=base_url, model=model, agent=run
         )
 
-    def verl(self, *, split: str = "train", num_examples: int | None = None) -> VerlSpec:
+    def verl(
+        self, *, split: str = "train", num_examples: int | None = None, agent: AgentSource | None = None
+    ) -> VerlSpec:
         """What verl needs to train on this environment: its dataset rows and its reward.
 
         Args:
             split: "train" (default) or "eval" examples.
             num_examples: keep only the first n examples.
+            agent: an agent playing the episodes in sandboxes (its name, an `envs.agents.Agent`
+                or an `envs.agents.AgentRun`): verl's agent loop `rubric_agent` runs it, its
+                model calls served by verl's rollout server.
 
         Returns:
             An `envs._training.verl.VerlSpec` with `train_dataset` (verl's RL schema; write it
@@ -542,10 +547,11 @@ class Environment(AgentTask):
 
         Raises:
             ConfigError: only an agent can play this environment (a Harbor task, a rubric that
-                reads the agent's sandbox): verl's loop plays the chat loop. The message names
-                what works instead (`env.trl(agent=...)`, `rubric eval --agent` and the exports).
+                reads the agent's sandbox) and no `agent` is given: verl's loop plays the chat
+                loop. The message names what works instead.
         """
-        return VerlSpec(self, split=split, num_examples=num_examples)
+        run = agent_run(agent) if agent is not None else None
+        return VerlSpec(self, split=split, num_examples=num_examples, agent=run)
 
     async def score(self, rollout: Rollout) -> None:
         """Score with the rubric; with a parser, its result is in `state["parsed_answer"]` first.

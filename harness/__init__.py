@@ -42,6 +42,7 @@ from harness._core.errors import (
 from harness._core.protocol import EnvironmentProtocol, EnvironmentSource
 from harness._core.run.options import EvaluateOptions, Shard
 from harness._core.run.summary import Summary
+from harness._core.samples import TrainingSample, training_samples
 from harness._core.tree import TreeNode
 from harness._core.types import (
     FunctionCall,
@@ -142,6 +143,7 @@ __all__ = [
     "Summary",
     "TooManyErrorsError",
     "ToolCall",
+    "TrainingSample",
     "TreeNode",
     "TurnTokens",
     "Usage",
@@ -159,5 +161,6 @@ __all__ = [
     "rescore",
     "rollout",
     "run_sync",
+    "training_samples",
     "write_report",
 ]

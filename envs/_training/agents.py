@@ -5,10 +5,11 @@ TRL hands `rollout_func(prompts, trainer)` the prompts of a step (each repeated
 (`harness.rollout(..., episodes=run)`) against the trainer's vLLM server (an OpenAI-compatible
 `/v1/chat/completions`, asked for token ids), scored with the environment's rubric while its
 sandbox is open; a step's episodes share the run's one capture proxy, closed with the run's
-sandboxes when the step's episodes are done. What TRL trains on comes from the proxy's
-recorded turns, never re-tokenised: the first call's prompt ids, then, per model call, the
-ids the agent added (tool outputs: `env_mask` 0) and the ids the model sampled (`env_mask` 1,
-with their logprobs). The reward rides along as an extra field that `AgentReward` returns.
+sandboxes when the step's episodes are done. What TRL trains on is the episode's training
+sample (`harness.training_samples`) that holds its last call, from the proxy's recorded ids,
+never re-tokenised: the first call's prompt ids, then, per model call, the ids the agent added
+(tool outputs: `env_mask` 0) and the ids the model sampled (`env_mask` 1, with their
+logprobs). The reward rides along as an extra field that `AgentReward` returns.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from envs.agents._run import AgentRun
 from harness._core.aio import run_sync
 from harness._core.errors import ConfigError
 from harness._core.protocol import EnvironmentProtocol
+from harness._core.samples import TrainingSample, training_samples
 from harness._core.types import Rollout
 from harness._endpoint.client import Client
 
@@ -31,37 +33,12 @@ from harness._endpoint.client import Client
 REWARD_FIELD = "agent_reward"
 
 
-def token_sequence(rollout: Rollout) -> tuple[list[int], list[int], list[float], list[int]]:
-    """(prompt ids, completion ids, logprobs, env mask) of an agent rollout's main line of calls:
-    sampled ids have mask 1, ids the agent added between calls (tool output) mask 0 and
-    logprob 0.0. Stops where the agent rewrote its history (the next prompt does not extend it)."""
-    turns = rollout.turn_tokens
-    if not turns:
-        return [], [], [], []
-    prompt = list(turns[0].prompt_token_ids)
-    sequence = list(prompt)
-    completion: list[int] = []
-    logprobs: list[float] = []
-    mask: list[int] = []
-    for index, turn in enumerate(turns):
-        if index > 0:
-            if turn.prompt_token_ids[: len(sequence)] != sequence:
-                break
-            added = turn.prompt_token_ids[len(sequence) :]
-            completion += added
-            logprobs += [0.0] * len(added)
-            mask += [0] * len(added)
-            sequence += added
-        sampled = list(turn.completion_token_ids)
-        completion += sampled
-        logprobs += (
-            list(turn.logprobs)
-            if turn.logprobs and len(turn.logprobs) == len(sampled)
-            else [0.0] * len(sampled)
-        )
-        mask += [1] * len(sampled)
-        sequence += sampled
-    return prompt, completion, logprobs, mask
+def episode_sample(rollout: Rollout) -> TrainingSample | None:
+    """The training sample TRL gets for an episode: TRL takes one completion per prompt, so of
+    the episode's samples (`harness.training_samples`), the one holding its last call (the
+    final answer); None when the episode has no token ids."""
+    samples = [s for s in training_samples(rollout) if s.has_token_ids]
+    return max(samples, key=lambda s: s.calls[-1]) if samples else None
 
 
 class AgentRolloutFunc:
@@ -114,12 +91,13 @@ class AgentRolloutFunc:
         out: dict[str, list[Any]] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": []}
         out[REWARD_FIELD] = []
         for r in rollouts:
-            prompt, completion, logprobs, mask = token_sequence(r)
-            out["prompt_ids"].append(prompt)
-            out["completion_ids"].append(completion)
-            out["logprobs"].append(logprobs)
-            out["env_mask"].append(mask)
-            out[REWARD_FIELD].append(None if math.isnan(r.reward) else r.reward)
+            sample = episode_sample(r)
+            out["prompt_ids"].append(sample.prompt_ids if sample else [])
+            out["completion_ids"].append(sample.completion_ids if sample else [])
+            out["logprobs"].append(sample.logprobs if sample else [])
+            out["env_mask"].append(sample.mask if sample else [])
+            reward = sample.reward if sample else r.reward
+            out[REWARD_FIELD].append(None if math.isnan(reward) else reward)
         return out
 
     async def _episodes(self, prompts: list[Any], base_url: str, model: str) -> list[Rollout]:

@@ -15,18 +15,21 @@ An environment with tools or more than one turn is played by verl's agent loop
 
 An environment only an agent can play (its rows name their own sandboxes or a setup step, as
 Harbor tasks do, or its rubric reads the agent's sandbox) is refused by `env.verl()`: verl's
-loop would play the chat loop, not the agent, and score nothing. `env.trl(agent=...)` and
-`rubric eval --agent` with the token exports train and record it instead.
+loop would play the chat loop, not the agent, and score nothing. `env.verl(agent=...)` plays it
+with the agent instead (`envs._verl_agent_loop.AgentEpisodeLoop`, registered as `rubric_agent`),
+its model calls served by verl's rollout server.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from envs._training.trl import PrepareForScoring
 from envs.agents import command_passes, file_contains
+from envs.agents._run import AgentRun
 from envs.agents._task import declares_setup, names_sandboxes
 from harness._core.errors import ConfigError
 from harness._core.protocol import SANDBOX
@@ -41,8 +44,18 @@ if TYPE_CHECKING:  # pragma: no cover
 #: The name verl's agent-loop registry knows `envs._verl_agent_loop.EnvironmentAgentLoop` by.
 AGENT_LOOP_NAME = "rubric_env"
 _AGENT_LOOP_TARGET = "envs._verl_agent_loop.EnvironmentAgentLoop"
+#: The name verl's agent-loop registry knows `envs._verl_agent_loop.AgentEpisodeLoop` by.
+AGENT_EPISODE_LOOP_NAME = "rubric_agent"
+_AGENT_EPISODE_LOOP_TARGET = "envs._verl_agent_loop.AgentEpisodeLoop"
 # Environments `env.verl()` built in this process, by the name its agent-loop config uses.
 _registered: dict[str, Environment] = {}
+# Agent runs `env.verl(agent=...)` was given in this process, by the environment's name.
+_registered_agents: dict[str, AgentRun] = {}
+
+
+def registered_agent(name: str) -> AgentRun | None:
+    """The agent run `env.verl(agent=...)` registered under `name` in this process, if any."""
+    return _registered_agents.get(name)
 
 
 def registered_environment(name: str) -> Environment | None:
@@ -91,7 +104,8 @@ def check_verl_playable(env: Environment) -> None:
     if reason is not None:
         raise ConfigError(
             f"env.verl() cannot train environment {env.name!r}: {reason}, and verl's agent loop plays "
-            "the chat loop, not an agent. Train it with TRL (env.trl(agent='bash'), see "
+            "the chat loop, not an agent. Give it the agent (env.verl(agent='bash')), train it with TRL "
+            "(env.trl(agent='bash'), see "
             "docs/guides/training.md), or record agent runs with `rubric eval ENV --agent NAME` "
             "(token ids on by default) and train on results.to_dataset(format='tokens')"
         )
@@ -114,21 +128,32 @@ class VerlSpec:
         env: The environment to train on.
         split: The dataset split the training prompts come from.
         num_examples: Use only the first this many examples (None: all).
+        agent: The agent playing its episodes (then every row is an agent episode).
     """
 
-    def __init__(self, env: Environment, *, split: str = "train", num_examples: int | None = None) -> None:
-        check_verl_playable(env)
+    def __init__(
+        self,
+        env: Environment,
+        *,
+        split: str = "train",
+        num_examples: int | None = None,
+        agent: AgentRun | None = None,
+    ) -> None:
+        if agent is None:
+            check_verl_playable(env)
         self.env = env
         self.agent_loop_config: dict[str, Any] | None = None
-        if plays_episodes(env):
-            self.agent_loop_config = {"name": AGENT_LOOP_NAME, "_target_": _AGENT_LOOP_TARGET}
-            if env.source is not None:  # a worker process builds it again from its spec
-                self.agent_loop_config["environment"] = env.source.spec
-                self.agent_loop_config["environment_kwargs"] = jsonable(env.source.kwargs)
-            else:  # built in Python: found by name in this process
-                _registered[env.name] = env
-                self.agent_loop_config["environment"] = env.name
-        self.train_dataset: Dataset = train_dataset(env, split=split, num_examples=num_examples)
+        if agent is not None:
+            self.agent_loop_config = self._loop_entry(AGENT_EPISODE_LOOP_NAME, _AGENT_EPISODE_LOOP_TARGET)
+            spec = agent.source
+            self.agent_loop_config["agent"] = dataclasses.asdict(spec) if spec is not None else env.name
+            _registered_agents[env.name] = agent
+        elif plays_episodes(env):
+            self.agent_loop_config = self._loop_entry(AGENT_LOOP_NAME, _AGENT_LOOP_TARGET)
+        loop = None if self.agent_loop_config is None else self.agent_loop_config["name"]
+        self.train_dataset: Dataset = train_dataset(
+            env, split=split, num_examples=num_examples, agent_name=loop
+        )
         self.reward_fn: VerlReward = as_verl_reward(env.rubric)
         if env.parser is not None:
             self.reward_fn.prepare = PrepareForScoring(env)
@@ -141,14 +166,29 @@ class VerlSpec:
     def __repr__(self) -> str:
         return f"VerlSpec({self.env.name!r}, {len(self.train_dataset)} prompts)"
 
+    def _loop_entry(self, name: str, target: str) -> dict[str, Any]:
+        """The agent-loop config entry for `target`, naming the environment as a worker finds it."""
+        env = self.env
+        entry: dict[str, Any] = {"name": name, "_target_": target}
+        if env.source is not None:  # a worker process builds it again from its spec
+            entry["environment"] = env.source.spec
+            entry["environment_kwargs"] = jsonable(env.source.kwargs)
+        else:  # built in Python: found by name in this process
+            _registered[env.name] = env
+            entry["environment"] = env.name
+        return entry
 
-def train_dataset(env: Environment, *, split: str = "train", num_examples: int | None = None) -> Dataset:
-    """The environment's examples as verl's RL dataset rows (the prompt as rendered chat messages)."""
+
+def train_dataset(
+    env: Environment, *, split: str = "train", num_examples: int | None = None, agent_name: str | None = None
+) -> Dataset:
+    """The environment's examples as verl's RL dataset rows (the prompt as rendered chat messages),
+    each naming the agent loop `agent_name` that plays it (none: verl's single-turn rollout)."""
     from datasets import Dataset  # the [datasets] dependency, as for env.trl()
 
     data = env.get_dataset(split, n=num_examples)
     rows: list[dict[str, Any]] = []
-    agent = {"agent_name": AGENT_LOOP_NAME} if plays_episodes(env) else {}
+    agent = {"agent_name": agent_name} if agent_name is not None else {}
     for index, row in enumerate(data):
         extra = {k: jsonable(v) for k, v in row.items() if k not in ("prompt", "parsed_answer", "info")}
         info = row.get("info")
@@ -169,11 +209,13 @@ def train_dataset(env: Environment, *, split: str = "train", num_examples: int |
 
 
 __all__ = [
+    "AGENT_EPISODE_LOOP_NAME",
     "AGENT_LOOP_NAME",
     "VerlSpec",
     "agent_only",
     "check_verl_playable",
     "plays_episodes",
+    "registered_agent",
     "registered_environment",
     "train_dataset",
 ]

@@ -12,7 +12,7 @@ import math
 from collections.abc import Iterable
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from harness._core.display import HtmlRepr, fmt
 
@@ -248,9 +248,6 @@ class ModelCall(BaseModel):
     forged: list[int] = Field(default_factory=list)
     request_bytes: int = 0
     request_head: str | None = None
-    # The engine's own prompt ids, before chaining replaced them (what the next turn's
-    # re-tokenised history starts with).
-    _engine_prompt_ids: list[int] | None = PrivateAttr(default=None)
     # Seconds: `start` since the session began, `total` for the call, `upstream` waiting for
     # the engine, `proxy_cpu` of this process's CPU spent translating and recording.
     timing: dict[str, float] = Field(default_factory=dict)

@@ -4,10 +4,11 @@
   - "messages": SFT rows `{"messages": [...]}` (prompt + completion), best-of-n by reward.
   - "preference": `{"prompt", "chosen", "rejected"}` from the highest and lowest reward of
     each example (TRL's conversational preference format), only where they differ.
-  - "tokens": `prompt_ids`, `completion_ids`, `logprobs`, `env_mask` (1 on tokens the model
-    generated, 0 on tool/user tokens between its turns) rebuilt from the token ids the
-    endpoint returned for each turn, never by re-tokenizing text; an agent rollout's row adds
-    `model_calls`, each proxied call's own ids (side calls, calls before a history rewrite).
+  - "tokens": one row per training sample (`harness.training_samples`: the calls that extend
+    each other joined, a rewritten history starting another): `prompt_ids`, `completion_ids`,
+    `logprobs`, `env_mask` (1 on tokens the model generated, 0 on tool/user tokens between its
+    turns) from the token ids the endpoint returned, never by re-tokenizing text, with the
+    sample's place, calls and skew; an agent rollout's row adds `model_calls`, its calls' own ids.
   - "trl": one GRPO-ready row per example: `prompt` messages, `answer`, `task`, `info`.
   - "nemo-rl" / "prime-rl": the "tokens" rows of *every* rollout, each group whole, with the
     trainer's own per-sample flag (`mask_sample` for NeMo-RL, `is_filtered` for prime-rl) True
@@ -24,6 +25,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from harness._core.errors import ConfigError, ResultsError
+from harness._core.samples import training_samples
 from harness._core.types import Rollout, text_messages
 
 FORMATS: tuple[str, ...] = ("records", "messages", "preference", "tokens", "trl", "nemo-rl", "prime-rl")
@@ -94,101 +96,99 @@ def preference_rows(rollouts: Iterable[Rollout]) -> list[dict[str, Any]]:
     return rows
 
 
-def token_row(r: Rollout) -> dict[str, Any]:
-    """One rollout as prompt ids + completion ids with logprobs and the model/env token mask."""
-    turns = sorted(r.turn_tokens, key=lambda t: t.turn)
-    if not turns:
+def token_rows(r: Rollout) -> list[dict[str, Any]]:
+    """A rollout's training samples (`harness.training_samples`) as token rows: prompt ids,
+    completion ids with logprobs and the model/env token mask, the sample's place, calls, skew
+    and reward, and its calls' own ids (`call_token_rows`).
+
+    Raises:
+        ResultsError: The rollout has no token ids (none were asked for).
+    """
+    samples = [s for s in training_samples(r) if s.has_token_ids]
+    if not samples:
         raise ResultsError(
             f"rollout {r.example_id!r}/{r.rollout_index} has no token ids; ask the endpoint for them "
             "with Client(return_token_ids=True) (vLLM, or the scripted endpoint) and run again"
         )
-    prompt_ids = list(turns[0].prompt_token_ids)
-    sequence = list(prompt_ids)
-    mask: list[int] = []
-    logprobs: list[float] = []
-    for turn in turns:
-        if turn.prompt_token_ids[: len(sequence)] != sequence:
-            raise ResultsError(
-                f"rollout {r.example_id!r}/{r.rollout_index}: turn {turn.turn}'s prompt does not start with the "
-                "tokens before it (the chat template is not prefix-preserving), so the turns cannot be joined"
-            )
-        between = turn.prompt_token_ids[len(sequence) :]  # tool results / user replies: not the model's
-        sequence += between
-        mask += [0] * len(between)
-        logprobs += [0.0] * len(between)
-        sequence += turn.completion_token_ids
-        mask += [1] * len(turn.completion_token_ids)
-        given = turn.logprobs if turn.logprobs is not None else [0.0] * len(turn.completion_token_ids)
-        if len(given) != len(turn.completion_token_ids):
-            raise ResultsError(
-                f"rollout {r.example_id!r}/{r.rollout_index}: turn {turn.turn} has {len(given)} logprobs for "
-                f"{len(turn.completion_token_ids)} tokens"
-            )
-        logprobs += [float(v) for v in given]
-    return {
-        "example_id": str(r.example_id),
-        "rollout_index": r.rollout_index,
-        "prompt_ids": prompt_ids,
-        "completion_ids": sequence[len(prompt_ids) :],
-        "logprobs": logprobs,
-        "env_mask": mask,
-        "reward": r.reward,
-        "turn_rewards": list(r.turn_rewards),
-        "model_calls": call_token_rows(r),
-    }
+    calls = call_token_rows(r)
+    return [
+        {
+            "example_id": str(r.example_id),
+            "rollout_index": r.rollout_index,
+            "sample_index": s.index,
+            "num_samples": len(samples),
+            "calls": s.calls,
+            "step": s.step,
+            "prompt_ids": s.prompt_ids,
+            "completion_ids": s.completion_ids,
+            "logprobs": s.logprobs,
+            "env_mask": s.mask,
+            "skew_tokens": s.skew_tokens,
+            "reward": s.reward,
+            "turn_rewards": list(r.turn_rewards),
+            "model_calls": [c for c in calls if not r.model_calls or c["index"] in s.calls],
+        }
+        for s in samples
+    ]
 
 
 def call_token_rows(r: Rollout) -> list[dict[str, Any]]:
     """Each model call of an agent rollout that has token ids, as the engine returned them:
-    `index` (its place among the calls), `prompt_ids`, `completion_ids`, `logprobs`,
-    `served_by` (the model version that answered). The row's
-    joined sequence holds only the main line; these hold every call."""
+    `index` (its place in `rollout.model_calls`), `prompt_ids`, `completion_ids`, `logprobs`,
+    `served_by` (the model version that answered)."""
     return [
         {
-            "index": c.index,
+            "index": i,
             "prompt_ids": list(c.tokens.prompt_token_ids),
             "completion_ids": list(c.tokens.completion_token_ids),
             "logprobs": list(c.tokens.logprobs or []),
             "served_by": c.served_by,
         }
-        for c in r.model_calls
+        for i, c in enumerate(r.model_calls)
         if c.tokens is not None
     ]
 
 
 def tokens_rows(rollouts: Iterable[Rollout]) -> list[dict[str, Any]]:
-    """Token-faithful RL rows for every scored rollout (see `token_row`)."""
-    return [token_row(r) for group in _by_example(rollouts).values() for r in group]
+    """Token-faithful RL rows, one per training sample of every scored rollout (`token_rows`)."""
+    return [row for group in _by_example(rollouts).values() for r in group for row in token_rows(r)]
 
 
 def flagged_token_rows(rollouts: Iterable[Rollout], flag: str) -> list[dict[str, Any]]:
     """Token rows for every rollout, with `flag` True (and the reason) where it is unscored.
 
-    A scored rollout needs its token ids (see `token_row`); an unscored one without them (its
+    A scored rollout needs its token ids (see `token_rows`); an unscored one without them (its
     generation failed) becomes a row with empty ids, flagged, so its group keeps its size.
     """
     rows = []
     for r in rollouts:
         unscored = r.error is not None or not math.isfinite(r.reward)
-        if unscored and not r.turn_tokens:
-            row: dict[str, Any] = {
+        if unscored and not any(s.has_token_ids for s in training_samples(r)):
+            empty: dict[str, Any] = {
                 "example_id": str(r.example_id),
                 "rollout_index": r.rollout_index,
+                "sample_index": 0,
+                "num_samples": 1,
+                "calls": [],
+                "step": None,
                 "prompt_ids": [],
                 "completion_ids": [],
                 "logprobs": [],
                 "env_mask": [],
+                "skew_tokens": 0,
                 "reward": math.nan,
                 "turn_rewards": list(r.turn_rewards),
                 "model_calls": call_token_rows(r),
             }
+            samples = [empty]
         else:
-            row = token_row(r)
-        if unscored:
-            row["reward"] = math.nan  # never 0: the flag says why it does not count
-        row[flag] = unscored
-        row["filter_reason"] = (r.error or "unscored (NaN reward)") if unscored else None
-        rows.append(row)
+            samples = token_rows(r)
+        for row in samples:
+            if unscored:
+                row["reward"] = math.nan  # never 0: the flag says why it does not count
+            row[flag] = unscored
+            row["filter_reason"] = (r.error or "unscored (NaN reward)") if unscored else None
+        rows += samples
     return rows
 
 
@@ -236,7 +236,7 @@ __all__ = [
     "flagged_token_rows",
     "messages_rows",
     "preference_rows",
-    "token_row",
+    "token_rows",
     "tokens_rows",
     "trl_rows",
 ]

@@ -4,10 +4,10 @@ A `ProxySession` is what a sandboxed agent reaches with its secret key. Each cal
 makes becomes a `ModelCall`, in order, failed calls included: the conversation it sent as
 OpenAI chat messages (the agent's own tool calls and their outputs as assistant tool calls
 and tool messages), the reply, token counts, timing and, when the engine returned them, its
-token ids. A multi-turn agent's prompt ids are chained from the engine's own ids (the
-previous turn's prompt and sampled completion, then the new messages), so training sees what
-the policy sampled; where the engine's re-tokenisation of that history differs, or the agent
-rewrote its history, the difference is measured (`RetokenizationSkew`). A call that failed
+token ids, exactly as it returned them. Each call's ids are compared with those of the call it
+continues (`harness._core.samples.link_call`): where the engine's re-tokenisation of that
+history differs, or the agent rewrote its history, the difference is measured
+(`RetokenizationSkew`); `harness.training_samples` joins the calls for training. A call that failed
 keeps no messages: its size, the start of its body and why.
 
 Budgets are taken before a call is served, with no await between the check and the count
@@ -30,21 +30,17 @@ Budgets are taken before a call is served, with no await between the check and t
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import secrets
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from harness._core.errors import ConfigError
-from harness._core.types import Message, ModelCall, RetokenizationSkew, Rollout, Usage
+from harness._core.samples import link_call
+from harness._core.types import Message, ModelCall, Rollout, Usage
 from harness.proxy._provenance import Replies
 
-#: How many of the latest calls with token ids a new call may continue: agents interleave
-#: side calls (titles, summaries) with their main line, but not hundreds of them, and the
-#: search must not grow with the length of the episode.
-CHAIN_WINDOW = 16
 #: Stop reasons a budget gives the session (and its rollout).
 BUDGET_STOPS = ("max_turns", "max_tokens", "timeout")
 #: Largest request body a session takes by default: the Anthropic Messages API's own limit,
@@ -188,10 +184,10 @@ class ProxySession:
         return turn
 
     def finish(self, turn: ModelCall, *, reserved: bool) -> None:
-        """Account a finished call: chain its token ids, count it (when it `reserved` its
+        """Account a finished call: measure its token ids' skew, count it (when it `reserved` its
         place), remember its reply, stop the session if it spent a budget."""
         if turn.tokens is not None:
-            chain_tokens(turn, self.turns[: turn.index])
+            turn.skew = link_call(turn.messages, turn.tokens, self.turns[: turn.index])[1]
         if reserved:
             self.in_flight -= 1
             self.num_calls += turn.status not in UNCOUNTED_STATUSES
@@ -212,18 +208,6 @@ class ProxySession:
                 return turn.conversation
         return []
 
-    def main_line(self) -> list[ModelCall]:
-        """The calls that built the final conversation, in order: the last successful call,
-        then the call it continued (`skew.extends`), and so on back. Side calls (a title, a
-        summary) and calls before a rewrite of the history are not on it."""
-        last = next((t for t in reversed(self.turns) if t.ok), None)
-        line: list[ModelCall] = []
-        while last is not None:
-            line.append(last)
-            skew = last.skew
-            last = self.turns[skew.previous_turn] if skew is not None and skew.extends else None
-        return line[::-1]
-
     def record_into(self, rollout: Rollout) -> None:
         """Put the calls on `rollout`: the final conversation (prompt = the messages before its
         first reply), the answered calls as `turns`, usage, the budget's stop reason, every
@@ -239,111 +223,9 @@ class ProxySession:
         rollout.completion = conversation[first_reply:]
         rollout.turns = self.num_answered
         rollout.usage = rollout.usage + self.usage
-        rollout.turn_tokens = [
-            t.tokens.model_copy(update={"turn": sum(m.role == "assistant" for m in t.messages)})
-            for t in self.main_line()
-            if t.tokens is not None
-        ]
         if self.stop_reason is not None:
             rollout.stop_reason = self.stop_reason
         rollout.model_calls = list(self.turns)
-
-
-def _same(a: Message, b: Message) -> bool:
-    """Two messages the model would see alike (None and "" content, argument spacing aside)."""
-    if a.role != b.role or a.text != b.text or (a.tool_call_id or None) != (b.tool_call_id or None):
-        return False
-    calls_a, calls_b = a.tool_calls or [], b.tool_calls or []
-    return len(calls_a) == len(calls_b) and all(
-        x.name == y.name and _arguments(x.arguments) == _arguments(y.arguments)
-        for x, y in zip(calls_a, calls_b)
-    )
-
-
-def _arguments(text: str) -> object:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
-def _extends(messages: Sequence[Message], previous: ModelCall) -> bool:
-    history = previous.conversation
-    return len(messages) > len(history) and all(_same(a, b) for a, b in zip(history, messages))
-
-
-def _common_prefix(a: list[int], b: list[int]) -> int:
-    n = min(len(a), len(b))
-    if a[:n] == b[:n]:  # the usual case, compared in C
-        return n
-    for i in range(n):
-        if a[i] != b[i]:
-            return i
-    return n
-
-
-def chain_tokens(turn: ModelCall, earlier: Sequence[ModelCall]) -> None:
-    """Chain `turn`'s prompt ids from the engine's own ids of the turn it continues.
-
-    The turn continued is the latest earlier one with token ids (among the last
-    `CHAIN_WINDOW`) whose conversation and reply the agent sent back unchanged. In the
-    engine's prompt ids for this turn, that history comes first: the previous prompt as the
-    engine tokenised it then, and its reply re-tokenised, ending where the sampled
-    completion's last id (the end-of-turn token) appears again. The turn's prompt ids become
-    the previous turn's (chained) prompt ids and sampled completion, then the rest of the
-    engine's ids (the new messages). When the agent rewrote its history (no earlier turn is
-    continued), the engine's ids are kept. Either way the skew is recorded.
-    """
-    tokens = turn.tokens
-    candidates = _recent_with_ids(earlier)
-    if tokens is None or not candidates:
-        return
-    continued = next((t for t in reversed(candidates) if _extends(turn.messages, t)), None)
-    previous = continued or candidates[-1]
-    assert previous.tokens is not None  # chosen among turns with ids
-    engine = tokens.prompt_token_ids
-    turn._engine_prompt_ids = engine
-    seen = previous._engine_prompt_ids or previous.tokens.prompt_token_ids  # as the engine tokenised it
-    sampled = previous.tokens.completion_token_ids
-    history = [*seen, *sampled]
-    common = _common_prefix(history, engine)
-    end = _history_end(engine, common, len(seen), sampled)
-    turn.skew = RetokenizationSkew(
-        previous_turn=previous.index,
-        extends=continued is not None,
-        exact=common == len(history),
-        common_prefix=common,
-        length_delta=(end if end is not None else len(engine)) - len(history),
-    )
-    if continued is not None and end is not None:
-        tokens.prompt_token_ids = [*previous.tokens.prompt_token_ids, *sampled, *engine[end:]]
-
-
-def _recent_with_ids(earlier: Sequence[ModelCall]) -> list[ModelCall]:
-    """The last `CHAIN_WINDOW` answered calls with token ids, oldest first."""
-    found: list[ModelCall] = []
-    for t in reversed(earlier):
-        if t.ok and t.tokens is not None:
-            found.append(t)
-            if len(found) == CHAIN_WINDOW:
-                break
-    return found[::-1]
-
-
-def _history_end(
-    engine: Sequence[int], common: int, prompt_length: int, sampled: Sequence[int]
-) -> int | None:
-    """Where the engine's re-tokenised history ends in its prompt ids, or None if not found
-    (the previous prompt itself re-tokenised differently, or no end-of-turn id follows)."""
-    if common == prompt_length + len(sampled):
-        return common
-    if common < prompt_length or not sampled:
-        return None
-    last = sampled[-1]
-    for i in range(common, len(engine)):
-        if engine[i] == last:
-            return i + 1
-    return None
 
 
 def new_sessions_name(existing: Collection[str], name: str | None) -> str:
@@ -360,13 +242,10 @@ def new_sessions_name(existing: Collection[str], name: str | None) -> str:
 
 __all__ = [
     "BUDGET_STOPS",
-    "CHAIN_WINDOW",
     "DEFAULT_MAX_REQUEST_BYTES",
     "UNCOUNTED_STATUSES",
     "ModelCall",
     "ProxyBudgets",
     "ProxySession",
-    "RetokenizationSkew",
-    "chain_tokens",
     "new_sessions_name",
 ]

@@ -1,4 +1,5 @@
-"""A tiny chat model built in memory and a short GRPO configuration, for the TRL and verl tests."""
+"""A tiny chat model built in memory, a short GRPO configuration, and verl's agent loops
+driven as verl's worker drives them, for the TRL and verl tests."""
 
 from __future__ import annotations
 
@@ -94,3 +95,72 @@ def grpo_config(output_dir: Any, **overrides: Any) -> Any:
     }
     options.update(overrides)
     return GRPOConfig(**options)
+
+
+class ModelServer:
+    """verl's server-manager interface (`generate`: prompt token ids in, `TokenOutput` out) over a
+    transformers model, in place of verl's vLLM/SGLang servers (which need CUDA)."""
+
+    def __init__(self, model: Any, tokenizer: Any) -> None:
+        self.model, self.tokenizer = model, tokenizer
+        self.prompts: list[list[int]] = []
+
+    async def generate(
+        self, *, request_id: str, prompt_ids: list[int], sampling_params: Any, **kwargs: Any
+    ) -> Any:
+        from verl.workers.rollout.replica import TokenOutput
+
+        self.prompts.append(list(prompt_ids))
+        import torch  # heavy: only where a test generates
+
+        ids = torch.tensor([prompt_ids])
+        out = self.model.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=4,
+            do_sample=False,
+            pad_token_id=self.tokenizer.pad_token_id,
+        )
+        new = out[0, len(prompt_ids) :].tolist()
+        eos = self.tokenizer.eos_token_id
+        return TokenOutput(token_ids=new[: new.index(eos) + 1] if eos in new else new)
+
+
+def verl_config(prompt_length: int = 512) -> Any:
+    """The part of verl's trainer config its agent loops read."""
+    from omegaconf import OmegaConf
+
+    rollout = {"prompt_length": prompt_length, "response_length": 256, "multi_turn": {"format": "hermes"}}
+    return OmegaConf.create({"actor_rollout_ref": {"rollout": rollout}, "data": {}})
+
+
+async def play(spec: Any, server: ModelServer, tokenizer: Any, *, prompt_length: int = 512) -> list[Any]:
+    """Each row through the agent loop its `agent_name` picks, built the way verl's worker builds it:
+    the entry of the agent-loop config file in verl's registry, then `hydra.utils.instantiate`."""
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+    from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap, _agent_loop_registry
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    import envs._verl_agent_loop  # noqa: F401  # what verl's worker imports by the entry's _target_
+
+    for entry in OmegaConf.create([spec.agent_loop_config]):  # as AgentLoopWorker reads the file
+        _agent_loop_registry[entry.name] = entry
+    config = verl_config(prompt_length)
+    outputs = []
+    for row in spec.train_dataset:
+        loop = instantiate(
+            config=_agent_loop_registry[row["agent_name"]],
+            trainer_config=DictConfigWrap(config=config),
+            server_manager=server,
+            tokenizer=tokenizer,
+            processor=None,
+            hf_model_type=None,
+            dataset_cls=RLHFDataset,
+            data_config=DictConfigWrap(config.data),
+            tools=ToolListWrap([]),
+        )
+        outputs.append(
+            await loop.run({"temperature": 0.0}, raw_prompt=row["prompt"], extra_info=row["extra_info"])
+        )
+    return outputs

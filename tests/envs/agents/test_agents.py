@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import Client
+from harness import Client, training_samples
 from harness._views.html import rollout_body_html
 from harness.scripted import ScriptedEndpoint
 from tests.envs.agents.conftest import RUNTIMES, left_behind, task_env
@@ -51,18 +51,23 @@ def test_agent_finishes_file_task(runtime: str, agent: str, agent_files: Path) -
     print(f"{agent} on {runtime}: {seconds:.2f} s")
 
 
-def test_agent_turns_carry_the_engines_token_ids_chained() -> None:
+def test_the_bash_agents_calls_carry_the_engines_token_ids_and_make_one_sample() -> None:
     env = task_env()
     with ScriptedEndpoint(env.scripted_policies["solve"]) as endpoint:
         client = Client("served", base_url=endpoint.base_url, return_token_ids=True)
         results = env.evaluate(client, agent="bash", progress=False)
     (rollout,) = results.rollouts
-    first, second = rollout.turn_tokens
-    assert (first.turn, second.turn) == (0, 1)
+    first, second = (c.tokens for c in rollout.model_calls)
+    assert first is not None and second is not None
     # The second call's prompt continues the first call's prompt and sampled ids (no re-tokenisation).
     sampled = first.prompt_token_ids + first.completion_token_ids
     assert second.prompt_token_ids[: len(sampled)] == sampled
-    # The token export carries each model call's own ids beside the joined main line.
+    # The bash agent's episode is one training sample: 0.5 samples per call.
+    (sample,) = training_samples(rollout)
+    assert sample.calls == [0, 1] and sample.reward == rollout.reward == 1.0 and sample.skew_tokens == 0
+    assert sample.prompt_ids + sample.completion_ids == second.prompt_token_ids + second.completion_token_ids
+    print(f"bash agent: {len(training_samples(rollout)) / len(rollout.model_calls)} samples per call")
+    # The token export carries each model call's own ids beside the joined sample.
     (row,) = results.to_dataset(format="tokens")
     assert [c["index"] for c in row["model_calls"]] == [c.index for c in rollout.model_calls] == [0, 1]
     assert row["model_calls"][1]["completion_ids"] == second.completion_token_ids

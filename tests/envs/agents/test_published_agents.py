@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from harness import Client, ScriptedEndpoint, training_samples
 from harness.scripted import ShellScript
 from tests.envs.agents.conftest import RUNTIMES, SOLVE, task_env
 from tests.helpers.processes import run
@@ -81,9 +82,41 @@ def test_published_agents_send_back_only_replies_the_proxy_gave(agent: str) -> N
     assert not any(m.get("forged") for m in rollout.completion)
 
 
+#: Each agent's calls in the thinking episode, grouped into training samples by the rule.
+SAMPLES = {
+    "codex": [[0, 1, 2, 3]],
+    "claude-code": [[0, 1, 2, 3]],
+    "bash": [[0, 1, 2, 3]],
+    # mini-swe-agent drops a reply with no tool call from its history and sends a format error
+    # in its place: a rewritten history, so each such call starts a new sample.
+    "mini-swe-agent": [[0, 1, 2, 3], [4], [5]],
+}
+
+
+@pytest.mark.bwrap
+@pytest.mark.parametrize("agent", list(SAMPLES))
+def test_published_agents_episodes_become_training_samples_by_the_rule(agent: str) -> None:
+    """49.2: a real agent's episode, recorded with token ids, merges into samples whose ids are
+    exactly its calls' (no skew), each carrying the reward; the merge ratio is printed."""
+    env = task_env()
+    with ScriptedEndpoint(_thinking_script()) as endpoint:
+        client = Client("served", base_url=endpoint.base_url, return_token_ids=True)
+        (rollout,) = env.evaluate(client, agent=agent, runtime="bwrap", progress=False).rollouts
+    assert rollout.error is None and rollout.reward == 1.0, rollout.error
+    samples = training_samples(rollout)
+    assert [s.calls for s in samples] == SAMPLES[agent]
+    for sample in samples:
+        last = rollout.model_calls[sample.calls[-1]].tokens
+        assert last is not None and sample.skew_tokens == 0 and sample.reward == 1.0
+        assert sample.prompt_ids + sample.completion_ids == last.prompt_token_ids + last.completion_token_ids
+    answered = sum(c.ok for c in rollout.model_calls)
+    print(f"{agent}: {len(samples)} samples from {answered} calls ({len(samples) / answered:.2f} per call)")
+
+
 REPLAY_ENV = """
 from envs import Environment
 from envs.agents import file_contains
+from harness import Client, ScriptedEndpoint, training_samples
 from harness.scripted import ShellScript
 
 def load_environment():

@@ -12,9 +12,8 @@ import aiohttp
 import openai
 import pytest
 
-from harness import Message, ModelCall, Rollout, TurnTokens
-from harness._results.exports import token_row
-from harness.proxy._session import chain_tokens
+from harness import Rollout, training_samples
+from harness._results.exports import token_rows
 from harness.scripted._tokens import completion_ids, prompt_ids
 from tests.harness.proxy.conftest import ADD_ARGUMENTS, unix_socket_http
 
@@ -117,35 +116,6 @@ async def test_an_sdk_agent_loop_is_recorded_turn_by_turn_with_chained_token_ids
     )
     assert second.tokens.completion_token_ids == completion_ids({"content": "the answer is 5"})
     assert first.timing["upstream"] > 0 and 0 < first.timing["proxy_cpu"] < first.timing["total"]
-
-
-def test_the_chained_prompt_keeps_the_engines_sampled_ids_where_retokenisation_differs() -> None:
-    """An engine whose re-tokenised history differs from what it sampled (as BPE merges can),
-    over three turns: the third still chains through the second's chained ids."""
-    user, reply = Message(role="user", content="hi"), Message(role="assistant", content="ok")
-    first = ModelCall(index=0, dialect="chat", messages=[user], reply=reply)
-    first.tokens = TurnTokens(turn=0, prompt_token_ids=[0, 5, 6, 0, 7], completion_token_ids=[8, 9, 1])
-    more, sure = Message(role="user", content="more"), Message(role="assistant", content="sure")
-    second = ModelCall(index=1, dialect="chat", messages=[user, reply, more], reply=sure)
-    # The engine re-tokenises the sampled [8, 9] as [89], then the new message [2, 0, 10].
-    second.tokens = TurnTokens(
-        turn=1, prompt_token_ids=[0, 5, 6, 0, 7, 89, 1, 2, 0, 10], completion_token_ids=[11, 1]
-    )
-    chain_tokens(second, [first])
-    assert second.tokens.prompt_token_ids == [0, 5, 6, 0, 7, 8, 9, 1, 2, 0, 10]
-    assert second.skew is not None and second.skew.extends and not second.skew.exact
-    assert (second.skew.common_prefix, second.skew.length_delta) == (5, -1)
-    third = ModelCall(
-        index=2, dialect="chat", messages=[user, reply, more, sure, Message(role="user", content="end")]
-    )
-    third.reply = Message(role="assistant", content="bye")
-    # The engine's ids for the third call: its own history again ([89] once more), then [11, 1], then [3].
-    third.tokens = TurnTokens(
-        turn=2, prompt_token_ids=[0, 5, 6, 0, 7, 89, 1, 2, 0, 10, 11, 1, 3], completion_token_ids=[12, 1]
-    )
-    chain_tokens(third, [first, second])
-    assert third.tokens.prompt_token_ids == [0, 5, 6, 0, 7, 8, 9, 1, 2, 0, 10, 11, 1, 3]
-    assert third.skew is not None and third.skew.extends and third.skew.exact  # the engine agrees with itself
 
 
 async def test_a_rewritten_history_keeps_the_engines_ids_and_records_the_skew(start_proxy: Start) -> None:
@@ -251,7 +221,7 @@ async def test_hints_are_dropped_and_named_and_non_function_tools_refused_or_dro
     assert [t["function"]["name"] for t in turn.tools] == ["add"]
 
 
-async def test_side_calls_stay_off_the_main_line_so_the_token_export_joins_the_turns(
+async def test_side_calls_are_samples_of_their_own_so_the_token_export_joins_the_main_line(
     start_proxy: Start,
 ) -> None:
     proxy = await start_proxy()
@@ -269,11 +239,12 @@ async def test_side_calls_stay_off_the_main_line_so_the_token_export_joins_the_t
             {"role": "tool", "tool_call_id": call.id, "content": "5"},
         ]
         await sdk.chat.completions.create(model="served-model", messages=messages, tools=TOOLS)
-    assert [t.index for t in session.main_line()] == [0, 2]
     rollout = Rollout(example_id=1, reward=1.0)
     session.record_into(rollout)
-    assert [t.turn for t in rollout.turn_tokens] == [0, 1] and rollout.turns == 3
-    row = token_row(rollout)  # the training export: one sequence, the model's tokens masked in
+    assert [s.calls for s in training_samples(rollout)] == [[0, 2], [1]] and rollout.turns == 3
+    row, side = token_rows(rollout)  # the training export: a row per sample, the model's tokens masked in
+    assert (row["calls"], side["calls"], row["num_samples"]) == ([0, 2], [1], 2)
+    assert [c["index"] for c in row["model_calls"]] == [0, 2]
     final = session.turns[2].tokens
     assert final is not None
     assert row["prompt_ids"] + row["completion_ids"] == final.prompt_token_ids + final.completion_token_ids

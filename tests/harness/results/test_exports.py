@@ -20,7 +20,7 @@ from harness import (
     load_results,
     run_sync,
 )
-from harness._results.exports import token_row
+from harness._results.exports import token_rows
 from harness.scripted._tokens import completion_ids, decode, logprob, prompt_ids
 
 ROWS = [{"question": "Double 3.", "answer": "6"}, {"question": "Double 5.", "answer": "10"}]
@@ -182,6 +182,6 @@ def test_trainer_exports_keep_every_rollout_and_flag_the_unscored(
     assert data[flag] == [False, True, False, False, True]
     assert math.isnan(data["reward"][1]) and math.isnan(data["reward"][4])  # never 0
     assert data["filter_reason"] == [None, "judge: no score in the reply", None, None, "timeout"]
-    assert data["completion_ids"][1] == token_row(rollouts[1])["completion_ids"]  # its tokens, flagged
+    assert data["completion_ids"][1] == token_rows(rollouts[1])[0]["completion_ids"]  # its tokens, flagged
     assert data["completion_ids"][4] == [] and data["prompt_ids"][4] == []
     assert data["reward"][0] == rollouts[0].reward
