@@ -252,6 +252,22 @@ async def test_fork_copies_tmp_the_workdir_and_modes(spec: str, workdir: str) ->
             assert (await copy.exec("pwd")).stdout == f"{workdir}\n"
 
 
+@pytest.mark.parametrize("spec", ISOLATING)
+async def test_fork_copies_writes_outside_tmp_and_the_workdir(spec: str) -> None:
+    """A folder made outside /tmp and the working directory (as a setup step makes `/app/out`),
+    the files in it and an empty folder below it are in every fork (issue 47.4)."""
+    async with get_runtime(spec).sandbox(workdir="/app/work") as sb:
+        made = await sb.exec(
+            "mkdir -p /app/out/empty /outside && printf hi > /app/out/a.txt && printf d > /outside/d"
+        )
+        assert made.ok, made
+        async with await sb.fork() as copy:
+            assert await copy.read("/app/out/a.txt") == b"hi"
+            assert await copy.read("/outside/d") == b"d"
+            assert (await copy.exec("test -d /app/out/empty && printf x > /app/out/empty/b")).ok
+            assert (await sb.exec("test ! -e /app/out/empty/b")).ok  # still independent
+
+
 @pytest.mark.parametrize("spec", ALL)
 def test_sync_face(spec: str) -> None:
     with get_runtime(spec).sandbox() as sb:
