@@ -10,14 +10,15 @@ under bwrap's init, nothing is entered, and the sandbox ends with it.
 
 The file system (`_bwrap_view`): the host's system read-only, or a root filesystem folder,
 with every installed package folder in view covered, plus the private writable layer
-(size-capped tmpfs at `/tmp` and the working directory, charged to the sandbox's memory cgroup;
-gone with the namespaces), and the Unix socket folder at /run/rubric. Limits: a cgroup (pids,
-memory, CPU quota) when this process may create one, and rlimits (largest file; processes
-where there is no cgroup). bwrap is in its cgroup and under its rlimits before it makes a
-namespace (`_launch`), so nothing inside ever runs outside them and the sandbox's cgroup
-namespace is rooted at its own group. Everything dies with the sandbox: bwrap's init is PID 1
-of the namespace and bwrap dies with its parent (`--die-with-parent`), so even a SIGKILLed
-harness leaves no process (only its host folder, removed by `prune`).
+(size-capped tmpfs at `/tmp` and the working directory, charged to the sandbox's memory cgroup,
+so its files and its processes share `memory_mb`; gone with the namespaces), and the Unix
+socket folder at /run/rubric. Limits: a cgroup (pids, memory, CPU quota) when this process
+may create one, and rlimits (largest file; processes where there is no cgroup). bwrap is in
+its cgroup and under its rlimits before it makes a namespace (`_launch`), so nothing inside
+ever runs outside them and the sandbox's cgroup namespace is rooted at its own group.
+Everything dies with the sandbox: bwrap's init is PID 1 of the namespace and bwrap dies with
+its parent (`--die-with-parent`), so even a SIGKILLed harness leaves no process (only its
+host folder, removed by `prune`).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from harness.runtimes._base import (
     reap,
     spawn,
 )
-from harness.runtimes._bwrap_view import DEFAULT_DISK_MB, host_entries, layer_args, sandbox_args
+from harness.runtimes._bwrap_view import host_entries, layer_args, sandbox_args
 from harness.runtimes._state import TOKEN_VAR, SandboxState
 
 INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap util-linux) on Linux with user namespaces enabled"
@@ -70,13 +71,17 @@ _probed: dict[str, str] = {}  # bwrap's path -> why it cannot make namespaces ("
 
 def _cgroup(config: SandboxConfig) -> cgroups.Cgroup | None:
     """A new cgroup with `config`'s caps, or None when it has none or none can be made here.
-    The writable tmpfs layers are charged to it too, so its memory is memory_mb + their size."""
+
+    Its memory cap is `memory_mb`, no more: no process of the sandbox gets more. The kernel
+    charges a tmpfs page to the memory cgroup of the process that writes it, and no unprivileged
+    setting charges it elsewhere, so the files on the writable tmpfs layers count toward that cap
+    too (a sandbox holding 100 MB of files has `memory_mb - 100` left for its processes), while
+    each layer is also capped at `disk_mb`."""
     wanted = {"pids": config.pids, "memory": config.memory_mb, "cpu": config.cpus}
     where = {c: p for c, p in cgroups.parents().items() if wanted.get(c, True)}  # v2's "": one for all
     if not where or not any(wanted.values()):
         return None
-    memory = config.memory_mb + (config.disk_mb or DEFAULT_DISK_MB) if config.memory_mb else None
-    return cgroups.Cgroup(where, pids=config.pids, memory_mb=memory, cpus=config.cpus)
+    return cgroups.Cgroup(where, pids=config.pids, memory_mb=config.memory_mb, cpus=config.cpus)
 
 
 def _rlimits(config: SandboxConfig, cgroup: cgroups.Cgroup | None) -> dict[int, int]:
