@@ -394,6 +394,38 @@ def sandboxes(action: str) -> int:
     return 0
 
 
+@rubric.group()
+def agents() -> None:
+    """install the published agents (mini-swe-agent, codex, claude-code) ahead of first use"""
+
+
+@command(agents, name="install", help="install published agents into the host cache (RUBRIC_AGENT_CACHE, default ~/.cache/rubric/agents), so later runs need no package registry")  # fmt: skip
+@click.argument("names", nargs=-1, required=True, metavar="NAME...")
+def agents_install(names: tuple[str, ...]) -> int:
+    from envs.agents._installed import published
+
+    with usage_errors():
+        chosen = published(names)
+        for agent in chosen:
+            was = agent.installed()
+            folder = agent.install()
+            say(
+                f"{agent.name} {agent.installed()}: {'already installed' if was else 'installed'} in {folder}"
+            )
+    return 0
+
+
+@command(agents, name="list", help="the published agents, their pinned packages and what is installed")
+def agents_list() -> int:
+    from envs.agents._installed import PUBLISHED, cache_root
+
+    for name, kind in PUBLISHED.items():
+        version = kind().installed()
+        say(f"{name:15} {kind.package:36} {'installed ' + version if version else 'not installed'}")
+    say(f"cache: {cache_root()}")
+    return 0
+
+
 @command(help="serve the scripted OpenAI-compatible endpoint")
 @click.option("--policy", required=True, help="ENV:POLICY, e.g. gsm8k:oracle (or POLICY with --env)")
 @click.option("--env", "env_spec", help="environment whose policy to serve")
