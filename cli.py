@@ -161,7 +161,7 @@ hub_option = click.option("--hub", "hub_url", help=HUB_HELP)
 @click.option("--mcp", multiple=True, metavar="[PREFIX=]CMD|URL", help="add an MCP server's tools to the environment: a stdio command line ('npx -y @x/server') or a streamable-HTTP URL, PREFIX= naming its tools PREFIX_NAME; repeatable")  # fmt: skip
 @click.option("--agent", metavar="NAME", help="an agent plays each episode in a sandbox, its model calls recorded as turns: command:CMD ({instruction}, {instruction_file} filled in), bash, mini-swe-agent, codex, claude-code, oracle")  # fmt: skip
 @click.option("--agent-files", metavar="DIR", help="with --agent: a folder uploaded to /agent in each sandbox")  # fmt: skip
-@click.option("--runtime", metavar="SPEC", help="with --agent: the sandboxes' runtime: bwrap, bwrap:ROOTFS, docker:IMAGE, docker:DIR (default: each task's own, such as a Harbor task's image, else bwrap)")  # fmt: skip
+@click.option("--runtime", metavar="SPEC", help="with --agent: the sandboxes' runtime: bwrap, bwrap:ROOTFS, docker:IMAGE, docker:DIR (default: each task's own, such as a Harbor task's image, else bwrap); on bwrap the files a sandbox writes live in memory, so its memory_mb caps its processes and its files together")  # fmt: skip
 @click.option("--token-ids/--no-token-ids", default=None, help="record each call's token ids and logprobs (asked the vLLM way); default with --agent: on when the endpoint returns them (probed once per run)")  # fmt: skip
 @click.option("-t", "--max-tokens", type=int, callback=limited)
 @click.option("-T", "--temperature", type=float, callback=limited)
