@@ -175,7 +175,7 @@ hub_option = click.option("--hub", "hub_url", help=HUB_HELP)
 @click.option("--mcp", multiple=True, metavar="[PREFIX=]CMD|URL", help="add an MCP server's tools to the environment: a stdio command line ('npx -y @x/server') or a streamable-HTTP URL, PREFIX= naming its tools PREFIX_NAME; repeatable")  # fmt: skip
 @click.option("--agent", metavar="NAME", help="an agent plays each episode in a sandbox, its model calls recorded as turns: command:CMD ({instruction}, {instruction_file} filled in), bash, mini-swe-agent, codex, claude-code, oracle")  # fmt: skip
 @click.option("--agent-files", metavar="DIR", help="with --agent: a folder uploaded to /agent in each sandbox")  # fmt: skip
-@click.option("--runtime", metavar="SPEC", help="with --agent: the sandboxes' runtime: bwrap, bwrap:ROOTFS, docker:IMAGE, docker:DIR (default: each task's own, such as a Harbor task's image, else bwrap)")  # fmt: skip
+@click.option("--runtime", metavar="SPEC", help="with --agent: the sandboxes' runtime: bwrap, bwrap:ROOTFS, docker:IMAGE, docker:DIR (default: each task's own, such as a Harbor task's image, else bwrap); on bwrap the files a sandbox writes live in memory, so its memory_mb caps its processes and its files together")  # fmt: skip
 @click.option("--token-ids/--no-token-ids", default=None, help="record each call's token ids and logprobs (asked the vLLM way); default with --agent: on when the endpoint returns them (probed once per run)")  # fmt: skip
 @click.option("-t", "--max-tokens", type=int, callback=limited)
 @click.option("-T", "--temperature", type=float, callback=limited)
@@ -410,6 +410,38 @@ def sandboxes(action: str) -> int:
         )
     if action == "prune":
         print(f"removed {sum(r['removed'] == 'True' for r in found)} of {len(found)}")
+    return 0
+
+
+@rubric.group()
+def agents() -> None:
+    """install the published agents (mini-swe-agent, codex, claude-code) ahead of first use"""
+
+
+@command(agents, name="install", help="install published agents into the host cache (RUBRIC_AGENT_CACHE, default ~/.cache/rubric/agents), so later runs need no package registry")  # fmt: skip
+@click.argument("names", nargs=-1, required=True, metavar="NAME...")
+def agents_install(names: tuple[str, ...]) -> int:
+    from envs.agents._installed import published
+
+    with usage_errors():
+        chosen = published(names)
+        for agent in chosen:
+            was = agent.installed()
+            folder = agent.install()
+            say(
+                f"{agent.name} {agent.installed()}: {'already installed' if was else 'installed'} in {folder}"
+            )
+    return 0
+
+
+@command(agents, name="list", help="the published agents, their pinned packages and what is installed")
+def agents_list() -> int:
+    from envs.agents._installed import PUBLISHED, cache_root
+
+    for name, kind in PUBLISHED.items():
+        version = kind().installed()
+        say(f"{name:15} {kind.package:36} {'installed ' + version if version else 'not installed'}")
+    say(f"cache: {cache_root()}")
     return 0
 
 

@@ -4,7 +4,9 @@
 Anthropic Messages) come from npm; both ship native binaries in platform packages (Codex a
 static musl build, Claude Code a glibc one), so the sandbox needs no Node.js and no network:
 `npm install` puts them in the cache folder (`RUBRIC_AGENT_CACHE`, default
-~/.cache/rubric/agents; `.ci/agents-up` fills it), and the sandbox sees the package read-only.
+~/.cache/rubric/agents), and the sandbox sees the package read-only. `mini-swe-agent` comes
+from PyPI (`pip install --target`). Each installs on first use, saying so on stderr (what,
+where, about how big), or ahead of time with `rubric agents install NAME` (`PUBLISHED`).
 
 Both take a task's MCP servers (Codex: `[mcp_servers.NAME]` in its config.toml, stdio or
 streamable HTTP; Claude Code: a `--mcp-config` file) and its skills (each folder of the task's
@@ -19,6 +21,8 @@ import os
 import shlex
 import subprocess
 import sys
+import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,16 +51,41 @@ def cache_root() -> Path:
     return Path(os.environ.get("RUBRIC_AGENT_CACHE") or Path.home() / ".cache" / "rubric" / "agents")
 
 
-def npm_package(package: str, inner: str) -> Path:
-    """The folder `inner` of npm `package` (name@version) in the cache, installed with npm on first use.
+def _notice(line: str) -> None:
+    """One line on stderr (an install is long and silent otherwise)."""
+    print(f"rubric: {line}", file=sys.stderr, flush=True)
+
+
+def _started(agent: str, package: str, tool: str, folder: Path, size_mb: int) -> float:
+    _notice(
+        f"installing {agent} ({package}, about {size_mb} MB) with {tool} into {folder}: once per "
+        "machine, then offline (`rubric agents install NAME` does it ahead of time)"
+    )
+    return time.monotonic()
+
+
+def npm_folder(package: str) -> Path:
+    """The cache folder npm `package` (name@version) is installed into."""
+    return cache_root() / "npm" / package.replace("/", "+")
+
+
+def pip_folder(requirement: str) -> Path:
+    """The cache folder `requirement` (name==version) is installed into."""
+    return cache_root() / "pip" / requirement
+
+
+def npm_package(package: str, inner: str, *, agent: str = "", size_mb: int = 0) -> Path:
+    """The folder `inner` of npm `package` (name@version) in the cache, installed with npm on
+    first use (saying so on stderr: `agent`, about `size_mb` MB).
 
     Raises:
         AgentError: npm is missing or the install failed (its output is in the message).
     """
-    folder = cache_root() / "npm" / package.replace("/", "+")
+    folder = npm_folder(package)
     target = folder / "node_modules" / inner
     if target.exists():
         return target
+    began = _started(agent or package, package, "npm", folder, size_mb)
     try:
         done = subprocess.run(
             ["npm", "install", "--no-audit", "--no-fund", "--prefix", str(folder), package],
@@ -68,20 +97,22 @@ def npm_package(package: str, inner: str) -> Path:
         raise AgentError(f"installing {package} needs npm on this machine (apt-get install npm)") from None
     if done.returncode != 0 or not target.exists():
         raise AgentError(f"npm install {package} into {folder} failed: {(done.stderr or done.stdout)[-800:]}")
+    _notice(f"installed {agent or package} in {time.monotonic() - began:.0f} s")
     return target
 
 
-def pip_package(requirement: str) -> Path:
+def pip_package(requirement: str, *, agent: str = "", size_mb: int = 0) -> Path:
     """A folder holding `requirement` (name==version) and its dependencies, for the sandbox's
     python3 (`pip install --target`, with this interpreter: the same Python version as
-    Debian bookworm's and the host's), installed on first use.
+    Debian bookworm's and the host's), installed on first use (saying so on stderr).
 
     Raises:
         AgentError: the install failed (pip's output is in the message).
     """
-    folder = cache_root() / "pip" / requirement
+    folder = pip_folder(requirement)
     if (folder / ".complete").exists():
         return folder
+    began = _started(agent or requirement, requirement, "pip", folder, size_mb)
     done = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--target", str(folder), requirement],
         capture_output=True,
@@ -91,6 +122,7 @@ def pip_package(requirement: str) -> Path:
     if done.returncode != 0:
         raise AgentError(f"pip install --target {folder} {requirement} failed: {done.stderr[-800:]}")
     (folder / ".complete").write_text(requirement)
+    _notice(f"installed {agent or requirement} in {time.monotonic() - began:.0f} s")
     return folder
 
 
@@ -100,9 +132,20 @@ class MiniSweAgent(Agent):
     running `echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`; no cost map fetch, no prompts."""
 
     name = "mini-swe-agent"
+    package = MINI_SWE_PACKAGE
+    size_mb = 730
+
+    def install(self) -> Path:
+        """Install the agent into the host cache unless it is there; returns its folder."""
+        return pip_package(self.package, agent=self.name, size_mb=self.size_mb)
+
+    def installed(self) -> str | None:
+        """The installed version (None: not installed)."""
+        done = pip_folder(self.package) / ".complete"
+        return done.read_text().strip().partition("==")[2] if done.exists() else None
 
     def mounts(self) -> dict[str, str]:
-        return {str(pip_package(MINI_SWE_PACKAGE)): MINI_SWE_DIR}
+        return {str(self.install()): MINI_SWE_DIR}
 
     def command(self, ctx: AgentContext) -> str:
         settings = (
@@ -125,12 +168,22 @@ class CodexAgent(Agent):
 
     name = "codex"
     dialect = "responses"
+    package = CODEX_PACKAGE
+    size_mb = 400
     inner = "@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl"
     takes_mcp_servers = True
     takes_skills = True
 
+    def install(self) -> Path:
+        """Install the agent into the host cache unless it is there; returns its folder."""
+        return npm_package(self.package, self.inner, agent=self.name, size_mb=self.size_mb)
+
+    def installed(self) -> str | None:
+        """The installed version (None: not installed)."""
+        return _npm_version(self.package, self.inner)
+
     def mounts(self) -> dict[str, str]:
-        return {str(npm_package(CODEX_PACKAGE, self.inner)): CODEX_DIR}
+        return {str(self.install()): CODEX_DIR}
 
     async def prepare(self, ctx: AgentContext) -> None:
         url = ctx.env["OPENAI_BASE_URL"]
@@ -159,6 +212,8 @@ class ClaudeCodeAgent(Agent):
 
     name = "claude-code"
     dialect = "messages"
+    package = CLAUDE_PACKAGE
+    size_mb = 240
     inner = "@anthropic-ai/claude-code-linux-x64"
     takes_mcp_servers = True
     takes_skills = True
@@ -170,8 +225,16 @@ class ClaudeCodeAgent(Agent):
             ctx.notes["mcp_config"] = CLAUDE_MCP_FILE
         await install_skills(ctx, f"{HOME_DIR}/.claude/skills")
 
+    def install(self) -> Path:
+        """Install the agent into the host cache unless it is there; returns its folder."""
+        return npm_package(self.package, self.inner, agent=self.name, size_mb=self.size_mb)
+
+    def installed(self) -> str | None:
+        """The installed version (None: not installed)."""
+        return _npm_version(self.package, self.inner)
+
     def mounts(self) -> dict[str, str]:
-        return {str(npm_package(CLAUDE_PACKAGE, self.inner)): CLAUDE_DIR}
+        return {str(self.install()): CLAUDE_DIR}
 
     def command(self, ctx: AgentContext) -> str:
         quiet = "IS_SANDBOX=1 DISABLE_AUTOUPDATER=1 CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_TELEMETRY=1"
@@ -227,6 +290,40 @@ async def install_skills(ctx: AgentContext, target: str) -> None:
             f"the task's skills_dir {ctx.skills_dir!r} ([environment] skills_dir) is not a folder in the "
             f"sandbox, or cannot be copied: {done.stderr.strip()[-300:] or 'no such folder'}"
         )
+
+
+def _npm_version(package: str, inner: str) -> str | None:
+    """The version of npm `package` installed in the cache (None: not, or not whole)."""
+    folder = npm_folder(package) / "node_modules"
+    name = package.rpartition("@")[0]
+    try:
+        found = json.loads((folder / name / "package.json").read_text())["version"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return str(found) if (folder / inner).exists() else None
+
+
+#: The published agents, installed on the host (`rubric agents install NAME`).
+PUBLISHED: dict[str, type[MiniSweAgent | CodexAgent | ClaudeCodeAgent]] = {
+    "mini-swe-agent": MiniSweAgent,
+    "codex": CodexAgent,
+    "claude-code": ClaudeCodeAgent,
+}
+
+
+def published(names: Sequence[str]) -> list[MiniSweAgent | CodexAgent | ClaudeCodeAgent]:
+    """The published agents named (each once, in order).
+
+    Raises:
+        AgentError: a name is not a published agent (the message lists them).
+    """
+    unknown = [name for name in names if name not in PUBLISHED]
+    if unknown:
+        raise AgentError(
+            f"{', '.join(map(repr, unknown))}: not a published agent; the published agents are "
+            f"{', '.join(PUBLISHED)} (the others need no install)"
+        )
+    return [PUBLISHED[name]() for name in dict.fromkeys(names)]
 
 
 def _toml(text: str) -> str:

@@ -109,4 +109,30 @@ def tree_paths(nodes: Sequence[TreeNode]) -> list[str]:
     return [node["path"] for node in nodes if node.get("path")]
 
 
-__all__ = ["Setting", "TreeNode", "read_node", "read_tree", "tree_from_paths", "tree_paths"]
+def place_paths(known: Iterable[str], others: Iterable[str]) -> list[str]:
+    """The dotted paths of `known` (in tree order) with each path of `others` they lack placed
+    under its nearest parent among them, after that parent's descendants (a Harbor verifier's
+    reward.json components under the verifier, not after its siblings); a path with no parent
+    among them goes last. The root ("") is left out.
+
+    Args:
+        known: Paths in tree order (a rubric tree's, a run summary's).
+        others: More paths (the scores a rollout has), in the order they should keep.
+    """
+    placed = [p for p in dict.fromkeys(known) if p]
+    seen = set(placed)
+    for path in others:
+        if not path or path in seen:
+            continue
+        parent = path.rpartition(".")[0]
+        while parent and parent not in seen:
+            parent = parent.rpartition(".")[0]
+        below = (
+            [i for i, p in enumerate(placed) if p == parent or p.startswith(parent + ".")] if parent else []
+        )
+        placed.insert(below[-1] + 1 if below else len(placed), path)
+        seen.add(path)
+    return placed
+
+
+__all__ = ["Setting", "TreeNode", "place_paths", "read_node", "read_tree", "tree_from_paths", "tree_paths"]

@@ -26,6 +26,7 @@ from harness._core.run.stats import (
 )
 from harness._core.run.storage import section
 from harness._core.run.summary import mean_and_stderr
+from harness._core.tree import place_paths
 from harness._results.eval_results import EvalResults
 
 # A node "flips" between runs when its mean for an example crosses this line (or turns NaN).
@@ -127,9 +128,9 @@ def flipped(before: float, after: float) -> bool:
 
 
 def node_paths(results: EvalResults) -> list[str]:
-    """The run's node paths in tree order (as its summary lists them), then any others."""
-    paths = list(results.summary.node_means)
-    return paths + sorted({p for r in results.rollouts for p in r.scores} - set(paths))
+    """The run's node paths in tree order (as its summary lists them), any others under their
+    parent."""
+    return place_paths(results.summary.node_means, sorted({p for r in results.rollouts for p in r.scores}))
 
 
 def _mean(values: Sequence[float]) -> float:

@@ -24,8 +24,9 @@ from harness._core.content import block_text, tool_content
 from harness._core.display import STYLE, esc, fmt, register_html_view, unscored, unscored_count
 from harness._core.run.storage import run_title, section
 from harness._core.run.summary import node_note, over_scored, skip_reason, wall_time
-from harness._core.tree import TreeNode, read_tree, tree_from_paths, tree_paths
+from harness._core.tree import TreeNode, place_paths, read_tree, tree_from_paths, tree_paths
 from harness._core.types import Message, ModelCall, Rollout
+from harness._views.evidence import agent_parts, detail_parts, facts_line
 from harness.proxy._provenance import FORGED, FORGED_NOTE
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -90,9 +91,8 @@ def _row(label: str, value: str, cls: str = "") -> str:
 
 
 def _node_rows(summary: Summary, nodes: Sequence[TreeNode] | None) -> list[str]:
-    order = tree_paths(nodes or [])
-    paths = [p for p in order if p in summary.node_means]
-    paths += [p for p in summary.node_means if p not in paths]
+    order = [p for p in tree_paths(nodes or []) if p in summary.node_means]
+    paths = place_paths(order, summary.node_means)
     stderrs = summary.node_stderrs
     rows = []
     for path in paths:
@@ -234,7 +234,7 @@ def groups_html(
     if not shown:
         return ""
     marks = {n.get("path", ""): bool(n.get("group")) for n in nodes or []}
-    paths = tree_paths(nodes or []) or sorted({p for g in shown for r in g for p in r.scores})
+    paths = place_paths(tree_paths(nodes or []), sorted({p for g in shown for r in g for p in r.scores}))
     tables = []
     for group in shown:
         group = sorted(group, key=lambda r: r.rollout_index)
@@ -247,7 +247,12 @@ def groups_html(
         )
         for p in paths:
             cells = "".join(
-                _score_cell(r.scores.get(p, math.nan), r.score_errors.get(p, "not run")) for r in group
+                _score_cell(r.scores[p], r.score_errors.get(p, ""))
+                if p in r.scores
+                else _score_cell(math.nan, r.score_errors[p])
+                if p in r.score_errors
+                else '<td class="num muted">not run</td>'
+                for r in group
             )
             rows.append(
                 f'<tr><th title="{esc(p)}">{esc(p)}{" (group)" if marks.get(p) else ""}</th>{cells}</tr>'
@@ -309,14 +314,37 @@ def _detail_html(detail: Mapping[str, Any]) -> str:
         parts.append(
             f'<span class="muted">judge tokens {esc(tokens)}{" (cached)" if detail.get("cached") else ""}</span>'
         )
-    extra = {
-        k: v
-        for k, v in detail.items()
-        if k not in {"prompt", "reply", "replies", "usage", "cached", "reason", "scores"}
-    }
-    if extra:
-        parts.append(f'<pre class="muted">{esc(json.dumps(extra, ensure_ascii=False, default=str))}</pre>')
+    facts, blocks = detail_parts(detail)
+    if facts:
+        parts.append(f'<div class="muted">{esc(facts_line(facts))}</div>')
+    parts.extend(_block_details(name, text) for name, text in blocks)
     return "".join(parts)
+
+
+def _block_details(name: str, text: str) -> str:
+    """A long text (an output, a file's content) folded under its name."""
+    return f"<details><summary>{esc(name)}</summary><pre>{esc(text)}</pre></details>"
+
+
+def agent_html(state: Mapping[str, Any]) -> str:
+    """What the agent program did (its command, exit code, time, stdout and stderr), or ""."""
+    found = agent_parts(state)
+    if found is None:
+        return ""
+    head, facts, blocks = found
+    line = f'<div class="muted">{esc(facts)}</div>' if facts else ""
+    return f'<div class="head">{esc(head)}</div>{line}' + "".join(_block_details(n, t) for n, t in blocks)
+
+
+def with_scored_paths(nodes: Sequence[TreeNode], paths: Sequence[str]) -> list[TreeNode]:
+    """The tree's nodes, with a node for each scored path the tree lacks (a Harbor verifier's
+    reward.json components) under its parent; drawn from the paths alone when there is no tree."""
+    if not nodes:
+        return tree_from_paths(paths)
+    by_path = {node.get("path", ""): node for node in nodes}
+    order = place_paths(tree_paths(nodes), paths)
+    root = [by_path[""]] if "" in by_path else []
+    return root + [by_path.get(p) or {"path": p, "head": "", "note": ""} for p in order]
 
 
 def tree_html(
@@ -330,8 +358,7 @@ def tree_html(
     """The rubric tree with each node's score, weight, gate decision and NaN reason;
     judge prompts and raw replies fold out. `scores` maps dotted paths to scores."""
     errors, details = errors or {}, details or {}
-    if not nodes:
-        nodes = tree_from_paths([*scores, *errors])
+    nodes = with_scored_paths(nodes or [], [*scores, *errors])
     never_scored = reward is None and not scores
     rows = []
     for node in nodes:
@@ -496,7 +523,7 @@ def rollout_body_html(rollout: Rollout, nodes: Sequence[TreeNode] | None = None)
     return (
         f'{rollout_facts_html(rollout)}<div class="head">conversation</div>'
         f"{conversation_html(rollout.messages)}{tool_content_html(rollout.state)}"
-        f"{model_calls_html(rollout.model_calls)}"
+        f"{model_calls_html(rollout.model_calls)}{agent_html(rollout.state)}"
         f'<div class="head">reward tree</div>{tree}'
     )
 
@@ -543,6 +570,7 @@ register_html_view("results", results_html)
 
 __all__ = [
     "STYLE",
+    "agent_html",
     "conversation_html",
     "esc",
     "fmt",
@@ -558,4 +586,5 @@ __all__ = [
     "summary_html",
     "tree_from_metadata",
     "tree_html",
+    "with_scored_paths",
 ]

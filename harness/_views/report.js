@@ -32,6 +32,7 @@
   }
   function fmt(v) {
     if (v === null || v === undefined) return "NaN";
+    if (typeof v === "string") return v;  // "not run": the node did not run (NaN is unscored)
     return String(Number(v.toPrecision(4)));
   }
   function escapeHtml(s) {  // as Python's html.escape(quote=True), to search escaped panels
@@ -129,7 +130,7 @@
       }
       if (col >= 0 && (lo !== null || hi !== null)) {
         var v = o.columns[col].value(item);
-        if (v === null || v === undefined) return false;
+        if (typeof v !== "number") return false;
         if (lo !== null && v < lo) return false;
         if (hi !== null && v > hi) return false;
       }

@@ -36,11 +36,17 @@ from harness._views.html import (
     rollout_body_html,
     summary_html,
     tree_from_metadata,
+    with_scored_paths,
 )
 
 
 def _asset(name: str) -> str:
     return files("harness._views").joinpath(name).read_text(encoding="utf-8")
+
+
+#: A node score cell of a node that did not run on the rollout (a component its task lacks, a
+#: chain stopped before it): not NaN, which is reserved for unscored.
+NOT_RUN = "not run"
 
 
 def _num(value: float | None) -> float | None:
@@ -100,7 +106,7 @@ def _row(i: int, r: Rollout, paths: Sequence[str]) -> list[Any]:
         r.error or "",
         r.turns,
         r.usage.prompt_tokens + r.usage.completion_tokens,
-        [_num(r.scores.get(p, math.nan)) for p in paths],
+        [_num(r.scores.get(p, math.nan)) if p in r.scores or p in r.score_errors else NOT_RUN for p in paths],
     ]
 
 
@@ -111,6 +117,7 @@ def report_html(results: EvalResults) -> str:
     nodes = _nodes_of(results)
     paths = node_paths(results)
     summary = summary_html(results.summary, nodes, results.metadata.get("status"))
+    drawn = with_scored_paths(nodes or [], paths)  # each panel's tree: every node any rollout scored
     body = (
         f'<header>{_header_html(results)}</header><section class="grid"><div>{summary}</div>'
         f"<div>{histogram_svg(r.reward for r in results.rollouts)}</div></section>"
@@ -121,7 +128,7 @@ def report_html(results: EvalResults) -> str:
         "mode": "run",
         "columns": paths,
         "rows": [_row(i, r, paths) for i, r in enumerate(results.rollouts)],
-        "packed": {"panels": _packed([rollout_body_html(r, nodes) for r in results.rollouts])},
+        "packed": {"panels": _packed([rollout_body_html(r, drawn) for r in results.rollouts])},
     }
     return _page(run_title(results.metadata), body, data)
 

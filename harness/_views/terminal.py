@@ -21,10 +21,12 @@ from harness._core.content import block_text, tool_content
 from harness._core.display import fmt, unscored
 from harness._core.run.summary import skip_reason
 from harness._core.text import safe_text
+from harness._core.tree import place_paths
 from harness._core.types import Message, Rollout
 from harness._results.compare import FLIP_THRESHOLD, Comparison, compare
 from harness._results.eval_results import EvalResults
 from harness._views.compare_html import interval_text, needed_text, paired_note
+from harness._views.evidence import agent_parts, detail_parts, facts_line
 from harness.proxy._provenance import FORGED, FORGED_NOTE
 
 _ROLE_STYLE = {"system": "dim", "user": "cyan", "assistant": "green", "tool": "magenta"}
@@ -60,6 +62,13 @@ def render_message(message: Message) -> RenderableType:
     )
 
 
+def node_order(rollout: Rollout, order: Sequence[str] | None = None) -> list[str]:
+    """The node paths of `rollout` (below the reward) in tree order: `order` (the run's), then
+    each other path it scored (such as a Harbor verifier's reward.json components) under its
+    nearest parent, after that parent's other descendants."""
+    return place_paths(order or [], [*rollout.scores, *rollout.score_errors])
+
+
 def score_table(rollout: Rollout, order: Sequence[str] | None = None) -> Table:
     """Every rubric node's score in tree order (`order`: the run's node paths; else the order
     they were scored in), indented by depth, with the reason a node is unscored or skipped."""
@@ -69,8 +78,7 @@ def score_table(rollout: Rollout, order: Sequence[str] | None = None) -> Table:
     table.add_column("why / detail", overflow="fold")
     # The root node has no path: its reason, if any, is stored under "".
     table.add_row(Text("reward", style="bold"), fmt(rollout.reward), _why(rollout, ""))
-    seen = dict.fromkeys([*(order or []), *rollout.scores, *rollout.score_errors])
-    paths = [p for p in seen if p]
+    paths = node_order(rollout, order)
     for path in paths:
         depth = path.count(".") + 1
         if path not in rollout.scores and path not in rollout.score_errors:  # a chain stopped first
@@ -88,8 +96,39 @@ def _why(rollout: Rollout, path: str) -> Text:
     reason = rollout.score_errors.get(path)
     if reason is not None or math.isnan(score):
         return safe_text(unscored(reason))
-    detail = rollout.score_details.get(path)
-    return safe_text(f"judge: {str(detail['reply'])[:200]}" if detail and "reply" in detail else "")
+    detail = rollout.score_details.get(path) or {}
+    said = [f"judge: {str(detail['reply'])[:200]}"] if "reply" in detail else []
+    facts, blocks = detail_parts(detail)
+    if facts:
+        said.append(facts_line(facts))
+    if blocks:
+        said.append("(" + ", ".join(name for name, _ in blocks) + " below)")
+    return safe_text(" · ".join(said))
+
+
+def _evidence(rollout: Rollout, paths: Sequence[str]) -> list[RenderableType]:
+    """A panel per long text a node recorded (a check's output, a file's content, test.sh's
+    output), in tree order."""
+    panels: list[RenderableType] = []
+    for path in ["", *paths]:
+        _, blocks = detail_parts(rollout.score_details.get(path) or {})
+        for name, text in blocks:
+            title = f"{path or 'reward'} · {name}"
+            panels.append(
+                Panel(safe_text(text), title=safe_text(title), title_align="left", border_style="blue")
+            )
+    return panels
+
+
+def _agent_panel(rollout: Rollout) -> RenderableType | None:
+    """What the agent program did: its command, exit code, time, stdout and stderr."""
+    found = agent_parts(rollout.state)
+    if found is None:
+        return None
+    head, facts, blocks = found
+    lines = [Text(facts, style="dim")] if facts else []
+    body = Group(*lines, *(Group(Text(name, style="bold"), safe_text(text)) for name, text in blocks))
+    return Panel(body, title=safe_text(head), title_align="left", border_style="yellow")
 
 
 def render_rollout(rollout: Rollout, order: Sequence[str] | None = None) -> RenderableType:
@@ -117,7 +156,12 @@ def render_rollout(rollout: Rollout, order: Sequence[str] | None = None) -> Rend
         parts.append(
             Panel(body, title=safe_text(f"tool content · {head}"), title_align="left", border_style="magenta")
         )
-    parts.append(score_table(rollout, order))
+    agent = _agent_panel(rollout)
+    if agent is not None:
+        parts.append(agent)
+    table = score_table(rollout, order)
+    parts.append(table)
+    parts.extend(_evidence(rollout, node_order(rollout, order)))
     return Group(*parts)
 
 

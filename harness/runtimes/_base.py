@@ -212,7 +212,7 @@ class SandboxConfig:
 
     Attributes:
         cpus: CPUs the sandbox may use (a CFS quota); None: no cap.
-        memory_mb: Memory for everything in it; None: no cap.
+        memory_mb: Memory for everything in it (on bwrap, its tmpfs files included); None: no cap.
         pids: Processes and threads at once; None: no cap.
         disk_mb: Largest file a process may write (and, where the runtime has a size-capped
             layer, that layer's size); None: no cap.
@@ -852,7 +852,8 @@ class Runtime(ABC):
 
         Args:
             cpus: CPUs it may use; None: no cap.
-            memory_mb: Memory for everything inside; None: no cap.
+            memory_mb: Memory for everything inside (on bwrap, its tmpfs files included);
+                None: no cap.
             pids: Processes and threads at once; None: no cap.
             disk_mb: Largest file a process may write (and the writable layer where the
                 runtime can cap it); None: no cap.

@@ -10,14 +10,15 @@ under bwrap's init, nothing is entered, and the sandbox ends with it.
 
 The file system (`_bwrap_view`): the host's system read-only, or a root filesystem folder,
 with every installed package folder in view covered, plus the private writable layer
-(size-capped tmpfs at `/tmp` and the working directory, charged to the sandbox's memory cgroup;
-gone with the namespaces), and the Unix socket folder at /run/rubric. Limits: a cgroup (pids,
-memory, CPU quota) when this process may create one, and rlimits (largest file; processes
-where there is no cgroup). bwrap is in its cgroup and under its rlimits before it makes a
-namespace (`_launch`), so nothing inside ever runs outside them and the sandbox's cgroup
-namespace is rooted at its own group. Everything dies with the sandbox: bwrap's init is PID 1
-of the namespace and bwrap dies with its parent (`--die-with-parent`), so even a SIGKILLed
-harness leaves no process (only its host folder, removed by `prune`).
+(size-capped tmpfs at `/tmp` and the working directory, charged to the sandbox's memory cgroup,
+so its files and its processes share `memory_mb`; gone with the namespaces), and the Unix
+socket folder at /run/rubric. Limits: a cgroup (pids, memory, CPU quota) when this process
+may create one, and rlimits (largest file; processes where there is no cgroup). bwrap is in
+its cgroup and under its rlimits before it makes a namespace (`_launch`), so nothing inside
+ever runs outside them and the sandbox's cgroup namespace is rooted at its own group.
+Everything dies with the sandbox: bwrap's init is PID 1 of the namespace and bwrap dies with
+its parent (`--die-with-parent`), so even a SIGKILLed harness leaves no process (only its
+host folder, removed by `prune`).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from harness.runtimes._base import (
     reap,
     spawn,
 )
-from harness.runtimes._bwrap_view import DEFAULT_DISK_MB, host_entries, layer_args, sandbox_args
+from harness.runtimes._bwrap_view import host_entries, layer_args, sandbox_args
 from harness.runtimes._state import TOKEN_VAR, SandboxState
 
 INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap util-linux) on Linux with user namespaces enabled"
@@ -70,13 +71,17 @@ _probed: dict[str, str] = {}  # bwrap's path -> why it cannot make namespaces ("
 
 def _cgroup(config: SandboxConfig) -> cgroups.Cgroup | None:
     """A new cgroup with `config`'s caps, or None when it has none or none can be made here.
-    The writable tmpfs layers are charged to it too, so its memory is memory_mb + their size."""
+
+    Its memory cap is `memory_mb`, no more: no process of the sandbox gets more. The kernel
+    charges a tmpfs page to the memory cgroup of the process that writes it, and no unprivileged
+    setting charges it elsewhere, so the files on the writable tmpfs layers count toward that cap
+    too (a sandbox holding 100 MB of files has `memory_mb - 100` left for its processes), while
+    each layer is also capped at `disk_mb`."""
     wanted = {"pids": config.pids, "memory": config.memory_mb, "cpu": config.cpus}
     where = {c: p for c, p in cgroups.parents().items() if wanted.get(c, True)}  # v2's "": one for all
     if not where or not any(wanted.values()):
         return None
-    memory = config.memory_mb + (config.disk_mb or DEFAULT_DISK_MB) if config.memory_mb else None
-    return cgroups.Cgroup(where, pids=config.pids, memory_mb=memory, cpus=config.cpus)
+    return cgroups.Cgroup(where, pids=config.pids, memory_mb=config.memory_mb, cpus=config.cpus)
 
 
 def _rlimits(config: SandboxConfig, cgroup: cgroups.Cgroup | None) -> dict[int, int]:
@@ -387,14 +392,30 @@ class BwrapSandbox(Sandbox):
         (where it made its mount points and the /bin, /lib links) and every other tmpfs
         (the masks over site-packages, /run). A link bubblewrap made that now points
         elsewhere is "changed", one gone "deleted"; any other file is "added"."""
-        root = f"/proc/{self._init_pid}/root"
         links = self._links()
+        found = self._link_changes(links)
+        for path, info in self._layer_entries():
+            if not stat.S_ISDIR(info.st_mode) and path not in links:
+                found[path] = "added"
+        return found
+
+    def _link_changes(self, links: Mapping[str, str]) -> dict[str, str]:
+        """The links bubblewrap made that now point elsewhere ("changed") or are gone ("deleted")."""
+        root = f"/proc/{self._init_pid}/root"
         found: dict[str, str] = {}
         for path, target in links.items():
             if not os.path.lexists(root + path):
                 found[path] = "deleted"
             elif not os.path.islink(root + path) or os.readlink(root + path) != target:
                 found[path] = "changed"  # pointed elsewhere, or made a folder or a file
+        return found
+
+    def _layer_entries(self) -> list[tuple[str, os.stat_result]]:
+        """Every file, folder and link on the writable layers outside /tmp and the working
+        directory (parents before what they hold), read through the host; mount points (the
+        read-only binds, /dev, /proc, the private layers) are left out."""
+        root = f"/proc/{self._init_pid}/root"
+        found = []
         for mount in self._writable_mounts():
             top = os.lstat(root + mount).st_dev
             stack = [mount]
@@ -406,10 +427,9 @@ class BwrapSandbox(Sandbox):
                         info = entry.stat(follow_symlinks=False)
                         if info.st_dev != top or self._private(path):
                             continue  # another mount (a read-only bind) or the task's own area
+                        found.append((path, info))
                         if stat.S_ISDIR(info.st_mode):
                             stack.append(path)
-                        elif path not in links:
-                            found[path] = "added"
         return found
 
     def _links(self) -> dict[str, str]:
@@ -430,24 +450,42 @@ class BwrapSandbox(Sandbox):
         return mounts
 
     async def _fork(self) -> Sandbox:
-        """A new sandbox of the same runtime and settings, with `/tmp` and the workdir copied
-        (one tar of both: one command to pack, one to unpack)."""
+        """A new sandbox of the same runtime and settings, with every writable path copied:
+        `/tmp` and the workdir whole, and what the other writable layers hold (`_layer_entries`:
+        a folder such as `/app/out` made by a setup step, the files in it, a changed link),
+        one tar of them all (one command to pack, one to unpack); a link bubblewrap made that
+        is gone here is removed there."""
         if self._packed is None:  # packed once, reused by every fork until a command runs here
-            folders = ["tmp"] if self.workdir.startswith("/tmp") else ["tmp", self.workdir.lstrip("/")]
-            # Whole (no cap): a fork needs every byte, and the tmpfs layers' size caps bound it.
-            done = await self._checked_run(["tar", "-c", "-C", "/", "--", *folders], out=Capture(None))
-            if done.exit_code != 0:
-                raise SandboxError(f"fork: cannot pack {folders}: {done.stderr.decode(errors='replace')}")
-            self._packed = done.stdout
+            self._packed = await self._pack()
         copy = await self.runtime.open(self.config)
         try:
-            unpacked = await copy._checked_run(["tar", "-x", "-C", "/"], stdin=self._packed)
+            gone = [path for path, change in self._link_changes(self._links()).items() if change == "deleted"]
+            unpack = ["/bin/sh", "-c", 'rm -f -- "$@" && exec tar -x -C /', "sh", *gone]
+            unpacked = await copy._checked_run(unpack, stdin=self._packed)
             if unpacked.exit_code != 0:
                 raise SandboxError(f"fork: cannot unpack: {unpacked.stderr.decode(errors='replace')}")
         except BaseException:
             await copy.close()
             raise
         return copy
+
+    async def _pack(self) -> bytes:
+        """The tar a fork unpacks: `/tmp` and the workdir recursively, then each entry of the
+        other writable layers alone (its folder's entries are listed after it)."""
+        folders = ["tmp"] if self.workdir.startswith("/tmp") else ["tmp", self.workdir.lstrip("/")]
+        links = self._links()
+        changed = self._link_changes(links)
+        entries = [p for p, _ in self._layer_entries() if p not in links or changed.get(p) == "changed"]
+        names = b"".join(path.lstrip("/").encode() + b"\0" for path in entries)
+        # Whole (no cap): a fork needs every byte, and the layers' size caps bound it.
+        argv = ["tar", "-c", "-C", "/", "--null", *folders, "--no-recursion", "-T", "-"]
+        done = await self._checked_run(argv, stdin=names, out=Capture(None))
+        if done.exit_code != 0:
+            raise SandboxError(
+                f"fork: cannot pack {folders} and {len(entries)} other paths: "
+                f"{done.stderr.decode(errors='replace')}"
+            )
+        return done.stdout
 
     def describe(self) -> str:
         caps = "cgroup (pids, memory, cpu) + rlimits" if self._cgroup else "rlimits"

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
 from harness import ScriptedEndpoint
+from tests.envs.harbor.test_harbor_tasks import make_task
 from tests.helpers.processes import RUBRIC, Reaped
 
 pytestmark = [pytest.mark.slow]
@@ -52,3 +55,49 @@ def test_a_stop_signal_ends_the_run_as_ctrl_c_does(tmp_path: Path, sig: signal.S
 
 def test_a_stop_signal_ends_a_ray_run_too(tmp_path: Path) -> None:
     _check_stopped_mid_run(tmp_path, signal.SIGTERM, "--workers", "2", "--ray", latency=0.1)
+
+
+@pytest.mark.agents
+@pytest.mark.bwrap
+@pytest.mark.filterwarnings("ignore:--runtime .* replaces the image each task names:UserWarning")
+def test_ctrl_c_ends_a_harbor_agent_run_blocked_in_a_long_sandbox_command(tmp_path: Path) -> None:
+    """Ctrl-C while the agent runs a long command in its sandbox ends the run at once (exit
+    130, the resume command printed, nothing left), however the suite itself was started: a
+    script's background job starts with SIGINT ignored, which the child is not to inherit."""
+    tasks, out = tmp_path / "tasks", tmp_path / "out"
+    make_task(tasks, "slow", "echo 1 > /logs/verifier/reward.txt")
+    pause = f"3600.{random.randrange(10**8):08d}"  # this run's own agent command, found in /proc
+    run = Reaped.start(
+        [str(RUBRIC), "eval", f"harbor:{tasks}", "--agent", f"command:sleep {pause}", "--runtime", "bwrap",
+         "-o", str(out), "--no-progress"],
+        log=tmp_path / "log", cwd=tmp_path,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not _running(["sleep", pause]):
+        assert run.running(), (tmp_path / "log").read_text()[-3000:]
+        assert time.monotonic() < deadline, "the agent's command did not start in 120 s"
+        time.sleep(0.05)
+    began = time.monotonic()
+    os.kill(run.pid, signal.SIGINT)
+    try:
+        code, left = run.finish(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.kill(run.pid, signal.SIGKILL)  # not to outlive the test (its sandbox dies with it)
+        run.finish()
+        raise AssertionError("Ctrl-C did not end the run in 60 s (SIGINT ignored?)") from None
+    log = (tmp_path / "log").read_text()
+    assert code == 130 and time.monotonic() - began < 30, log[-3000:]
+    assert "rubric eval: interrupted" in log and f"--resume {out}" in log, log[-3000:]
+    assert left == {} and not _running(["sleep", pause])
+
+
+def _running(argv: list[str]) -> bool:
+    """Whether a process with exactly this command line runs on this machine."""
+    wanted = "\0".join(argv).encode() + b"\0"
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if Path(f"/proc/{entry}/cmdline").read_bytes() == wanted:
+                return True
+        except OSError:
+            continue
+    return False

@@ -168,9 +168,11 @@ _SUBREAPER = """
 import ctypes, json, os, signal, subprocess, sys, time
 ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
 settle, log = float(sys.argv[1]), open(sys.argv[2], "wb")
-# COMMAND starts with SIGHUP at its default, as from a shell, even when the suite runs under
-# nohup (an ignored signal is inherited, and rubric rightly leaves an ignored SIGHUP ignored).
+# COMMAND starts with SIGHUP and SIGINT at their defaults, as from a terminal, even when the
+# suite runs under nohup or as a background job of a script (which starts with SIGINT ignored):
+# an ignored signal is inherited, and rubric, as Python, rightly leaves an ignored one ignored.
 signal.signal(signal.SIGHUP, signal.SIG_DFL)
+signal.signal(signal.SIGINT, signal.SIG_DFL)
 child = subprocess.Popen(sys.argv[3:], stdout=log, stderr=subprocess.STDOUT)
 print(child.pid, flush=True)
 code = child.wait()

@@ -33,6 +33,7 @@ from typing import ClassVar
 from pydantic import AliasChoices, BaseModel, Field
 
 from harness._core.display import HtmlRepr, fmt
+from harness._core.tree import place_paths
 from harness._core.types import Rollout
 
 PASS_THRESHOLD = 1.0 - 1e-9
@@ -283,7 +284,8 @@ def _unscored_reasons(rollout: Rollout) -> set[str]:
 
 
 def _tree_order(node_values: Mapping[str, object], node_order: Iterable[str] | None) -> list[str]:
-    """Known tree order first; otherwise parents before children, siblings as first scored."""
+    """Known tree order, with the paths it lacks (a Harbor verifier's reward.json components)
+    under their parent; otherwise parents before children, siblings as first scored."""
     known = [p for p in node_order or () if p in node_values]
     rest = [p for p in node_values if p not in set(known)]
     position = {p: i for i, p in enumerate(rest)}
@@ -303,7 +305,7 @@ def _tree_order(node_values: Mapping[str, object], node_order: Iterable[str] | N
             for d in range(len(parts))
         )
 
-    return known + sorted(rest, key=key)
+    return place_paths(known, sorted(rest, key=key))
 
 
 class RunningSummary:

@@ -176,3 +176,50 @@ async def test_a_run_cancelled_during_setup_leaves_no_template_or_fork(tmp_path:
             await run
     assert agent_run.sandboxes.templates == 0
     assert not _ours(_run_id(agent_run))
+
+
+# The setup step makes a folder outside /tmp and the working directory; the agent writes into it.
+OUTSIDE_ENV_FILE = textwrap.dedent(
+    """
+    from envs import Environment
+    from envs.agents import file_contains
+
+
+    class OutsideTask(Environment):
+        def __init__(self):
+            rows = [{"prompt": "write hi to /app/out/hello.txt"}]
+            super().__init__(rows, file_contains("/app/out/hello.txt", "hi"), name="outside-task", max_turns=8)
+
+        async def setup_sandbox(self, sandbox, rollout):
+            made = await sandbox.exec("mkdir -p /app/out")
+            assert made.ok, made
+
+
+    def load_environment():
+        return OutsideTask()
+    """
+)
+
+
+async def test_setup_writes_outside_tmp_and_workdir_score_the_same_whatever_the_group_size(
+    tmp_path: Path,
+) -> None:
+    """`-r 1` sets up the rollout's own sandbox, `-r 4` forks a set-up one: a folder the setup
+    made outside /tmp and the working directory is in every fork, so the scores agree (47.4)."""
+    path = tmp_path / "outside_task.py"
+    path.write_text(OUTSIDE_ENV_FILE)
+    script = ShellScript(["printf hi > /app/out/hello.txt"], "written")
+    rewards = {}
+    for group in (1, 4):
+        with ScriptedEndpoint(script) as endpoint:
+            results = await aevaluate(
+                load_environment(str(path)),
+                Client("served", base_url=endpoint.base_url),
+                rollouts_per_example=group,
+                concurrency=4,
+                progress=False,
+                episodes=AgentRun("bash", runtime="bwrap"),
+            )
+        assert [r.error for r in results.rollouts] == [None] * group
+        rewards[group] = {r.reward for r in results.rollouts}
+    assert rewards == {1: {1.0}, 4: {1.0}}

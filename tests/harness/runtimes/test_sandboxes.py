@@ -15,7 +15,7 @@ import pytest
 import uvloop
 
 from harness import ConfigError
-from harness.runtimes import SandboxError, get_runtime, list_sandboxes
+from harness.runtimes import SandboxConfig, SandboxError, get_runtime, list_sandboxes
 from harness.runtimes._state import state_folders
 from tests.harness.runtimes.conftest import ALL, ISOLATING
 
@@ -252,6 +252,22 @@ async def test_fork_copies_tmp_the_workdir_and_modes(spec: str, workdir: str) ->
             assert (await copy.exec("pwd")).stdout == f"{workdir}\n"
 
 
+@pytest.mark.parametrize("spec", ISOLATING)
+async def test_fork_copies_writes_outside_tmp_and_the_workdir(spec: str) -> None:
+    """A folder made outside /tmp and the working directory (as a setup step makes `/app/out`),
+    the files in it and an empty folder below it are in every fork (issue 47.4)."""
+    async with get_runtime(spec).sandbox(workdir="/app/work") as sb:
+        made = await sb.exec(
+            "mkdir -p /app/out/empty /outside && printf hi > /app/out/a.txt && printf d > /outside/d"
+        )
+        assert made.ok, made
+        async with await sb.fork() as copy:
+            assert await copy.read("/app/out/a.txt") == b"hi"
+            assert await copy.read("/outside/d") == b"d"
+            assert (await copy.exec("test -d /app/out/empty && printf x > /app/out/empty/b")).ok
+            assert (await sb.exec("test ! -e /app/out/empty/b")).ok  # still independent
+
+
 @pytest.mark.parametrize("spec", ALL)
 def test_sync_face(spec: str) -> None:
     with get_runtime(spec).sandbox() as sb:
@@ -310,3 +326,16 @@ def test_spec_grammar(tmp_path: Path) -> None:
         get_runtime(f"docker:{tmp_path}")
     with pytest.raises(ConfigError, match="network must be"):
         get_runtime("local").sandbox(network="bridge")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("spec", ISOLATING)
+async def test_a_process_gets_memory_mb_whatever_the_disk_size(spec: str) -> None:
+    """With the default disk size, a process holding more than `memory_mb` (less than
+    `memory_mb` plus the disk) is killed, in a sandbox and in a one-command run (47.8)."""
+    hog = ["python3", "-c", "b = b'x' * (300 << 20); print('held', flush=True)"]
+    async with get_runtime(spec).sandbox(memory_mb=128) as sb:
+        inside = await sb.exec(hog, timeout=60)
+        assert inside.exit_code != 0 and "held" not in inside.stdout, inside
+        assert (await sb.exec(["python3", "-c", "b = b'x' * (32 << 20); print('held')"], timeout=60)).ok
+    once = await get_runtime(spec).run(hog, config=SandboxConfig(memory_mb=128), timeout=60)
+    assert once.exit_code != 0 and "held" not in once.stdout, once

@@ -51,3 +51,21 @@ def test_the_notebook_views_show_skipped_not_a_red_nan() -> None:
     assert 'class="num nan"' not in view
     tree = rollout_html(batch.rollouts[0], batch.nodes)
     assert "skipped: after formatted scored 0" in tree
+
+
+def test_paths_a_tree_lacks_go_under_their_parent() -> None:
+    """A Harbor verifier's reward.json components (`tests.a`) are under the verifier's node,
+    not after its siblings (47.13); a path with no parent in the tree goes last."""
+    from harness._core.tree import place_paths
+
+    known = ["tests", "judge", "judge.x"]
+    assert place_paths(known, ["judge.x", "tests.a", "tests.b", "judge.y", "other"]) == [
+        "tests",
+        "tests.a",
+        "tests.b",
+        "judge",
+        "judge.x",
+        "judge.y",
+        "other",
+    ]
+    assert place_paths([], ["", "a.b.c", "a"]) == ["a.b.c", "a"]
