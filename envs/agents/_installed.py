@@ -8,9 +8,9 @@ static musl build, Claude Code a glibc one), so the sandbox needs no Node.js and
 from PyPI (`pip install --target`). Each installs on first use, saying so on stderr (what,
 where, about how big), or ahead of time with `rubric agents install NAME` (`PUBLISHED`).
 
-Codex and Claude Code take a task's MCP servers (Codex: `[mcp_servers.NAME]` in its config.toml, stdio or
-streamable HTTP; Claude Code: a `--mcp-config` file) and its skills (each folder of the task's
-skills folder copied into `~/.codex/skills` / `~/.claude/skills`, where they read skills).
+Codex and Claude Code take a task's MCP servers (Codex: `[mcp_servers.NAME]` in its
+config.toml, stdio or streamable HTTP; Claude Code: a `--mcp-config` file) and its skills (each
+folder of the task's skills folder copied into `~/.codex/skills` / `~/.claude/skills`).
 """
 
 from __future__ import annotations
