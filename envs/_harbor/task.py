@@ -9,6 +9,8 @@
       environment/     a Dockerfile and its build context (unless docker_image names an image)
       tests/test.sh    the verifier: writes /logs/verifier/reward.txt or reward.json
       solution/solve.sh  the reference solution (optional; only the oracle sees it)
+      steps/NAME/      a multi-step task (`[[steps]]`): each step's instruction.md, tests/ (over
+                       the task's tests/), solution/ and workdir/ (with its setup.sh)
 
 Every file is read through `envs._harbor.files` (a regular file inside the folder, size-capped,
 or the task is refused naming it). Harbor's own package needs Python 3.12, so the format is
@@ -21,7 +23,7 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -30,6 +32,9 @@ from envs._harbor.files import HarborTaskError, check_task_folder, read_task_fil
 #: Harbor's defaults (seconds, CPUs, MB).
 DEFAULT_TIMEOUT_SEC = 600.0
 REQUIRED_FILES = ("task.toml", "instruction.md", "tests/test.sh")
+#: A multi-step task's steps live in steps/NAME/, each with these optional folders.
+STEPS_DIR = "steps"
+STEP_FOLDERS = ("tests", "solution", "workdir")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*$", re.IGNORECASE)
 _UNITS = {"": 1 / (1 << 20), "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
 
@@ -94,6 +99,30 @@ class TaskSection(_Section):
     keywords: list[str] = Field(default_factory=list)
 
 
+class StepAgentSection(_Section):
+    """`[steps.agent]`: the step's agent settings; unset ones fall back to the task's `[agent]`."""
+
+    timeout_sec: float | None = Field(None, gt=0)
+
+
+class StepVerifierSection(_Section):
+    """`[steps.verifier]`: the step's verifier settings; unset ones fall back to `[verifier]`."""
+
+    timeout_sec: float | None = Field(None, gt=0)
+
+
+class StepSection(_Section):
+    """One `[[steps]]` entry: its folder steps/NAME/, the least reward that lets the next step
+    run (`min_reward`: one number, or a least value per reward key), its own agent and
+    verifier settings and the artifacts collected after it."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    min_reward: float | dict[str, float] | None = None
+    agent: StepAgentSection = Field(default_factory=StepAgentSection)  # type: ignore[arg-type]
+    verifier: StepVerifierSection = Field(default_factory=StepVerifierSection)  # type: ignore[arg-type]
+    artifacts: list[str | dict[str, Any]] = Field(default_factory=list)
+
+
 class TaskConfig(_Section):
     """The whole of task.toml (`schema_version`, or the legacy `version`)."""
 
@@ -104,6 +133,9 @@ class TaskConfig(_Section):
     verifier: VerifierSection = Field(default_factory=VerifierSection)  # type: ignore[arg-type]
     agent: AgentSection = Field(default_factory=AgentSection)  # type: ignore[arg-type]
     environment: EnvironmentSection = Field(default_factory=EnvironmentSection)  # type: ignore[arg-type]
+    # multi-step tasks (`steps/NAME/...`): the steps in order and how their rewards roll up
+    steps: list[StepSection] = Field(default_factory=list)
+    multi_step_reward_strategy: Literal["mean", "final"] = "mean"
 
 
 class HarborTask(BaseModel):
@@ -122,6 +154,7 @@ class HarborTask(BaseModel):
     config: TaskConfig
     instruction: str
     workdir: str | None = None
+    step_instructions: dict[str, str] = Field(default_factory=dict)
 
     @property
     def unknown(self) -> dict[str, Any]:
@@ -141,8 +174,14 @@ class HarborTask(BaseModel):
 
     @property
     def has_solution(self) -> bool:
-        """Whether it ships solution/solve.sh."""
+        """Whether it ships solution/solve.sh (a multi-step task: whether any step does)."""
+        if self.config.steps:
+            return any(self.step_has(step.name, "solution/solve.sh") for step in self.config.steps)
         return (self.path / "solution" / "solve.sh").is_file()
+
+    def step_has(self, step: str, relative: str) -> bool:
+        """Whether step `step`'s folder (steps/STEP/) holds `relative` as a regular file."""
+        return (self.path / STEPS_DIR / step / relative).is_file()
 
 
 def is_harbor_task(folder: str | Path) -> bool:
@@ -167,10 +206,9 @@ def load_task(folder: str | Path) -> HarborTask:
     path = Path(folder).expanduser().resolve()
     if not path.is_dir():
         raise HarborTaskError(f"Harbor task {str(folder)!r} is not a folder")
-    missing = [f for f in REQUIRED_FILES if not (path / f).is_file()]
-    if missing:
+    if not (path / "task.toml").is_file():
         raise HarborTaskError(
-            f"{path} is not a Harbor task: it has no {', '.join(missing)} (a task folder holds task.toml, "
+            f"{path} is not a Harbor task: it has no task.toml (a task folder holds task.toml, "
             "instruction.md, environment/Dockerfile or [environment] docker_image, tests/test.sh)"
         )
     text = _text(path, "task.toml")
@@ -185,6 +223,13 @@ def load_task(folder: str | Path) -> HarborTask:
             f"{'.'.join(map(str, e['loc'])) or 'task.toml'}: {e['msg']}" for e in exc.errors()
         )
         raise HarborTaskError(f"{path / 'task.toml'} has bad values: {problems}") from None
+    missing = [f for f in _required_files(path, config) if not (path / f).is_file()]
+    if missing:
+        raise HarborTaskError(
+            f"{path} is not a Harbor task: it has no {', '.join(missing)} (a task folder holds task.toml, "
+            "instruction.md, environment/Dockerfile or [environment] docker_image, tests/test.sh; a "
+            "multi-step task steps/NAME/instruction.md and a test.sh in steps/NAME/tests/ or tests/)"
+        )
     dockerfile = path / "environment" / "Dockerfile"
     if config.environment.docker_image is None and not dockerfile.is_file():
         raise HarborTaskError(
@@ -197,11 +242,41 @@ def load_task(folder: str | Path) -> HarborTask:
             words = line.strip().split(maxsplit=1)
             if len(words) == 2 and words[0].upper() == "WORKDIR" and words[1].startswith("/"):
                 workdir = words[1].strip()
-    instruction = _text(path, "instruction.md")
-    for folder in ("tests", "solution", "environment"):  # refused now, not when uploaded
+    steps = {step.name: _text(path, f"{STEPS_DIR}/{step.name}/instruction.md") for step in config.steps}
+    instruction = _text(path, "instruction.md") if not steps else "\n\n".join(steps.values())
+    folders = ["tests", "solution", "environment"]
+    folders += [f"{STEPS_DIR}/{step}/{part}" for step in steps for part in STEP_FOLDERS]
+    for folder in folders:  # refused now, not when uploaded
         if (path / folder).is_dir() and (folder != "environment" or config.environment.docker_image is None):
             check_task_folder(path, folder)
-    return HarborTask(path=path, name=path.name, config=config, instruction=instruction, workdir=workdir)
+    return HarborTask(
+        path=path,
+        name=path.name,
+        config=config,
+        instruction=instruction,
+        workdir=workdir,
+        step_instructions=steps,
+    )
+
+
+def _required_files(path: Path, config: TaskConfig) -> list[str]:
+    """The files a task must have: instruction.md and tests/test.sh, or for a multi-step task
+    each step's instruction.md and a test.sh in its own tests/ or the task's."""
+    if not config.steps:
+        return list(REQUIRED_FILES)
+    names = [step.name for step in config.steps]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise HarborTaskError(
+            f"{path / 'task.toml'}: [[steps]] names {twice} more than once; name each step once"
+        )
+    shared = (path / "tests" / "test.sh").is_file()
+    required = ["task.toml"]
+    for name in names:
+        required.append(f"{STEPS_DIR}/{name}/instruction.md")
+        if not shared:
+            required.append(f"{STEPS_DIR}/{name}/tests/test.sh")
+    return required
 
 
 def _text(path: Path, relative: str) -> str:

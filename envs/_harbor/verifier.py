@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,8 @@ DETAIL_OUTPUT = 2000
 DETAIL_CTRF = 20_000
 #: The info key where `envs.from_harbor` puts what the verifier needs.
 INFO_KEY = "harbor"
+#: Where a multi-step task's step results are kept on the rollout (`rollout.state`), by step.
+STEP_RESULTS = "harbor_steps"
 #: The most of a reward file read (a number, or a small JSON object).
 MAX_REWARD_BYTES = 1 << 20
 
@@ -94,12 +97,101 @@ async def _read_optional(sandbox: Sandbox, path: str) -> str | None:
     return data.decode("utf-8", errors="replace")
 
 
+async def run_tests(
+    sandbox: Sandbox,
+    tests: Sequence[tuple[Path, str]],
+    detail: dict[str, Any],
+    *,
+    timeout: float,
+    workdir: str | None,
+    empty_first: bool = True,
+    seen: Mapping[str, str] | None = None,
+) -> tuple[float, dict[str, float]]:
+    """Run a task's tests in `sandbox` (see the module docstring): the reward and its components.
+
+    Args:
+        sandbox: Where the agent worked.
+        tests: The task's folders uploaded to /tests, in order (a later one's files over an
+            earlier one's: a step's tests/ over the task's), as (task folder, relative folder).
+        detail: Filled with the test run's exit code, output, time and report as they are known.
+        timeout: Seconds test.sh may run.
+        workdir: Where test.sh runs (None: the sandbox's working directory).
+        empty_first: Empty /tests and /logs/verifier first.
+        seen: Files a previous test run in this sandbox changed (`Sandbox.changed_files`):
+            not counted as the agent's when they are changed the same way.
+
+    Raises:
+        ScoringError: the sandbox was tampered with, test.sh timed out, or wrote no reward.
+    """
+    bash = await _trusted_bash(sandbox, seen or {})
+    emptied = f"rm -rf {TESTS_DIR} {LOGS_DIR} && " if empty_first else ""
+    reset = await sandbox.exec(
+        [SHELL, "-c", f"{emptied}mkdir -p {TESTS_DIR} {LOGS_DIR}"], timeout=60, user="0", cwd="/"
+    )
+    if not reset.ok:
+        raise ScoringError(
+            f"cannot empty {TESTS_DIR} and {LOGS_DIR} in the sandbox: {reset.stderr.strip()[-300:]}"
+        )
+    for root, relative in tests:
+        async with staged_task_folder(root, relative) as folder:
+            await sandbox.upload(folder, TESTS_DIR)
+    result = await sandbox.exec(
+        [bash, f"{TESTS_DIR}/test.sh"], timeout=timeout, cwd=workdir or None, user="0"
+    )
+    detail.update(
+        exit_code=result.exit_code,
+        output=(result.stdout + result.stderr)[-DETAIL_OUTPUT:],
+        seconds=round(result.duration, 3),
+    )
+    if result.timed_out:
+        raise ScoringError(f"the verifier (tests/test.sh) ran past [verifier] timeout_sec = {timeout:g} s")
+    await end_processes(sandbox, "after tests/test.sh")  # what it started cannot write later
+    txt = await _read_optional(sandbox, f"{LOGS_DIR}/reward.txt")
+    js = await _read_optional(sandbox, f"{LOGS_DIR}/reward.json")
+    ctrf = await _read_optional(sandbox, f"{LOGS_DIR}/ctrf.json")
+    if ctrf is not None:  # the test run's report (CTRF), kept as the verifier wrote it
+        detail["ctrf"] = ctrf[:DETAIL_CTRF]
+    try:
+        reward, components = parse_reward(txt, js)
+    except ScoringError as exc:
+        tail = (result.stderr or result.stdout).strip().splitlines()
+        said = f"; test.sh exited {result.exit_code}" + (f": {tail[-1][:200]}" if tail else "")
+        raise ScoringError(f"{exc}{said}") from None
+    if components:
+        detail["components"] = components
+    return reward, components
+
+
+async def _trusted_bash(sandbox: Sandbox, seen: Mapping[str, str]) -> str:
+    """End the agent's processes, refuse a sandbox whose verifier files it changed, and
+    find bash (by absolute path) to run test.sh with."""
+    await end_processes(sandbox, "before the verifier")
+    try:
+        changes = await sandbox.changed_files()
+    except SandboxError as exc:
+        raise ScoringError(f"cannot tell which files the agent changed: {exc}") from None
+    reasons, added = tampered({path: kind for path, kind in changes.items() if seen.get(path) != kind})
+    if reasons:
+        raise refusal(reasons)
+    shadows, found = await checked_commands(sandbox, added, ["bash"])
+    if shadows:
+        raise refusal(shadows)
+    if "bash" not in found:
+        raise ScoringError(f"the task's image has no bash to run tests/test.sh (looked in {DEFAULT_PATH})")
+    return found["bash"]
+
+
 class HarborVerifier(Rubric):
     """A Harbor task's tests/test.sh, run in the agent's sandbox after it finished.
 
     Its score is the task's reward; each `reward.json` component is a node score under it
-    (`<this node's path>.<component>`). Use it alone (what `envs.from_harbor` does) or beside
-    other nodes: `WeightedSum({"tests": HarborVerifier(), "judge": LLMJudge(...)})`.
+    (`<this node's path>.<component>`). A multi-step task's steps were each tested as the
+    episode played them (`envs.from_harbor`'s `task_steps` hook): each step's reward is a node
+    score under this one (`<path>.steps.<step>`, NaN with the reason when its tests failed),
+    and this node's score is their `mean` (a step that did not run counts 0) or the `final`
+    step's, as task.toml's `multi_step_reward_strategy` says. Use it alone (what
+    `envs.from_harbor` does) or beside other nodes:
+    `WeightedSum({"tests": HarborVerifier(), "judge": LLMJudge(...)})`.
 
     Args:
         name: The node's name (default "harbor_verifier").
@@ -118,67 +210,48 @@ class HarborVerifier(Rubric):
                 "HarborVerifier scores rollouts of a Harbor task (envs.from_harbor / rubric eval harbor:PATH); "
                 "this rollout's info has no 'harbor' entry"
             )
+        if task.get("steps"):
+            return self._steps_reward(rollout, task)
         sandbox = sandbox_of(rollout, "HarborVerifier (the task's tests/test.sh)")
-        bash = await self._trusted_bash(sandbox)
-        emptied = f"rm -rf {TESTS_DIR} {LOGS_DIR} && " if self.empty_first else ""
-        reset = await sandbox.exec(
-            [SHELL, "-c", f"{emptied}mkdir -p {TESTS_DIR} {LOGS_DIR}"], timeout=60, user="0", cwd="/"
-        )
-        if not reset.ok:
-            raise ScoringError(
-                f"cannot empty {TESTS_DIR} and {LOGS_DIR} in the sandbox: {reset.stderr.strip()[-300:]}"
-            )
-        async with staged_task_folder(Path(task["path"]), "tests") as tests:
-            await sandbox.upload(tests, TESTS_DIR)
-        timeout = float(task.get("verifier_timeout_sec", 600.0))
-        result = await sandbox.exec(
-            [bash, f"{TESTS_DIR}/test.sh"], timeout=timeout, cwd=task.get("workdir") or None, user="0"
-        )
-        detail: dict[str, Any] = {
-            "exit_code": result.exit_code,
-            "output": (result.stdout + result.stderr)[-DETAIL_OUTPUT:],
-            "seconds": round(result.duration, 3),
-        }
-        self.record_detail(rollout, detail)
-        if result.timed_out:
-            raise ScoringError(
-                f"the verifier (tests/test.sh) ran past [verifier] timeout_sec = {timeout:g} s"
-            )
-        await end_processes(sandbox, "after tests/test.sh")  # what it started cannot write later
-        txt = await _read_optional(sandbox, f"{LOGS_DIR}/reward.txt")
-        js = await _read_optional(sandbox, f"{LOGS_DIR}/reward.json")
-        ctrf = await _read_optional(sandbox, f"{LOGS_DIR}/ctrf.json")
-        if ctrf is not None:  # the test run's report (CTRF), kept as the verifier wrote it
-            self.record_detail(rollout, {"ctrf": ctrf[:DETAIL_CTRF]})
+        detail: dict[str, Any] = {}
         try:
-            reward, components = parse_reward(txt, js)
-        except ScoringError as exc:
-            tail = (result.stderr or result.stdout).strip().splitlines()
-            said = f"; test.sh exited {result.exit_code}" + (f": {tail[-1][:200]}" if tail else "")
-            raise ScoringError(f"{exc}{said}") from None
+            reward, components = await run_tests(
+                sandbox,
+                [(Path(task["path"]), "tests")],
+                detail,
+                timeout=float(task.get("verifier_timeout_sec", 600.0)),
+                workdir=task.get("workdir"),
+                empty_first=self.empty_first,
+            )
+        finally:
+            if detail:
+                self.record_detail(rollout, detail)
         path = self._own_scope(rollout, "forward").path
         for key, value in components.items():
             rollout.scores[join_path(path, key)] = value
-        if components:
-            self.record_detail(rollout, {"components": components})
         return reward
 
-    async def _trusted_bash(self, sandbox: Sandbox) -> str:
-        """End the agent's processes, refuse a sandbox whose verifier files it changed, and
-        find bash (by absolute path) to run test.sh with."""
-        await end_processes(sandbox, "before the verifier")
-        try:
-            changes = await sandbox.changed_files()
-        except SandboxError as exc:
-            raise ScoringError(f"cannot tell which files the agent changed: {exc}") from None
-        reasons, added = tampered(changes)
-        if reasons:
-            raise refusal(reasons)
-        shadows, found = await checked_commands(sandbox, added, ["bash"])
-        if shadows:
-            raise refusal(shadows)
-        if "bash" not in found:
-            raise ScoringError(
-                f"the task's image has no bash to run tests/test.sh (looked in {DEFAULT_PATH})"
-            )
-        return found["bash"]
+    def _steps_reward(self, rollout: Rollout, task: Mapping[str, Any]) -> float:
+        """A multi-step task's reward from its steps' results (recorded as the episode ran)."""
+        results: dict[str, Any] = rollout.state.get(STEP_RESULTS, {})
+        path = join_path(self._own_scope(rollout, "forward").path, "steps")
+        rewards: list[float] = []
+        failed: list[str] = []
+        for name in task["steps"]:
+            result = results.get(name)
+            if result is None:  # not played: the episode stopped before it
+                rewards.append(0.0)
+                continue
+            if "error" in result:
+                rollout.scores[join_path(path, name)] = math.nan
+                failed.append(f"step {name}: {result['error']}")
+                continue
+            rollout.scores[join_path(path, name)] = result["reward"]
+            rewards.append(result["reward"])
+        self.record_detail(rollout, {"steps": results})
+        if failed:
+            raise ScoringError("; ".join(failed))
+        if task.get("multi_step_reward_strategy") == "final":
+            last = results.get(task["steps"][-1])
+            return float(last["reward"]) if last is not None else 0.0
+        return sum(rewards) / len(task["steps"])
