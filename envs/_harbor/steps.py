@@ -27,7 +27,7 @@ from typing import Any
 from envs._harbor.files import HarborTaskError, staged_task_folder
 from envs._harbor.task import STEPS_DIR, HarborTask, StepSection
 from envs._harbor.trust import SHELL
-from envs._harbor.verifier import STEP_RESULTS, run_tests
+from envs._harbor.verifier import STEP_RESULTS, verify
 from envs.agents import TaskStep
 from harness._core.types import Rollout
 from harness.runtimes import Sandbox, SandboxError
@@ -118,10 +118,12 @@ async def _check(
     result: dict[str, Any] = {"detail": detail}
     results[step.name] = result
     try:
-        reward, components = await run_tests(
+        reward, components = await verify(
             sandbox,
+            task,
             tests,
             detail,
+            [*task.config.artifacts, *step.artifacts],
             timeout=step.verifier.timeout_sec or task.config.verifier.timeout_sec,
             workdir=task.workdir or sandbox.workdir,
             empty_first=empty_first,

@@ -4,7 +4,9 @@
       task.toml        schema_version (or version), [task] name/description/authors/keywords,
                        [verifier] timeout_sec, [agent] timeout_sec, [environment] build_timeout_sec,
                        cpus, memory_mb (or memory "2G"), storage_mb (or storage "10G"),
-                       docker_image, allow_internet; [metadata] free-form
+                       docker_image, allow_internet; [metadata] free-form; [verifier]
+                       environment_mode / [verifier.environment] / [[verifier.collect]] and the
+                       top-level artifacts (`envs._harbor.separate`)
       instruction.md   what the agent is asked to do
       environment/     a Dockerfile and its build context (unless docker_image names an image)
       tests/test.sh    the verifier: writes /logs/verifier/reward.txt or reward.json
@@ -56,8 +58,57 @@ class _Section(BaseModel):
         return dict(self.model_extra or {})
 
 
-class VerifierSection(_Section):
-    """`[verifier]`: how long test.sh may run."""
+class ArtifactSection(_Section):
+    """One entry of `artifacts` (top level or a step's): a path copied out of the agent's
+    sandbox once it has finished (a bare string is its `source`), kept with the rollout and,
+    for a separate verifier, put at the same path in the verifier's sandbox."""
+
+    source: str = Field(pattern=r"^/")
+    destination: str | None = None
+    service: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare(cls, data: Any) -> Any:
+        return {"source": data} if isinstance(data, str) else data
+
+
+class CollectHook(_Section):
+    """`[[verifier.collect]]`: a command run in the agent's sandbox (as root, in its working
+    folder) after the agent and before the artifacts are copied out."""
+
+    command: str = Field(min_length=1)
+    service: str | None = None
+    timeout_sec: float = Field(60.0, gt=0)
+
+
+class SeparateVerifier(BaseModel):
+    """`[verifier] environment_mode`, `[verifier.environment]` and `[[verifier.collect]]`
+    (mixed into `VerifierSection`): where the tests run and what runs before."""
+
+    environment_mode: Literal["shared", "separate"] | None = None
+    environment: EnvironmentSection | None = None
+    collect: list[CollectHook] = Field(default_factory=list)
+
+    @property
+    def separate(self) -> bool:
+        """Whether the tests run in a sandbox of their own (`[verifier.environment]` alone means so)."""
+        return self.environment_mode == "separate" or (
+            self.environment_mode is None and self.environment is not None
+        )
+
+    @model_validator(mode="after")
+    def _modes(self) -> SeparateVerifier:
+        if self.environment_mode == "shared" and self.environment is not None:
+            raise ValueError(
+                'environment_mode = "shared" with a [verifier.environment]: a shared verifier runs in the '
+                'agent\'s sandbox; set environment_mode = "separate" or drop [verifier.environment]'
+            )
+        return self
+
+
+class VerifierSection(_Section, SeparateVerifier):
+    """`[verifier]`: how long test.sh may run (and where: `SeparateVerifier`)."""
 
     timeout_sec: float = Field(DEFAULT_TIMEOUT_SEC, gt=0)
 
@@ -120,7 +171,7 @@ class StepSection(_Section):
     min_reward: float | dict[str, float] | None = None
     agent: StepAgentSection = Field(default_factory=StepAgentSection)  # type: ignore[arg-type]
     verifier: StepVerifierSection = Field(default_factory=StepVerifierSection)  # type: ignore[arg-type]
-    artifacts: list[str | dict[str, Any]] = Field(default_factory=list)
+    artifacts: list[ArtifactSection] = Field(default_factory=list)
 
 
 class TaskConfig(_Section):
@@ -136,6 +187,7 @@ class TaskConfig(_Section):
     # multi-step tasks (`steps/NAME/...`): the steps in order and how their rewards roll up
     steps: list[StepSection] = Field(default_factory=list)
     multi_step_reward_strategy: Literal["mean", "final"] = "mean"
+    artifacts: list[ArtifactSection] = Field(default_factory=list)
 
 
 class HarborTask(BaseModel):
@@ -178,6 +230,11 @@ class HarborTask(BaseModel):
         if self.config.steps:
             return any(self.step_has(step.name, "solution/solve.sh") for step in self.config.steps)
         return (self.path / "solution" / "solve.sh").is_file()
+
+    @property
+    def verifier_environment(self) -> EnvironmentSection:
+        """A separate verifier's table: `[verifier.environment]`, else a copy of `[environment]`."""
+        return self.config.verifier.environment or self.config.environment
 
     def step_has(self, step: str, relative: str) -> bool:
         """Whether step `step`'s folder (steps/STEP/) holds `relative` as a regular file."""
@@ -223,6 +280,7 @@ def load_task(folder: str | Path) -> HarborTask:
             f"{'.'.join(map(str, e['loc'])) or 'task.toml'}: {e['msg']}" for e in exc.errors()
         )
         raise HarborTaskError(f"{path / 'task.toml'} has bad values: {problems}") from None
+    _check_verifier(path, config)
     missing = [f for f in _required_files(path, config) if not (path / f).is_file()]
     if missing:
         raise HarborTaskError(
@@ -236,12 +294,7 @@ def load_task(folder: str | Path) -> HarborTask:
             f"{path} is not a Harbor task: it has no environment/Dockerfile and task.toml names no "
             "[environment] docker_image; add one of them"
         )
-    workdir = None
-    if dockerfile.is_file():
-        for line in _text(path, "environment/Dockerfile").splitlines():
-            words = line.strip().split(maxsplit=1)
-            if len(words) == 2 and words[0].upper() == "WORKDIR" and words[1].startswith("/"):
-                workdir = words[1].strip()
+    workdir = dockerfile_workdir(path, "environment/Dockerfile") if dockerfile.is_file() else None
     steps = {step.name: _text(path, f"{STEPS_DIR}/{step.name}/instruction.md") for step in config.steps}
     instruction = _text(path, "instruction.md") if not steps else "\n\n".join(steps.values())
     folders = ["tests", "solution", "environment"]
@@ -257,6 +310,37 @@ def load_task(folder: str | Path) -> HarborTask:
         workdir=workdir,
         step_instructions=steps,
     )
+
+
+def _check_verifier(path: Path, config: TaskConfig) -> None:
+    """Refuse, with the fix, a separate verifier with nothing to run, and services this task
+    cannot have (its only container is the agent's, `main`).
+
+    Raises:
+        HarborTaskError: the first problem found.
+    """
+    where = path / "task.toml"
+    artifacts = [*config.artifacts, *(a for step in config.steps for a in step.artifacts)]
+    services = [a.service for a in artifacts] + [hook.service for hook in config.verifier.collect]
+    for service in services:
+        if service not in (None, "main"):
+            raise HarborTaskError(
+                f"{where}: service {service!r} in artifacts or [[verifier.collect]]: this task has one "
+                "container (main); drop service or give the task an environment/docker-compose.yaml"
+            )
+    for step in config.steps:
+        overrides = sorted({"environment_mode", "environment"} & set(step.verifier.unknown()))
+        if overrides:
+            raise HarborTaskError(
+                f"{where}: [steps.verifier] {', '.join(overrides)} of step {step.name!r} is not supported: "
+                "set the verifier's environment for the whole task in [verifier]"
+            )
+    if config.verifier.separate and not (path / "tests" / "Dockerfile").is_file():
+        if (config.verifier.environment or config.environment).docker_image is None:
+            raise HarborTaskError(
+                f'{where}: [verifier] environment_mode = "separate" needs the verifier\'s image: a '
+                "tests/Dockerfile (that puts test.sh at /tests/test.sh) or [verifier.environment] docker_image"
+            )
 
 
 def _required_files(path: Path, config: TaskConfig) -> list[str]:
@@ -277,6 +361,16 @@ def _required_files(path: Path, config: TaskConfig) -> list[str]:
         if not shared:
             required.append(f"{STEPS_DIR}/{name}/tests/test.sh")
     return required
+
+
+def dockerfile_workdir(path: Path, relative: str) -> str | None:
+    """A Dockerfile's last absolute WORKDIR (where its image's commands start), if any."""
+    workdir = None
+    for line in _text(path, relative).splitlines():
+        words = line.strip().split(maxsplit=1)
+        if len(words) == 2 and words[0].upper() == "WORKDIR" and words[1].startswith("/"):
+            workdir = words[1].strip()
+    return workdir
 
 
 def _text(path: Path, relative: str) -> str:

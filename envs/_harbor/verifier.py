@@ -9,17 +9,26 @@ path) under `[verifier].timeout_sec`, end what it started, then read (the harnes
 recorded as a node score under this one). A verifier that times out, writes no reward or an
 unparseable one leaves the node NaN with the reason (never 0); test.sh exiting non-zero after
 writing a reward still counts the reward.
+
+Before the tests, `[[verifier.collect]]` commands run and `artifacts` are copied out of the
+agent's sandbox (kept in the score details); a separate verifier (`[verifier]
+environment_mode = "separate"`) runs the tests in a fresh sandbox of its own image holding
+only those artifacts (`envs._harbor.separate`). A multi-step task's steps are tested as the
+episode plays them (`envs._harbor.steps`); this node then reads their results.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+import tempfile
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from envs._harbor.files import staged_task_folder
+from envs._harbor.separate import copy_artifacts, run_collect_hooks, verifier_sandbox
+from envs._harbor.task import ArtifactSection, HarborTask, load_task
 from envs._harbor.trust import SHELL, checked_commands, end_processes, refusal, tampered
 from envs.agents import sandbox_of
 from harness._core.types import Rollout
@@ -106,6 +115,7 @@ async def run_tests(
     workdir: str | None,
     empty_first: bool = True,
     seen: Mapping[str, str] | None = None,
+    before: Callable[[], Awaitable[None]] | None = None,
 ) -> tuple[float, dict[str, float]]:
     """Run a task's tests in `sandbox` (see the module docstring): the reward and its components.
 
@@ -119,11 +129,15 @@ async def run_tests(
         empty_first: Empty /tests and /logs/verifier first.
         seen: Files a previous test run in this sandbox changed (`Sandbox.changed_files`):
             not counted as the agent's when they are changed the same way.
+        before: Run once the sandbox is trusted, before the tests are put in place (the
+            `[[verifier.collect]]` commands, the artifacts copied out).
 
     Raises:
         ScoringError: the sandbox was tampered with, test.sh timed out, or wrote no reward.
     """
     bash = await _trusted_bash(sandbox, seen or {})
+    if before is not None:
+        await before()
     emptied = f"rm -rf {TESTS_DIR} {LOGS_DIR} && " if empty_first else ""
     reset = await sandbox.exec(
         [SHELL, "-c", f"{emptied}mkdir -p {TESTS_DIR} {LOGS_DIR}"], timeout=60, user="0", cwd="/"
@@ -160,6 +174,50 @@ async def run_tests(
     if components:
         detail["components"] = components
     return reward, components
+
+
+async def verify(
+    sandbox: Sandbox,
+    task: HarborTask,
+    tests: Sequence[tuple[Path, str]],
+    detail: dict[str, Any],
+    artifacts: Sequence[ArtifactSection],
+    *,
+    timeout: float,
+    workdir: str | None,
+    empty_first: bool = True,
+    seen: Mapping[str, str] | None = None,
+) -> tuple[float, dict[str, float]]:
+    """Test what the agent left in `sandbox`: its `[[verifier.collect]]` commands run and
+    `artifacts` (with /logs/artifacts) copied out and kept in `detail["artifacts"]`, then
+    the tests run there (`run_tests`) or, for a separate verifier, in a fresh sandbox of the
+    verifier's image that holds only the copied artifacts (`envs._harbor.separate`).
+
+    Raises:
+        ScoringError: see `run_tests`; a collect command failed; the verifier's image failed.
+    """
+    with tempfile.TemporaryDirectory(prefix="rubric-artifacts-") as folder:
+        copied = Path(folder)
+
+        async def collect() -> None:
+            await run_collect_hooks(sandbox, task, detail)
+            detail["artifacts"] = await copy_artifacts(sandbox, artifacts, copied)
+
+        if not task.config.verifier.separate:
+            return await run_tests(
+                sandbox,
+                tests,
+                detail,
+                timeout=timeout,
+                workdir=workdir,
+                empty_first=empty_first,
+                seen=seen,
+                before=collect,
+            )
+        await end_processes(sandbox, "before the verifier")  # nothing of the agent's runs on
+        await collect()
+        async with verifier_sandbox(task, copied, detail["artifacts"]) as own:
+            return await run_tests(own, [], detail, timeout=timeout, workdir=None, empty_first=False)
 
 
 async def _trusted_bash(sandbox: Sandbox, seen: Mapping[str, str]) -> str:
@@ -214,11 +272,14 @@ class HarborVerifier(Rubric):
             return self._steps_reward(rollout, task)
         sandbox = sandbox_of(rollout, "HarborVerifier (the task's tests/test.sh)")
         detail: dict[str, Any] = {}
+        loaded = load_task(task["path"])
         try:
-            reward, components = await run_tests(
+            reward, components = await verify(
                 sandbox,
-                [(Path(task["path"]), "tests")],
+                loaded,
+                [(loaded.path, "tests")],
                 detail,
+                loaded.config.artifacts,
                 timeout=float(task.get("verifier_timeout_sec", 600.0)),
                 workdir=task.get("workdir"),
                 empty_first=self.empty_first,

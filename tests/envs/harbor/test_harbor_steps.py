@@ -120,7 +120,10 @@ def test_min_reward_stops_early_and_a_step_not_run_counts_zero_in_the_mean(tmp_p
     (rollout,) = (
         from_harbor(folder).evaluate("scripted:harbor", agent=RUN_INSTRUCTION, progress=False).rollouts
     )
-    assert rollout.reward == 0.25 and rollout.scores["steps.one"] == 0.5, rollout.score_errors
+    assert rollout.reward == 0.25 and rollout.scores["steps.one"] == 0.5, (
+        rollout.error,
+        rollout.score_errors,
+    )
     assert len(rollout.state["steps"]) == 1
     final = write(
         folder, {"task.toml": 'multi_step_reward_strategy = "final"\n' + (folder / "task.toml").read_text()}
