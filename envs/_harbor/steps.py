@@ -12,7 +12,8 @@ Each step, in the one sandbox of the task (`envs.agents.TaskStep`):
   components, or why there is none) is kept in `rollout.state["harbor_steps"]`, and the
   next step runs only when the reward reaches `min_reward` (one number; or a least value per
   reward key, a key the tests did not write counting 0) and the tests gave one;
-- `--agent oracle` runs steps/NAME/solution/solve.sh, uploaded to /solution only then.
+- `--agent oracle` runs steps/NAME/solution/solve.sh (else the task's solution/solve.sh),
+  uploaded to /solution only then.
 
 `HarborVerifier` turns the results into the rollout's score: one node per step.
 """
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from envs._harbor.files import HarborTaskError, staged_task_folder
@@ -70,9 +71,7 @@ def task_steps(task: HarborTask, rollout: Rollout, *, empty_first: bool = True) 
             timeout=step.agent.timeout_sec,
             prepare=functools.partial(_prepare, task, step),
             check=functools.partial(_check, task, step, results, seen, empty_first),
-            solution=functools.partial(_solution, task, step)
-            if task.step_has(step.name, "solution/solve.sh")
-            else None,
+            solution=_oracle(task, step),
         )
         for step in task.config.steps
     ]
@@ -144,11 +143,20 @@ async def _check(
     return go_on
 
 
-async def _solution(task: HarborTask, step: StepSection, sandbox: Sandbox) -> str:
-    """The step's solution/ uploaded to /solution (the previous step's removed) and its command."""
+def _oracle(task: HarborTask, step: StepSection) -> Callable[[Sandbox], Awaitable[str]] | None:
+    """What the oracle runs for a step: its solution/ (with a solve.sh), else the task's own."""
+    if task.step_has(step.name, "solution/solve.sh"):
+        return functools.partial(_solution, task, f"{STEPS_DIR}/{step.name}/solution")
+    if (task.path / "solution" / "solve.sh").is_file():
+        return functools.partial(_solution, task, "solution")
+    return None
+
+
+async def _solution(task: HarborTask, folder: str, sandbox: Sandbox) -> str:
+    """A step's solution folder uploaded to /solution (the previous step's removed) and its command."""
     cleared = await sandbox.exec([SHELL, "-c", f"rm -rf {SOLUTION_DIR}"], user="0", timeout=60)
     if not cleared.ok:
-        raise HarborTaskError(f"cannot clear {SOLUTION_DIR} for step {step.name}: {cleared.stderr.strip()}")
-    async with staged_task_folder(task.path, f"{STEPS_DIR}/{step.name}/solution") as solution:
+        raise HarborTaskError(f"cannot clear {SOLUTION_DIR} for {folder}: {cleared.stderr.strip()}")
+    async with staged_task_folder(task.path, folder) as solution:
         await sandbox.upload(solution, SOLUTION_DIR)
     return f"bash {SOLUTION_DIR}/solve.sh"

@@ -216,7 +216,26 @@ class HarborTask(BaseModel):
             for section in ("task", "verifier", "agent", "environment")
         }
         found[""] = self.config.unknown()
+        found.update(self._nested_unknown())
         return {k: v for k, v in found.items() if v}
+
+    def _nested_unknown(self) -> dict[str, Any]:
+        """Unknown fields of the tables inside tables: each step's, the verifier's environment,
+        each artifact and collect hook (by where they are, e.g. "steps.one.agent")."""
+        config = self.config
+        found: dict[str, Any] = {"verifier.environment": config.verifier.environment.unknown() if config.verifier.environment else {}}  # fmt: skip
+        for i, hook in enumerate(config.verifier.collect):
+            found[f"verifier.collect.{i}"] = hook.unknown()
+        for i, artifact in enumerate(config.artifacts):
+            found[f"artifacts.{i}"] = artifact.unknown()
+        for step in config.steps:
+            where = f"steps.{step.name}"
+            found[where] = step.unknown()
+            found[f"{where}.agent"] = step.agent.unknown()
+            found[f"{where}.verifier"] = step.verifier.unknown()
+            for i, artifact in enumerate(step.artifacts):
+                found[f"{where}.artifacts.{i}"] = artifact.unknown()
+        return found
 
     @property
     def runtime(self) -> str:
@@ -227,9 +246,8 @@ class HarborTask(BaseModel):
     @property
     def has_solution(self) -> bool:
         """Whether it ships solution/solve.sh (a multi-step task: whether any step does)."""
-        if self.config.steps:
-            return any(self.step_has(step.name, "solution/solve.sh") for step in self.config.steps)
-        return (self.path / "solution" / "solve.sh").is_file()
+        steps = any(self.step_has(step.name, "solution/solve.sh") for step in self.config.steps)
+        return steps or (self.path / "solution" / "solve.sh").is_file()
 
     @property
     def verifier_environment(self) -> EnvironmentSection:

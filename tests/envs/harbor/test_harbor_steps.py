@@ -72,6 +72,13 @@ def test_a_multi_step_task_parses_and_bad_ones_say_what_is_wrong(tmp_path: Path)
     folder = two_steps(tmp_path, "twice", second='\n[[steps]]\nname = "one"\n')
     with pytest.raises(HarborTaskError, match=r"names \['one'\] more than once"):
         load_task(folder)
+    folder = two_steps(tmp_path, "extra", first="fancy = 1\n[steps.agent]\nretries = 2\n")
+    assert load_task(folder).unknown == {"steps.one": {"fancy": 1}, "steps.one.agent": {"retries": 2}}
+    folder = two_steps(tmp_path, "own-verifier", second='[steps.verifier]\nenvironment_mode = "separate"\n')
+    with pytest.raises(
+        HarborTaskError, match=r"\[steps.verifier\] environment_mode of step 'two' is not supported"
+    ):
+        load_task(folder)
     folder = two_steps(tmp_path, "strategy", toml='multi_step_reward_strategy = "best"')
     with pytest.raises(HarborTaskError, match="multi_step_reward_strategy"):
         load_task(folder)
