@@ -11,7 +11,8 @@ Each step, in the one sandbox of the task (`envs.agents.TaskStep`):
   (`run_tests`, `[steps.verifier] timeout_sec` else `[verifier]`'s); the result (reward and
   components, or why there is none) is kept in `rollout.state["harbor_steps"]`, and the
   next step runs only when the reward reaches `min_reward` (one number; or a least value per
-  reward key, a key the tests did not write counting 0) and the tests gave one;
+  reward key, a key the tests did not write counting 0) and the tests gave one; /tests,
+  /logs/verifier and /solution are removed before it (its agent never sees them);
 - `--agent oracle` runs steps/NAME/solution/solve.sh (else the task's solution/solve.sh),
   uploaded to /solution only then.
 
@@ -28,7 +29,7 @@ from typing import Any
 from envs._harbor.files import HarborTaskError, staged_task_folder
 from envs._harbor.task import STEPS_DIR, HarborTask, StepSection
 from envs._harbor.trust import SHELL
-from envs._harbor.verifier import STEP_RESULTS, verify
+from envs._harbor.verifier import LOGS_DIR, STEP_RESULTS, TESTS_DIR, verify
 from envs.agents import TaskStep
 from harness._core.types import Rollout
 from harness.runtimes import Sandbox, SandboxError
@@ -132,6 +133,13 @@ async def _check(
         result["error"] = str(exc)
         return False
     result.update(reward=reward, components=components)
+    # the step's tests and their files go before the next step's agent could read them
+    cleared = await sandbox.exec(
+        [SHELL, "-c", f"rm -rf {TESTS_DIR} {LOGS_DIR} {SOLUTION_DIR}"], user="0", timeout=60
+    )
+    if not cleared.ok:
+        result["error"] = f"cannot remove the step's tests from the sandbox: {cleared.stderr.strip()[-300:]}"
+        return False
     try:
         seen.update(await sandbox.changed_files())
     except SandboxError as exc:

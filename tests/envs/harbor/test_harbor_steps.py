@@ -43,7 +43,8 @@ def two_steps(root: Path, name: str = "steps", toml: str = "", first: str = "", 
             "steps/one/instruction.md": "echo one > one.txt\n",
             "steps/one/tests/test.sh": STEP_TEST.format(file="one.txt", word="one"),
             "steps/one/solution/solve.sh": "echo one > one.txt\n",
-            "steps/two/instruction.md": "cat data.txt > two.txt\n",
+            # step one's tests are gone before step two's agent starts
+            "steps/two/instruction.md": "test -e /tests/helper.sh || cat data.txt > two.txt\n",
             "steps/two/workdir/data.txt": "two\n",
             "steps/two/workdir/setup.sh": "echo ready > setup.txt\n",
             "steps/two/tests/test.sh": "test -f setup.txt || { echo 0 > /logs/verifier/reward.txt; exit 0; }\n"
@@ -186,4 +187,5 @@ def test_rubric_check_runs_each_steps_solution(tmp_path: Path) -> None:
     assert check.results["oracle"][0], check.lines()
     assert check.results["do-nothing"][0], check.lines()
     assert check.results["planted-reward"][0], check.lines()
+    assert check.results["image-leak"][0], check.lines()  # no step's tests are left for the next
     assert left_behind(DOCKER) == []
