@@ -346,6 +346,11 @@ def _check_verifier(path: Path, config: TaskConfig) -> None:
                 f"{where}: service {service!r} in artifacts or [[verifier.collect]]: this task has one "
                 "container (main); drop service or give the task an environment/docker-compose.yaml"
             )
+    if config.verifier.separate and config.steps:
+        raise HarborTaskError(
+            f'{where}: [verifier] environment_mode = "separate" with [[steps]] is not supported (which '
+            "tests/ each step's verifier image holds is not settled); use the shared verifier for a multi-step task"
+        )
     for step in config.steps:
         overrides = sorted({"environment_mode", "environment"} & set(step.verifier.unknown()))
         if overrides:

@@ -80,6 +80,10 @@ def test_a_multi_step_task_parses_and_bad_ones_say_what_is_wrong(tmp_path: Path)
         HarborTaskError, match=r"\[steps.verifier\] environment_mode of step 'two' is not supported"
     ):
         load_task(folder)
+    folder = two_steps(tmp_path, "separate", toml='[verifier]\nenvironment_mode = "separate"\n')
+    (folder / "tests" / "Dockerfile").write_text(f"FROM {IMAGE}\n")
+    with pytest.raises(HarborTaskError, match=r'"separate" with \[\[steps\]\] is not supported'):
+        load_task(folder)
     folder = two_steps(tmp_path, "strategy", toml='multi_step_reward_strategy = "best"')
     with pytest.raises(HarborTaskError, match="multi_step_reward_strategy"):
         load_task(folder)
