@@ -8,7 +8,7 @@ Once the agent has finished (and every process of its ended):
   own after that step) are copied out of the agent's sandbox to a private host folder, at
   their absolute paths (links inside them dropped); what each held is kept with the rollout
   (its size and, for text, its first `KEPT_TEXT` characters; a declared one that is missing
-  says so);
+  says so, and one that is a link leading out of it or a device is refused and not copied);
 - a separate verifier runs in a fresh sandbox of its own image: tests/ built as a Docker
   context when it has a Dockerfile (which must put test.sh at /tests/test.sh: Harbor does not
   upload tests/ then), else `[verifier.environment]`'s (or `[environment]`'s) `docker_image`,
@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import tarfile
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -77,6 +79,13 @@ async def copy_artifacts(
         except SandboxError:
             if declared is not None:
                 found[source] = {"missing": True}
+            continue
+        except (tarfile.TarError, OSError) as exc:  # a link out of it, a device: not copied
+            found[source] = {"refused": f"{type(exc).__name__}: {exc}"[:300]}
+            if local.is_dir():
+                shutil.rmtree(local, ignore_errors=True)
+            else:
+                local.unlink(missing_ok=True)
             continue
         _drop_links(local)
         found[source] = _summary(local) | (

@@ -94,13 +94,24 @@ def test_a_multi_step_task_parses_and_bad_ones_say_what_is_wrong(tmp_path: Path)
 
 @pytest.mark.docker
 def test_the_oracle_passes_every_step_and_each_step_is_a_node(tmp_path: Path) -> None:
-    env = from_harbor(two_steps(tmp_path))
-    (rollout,) = env.evaluate("scripted:harbor", agent="oracle", progress=False).rollouts
+    # the task's artifacts are copied after every step, a step's own after that step only
+    folder = two_steps(
+        tmp_path,
+        toml='artifacts = ["/etc/hostname"]',
+        first='artifacts = ["/etc/debian_version", "/etc/os-release"]',
+    )
+    (rollout,) = from_harbor(folder).evaluate("scripted:harbor", agent="oracle", progress=False).rollouts
     assert rollout.reward == 1.0, (rollout.error, rollout.score_errors)
     assert rollout.scores["steps.one"] == 1.0 and rollout.scores["steps.two"] == 1.0
     assert [s["name"] for s in rollout.state["steps"]] == ["one", "two"]
     # the task-level tests/ was under each step's (helper.sh), the step's test.sh won over it
     assert rollout.state["harbor_steps"]["two"]["reward"] == 1.0
+    one, two = (rollout.score_details[""]["steps"][name]["detail"]["artifacts"] for name in ("one", "two"))
+    assert set(one) == {"/etc/hostname", "/etc/debian_version", "/etc/os-release"} and set(two) == {
+        "/etc/hostname"
+    }
+    assert one["/etc/debian_version"]["text"].startswith("12")
+    assert "would link to" in one["/etc/os-release"]["refused"]  # a link out of the artifact: not copied
     assert left_behind(DOCKER) == []
 
 
