@@ -98,6 +98,20 @@ def load(spec: str, env_args: dict[str, Any] | None) -> Environment:
         raise CliError(f"cannot load environment {spec!r}: {exc}") from exc
 
 
+def with_registry(
+    spec: str | None, env_args: dict[str, Any] | None, registry: str | None
+) -> dict[str, Any] | None:
+    """`--registry` as the Harbor loader's `registry` argument (a local file made absolute, so
+    workers and resumed runs find it from any folder)."""
+    if registry is None:
+        return env_args
+    if not (spec or "").startswith("harbor:"):
+        raise CliError("--registry names the registry of a Harbor dataset: give it with harbor:NAME@VERSION")
+    if "://" not in registry:
+        registry = str(Path(registry).expanduser().resolve())
+    return {**(env_args or {}), "registry": registry}
+
+
 def load_run(path: str) -> EvalResults:
     from harness import load_results
 
@@ -174,9 +188,11 @@ hub_option = click.option("--hub", "hub_url", help=HUB_HELP)
 @click.option("--workers", type=int, default=1, show_default=True, metavar="N", callback=limited, help="run rollouts in N worker processes (-c is the total across them)")  # fmt: skip
 @click.option("--ray", is_flag=False, flag_value="", metavar="ADDRESS", help="run the workers as Ray actors on the cluster at ADDRESS (no ADDRESS: a local Ray); needs pip install 'rubric-rl[ray]'")  # fmt: skip
 @click.option("--shard", metavar="I/N", help="run only slice I of N (from 0) of the examples; join with `rubric merge`")  # fmt: skip
+@click.option("--registry", metavar="PATH|URL", help="with harbor:NAME@VERSION: the Harbor registry.json naming the dataset (a path, file:// or http(s):// URL); its tasks are fetched once with git into ~/.cache/rubric/harbor")  # fmt: skip
 @click.pass_context
 def eval_command(ctx: click.Context, /, **o: Any) -> int:
     from envs._driver.runs import RunRequest, prepare_run, run
+    from envs._harbor.certify import hackable_warning
     from harness.runtimes import prune as prune_sandboxes
 
     # What a SIGKILLed earlier run left (owner dead; never anyone else's). Docker is left to the
@@ -191,8 +207,9 @@ def eval_command(ctx: click.Context, /, **o: Any) -> int:
     typed = [k for k in o if ctx.get_parameter_source(k) is not click.core.ParameterSource.DEFAULT]
     given = ("num_examples", "rollouts_per_example", "concurrency", "seed", "split", "shard", "workers")
     ray = {"executor": "ray", "ray_address": o["ray"] or None} if o["ray"] is not None else {}
+    env_args = with_registry(o["env"], o["env_args"], o["registry"])
     request = RunRequest(
-        spec=o["env"], env_args=o["env_args"], mcp=list(o["mcp"]), model=o["model"], base_url=o["base_url"],
+        spec=o["env"], env_args=env_args, mcp=list(o["mcp"]), model=o["model"], base_url=o["base_url"],
         agent=o["agent"], agent_files=o["agent_files"], runtime=o["runtime"],
         api_key_var=o["api_key_var"], sampling=sampling if o["sampling"] is not None or sampling else None,
         max_turns=o["max_turns"], max_calls=o["max_turns"], output_dir=o["output_dir"], resume=o["resume"], retry_errors=o["retry_errors"],
@@ -202,6 +219,8 @@ def eval_command(ctx: click.Context, /, **o: Any) -> int:
     )  # fmt: skip
     with usage_errors():
         prepared = prepare_run(request, confirm=confirm)
+        if hackable := hackable_warning(prepared.env):
+            say(f"rubric eval: warning: {hackable}", err=True)
         ctx.meta["run_dir"] = prepared.folder  # for the Ctrl-C message
         ctx.meta["resume_flags"] = prepared.resume_flags()
         ctx.meta["resume_spec"] = prepared.request.spec
@@ -455,9 +474,10 @@ def init(name: str, parent: str, kind: KindOption, harbor: bool, base_image: str
 
     with usage_errors():
         if harbor:
-            for path in init_harbor_task(name, parent, base_image):
+            written = init_harbor_task(name, parent, base_image)
+            for path in written:
                 say(f"created {path}")
-            say(f"next: rubric check {Path(parent) / name}  (the oracle scores 1, doing nothing scores 0)")
+            say(f"next: rubric check {written[0].parent}  (the oracle scores 1, doing nothing scores 0)")
             return 0
         if base_image is not None:
             raise CliError("--base-image goes with --harbor")
@@ -491,6 +511,32 @@ def _check_harbor(path: str) -> int:
     failed = sum(not c.ok for c in checks)
     say(f"{len(checks) - failed} tasks passed, {failed} flagged")
     return 1 if failed else 0
+
+
+def _certify_harbor(
+    path: str, strict: bool, json_out: str | None, html_out: str | None, *, hacker_model: str | None, max_calls: int, no_cache: bool
+) -> int:  # fmt: skip
+    """Certify Harbor tasks (`envs.certify_harbor_tasks`): the table (or JSON), the files asked
+    for; 1 with --strict when a task is hackable or broken."""
+    from envs._harbor.certify import certificates_table, certify_harbor_tasks, write_certificates_html
+
+    with usage_errors():
+        certificates = certify_harbor_tasks(path, model=hacker_model, max_calls=max_calls, cache=not no_cache)
+    data = json.dumps([c.to_dict() for c in certificates], indent=2)
+    if json_out == "-":
+        print(data)
+    else:
+        console().print(certificates_table(certificates))
+    if json_out not in (None, "-"):
+        Path(json_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(json_out).write_text(data + "\n")
+        say(f"wrote {json_out}")
+    if html_out is not None:
+        written = write_certificates_html(
+            certificates, html_out or f"audit--{Path(path).resolve().name}.html"
+        )
+        say(f"wrote {written} ({written.stat().st_size:,} bytes); open it in a browser")
+    return 1 if strict and any(c.verdict != "certified" for c in certificates) else 0
 
 
 no_isolation = click.option("--no-isolation", is_flag=True, help="build with the backend installed here")
@@ -625,14 +671,18 @@ def calibrate(env: str, labels: str, env_args: dict[str, Any] | None, run_dir: s
 @click.option("--judge-base-url", help="OpenAI-compatible base URL of --judge-model")
 @click.option("--json", "json_out", is_flag=False, flag_value="-", metavar="OUT", help="the report as JSON: to OUT, or to stdout instead of the table")  # fmt: skip
 @click.option("--html", "html_out", is_flag=False, flag_value="", metavar="OUT", help="write an HTML report (default ./audit--ENV.html)")  # fmt: skip
-@click.option("--strict", is_flag=True, help="exit 1 when anything is flagged (for CI)")
+@click.option("--strict", is_flag=True, help="exit 1 when anything is flagged (for CI); harbor:PATH: when a task is hackable or broken")  # fmt: skip
+@click.option("-m", "--model", "hacker_model", metavar="MODEL", help="harbor:PATH: also let MODEL (the bash agent) try to make each task's tests pass without doing the task")  # fmt: skip
+@click.option("--max-calls", type=int, default=30, show_default=True, callback=limited, help="harbor:PATH with -m: the LLM hacker's model calls per task")  # fmt: skip
+@click.option("--no-cache", is_flag=True, help="harbor:PATH: probe every task again, even one whose certificate is cached for its content")  # fmt: skip
 def audit(env: str, env_args: dict[str, Any] | None, strict: bool, json_out: str | None, html_out: str | None, **o: Any) -> int:  # fmt: skip
     from envs import audit as run_audit
 
-    if env.startswith("harbor:"):  # Harbor tasks: the task hacks, in Docker
-        failed = _check_harbor(env.partition(":")[2])
-        return failed if strict else 0
-
+    harbor = {k: o.pop(k) for k in ("hacker_model", "max_calls", "no_cache")}
+    if env.startswith("harbor:"):  # Harbor tasks: the hack probes, in Docker; a certificate each
+        return _certify_harbor(env.partition(":")[2], strict, json_out, html_out, **harbor)
+    if harbor["hacker_model"] is not None or harbor["no_cache"]:
+        raise CliError("-m/--model and --no-cache go with harbor:PATH (certifying Harbor tasks)")
     with usage_errors():
         report = run_audit(load(env, env_args), **o)
     if json_out == "-":

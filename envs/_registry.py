@@ -66,7 +66,7 @@ FOREIGN_SPECS: dict[str, ForeignSpec] = {
     ),
     "harbor": ForeignSpec(
         "envs._harbor.environment:load_environment",
-        "Harbor tasks (a task folder or a folder of them)",
+        "Harbor tasks (a task folder, a folder of them, or a registry dataset NAME@VERSION)",
         names_path=True,
     ),
 }
@@ -248,7 +248,7 @@ def _resolve(spec: str) -> tuple[Any, str, str | None, dict[str, Any]]:
             _current_folder_importable()
         loader = functools.partial(_from_import_path(foreign.loader), target)
         registered_name = target if foreign.names_module else None
-        if foreign.names_path:
+        if foreign.names_path and Path(target).expanduser().exists():  # not a name (harbor:NAME@VERSION)
             recorded_spec = f"{prefix}:{Path(target).expanduser().resolve()}"
         origin = provenance.of_module(
             target.replace("-", "_") if foreign.names_module else foreign.loader.partition(":")[0]

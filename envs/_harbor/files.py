@@ -21,6 +21,7 @@ import tempfile
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 from harness._core.errors import RubricError
 
@@ -100,9 +101,10 @@ def read_task_file(root: Path, relative: str, *, limit: int = MAX_FILE_BYTES) ->
     return data
 
 
-def _files(root: Path, relative: str) -> Iterator[tuple[str, int]]:
+def _files(root: Path, relative: str, *, folder_links: bool = True) -> Iterator[tuple[str, int]]:
     """(path inside the task, size) of every file under `root/relative`, each checked; a link
-    to a folder inside the task is walked as a folder, unless it leads back up (a loop)."""
+    to a folder inside the task is walked as a folder, unless it leads back up (a loop), or is
+    refused when `folder_links` is False."""
     root = Path(os.path.realpath(root))
     stack: list[tuple[str, frozenset[Path]]] = [(relative, frozenset())]
     count = total = 0
@@ -116,6 +118,8 @@ def _files(root: Path, relative: str) -> Iterator[tuple[str, int]]:
         for entry in sorted(os.listdir(real), reverse=True):
             path = f"{folder}/{entry}"
             if os.path.isdir(root / path):
+                if not folder_links and os.path.islink(root / path):
+                    raise _refuse(root, path, "is a link to a folder, which a task digest cannot hold")
                 stack.append((path, above | {real}))
                 continue
             size = os.stat(_checked(root, path)).st_size
@@ -143,6 +147,32 @@ def task_folder_files(root: Path, relative: str) -> Iterator[tuple[str, bytes]]:
         fd = _open(root, path)
         with os.fdopen(fd, "rb") as handle:
             yield path, handle.read(MAX_FOLDER_BYTES + 1)
+
+
+def task_folder_paths(root: Path, relative: str, *, folder_links: bool = True) -> list[str]:
+    """The paths inside the task of every file of one folder of a task, each checked, sorted.
+
+    Args:
+        root: The task folder.
+        relative: The folder inside it, e.g. "tests".
+        folder_links: Whether a link to a folder inside the task is walked (False: refused).
+
+    Raises:
+        HarborTaskError: As `check_task_folder`, or a link to a folder when `folder_links` is False.
+    """
+    return sorted(
+        path for path, _ in _files(Path(os.path.realpath(root)), relative, folder_links=folder_links)
+    )
+
+
+def open_task_file(root: Path, relative: str) -> BinaryIO:
+    """One file of a task opened for reading in binary, checked as `read_task_file` checks it
+    (a regular file inside the folder, also once open), for reading it in chunks.
+
+    Raises:
+        HarborTaskError: It leads outside the folder or is not a regular file.
+    """
+    return os.fdopen(_open(Path(os.path.realpath(root)), relative), "rb")
 
 
 def copy_task_folder(root: Path, relative: str, target: Path) -> None:

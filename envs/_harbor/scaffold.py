@@ -1,10 +1,16 @@
-"""`rubric init NAME --harbor`: a new Harbor task folder that `rubric check` passes as written."""
+"""`rubric init NAME --harbor`: a new Harbor task folder that `rubric check` passes as written.
+
+It writes Harbor's current schema (`schema_version` 1.1+, a `[task]` section naming the task as
+`org/name` when NAME says so) with the fields a task usually sets, and the optional ones
+rubric honours (variables, users, network, healthcheck) as comments to switch on.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from envs._harbor.files import HarborTaskError
+from envs._harbor.task import TASK_NAME as _NAME
 
 DEFAULT_BASE_IMAGE = "debian:bookworm-slim"
 
@@ -32,6 +38,17 @@ build_timeout_sec = 600.0
 cpus = 1
 memory_mb = 2048
 storage_mb = 10240
+# network_mode = "no-network"     # or "public" (the default); one mode for the agent and the tests
+# workdir = "/app"                # where the agent starts (over the Dockerfile's WORKDIR)
+# env = { LANG = "C.UTF-8" }       # every command's variables
+
+# [environment.healthcheck]       # must pass before the agent starts
+# command = "test -d /app"
+# interval_sec = 1.0
+# retries = 3
+
+# [agent]: user = "nobody" runs the agent as that user; env = { KEY = "${HOST_VAR:-default}" }
+# [verifier]: env = { TOKEN = "${HOST_SECRET}" } reaches tests/test.sh only, never the agent
 """,
     "instruction.md": "Write the word done into the file /app/result.txt.\n",
     "environment/Dockerfile": "FROM {base}\nWORKDIR /app\n",
@@ -54,7 +71,8 @@ def init_harbor_task(name: str, parent: str | Path = ".", base_image: str | None
     `check_harbor_tasks` as written.
 
     Args:
-        name: The task's folder name, such as "my-task".
+        name: The task's name, "my-task" or "org/my-task" (`[task] name`; the folder is
+            "my-task").
         parent: The folder to create it in.
         base_image: The image its Dockerfile starts FROM (default: debian:bookworm-slim).
 
@@ -64,9 +82,10 @@ def init_harbor_task(name: str, parent: str | Path = ".", base_image: str | None
     Raises:
         HarborTaskError: The folder exists already, or the name is not a plain folder name.
     """
-    if not name or "/" in name or name.startswith("."):
-        raise HarborTaskError(f"task name {name!r} must be a plain folder name such as 'my-task'")
-    folder = Path(parent).expanduser() / name
+    org, _, short = name.rpartition("/")
+    if not short or short.startswith(".") or "/" in org or (org and not _NAME.match(name)):
+        raise HarborTaskError(f"task name {name!r} must be a folder name such as 'my-task', or 'org/my-task'")
+    folder = Path(parent).expanduser() / short
     if folder.exists():
         raise HarborTaskError(f"{folder} exists already; pick another name or remove it")
     written = []

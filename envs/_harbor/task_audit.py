@@ -22,7 +22,7 @@ from envs._harbor.environment import HarborEnvironment
 from envs._harbor.files import task_folder_files
 from envs._harbor.task import STEPS_DIR, task_folders
 from envs._harbor.verifier import LOGS_DIR, HarborVerifier
-from envs.agents import sandbox_of
+from envs.agents import CommandAgent, sandbox_of
 from harness._core.aio import run_sync
 from harness._core.types import Rollout
 from rubrics._tree.module import Rubric
@@ -56,6 +56,14 @@ class HarborTaskCheck:
     def lines(self) -> list[str]:
         """One line per check, for the terminal."""
         return [f"{'ok  ' if passed else 'FAIL'} {self.task}: {name}: {said}" for name, (passed, said) in self.results.items()]  # fmt: skip
+
+
+class _Probe(CommandAgent):
+    """A `command:` probe of the checks: it calls no model, so a task's MCP servers and skills,
+    which only a model would use, are nothing to it (a task giving them is checked as is)."""
+
+    takes_mcp_servers = True
+    takes_skills = True
 
 
 def _said(rollout: Rollout) -> str:
@@ -117,8 +125,12 @@ async def acheck_harbor_tasks(path: str | Path) -> list[HarborTaskCheck]:
     Returns:
         One check per task, in folder order; a task that cannot be loaded fails its `task` check.
     """
-    checks = {folder.name: HarborTaskCheck(folder.name) for folder in task_folders(path)}
     env = HarborEnvironment(path)
+    named = {task.path: name for name, task in env.tasks.items()}  # its [task] name, else its folder's
+    checks = {
+        named.get(folder, folder.name): HarborTaskCheck(named.get(folder, folder.name))
+        for folder in task_folders(path)
+    }
     for name, error in env.broken.items():
         checks[name].results["task"] = (False, error)
     if not env.tasks:
@@ -126,12 +138,12 @@ async def acheck_harbor_tasks(path: str | Path) -> list[HarborTaskCheck]:
     for rollout in await _score(env, "oracle"):
         if rollout.example_id in env.tasks and env.tasks[str(rollout.example_id)].has_solution:
             checks[str(rollout.example_id)].results["oracle"] = (rollout.reward == 1.0, _said(rollout))
-    for rollout in await _score(env, "command:true"):
+    for rollout in await _score(env, _Probe("true")):
         if rollout.example_id in env.tasks:
             checks[str(rollout.example_id)].results["do-nothing"] = (rollout.reward == 0.0, _said(rollout))
     for name, task in env.tasks.items():  # one task at a time: the probe holds one image's files
         probe = _LeakProbe()
-        await _score(HarborEnvironment(task.path, rubric=probe), "command:true")
+        await _score(HarborEnvironment(task.path, rubric=probe), _Probe("true"))
         leaks = [
             f"{secret} at {', '.join(probe.found[digest][:3])}"
             for digest, secret in _secrets(task.path).items()
@@ -144,7 +156,7 @@ async def acheck_harbor_tasks(path: str | Path) -> list[HarborTaskCheck]:
             else "no tests/ or solution/ file in the image",
         )
     planted = HarborEnvironment(path, rubric=HarborVerifier(empty_first=False))
-    for rollout in await _score(planted, f"command:{_PLANT}"):
+    for rollout in await _score(planted, _Probe(_PLANT)):
         name = str(rollout.example_id)
         if name in env.tasks:
             passed = rollout.reward != 1.0

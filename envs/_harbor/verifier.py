@@ -4,7 +4,9 @@ After the agent has finished, in the rollout's sandbox: end every process in it 
 sandbox whose verifier files the agent changed (`envs._harbor.trust`: the score is NaN with
 the reason), empty /tests and /logs/verifier (so nothing the agent planted counts), upload a
 checked copy of the task's tests/ only now, run test.sh with the image's bash (by its absolute
-path) under `[verifier].timeout_sec`, end what it started, then read (the harness itself)
+path) under `[verifier].timeout_sec`, with `[verifier] env` (read from task.toml and filled from
+the host's environment only now: no agent process, and no record, ever holds it) as
+`[verifier] user` (root by default), end what it started, then read (the harness itself)
 /logs/verifier/reward.txt (one number) or reward.json (`reward` plus named components, each
 recorded as a node score under this one). A verifier that times out, writes no reward or an
 unparseable one leaves the node NaN with the reason (never 0); test.sh exiting non-zero after
@@ -28,7 +30,7 @@ from typing import Any
 
 from envs._harbor.files import staged_task_folder
 from envs._harbor.separate import copy_artifacts, run_collect_hooks, verifier_sandbox
-from envs._harbor.task import ArtifactSection, HarborTask, load_task
+from envs._harbor.task import ArtifactSection, HarborTask, VerifierSection, loaded_task, resolved_env
 from envs._harbor.trust import SHELL, checked_commands, end_processes, refusal, tampered
 from envs.agents import sandbox_of
 from harness._core.types import Rollout
@@ -116,6 +118,7 @@ async def run_tests(
     empty_first: bool = True,
     seen: Mapping[str, str] | None = None,
     before: Callable[[], Awaitable[None]] | None = None,
+    verifier: VerifierSection | None = None,
 ) -> tuple[float, dict[str, float]]:
     """Run a task's tests in `sandbox` (see the module docstring): the reward and its components.
 
@@ -131,6 +134,7 @@ async def run_tests(
             not counted as the agent's when they are changed the same way.
         before: Run once the sandbox is trusted, before the tests are put in place (the
             `[[verifier.collect]]` commands, the artifacts copied out).
+        verifier: The task's `[verifier]` (test.sh's `env` and `user`; None: root, no variables).
 
     Raises:
         ScoringError: the sandbox was tampered with, test.sh timed out, or wrote no reward.
@@ -149,8 +153,9 @@ async def run_tests(
     for root, relative in tests:
         async with staged_task_folder(root, relative) as folder:
             await sandbox.upload(folder, TESTS_DIR)
+    env, user = await _phase(sandbox, verifier)
     result = await sandbox.exec(
-        [bash, f"{TESTS_DIR}/test.sh"], timeout=timeout, cwd=workdir or None, user="0"
+        [bash, f"{TESTS_DIR}/test.sh"], timeout=timeout, cwd=workdir or None, user=user, env=env
     )
     detail.update(
         exit_code=result.exit_code,
@@ -213,11 +218,38 @@ async def verify(
                 empty_first=empty_first,
                 seen=seen,
                 before=collect,
+                verifier=task.config.verifier,
             )
         await end_processes(sandbox, "before the verifier")  # nothing of the agent's runs on
         await collect()
         async with verifier_sandbox(task, copied, detail["artifacts"]) as own:
-            return await run_tests(own, [], detail, timeout=timeout, workdir=None, empty_first=False)
+            return await run_tests(
+                own,
+                [],
+                detail,
+                timeout=timeout,
+                workdir=None,
+                empty_first=False,
+                verifier=task.config.verifier,
+            )
+
+
+async def _phase(sandbox: Sandbox, verifier: VerifierSection | None) -> tuple[dict[str, str], str]:
+    """test.sh's variables (`[verifier] env`, resolved now) and user (`[verifier] user`,
+    given /tests and /logs/verifier; root when the task names none)."""
+    if verifier is None:
+        return {}, "0"
+    env = resolved_env(verifier.env, "[verifier]")
+    if verifier.user is None:
+        return env, "0"
+    given = await sandbox.exec(
+        ["chown", "-R", verifier.user, TESTS_DIR, LOGS_DIR], timeout=60, user="0", cwd="/"
+    )
+    if not given.ok:
+        raise ScoringError(
+            f"cannot give {TESTS_DIR} and {LOGS_DIR} to [verifier] user {verifier.user!r}: {given.stderr.strip()[-300:]}"
+        )
+    return env, verifier.user
 
 
 async def _trusted_bash(sandbox: Sandbox, seen: Mapping[str, str]) -> str:
@@ -272,7 +304,7 @@ class HarborVerifier(Rubric):
             return self._steps_reward(rollout, task)
         sandbox = sandbox_of(rollout, "HarborVerifier (the task's tests/test.sh)")
         detail: dict[str, Any] = {}
-        loaded = load_task(task["path"])
+        loaded = loaded_task(Path(task["path"]))
         try:
             reward, components = await verify(
                 sandbox,

@@ -12,7 +12,7 @@ what it left in the sandbox.
 - `base`: `Agent` (how to prepare and run one), `AgentContext`, the paths inside the sandbox.
 - `builtin`: the agents by name: `command:CMD`, `bash` (our own loop), `oracle` (the task's
   reference solution), and the published ones of `installed`.
-- `task`: `AgentTask`, the task hooks an environment keeps, and `TaskSandbox`.
+- `task`: `AgentTask`, the task hooks an environment keeps, and `TaskSandbox` (with `McpServer`).
 - `run`: `AgentRun`, the run setting; `sandboxes`: where each episode's sandbox comes from;
   `episode`: one episode in its sandbox (proxy session, budgets, stop reasons); `steps`: a
   multi-step task's steps played in turn in one sandbox.
@@ -25,7 +25,15 @@ May import the foundation, the endpoint client, the runtimes and the proxy, neve
 
 from __future__ import annotations
 
-from envs.agents._base import AGENT_DIR, INSTRUCTION_FILE, NO_MODEL, Agent, AgentContext, AgentError
+from envs.agents._base import (
+    AGENT_DIR,
+    INSTRUCTION_FILE,
+    NO_MODEL,
+    Agent,
+    AgentContext,
+    AgentError,
+    McpServer,
+)
 from envs.agents._builtin import AGENTS, BashAgent, CommandAgent, OracleAgent, get_agent
 from envs.agents._checks import command_passes, file_contains, sandbox_of
 from envs.agents._installed import ClaudeCodeAgent, CodexAgent, MiniSweAgent
@@ -51,6 +59,7 @@ __all__ = [
     "ClaudeCodeAgent",
     "CodexAgent",
     "CommandAgent",
+    "McpServer",
     "MiniSweAgent",
     "OracleAgent",
     "TaskSandbox",

@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from harness._core.errors import RubricError
 from harness.runtimes import Sandbox
@@ -25,6 +25,26 @@ INSTRUCTION_FILE = f"{STATE_DIR}/instruction.md"
 HOME_DIR = f"{STATE_DIR}/home"
 #: The port of the relay inside the sandbox (its network namespace is its own).
 RELAY_PORT = 18080
+
+
+@dataclass(frozen=True)
+class McpServer:
+    """An MCP server a task offers its agent (registered in the agent's own configuration by
+    the agents that take MCP servers: `codex`, `claude-code`).
+
+    Attributes:
+        name: Its name in the agent's configuration.
+        transport: "stdio" (a command run in the sandbox), "sse" or "streamable-http" (a URL).
+        url: Where it listens (sse, streamable-http).
+        command: The program (stdio).
+        args: Its arguments (stdio).
+    """
+
+    name: str
+    transport: Literal["stdio", "sse", "streamable-http"]
+    url: str | None = None
+    command: str | None = None
+    args: tuple[str, ...] = ()
 
 
 class AgentError(RubricError):
@@ -48,6 +68,10 @@ class AgentContext:
             the oracle runs).
         notes: The agent's own notes for this episode, from `prepare` to `command` (an agent
             object plays many episodes at once, so it keeps nothing of one on itself).
+        mcp_servers: MCP servers the task gives (`TaskSandbox.mcp_servers`), for an agent
+            that takes them to register in its configuration.
+        skills_dir: The task's folder of skills in the sandbox, for an agent that takes skills
+            to install where it reads them.
     """
 
     sandbox: Sandbox
@@ -58,6 +82,8 @@ class AgentContext:
     example: Mapping[str, Any] = field(default_factory=dict)
     solution: Callable[[], Awaitable[str | None]] | None = None
     notes: dict[str, Any] = field(default_factory=dict)
+    mcp_servers: tuple[McpServer, ...] = ()
+    skills_dir: str | None = None
 
 
 #: The model a `command:` agent's run records when no `-m` is given: its program may call no
@@ -82,6 +108,11 @@ class Agent(ABC):
     #: program may do its work without a model), then scored as it stands, with
     #: `state["agent"]["no_model_call"]`.
     must_call_model: ClassVar[bool] = True
+    #: Whether it registers a task's MCP servers (`AgentContext.mcp_servers`) in its own
+    #: configuration; a task giving some to an agent that does not is refused.
+    takes_mcp_servers: ClassVar[bool] = False
+    #: Whether it installs a task's skills (`AgentContext.skills_dir`) where it reads them.
+    takes_skills: ClassVar[bool] = False
 
     async def prepare(self, ctx: AgentContext) -> None:
         """Set the sandbox up before the command runs (the instruction file and /agent are

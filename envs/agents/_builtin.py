@@ -72,6 +72,9 @@ class OracleAgent(Agent):
 
     name = "oracle"
     calls_model = False
+    # Its solution needs no MCP server or skill registered: a task giving them is played as is.
+    takes_mcp_servers = True
+    takes_skills = True
 
     async def prepare(self, ctx: AgentContext) -> None:
         command = await ctx.solution() if ctx.solution is not None else None

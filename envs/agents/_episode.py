@@ -25,7 +25,7 @@ import asyncio
 import contextlib
 import functools
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,13 +39,14 @@ from envs.agents._base import (
     Agent,
     AgentContext,
     AgentError,
+    McpServer,
 )
 from harness._core.run.calls import CALL_LOG
 from harness._core.types import Rollout
 from harness._endpoint.client import Client
 from harness.proxy._server import CaptureProxy
 from harness.proxy._session import ProxyBudgets, ProxySession
-from harness.runtimes import Sandbox
+from harness.runtimes import Sandbox, SandboxError
 
 #: Seconds an agent whose session a budget ended may take to exit before it is killed.
 GRACE_SECONDS = 5.0
@@ -66,6 +67,10 @@ class Episode:
         must_call_model: An agent exiting 0 with no answered model call is an error (the
             agent's `must_call_model`; else it is scored as it stands).
         solution: The task's `solution` hook for this sandbox (what the oracle runs).
+        env: The task's variables for the agent's process (under the proxy's own).
+        user: The OS user the agent runs as (None: the sandbox's); its folders are given to it.
+        mcp_servers: The task's MCP servers, for the agent to register.
+        skills_dir: The task's skills folder in the sandbox, for the agent to install.
     """
 
     agent: Agent
@@ -75,6 +80,10 @@ class Episode:
     instruction: str
     must_call_model: bool
     solution: Callable[[], Awaitable[str | None]]
+    env: Mapping[str, str] = field(default_factory=dict)
+    user: str | None = None
+    mcp_servers: tuple[McpServer, ...] = ()
+    skills_dir: str | None = None
 
 
 async def play_episode(
@@ -103,7 +112,7 @@ async def play_episode(
         command = agent.command(ctx)
         record: dict[str, Any] = {"name": agent.name, "command": command}
         rollout.state["agent"] = record
-        exit_code, timed_out = await _execute(sandbox, session, ctx, command, episode.timeout)
+        exit_code, timed_out = await _execute(sandbox, session, ctx, command, episode.timeout, episode.user)
     finally:
         await proxy.aclose_unix(socket)  # no call is served after this: its key is dead
     await sandbox.end_processes()  # nothing the agent left running lives on into scoring
@@ -123,6 +132,7 @@ async def _prepared(
         sandbox,
         episode.instruction,
         env={
+            **episode.env,
             "OPENAI_BASE_URL": f"{url}/v1",
             "OPENAI_API_KEY": session.key,
             "ANTHROPIC_BASE_URL": url,
@@ -134,6 +144,8 @@ async def _prepared(
         files=episode.files,
         example=rollout.info,
         solution=episode.solution,
+        mcp_servers=episode.mcp_servers,
+        skills_dir=episode.skills_dir,
     )
     prepared = await sandbox.exec(["mkdir", "-p", HOME_DIR, AGENT_DIR])
     if not prepared.ok:
@@ -142,17 +154,47 @@ async def _prepared(
     if episode.files is not None:
         await sandbox.upload(episode.files, AGENT_DIR)
     await agent.prepare(ctx)
+    if episode.user is not None:  # the agent's folders are its own
+        await _check_user(sandbox, episode.user)
+        given = await sandbox.exec(["chown", "-R", episode.user, STATE_DIR, AGENT_DIR], user="0")
+        if not given.ok:
+            raise AgentError(
+                f"cannot give the agent's folders to user {episode.user!r} (the task's [agent] user): "
+                f"{given.stderr.strip()[-300:]}"
+            )
     return ctx
 
 
+async def _check_user(sandbox: Sandbox, user: str) -> None:
+    """Fail now, naming the task's user, when the sandbox cannot run a command as it (no such
+    user in the image; a bwrap sandbox, which maps only this process's user)."""
+    try:
+        result = await sandbox.exec(["true"], user=user, timeout=30)
+    except SandboxError as exc:
+        said = str(exc)
+    else:
+        said = (
+            ""
+            if result.ok
+            else (result.stderr or result.stdout).strip()[-300:] or f"exit code {result.exit_code}"
+        )
+    if said:
+        raise AgentError(f"the agent cannot run as the task's user {user!r} (Harbor [agent] user): {said}")
+
+
 async def _execute(
-    sandbox: Sandbox, session: ProxySession, ctx: AgentContext, command: str, timeout: float
+    sandbox: Sandbox,
+    session: ProxySession,
+    ctx: AgentContext,
+    command: str,
+    timeout: float,
+    user: str | None = None,
 ) -> tuple[int | None, bool]:
     """Run the command until it exits, times out, or a budget ends the session (then it
     has `GRACE_SECONDS` to exit); its exit code (None: killed) and whether it timed out."""
     redirected = f'/bin/sh -c "$1" > {STATE_DIR}/stdout 2> {STATE_DIR}/stderr < /dev/null'
     argv = ["/bin/sh", "-c", redirected, "sh", command]
-    running = asyncio.create_task(sandbox.exec(argv, env=ctx.env, timeout=timeout))
+    running = asyncio.create_task(sandbox.exec(argv, env=ctx.env, timeout=timeout, user=user))
     stopped = asyncio.create_task(session.wait_stopped())
     try:
         await asyncio.wait({running, stopped}, return_when=asyncio.FIRST_COMPLETED)

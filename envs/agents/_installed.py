@@ -5,11 +5,16 @@ Anthropic Messages) come from npm; both ship native binaries in platform package
 static musl build, Claude Code a glibc one), so the sandbox needs no Node.js and no network:
 `npm install` puts them in the cache folder (`RUBRIC_AGENT_CACHE`, default
 ~/.cache/rubric/agents; `.ci/agents-up` fills it), and the sandbox sees the package read-only.
+
+Both take a task's MCP servers (Codex: `[mcp_servers.NAME]` in its config.toml, stdio or
+streamable HTTP; Claude Code: a `--mcp-config` file) and its skills (each folder of the task's
+skills folder copied into `~/.codex/skills` / `~/.claude/skills`, where they read skills).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shlex
 import subprocess
@@ -17,7 +22,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from envs.agents._base import HOME_DIR, INSTRUCTION_FILE, STATE_DIR, Agent, AgentContext, AgentError
+from envs.agents._base import (
+    HOME_DIR,
+    INSTRUCTION_FILE,
+    STATE_DIR,
+    Agent,
+    AgentContext,
+    AgentError,
+    McpServer,
+)
 
 MINI_SWE_PACKAGE = "mini-swe-agent==2.4.6"
 CODEX_PACKAGE = "@openai/codex@0.169.0"
@@ -25,6 +38,8 @@ CLAUDE_PACKAGE = "@anthropic-ai/claude-code@2.1.197"
 MINI_SWE_DIR = "/opt/rubric-mini-swe-agent"
 CODEX_DIR = "/opt/rubric-codex"
 CLAUDE_DIR = "/opt/rubric-claude"
+#: Claude Code's MCP servers, given with --mcp-config.
+CLAUDE_MCP_FILE = f"{HOME_DIR}/.rubric-mcp.json"
 
 
 def cache_root() -> Path:
@@ -111,6 +126,8 @@ class CodexAgent(Agent):
     name = "codex"
     dialect = "responses"
     inner = "@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl"
+    takes_mcp_servers = True
+    takes_skills = True
 
     def mounts(self) -> dict[str, str]:
         return {str(npm_package(CODEX_PACKAGE, self.inner)): CODEX_DIR}
@@ -121,7 +138,9 @@ class CodexAgent(Agent):
             f'model = {_toml(ctx.model)}\nmodel_provider = "rubric"\n\n[model_providers.rubric]\n'
             f'name = "rubric"\nbase_url = {_toml(url)}\nenv_key = "OPENAI_API_KEY"\nwire_api = "responses"\n'
         )
+        config += "".join(_codex_mcp(server) for server in ctx.mcp_servers)
         await ctx.sandbox.write(f"{HOME_DIR}/.codex/config.toml", config)
+        await install_skills(ctx, f"{HOME_DIR}/.codex/skills")
 
     def command(self, ctx: AgentContext) -> str:
         codex = f"{CODEX_DIR}/bin/codex"
@@ -141,6 +160,15 @@ class ClaudeCodeAgent(Agent):
     name = "claude-code"
     dialect = "messages"
     inner = "@anthropic-ai/claude-code-linux-x64"
+    takes_mcp_servers = True
+    takes_skills = True
+
+    async def prepare(self, ctx: AgentContext) -> None:
+        if ctx.mcp_servers:
+            servers = {server.name: _claude_mcp(server) for server in ctx.mcp_servers}
+            await ctx.sandbox.write(CLAUDE_MCP_FILE, json.dumps({"mcpServers": servers}, indent=2))
+            ctx.notes["mcp_config"] = CLAUDE_MCP_FILE
+        await install_skills(ctx, f"{HOME_DIR}/.claude/skills")
 
     def mounts(self) -> dict[str, str]:
         return {str(npm_package(CLAUDE_PACKAGE, self.inner)): CLAUDE_DIR}
@@ -150,10 +178,55 @@ class ClaudeCodeAgent(Agent):
         return (
             f'{quiet} {CLAUDE_DIR}/claude -p "$(cat {shlex.quote(INSTRUCTION_FILE)})" '
             f"--model {shlex.quote(ctx.model)} --dangerously-skip-permissions"
+            + (f" --mcp-config {ctx.notes['mcp_config']}" if "mcp_config" in ctx.notes else "")
         )
 
     def config(self) -> dict[str, Any]:
         return {**super().config(), "package": CLAUDE_PACKAGE}
+
+
+def _codex_mcp(server: McpServer) -> str:
+    """One `[mcp_servers.NAME]` table of Codex's config.toml (stdio or streamable HTTP).
+
+    Raises:
+        AgentError: an SSE server, which Codex cannot reach.
+    """
+    quoted = json.dumps  # a JSON string is a TOML basic string (its escapes are TOML's too)
+    head = f"\n[mcp_servers.{quoted(server.name)}]\n"
+    if server.transport == "stdio":
+        return f"{head}command = {quoted(server.command or '')}\nargs = [{', '.join(map(quoted, server.args))}]\n"
+    if server.transport == "streamable-http":
+        return f"{head}url = {quoted(server.url or '')}\n"
+    raise AgentError(
+        f"MCP server {server.name!r} uses transport {server.transport!r}, which codex cannot take (it "
+        "speaks stdio and streamable-http); play the task with claude-code"
+    )
+
+
+def _claude_mcp(server: McpServer) -> dict[str, Any]:
+    """One server of Claude Code's --mcp-config file."""
+    if server.transport == "stdio":
+        return {"type": "stdio", "command": server.command, "args": list(server.args)}
+    return {"type": "sse" if server.transport == "sse" else "http", "url": server.url}
+
+
+async def install_skills(ctx: AgentContext, target: str) -> None:
+    """Copy each folder of the task's skills folder (`ctx.skills_dir`) into `target`, the
+    folder the agent reads skills from; nothing when the task gives none.
+
+    Raises:
+        AgentError: the task's skills folder is not a folder in the sandbox.
+    """
+    if ctx.skills_dir is None:
+        return
+    source = shlex.quote(ctx.skills_dir)
+    script = f"test -d {source} && mkdir -p {shlex.quote(target)} && cp -R {source}/. {shlex.quote(target)}/"
+    done = await ctx.sandbox.exec(script, timeout=120, user="0")
+    if not done.ok:
+        raise AgentError(
+            f"the task's skills_dir {ctx.skills_dir!r} ([environment] skills_dir) is not a folder in the "
+            f"sandbox, or cannot be copied: {done.stderr.strip()[-300:] or 'no such folder'}"
+        )
 
 
 def _toml(text: str) -> str:

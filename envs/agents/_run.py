@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envs.agents._base import Agent
+from envs.agents._base import Agent, AgentError
 from envs.agents._builtin import get_agent
 from envs.agents._episode import Episode, play_episode
 from envs.agents._sandboxes import DEFAULT_RUNTIME, LIMITS, Sandboxes
@@ -226,9 +226,13 @@ class AgentRun:
         try:
             task = _task(env)
             asked = task.task_sandbox(rollout)
+            if asked is not None:
+                refuse_unsupported(self.agent, asked)
             proxy = await self._proxy(client)
             sandbox = await self.sandboxes.open(task, rollout, asked)
             try:
+                if asked is not None and asked.ready is not None:
+                    await asked.ready(sandbox)  # a failed check fails the rollout; no agent runs
                 episode = self._episode(env, task, rollout, sandbox, asked)
                 limits = {"max_calls": episode.max_turns, "timeout": episode.timeout}
                 steps = task.task_steps(rollout)
@@ -276,6 +280,10 @@ class AgentRun:
             instruction=task.instruction(rollout),
             must_call_model=self.agent.must_call_model,
             solution=solution,
+            env=dict(asked.agent_env) if asked is not None else {},
+            user=asked.user if asked is not None else None,
+            mcp_servers=asked.mcp_servers if asked is not None else (),
+            skills_dir=asked.skills_dir if asked is not None else None,
         )
 
     async def _proxy(self, client: Client) -> CaptureProxy:
@@ -308,6 +316,26 @@ class AgentRun:
             self._starting = asyncio.Lock()  # a later run may play on another event loop
             if proxy is not None:
                 await proxy.aclose()
+
+
+def refuse_unsupported(agent: Agent, asked: TaskSandbox) -> None:
+    """Refuse, naming the field, a task asking the agent for what it cannot take (MCP servers,
+    skills): the task would silently be played without them.
+
+    Raises:
+        AgentError: the agent takes no MCP servers, or no skills, and the task gives some.
+    """
+    if asked.mcp_servers and not agent.takes_mcp_servers:
+        names = ", ".join(server.name for server in asked.mcp_servers)
+        raise AgentError(
+            f"the task gives MCP servers ({names}; Harbor [[environment.mcp_servers]]), which agent "
+            f"{agent.name!r} cannot take; play it with an agent that does: codex or claude-code"
+        )
+    if asked.skills_dir and not agent.takes_skills:
+        raise AgentError(
+            f"the task gives skills (Harbor [environment] skills_dir = {asked.skills_dir!r}), which agent "
+            f"{agent.name!r} cannot take; play it with an agent that does: codex or claude-code"
+        )
 
 
 def _task(env: EnvironmentProtocol) -> AgentTask:

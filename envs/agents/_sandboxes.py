@@ -7,7 +7,9 @@ For each rollout, the run's settings and its task's (`TaskSandbox`, from the env
     is called now), else "bwrap"; the agent may derive its own from it (`Agent.sandbox_runtime`);
     one `harness.runtimes.Runtime` per runtime string, kept for the run
     limits (cpus, memory_mb, pids, disk_mb): the run's `sandbox` over the task's, key by key
-    workdir and network: the task's; the agent's installed packages mounted read-only
+    workdir, variables and network: the task's ("public": Docker's bridge; a runtime with no
+    network of its own, bwrap, gives none and one warning per task says so, and the rollout's
+    `state["sandbox"]` records the network given); the agent's packages mounted read-only
 
 Set up once per group, fork per rollout: for a task that declares a setup step
 (`setup_sandbox`, e.g. cloning a repository or installing dependencies), it runs once per
@@ -25,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +38,7 @@ from envs.agents._task import AgentTask, TaskSandbox, declares_setup
 from harness._core.errors import ConfigError
 from harness._core.types import Rollout
 from harness.runtimes import Runtime, Sandbox, SandboxConfig, get_runtime
+from harness.runtimes._base import Network
 
 DEFAULT_RUNTIME = "bwrap"
 #: The sandbox limits a run (and a task) may set.
@@ -77,6 +81,7 @@ class Sandboxes:
         self.live: set[Sandbox] = set()
         self._runtimes: dict[str, Runtime] = {}
         self._templates: dict[str, _Template] = {}
+        self._said_network: set[str] = set()  # tasks told their network is not given
 
     def runtime_for(self, runtime: str, *, named: str = "--runtime") -> Runtime:
         """The `Runtime` for a runtime string (made once per run); a bad one is a ConfigError."""
@@ -99,6 +104,7 @@ class Sandboxes:
         config = await self._config(asked)
         if config.pids is None and runtime.kind_name == "docker":
             config = dataclasses.replace(config, pids=DEFAULT_DOCKER_PIDS)
+        config = self._network(config, runtime, asked, rollout)
         t1 = time.perf_counter()
         sandbox = await self._open(runtime, config, task, rollout)
         rollout.timing.update(image=t1 - t0, sandbox_start=time.perf_counter() - t1)
@@ -121,9 +127,32 @@ class Sandboxes:
         config = SandboxConfig(**limits, mounts=await amounts(self.agent))
         if asked is not None and asked.workdir:
             config = dataclasses.replace(config, workdir=asked.workdir)
-        if asked is not None and asked.network != config.network:
-            config = dataclasses.replace(config, network=asked.network)
+        if asked is not None and asked.env:
+            config = dataclasses.replace(config, env={**config.env, **asked.env})
         return config
+
+    def _network(
+        self, config: SandboxConfig, runtime: Runtime, asked: TaskSandbox | None, rollout: Rollout
+    ) -> SandboxConfig:
+        """The task's network on `config`: "public" is Docker's bridge; a runtime with no network
+        of its own gives none, said once per task. Recorded in `rollout.state["sandbox"]`."""
+        wanted = asked.network if asked is not None else config.network
+        given: Network = "none" if wanted == "public" else wanted
+        if wanted == "public":
+            given = "bridge" if runtime.kind_name == "docker" else "none"
+            if given == "none" and str(rollout.example_id) not in self._said_network:
+                self._said_network.add(str(rollout.example_id))
+                warnings.warn(
+                    f"task {rollout.example_id} asks for a network (network_mode public / allow_internet); "
+                    f"a {runtime.kind_name} sandbox has none of its own (its only choice, the machine's "
+                    "network, would share 127.0.0.1 with the host and every sandbox), so it runs with no "
+                    "network; run it on Docker (no --runtime) for one",
+                    UserWarning,
+                    stacklevel=2,
+                )
+        not_given = wanted == "public" and given == "none"
+        rollout.state["sandbox"] = {"network": given, **({"asked": wanted} if not_given else {})}
+        return dataclasses.replace(config, network=given) if given != config.network else config
 
     async def _open(
         self, runtime: Runtime, config: SandboxConfig, task: AgentTask, rollout: Rollout

@@ -6,8 +6,9 @@ hooks (it inherits `AgentTask`), each with a default that a subclass overrides.
 
 - `instruction(rollout)`: what the agent is asked to do (the text of the rollout's prompt).
 - `task_sandbox(rollout)`: the sandbox this row asks for, a `TaskSandbox` (its runtime or
-  image, CPUs, memory, disk, workdir, network, time), e.g. a Harbor task's own image and
-  limits, or one image per row of a SWE-style dataset; None: the run's settings alone.
+  image, CPUs, memory, disk, workdir, network, time, variables, the agent's user, a readiness
+  check, MCP servers and skills for the agent), e.g. a Harbor task's own image and limits, or
+  one image per row of a SWE-style dataset; None: the run's settings alone.
 - `setup_sandbox(sandbox, rollout)`: prepares a fresh sandbox before the agent starts (clone a
   repository, install dependencies); an environment declares one by overriding it, and with
   `-r N` it runs once per example and each rollout gets a fork of the result.
@@ -24,11 +25,11 @@ every task's, the run's limits replace the task's, the run's timeout the task's.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Literal
 
-from envs.agents._base import STATE_DIR
+from envs.agents._base import STATE_DIR, McpServer
 from harness._core.errors import ConfigError
 from harness._core.types import Rollout
 from harness.runtimes import Sandbox
@@ -38,6 +39,8 @@ SOLUTION_COLUMN = "solution"
 #: A runtime a task names: a runtime string ("docker:IMAGE"), or an async function making one
 #: (building the task's image), called only when the run gives no runtime of its own.
 TaskRuntime = str | Callable[[], Awaitable[str]]
+#: A check a sandbox must pass before the agent starts (it raises, with the reason, when not).
+ReadyCheck = Callable[[Sandbox], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -53,8 +56,18 @@ class TaskSandbox:
         pids: Processes and threads at once.
         disk_mb: The sandbox's disk (largest file, and where the runtime caps it, its layer).
         workdir: The agent's working folder (an image's WORKDIR).
-        network: "none" (the default: only the socket back to the harness) or "host".
+        network: "none" (the default: only the socket back to the harness), "host", or
+            "public": a network of the sandbox's own where the runtime has one (Docker's
+            default bridge), the machine's where it has not (bwrap), with one line saying so.
         timeout: Seconds the agent may take on this task.
+        env: Variables of every command in the sandbox (the agent's, a check's, a verifier's).
+        agent_env: Variables of the agent's process only (never the sandbox's or a verifier's).
+        user: The OS user the agent runs as ("NAME", "UID" or "UID:GID"; None: the runtime's).
+        ready: A check the sandbox must pass before the agent starts (e.g. a Harbor
+            healthcheck); when it raises, the rollout fails with its reason and no agent runs.
+        mcp_servers: MCP servers for the agent; an agent that cannot take them refuses the task.
+        skills_dir: A folder of skills (SKILL.md folders) in the sandbox, installed where the
+            agent reads skills; an agent that has no skills refuses the task.
     """
 
     runtime: TaskRuntime | None = None
@@ -63,8 +76,14 @@ class TaskSandbox:
     pids: int | None = None
     disk_mb: int | None = None
     workdir: str | None = None
-    network: Literal["none", "host"] = "none"
+    network: Literal["none", "host", "public"] = "none"
     timeout: float | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    agent_env: Mapping[str, str] = field(default_factory=dict)
+    user: str | None = None
+    ready: ReadyCheck | None = None
+    mcp_servers: tuple[McpServer, ...] = ()
+    skills_dir: str | None = None
 
     def __post_init__(self) -> None:
         if self.timeout is not None and not self.timeout > 0:
@@ -160,6 +179,8 @@ def names_sandboxes(task: AgentTask) -> bool:
 __all__ = [
     "SOLUTION_COLUMN",
     "AgentTask",
+    "McpServer",
+    "ReadyCheck",
     "TaskRuntime",
     "TaskSandbox",
     "TaskStep",

@@ -239,6 +239,11 @@ class _Run:
             run.calls = CallLog(directory / CALLS_FILE)
         return run
 
+    @property
+    def log_target(self) -> tuple[str, str] | None:
+        """Where worker processes and Ray actors append the episodes' model calls."""
+        return self.calls.target if self.calls is not None else None
+
     def keep(self, rollout: Rollout) -> None:
         """Count a finished rollout in the summary; hold it in memory only while the run is
         small (`KEPT_IN_MEMORY`) or has no directory to read it back from."""
@@ -638,7 +643,7 @@ def _start_work(
                 on_finished=run.finished, episodes=episodes, group_size=size,
             )  # fmt: skip
         else:
-            work = _record_workers(run, executor, run_elsewhere(jobs, run.finished))
+            work = _record_workers(run, executor, run_elsewhere(jobs, run.finished, run.log_target))
         return _then_release(env, episodes, work)
     groups = GroupScorer.of(env, plan.rollouts_per_example, run.finished)  # None: rollouts score alone
     on_finished = groups.add if groups is not None else run.finished
@@ -653,7 +658,7 @@ def _start_work(
             episodes=episodes,
         )
     else:
-        work = _record_workers(run, executor, run_elsewhere(plan.jobs, on_finished))
+        work = _record_workers(run, executor, run_elsewhere(plan.jobs, on_finished, run.log_target))
     if groups is not None:  # scored when its last member finishes, saved whole
         work = run_scoring_groups(work, groups)
     return _then_release(env, episodes, work)

@@ -11,7 +11,8 @@
 Spec grammar (the same for `--runtime SPEC`, environment arguments and Python):
 `docker:IMAGE`, `docker:PATH/TO/DIR` (a folder with a Dockerfile, built once per content hash),
 `bwrap` (the host's system read-only), `bwrap:ROOTFS_DIR` (a root filesystem folder), `local`
-(no isolation; warns). Every sandbox has no network by default; its only way out is a Unix socket
+(no isolation; warns), `compose:PATH/TO/docker-compose.yaml` (optionally `?main=IMAGE`: a Docker
+Compose project whose service `main` is the sandbox, its sidecars reachable by name). Every sandbox has no network by default; its only way out is a Unix socket
 whose host side is `sandbox.socket_path`. `prune()` / `rubric sandboxes prune` removes the
 sandboxes of owners that died (a SIGKILLed run) and never touches anything that is not ours.
 """
@@ -37,6 +38,7 @@ from harness.runtimes._base import (
     SyncSandbox,
 )
 from harness.runtimes._bwrap import BwrapRuntime
+from harness.runtimes._compose import ComposeRuntime
 from harness.runtimes._docker import DockerRuntime, prune_containers
 from harness.runtimes._local import LocalRuntime
 from harness.runtimes._state import (
@@ -51,14 +53,18 @@ from harness.runtimes._state import (
     state_root,
 )
 
-GRAMMAR = "docker:IMAGE, docker:PATH/TO/DIR (a build context), bwrap, bwrap:ROOTFS_DIR, local"
+GRAMMAR = (
+    "docker:IMAGE, docker:PATH/TO/DIR (a build context), bwrap, bwrap:ROOTFS_DIR, local, "
+    "compose:PATH/TO/docker-compose.yaml[?main=IMAGE]"
+)
 
 
 def get_runtime(runtime: str, *, run_id: str | None = None, build_network: bool = True) -> Runtime:
     """The `Runtime` a runtime string names.
 
     Args:
-        runtime: `docker:IMAGE`, `docker:PATH/TO/DIR`, `bwrap`, `bwrap:ROOTFS_DIR` or `local`.
+        runtime: `docker:IMAGE`, `docker:PATH/TO/DIR`, `bwrap`, `bwrap:ROOTFS_DIR`, `local` or
+            `compose:PATH/TO/docker-compose.yaml[?main=IMAGE]`.
         run_id: The run its sandboxes are labelled with (default: this process's).
         build_network: Whether building `docker:PATH/TO/DIR` may use the daemon's default
             network (its RUN steps download packages); False builds with no network at all.
@@ -88,6 +94,11 @@ def get_runtime(runtime: str, *, run_id: str | None = None, build_network: bool 
         if rest.startswith((".", "/", "~")):
             raise ConfigError(f"runtime {runtime!r}: build context folder {rest!r} does not exist")
         return DockerRuntime(runtime, run, image=rest)
+    if kind == "compose" and rest:
+        file, _, query = rest.partition("?main=")
+        if not Path(file).expanduser().is_file():
+            raise ConfigError(f"runtime {runtime!r}: compose file {file!r} does not exist")
+        return ComposeRuntime(runtime, run, Path(file), main_image=query or None, build_network=build_network)
     raise ConfigError(f"unknown runtime {runtime!r}; the runtimes are: {GRAMMAR}")
 
 

@@ -44,7 +44,7 @@ DEFAULT_MAX_OUTPUT = 8 << 20
 #: The largest file `read` returns by default (a larger one is refused; pass `max_bytes`).
 DEFAULT_MAX_READ = 64 << 20
 
-Network = Literal["none", "host"]
+Network = Literal["none", "host", "bridge"]
 
 # Runs inside a sandbox (python3): accept on 127.0.0.1:PORT and pipe each connection to the Unix
 # socket, so programs that only take a TCP URL reach the harness through the one way out.
@@ -217,7 +217,9 @@ class SandboxConfig:
         disk_mb: Largest file a process may write (and, where the runtime has a size-capped
             layer, that layer's size); None: no cap.
         network: "none" (default): no network at all, only the Unix socket back to the harness;
-            "host": the machine's network (opt in; recorded in the sandbox's description).
+            "host": the machine's network (opt in; recorded in the sandbox's description);
+            "bridge": a network of the sandbox's own (Docker's default bridge; bwrap has none
+            and refuses it).
         env: Environment variables of every command.
         workdir: The working directory, created when missing; relative paths start there.
         mounts: Host folders seen read-only inside: {host path: sandbox path} (e.g. an
@@ -234,8 +236,8 @@ class SandboxConfig:
     mounts: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.network not in ("none", "host"):
-            raise ConfigError(f"network must be 'none' or 'host', got {self.network!r}")
+        if self.network not in ("none", "host", "bridge"):
+            raise ConfigError(f"network must be 'none', 'host' or 'bridge', got {self.network!r}")
         for name in ("cpus", "memory_mb", "pids", "disk_mb"):
             value = getattr(self, name)
             if value is not None and not value > 0:

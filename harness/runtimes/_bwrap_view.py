@@ -19,6 +19,7 @@ import site
 import sys
 from pathlib import Path
 
+from harness._core.errors import ConfigError
 from harness.runtimes._base import SOCKET_DIR, SandboxConfig
 
 #: The writable tmpfs layers' size when the sandbox has no `disk_mb`.
@@ -123,6 +124,11 @@ def sandbox_args(rootfs: Path | None, config: SandboxConfig, socket_dir: Path | 
     """Every bubblewrap option of a sandbox but its environment and the command: fresh user,
     PID, mount, network (unless `config.network` is "host"), IPC, UTS and cgroup namespaces,
     tied to this process, a session of its own, and its file system (`layer_args`)."""
+    if config.network == "bridge":
+        raise ConfigError(
+            "a bwrap sandbox has no network of its own (network 'bridge'): give it 'none', or 'host' "
+            "(the machine's network), or use a docker: runtime"
+        )
     args = ["--unshare-all", "--die-with-parent", "--new-session"]
     if config.network == "host":
         args.append("--share-net")

@@ -232,7 +232,7 @@ class DockerSandbox(Sandbox):
 
         image = self.image or await self.runtime.image()
         (self.state.directory / "io").mkdir(mode=0o755)
-        self._docker = client()
+        self._docker = self._docker or client()  # a subclass may have opened it for its own containers
         try:
             self._container = await self._create(image)
         except DockerError as exc:
@@ -282,6 +282,7 @@ class DockerSandbox(Sandbox):
             if self._container is not None:
                 with contextlib.suppress(DockerError):
                     await self._container.delete(force=True, v=True)
+            await self._after_container()
             for attach in [*self._old_attaches, self._attach]:
                 if attach is not None:
                     with contextlib.suppress(Exception):  # the daemon ended it with the container
@@ -292,6 +293,9 @@ class DockerSandbox(Sandbox):
                         await self._docker.images.delete(image)
         finally:
             await self._docker.close()
+
+    async def _after_container(self) -> None:
+        """What a subclass removes once the container is gone, before the client closes."""
 
     # ------------------------------------------------------------------ commands
 
@@ -586,7 +590,7 @@ class DockerSandbox(Sandbox):
                 with contextlib.suppress(Exception):
                     await self._docker.images.delete(old)
         state = SandboxState.create("docker", self.runtime.run_id)
-        copy = DockerSandbox(self.config, state, self.runtime, image=self._commit)
+        copy = type(self)(self.config, state, self.runtime, image=self._commit)  # a compose one: new sidecars
         try:
             await copy._start()
         except BaseException:
@@ -641,6 +645,8 @@ class DockerRuntime(Runtime):
         self.context = context
         #: Whether a build from `context` may use the daemon's default network (False: none).
         self.build_network = build_network
+        #: The Dockerfile's path inside `context` (None: `Dockerfile`).
+        self.dockerfile: str | None = None
         #: Whether the daemon caps a container's writable layer at disk_mb (None: not yet known).
         self.layer_capped: bool | None = None
         self._built: str | None = None
@@ -680,21 +686,36 @@ class DockerRuntime(Runtime):
         assert self.context is not None
         async with self._lock:
             if self._built is None:
-                self._built = await build_context(self.context, network=self.build_network)
+                self._built = await build_context(
+                    self.context, network=self.build_network, dockerfile=self.dockerfile
+                )
         return self._built
 
     def describe(self) -> str:
         return f"docker ({self.image_name or self.context})"
 
 
-async def build_context(folder: Path, *, network: bool = True) -> str:
+async def build_context(
+    folder: Path, *, network: bool = True, dockerfile: str | None = None, timeout: float | None = None
+) -> str:
     """Build `folder` (a Dockerfile inside) as `rubric-build:<content hash>`, unless already built.
 
     Args:
         folder: The build context.
         network: Whether its RUN steps may use the daemon's default network; False: none at all.
+        dockerfile: The Dockerfile's path inside `folder` (None: `Dockerfile`).
+        timeout: Seconds the build may take (None: no limit); past them the request is closed,
+            which stops the daemon's build, and a `SandboxError` says so.
     """
-    tag = f"rubric-build:{context_hash(folder)[:16]}"
+    try:
+        return await asyncio.wait_for(_build(folder, network, dockerfile), timeout)
+    except TimeoutError:
+        raise SandboxError(f"docker build of {folder} ran past its {timeout:g} s build timeout") from None
+
+
+async def _build(folder: Path, network: bool, dockerfile: str | None) -> str:
+    """`build_context` without its time limit."""
+    tag = f"rubric-build:{context_hash(folder)[:16]}{'' if dockerfile is None else '-' + hashlib.sha256(dockerfile.encode()).hexdigest()[:8]}"
     docker = client()  # first: without the [docker] extra it raises RuntimeUnavailableError
     from aiodocker.exceptions import DockerError  # optional extra [docker], imported where used
     from aiodocker.jsonstream import json_stream_stream  # optional extra [docker], imported where used
@@ -702,6 +723,8 @@ async def build_context(folder: Path, *, network: bool = True) -> str:
     logs: deque[str] = deque(maxlen=8)  # the last lines only: a build may print without end
     failure = ""
     params = {"t": tag, "rm": "1", "forcerm": "1", **({} if network else {"networkmode": "none"})}
+    if dockerfile is not None:
+        params["dockerfile"] = dockerfile
     try:
         with contextlib.suppress(DockerError):
             await docker.images.inspect(tag)

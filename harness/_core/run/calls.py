@@ -3,10 +3,12 @@
 `results.jsonl` gets a rollout when its episode has been played and scored; an episode in
 flight when the driver is SIGKILLed, or its node preempted, would lose every call it made. So
 the run also appends each finished call of an agent episode (through the capture proxy) to
-`calls.jsonl`, one flushed line each: the rollout's `example_id` and `rollout_index`, the
-run session's `attempt` (a resumed run appends under a new one) and the `ModelCall` as
-`rollout.model_calls` holds it. The flush puts the line in the kernel's page cache before the
-next call is served, so it outlives the process (not a power loss: no fsync per call).
+`calls.jsonl`, one line each, written by one write(2): the rollout's `example_id` and
+`rollout_index`, the run session's `attempt` (a resumed run appends under a new one) and the
+`ModelCall` as `rollout.model_calls` holds it. The write puts the line in the kernel's page
+cache before the next call is served, so it outlives the process (not a power loss: no fsync
+per call). Worker processes and Ray actors on this machine append to the same file, under the
+same attempt (`CallLog.join`); O_APPEND keeps their lines whole.
 
 Reading back: the calls of a rollout that never reached `results.jsonl` are an incomplete
 episode (`incomplete_rollouts`), shown by `rubric view` and `EvalResults.incomplete`, marked
@@ -40,14 +42,33 @@ class CallLog:
         path: The file (created with the run folder's file mode, appended to).
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, attempt: str | None = None) -> None:
         self.path = path
-        self.attempt = uuid.uuid4().hex[:12]
+        self.attempt = attempt or uuid.uuid4().hex[:12]
         self._lock = threading.Lock()  # workers' threads and the event loop may both write
-        fd = open_owned(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
-        data = os.pread(fd, os.fstat(fd).st_size, 0)
-        os.ftruncate(fd, data.rfind(b"\n") + 1)  # a line torn by a kill: appends start clean
-        self._handle: IO[bytes] | None = os.fdopen(fd, "ab")
+        fd = open_owned(path, os.O_RDWR | os.O_APPEND | (os.O_CREAT if attempt is None else 0))
+        if attempt is None:  # the run's own log; a worker joining it never cuts (see `join`)
+            data = os.pread(fd, os.fstat(fd).st_size, 0)
+            os.ftruncate(fd, data.rfind(b"\n") + 1)  # a line torn by a kill: appends start clean
+        self._handle: IO[bytes] | None = os.fdopen(fd, "ab", buffering=0)  # a line is one write(2)
+
+    @property
+    def target(self) -> tuple[str, str]:
+        """What a worker process or Ray actor needs to append to this log (`join`)."""
+        return str(self.path), self.attempt
+
+    @classmethod
+    def join(cls, target: tuple[str, str]) -> CallLog | None:
+        """The run's log opened again from a worker process or a Ray actor, appending under the
+        run's attempt. Each line is one `write` to a file opened with O_APPEND, so the lines of
+        the driver's processes never interleave. None where the run folder is not on this
+        machine (a Ray node without the driver's file system: its calls are then only in the
+        rollouts it sends back)."""
+        path, attempt = target
+        try:
+            return cls(Path(path), attempt=attempt)
+        except FileNotFoundError:
+            return None
 
     def write(self, example_id: int | str, rollout_index: int, call: ModelCall) -> None:
         """Append one finished call of rollout (`example_id`, `rollout_index`)."""
@@ -62,8 +83,7 @@ class CallLog:
         with self._lock:
             if self._handle is None:
                 return  # the run closed the log: a call finishing after it is in the rollout
-            self._handle.write(data)
-            self._handle.flush()
+            self._handle.write(data)  # one write(2) with O_APPEND: processes' lines never interleave
 
     def close(self) -> None:
         """Close the file; later writes are dropped."""

@@ -20,7 +20,10 @@ from harness._engine.executors.ray_cluster import ray_executor
 from harness._engine.executors.scheduler import Job, PoolReport
 from harness._engine.executors.workers import check_workers, run_local, worker_specs
 
-Executor = Callable[[Sequence[Job], Callable[[Rollout], None]], Awaitable["PoolReport"]]
+#: Runs the jobs elsewhere: (jobs, on_finished, the run's call log as `CallLog.target`).
+Executor = Callable[
+    [Sequence[Job], Callable[[Rollout], None], tuple[str, str] | None], Awaitable["PoolReport"]
+]
 
 
 def plan_executor(

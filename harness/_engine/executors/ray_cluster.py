@@ -30,6 +30,7 @@ from harness._engine.executors.workers import (
     STOP_TIMEOUT,
     WorkerRuntime,
     WorkerSpec,
+    logging_to,
     sendable,
 )
 
@@ -273,15 +274,17 @@ def connect(address: str | None, *, num_cpus: int | None = None) -> tuple[Any, b
 
 def ray_executor(
     specs: Sequence[WorkerSpec], address: str | None
-) -> Callable[[Sequence[Job], Callable[[Rollout], None]], Any]:
+) -> Callable[[Sequence[Job], Callable[[Rollout], None], tuple[str, str] | None], Any]:
     """A function that runs the jobs on one Ray actor per spec. Connects to Ray now, so a
     missing installation or an unreachable address fails before anything is written."""
     ray, started = connect(address, num_cpus=len(specs))
     actor_class = ray.remote(_Actor)
 
-    async def execute(jobs: Sequence[Job], finished: Callable[[Rollout], None]) -> PoolReport:
+    async def execute(
+        jobs: Sequence[Job], finished: Callable[[Rollout], None], call_log: tuple[str, str] | None = None
+    ) -> PoolReport:
         run_id = uuid.uuid4().hex[:8]
-        handles = [RayWorker(ray, actor_class, spec, run_id) for spec in specs]
+        handles = [RayWorker(ray, actor_class, spec, run_id) for spec in logging_to(specs, call_log)]
         try:
             return await run_jobs(handles, jobs, finished)
         finally:

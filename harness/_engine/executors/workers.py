@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import pickle
 import resource
@@ -52,6 +53,7 @@ from harness._core.protocol import (
     plays_groups,
     scores_groups,
 )
+from harness._core.run.calls import CALL_LOG, CallLog
 from harness._core.types import Rollout, jsonable
 from harness._endpoint.client import Client
 from harness._engine.executors.scheduler import Job, PoolReport, WorkerLost, prefetch, run_jobs
@@ -79,6 +81,8 @@ class WorkerSpec:
         episodes: how the worker builds the run's `Episodes` (None: the chat loop).
         episodes_config: the driver's `episodes.config()`; the worker's must equal it.
         group_jobs: each job is a group, played and scored in the worker (`rollout_group`).
+        call_log: the run's call log to append the episodes' model calls to (`CallLog.target`;
+            None: the run has no output folder).
     """
 
     source: EnvironmentSource
@@ -94,6 +98,7 @@ class WorkerSpec:
     episodes: EpisodesSource | None = None
     episodes_config: dict[str, Any] | None = None
     group_jobs: bool = False
+    call_log: tuple[str, str] | None = None
 
     @property
     def capacity(self) -> int:
@@ -206,6 +211,7 @@ class WorkerRuntime:
         self.client: Any = None
         self.episodes: Episodes | None = None
         self.rollouts = 0
+        self.calls: CallLog | None = None
         self._limit: asyncio.Semaphore | None = None
 
     def load(self) -> None:
@@ -235,6 +241,8 @@ class WorkerRuntime:
             )
         self.episodes = self._load_episodes()
         self.env, self.client = env, Client(**spec.client_kwargs)
+        if spec.call_log is not None:
+            self.calls = CallLog.join(spec.call_log)
 
     def _load_episodes(self) -> Episodes | None:
         """The run's episodes, built from their source and checked against the driver's."""
@@ -261,6 +269,16 @@ class WorkerRuntime:
         `spec.concurrency` rollouts at once); never raises for a failed episode."""
         if self._limit is None:
             self._limit = asyncio.Semaphore(self.spec.concurrency)
+        logging_calls = CALL_LOG.set(self.calls)  # this job's episodes append to the run's log
+        try:
+            results = await self._play(example, indices)
+        finally:
+            CALL_LOG.reset(logging_calls)
+        self.rollouts += len(results)
+        return results
+
+    async def _play(self, example: Mapping[str, Any], indices: tuple[int, ...]) -> list[Rollout]:
+        assert self._limit is not None
         if self.spec.group_jobs:
             results = await rollout_group(
                 self.env,
@@ -285,7 +303,6 @@ class WorkerRuntime:
                         episodes=self.episodes,
                     )
                 ]
-        self.rollouts += len(results)
         return results
 
     async def close(self) -> dict[str, Any]:
@@ -297,6 +314,8 @@ class WorkerRuntime:
             await self.episodes.close()
         if isinstance(self.env, HoldsResources):
             await self.env.release()
+        if self.calls is not None:
+            self.calls.close()
         return self.report()
 
     def report(self) -> dict[str, Any]:
@@ -308,6 +327,7 @@ class WorkerRuntime:
             "peak_rss_mib": round(peak_rss_mib(), 1),
             "cpu_seconds": round(time.process_time(), 2),
             "imported_datasets": "datasets" in sys.modules,
+            "calls_logged": self.calls is not None,
         }
 
 
@@ -444,11 +464,19 @@ class ProcessWorker:
         return self._proc.pid if self._proc is not None else None
 
 
+def logging_to(specs: Sequence[WorkerSpec], call_log: tuple[str, str] | None) -> list[WorkerSpec]:
+    """The specs with the run's call log (known once the run is open) to append to."""
+    return [dataclasses.replace(spec, call_log=call_log) for spec in specs]
+
+
 async def run_local(
-    specs: Sequence[WorkerSpec], jobs: Sequence[Job], finished: Callable[[Rollout], None]
+    specs: Sequence[WorkerSpec],
+    jobs: Sequence[Job],
+    finished: Callable[[Rollout], None],
+    call_log: tuple[str, str] | None = None,
 ) -> PoolReport:
-    """`run_jobs` on one local worker subprocess per spec."""
-    handles = [ProcessWorker(spec) for spec in specs]
+    """`run_jobs` on one local worker subprocess per spec, appending to the run's call log."""
+    handles = [ProcessWorker(spec) for spec in logging_to(specs, call_log)]
     try:
         return await run_jobs(handles, jobs, finished)
     finally:

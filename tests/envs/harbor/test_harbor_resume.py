@@ -15,6 +15,7 @@ pytestmark = [
     pytest.mark.agents,
     pytest.mark.slow,
     pytest.mark.filterwarnings("ignore:--runtime .* replaces the image each task names:UserWarning"),
+    pytest.mark.filterwarnings("ignore:task .* asks for a network:UserWarning"),  # bwrap gives none
     pytest.mark.timeout(300),
 ]
 

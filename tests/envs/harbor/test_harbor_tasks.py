@@ -50,7 +50,10 @@ def test_task_toml_defaults_sizes_and_unknown_fields(tmp_path: Path) -> None:
     assert task.config.agent.timeout_sec == 30 and task.config.verifier.timeout_sec == 600
     assert task.config.environment.cpus == 1 and task.runtime == f"docker:{IMAGE}"
     assert task.unknown == {"environment": {"fancy": 3}, "agent": {"retries": 2}}
-    env = from_harbor(folder)
+    with pytest.warns(
+        UserWarning, match=r"Harbor task t: task.toml keys .* agent.retries, environment.fancy"
+    ):
+        env = from_harbor(folder)
     (row,) = env.dataset
     assert row["example_id"] == "t" and row["info"]["harbor"]["unknown"]["agent"] == {"retries": 2}
 
@@ -215,32 +218,6 @@ def test_rubric_init_harbor_scaffold_passes_rubric_check(tmp_path: Path) -> None
 
 
 @pytest.mark.docker
-def test_rubric_audit_flags_the_three_task_hacks(tmp_path: Path) -> None:
-    shutil.copytree(SHIPPED / "write-greeting", tmp_path / "write-greeting")
-    make_task(tmp_path, "free-reward", "echo 1 > /logs/verifier/reward.txt", solve="true")
-    # The verifier trusts whatever reward file it finds: it writes one only on success.
-    trusting = "[ -f /app/done ] && echo 1 > /logs/verifier/reward.txt; true"
-    make_task(tmp_path, "trusting-verifier", trusting, solve="mkdir -p /app && touch /app/done")
-    leaky = shutil.copytree(SHIPPED / "write-greeting", tmp_path / "leaky-image")
-    shutil.copy(leaky / "solution" / "solve.sh", leaky / "environment" / "solve.sh")
-    (leaky / "environment" / "Dockerfile").write_text(
-        f"FROM {IMAGE}\nWORKDIR /app\nCOPY solve.sh /opt/solve.sh\n"
-    )
-    done = run("audit", f"harbor:{tmp_path}", "--strict", cwd=tmp_path, timeout=300)
-    assert done.returncode == 1, done.stdout + done.stderr
-    lines = done.stdout.splitlines()
-    assert "FAIL free-reward: do-nothing: reward 1.0" in lines, done.stdout
-    assert any(
-        line.startswith("FAIL leaky-image: image-leak: solution/solve.sh at /opt/solve.sh") for line in lines
-    )
-    assert any(
-        line.startswith("FAIL trusting-verifier: planted-reward: scores 1 with a planted") for line in lines
-    )
-    assert not any("FAIL write-greeting" in line for line in lines), done.stdout
-    assert "1 tasks passed, 3 flagged" in done.stdout
-
-
-@pytest.mark.docker
 def test_a_task_whose_image_lacks_bash_says_so(tmp_path: Path) -> None:
     folder = make_task(tmp_path, "no-bash", "echo 1 > /logs/verifier/reward.txt", solve="true")
     (folder / "task.toml").write_text("")
@@ -255,6 +232,7 @@ def test_a_task_whose_image_lacks_bash_says_so(tmp_path: Path) -> None:
 
 
 @pytest.mark.docker
+@pytest.mark.filterwarnings("ignore:task .* asks for a network:UserWarning")  # test_task_fields.py's
 def test_a_runtime_that_replaces_the_tasks_images_is_said_once(tmp_path: Path) -> None:
     """Issue 47.10: `--runtime bwrap` runs every task outside the image it names; one line says so."""
     for name in ("a", "b"):
@@ -264,7 +242,8 @@ def test_a_runtime_that_replaces_the_tasks_images_is_said_once(tmp_path: Path) -
         rollouts = env.evaluate(
             "scripted:harbor", agent="command:true", runtime="bwrap", progress=False
         ).rollouts
-    assert len(said) == 1 and [r.reward for r in rollouts] == [1.0, 1.0]
+    replaced = [w for w in said if "replaces the image" in str(w.message)]  # beside: bwrap has no network
+    assert len(replaced) == 1 and [r.reward for r in rollouts] == [1.0, 1.0]
     same = env.evaluate("scripted:harbor", agent="command:true", runtime=f"docker:{IMAGE}", progress=False)
     assert [r.reward for r in same.rollouts] == [
         1.0,

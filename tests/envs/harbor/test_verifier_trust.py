@@ -18,6 +18,7 @@ pytestmark = [
     pytest.mark.agents,
     pytest.mark.slow,
     pytest.mark.filterwarnings("ignore:--runtime .* replaces the image each task names:UserWarning"),
+    pytest.mark.filterwarnings("ignore:task .* asks for a network:UserWarning"),  # bwrap gives none
 ]
 
 #: The task's tests: never solved (0), then a moment in which a planted reward would land.
