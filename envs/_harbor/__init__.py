@@ -7,6 +7,8 @@
 - `task`: the folder format, parsed with `tomllib` and a pydantic model (Harbor needs Python 3.12).
 - `trust`: what the verifier checks before it runs in the agent's sandbox.
 - `verifier`: `HarborVerifier`, the task's tests/test.sh as a rubric node.
+- `separate`: `[[verifier.collect]]`, `artifacts` and a separate verifier's own sandbox.
+- `steps`: a multi-step task's steps (`[[steps]]`) as the agent run plays them.
 - `environment`: `from_harbor`, one row per task; its hooks name each task's sandbox (its own
   image and limits) and its solution (for `--agent oracle`).
 """

@@ -7,7 +7,8 @@ each task in a sandbox the task names through its hook (`task_sandbox`): its own
 checked copy of environment/ built once per content hash, or `[environment] docker_image`)
 with its limits (cpus, memory_mb, storage_mb) and its Dockerfile's WORKDIR, within
 `[agent] timeout_sec`; then `HarborVerifier` runs its tests. `--agent oracle` runs the task's
-solution/solve.sh (the `solution` hook). A task folder that cannot be read is kept as a row
+solution/solve.sh (the `solution` hook). A multi-step task's steps (`[[steps]]`) are played in
+turn in one sandbox, each tested before the next (`task_steps`, `envs._harbor.steps`). A task folder that cannot be read is kept as a row
 whose rollouts fail with the reason: the rest of the dataset runs.
 
 The sandbox also carries the task's variables (`[environment] env` for every command, `[agent]
@@ -32,8 +33,10 @@ from typing import Any
 from envs._environment import Environment
 from envs._harbor.files import HarborTaskError, read_task_file, staged_task_folder
 from envs._harbor.registry import registry_task_folders
+from envs._harbor.steps import task_steps
 from envs._harbor.task import (
     COMPOSE_FILE,
+    STEPS_DIR,
     HarborTask,
     HealthcheckSection,
     load_task,
@@ -42,7 +45,7 @@ from envs._harbor.task import (
     task_folders,
 )
 from envs._harbor.verifier import INFO_KEY, HarborVerifier
-from envs.agents import AgentError, TaskSandbox
+from envs.agents import AgentError, TaskSandbox, TaskStep
 from envs.agents._task import McpServer, TaskRuntime
 from harness._core.types import Rollout
 from harness.runtimes import Sandbox, SandboxError
@@ -88,6 +91,9 @@ def _row(folder: Path) -> dict[str, Any]:
         "task": config.task.model_dump(exclude_none=True),
         "metadata": config.metadata,
     }
+    if config.steps:  # a multi-step task: its steps in order, and how their rewards roll up
+        info["steps"] = [step.name for step in config.steps]
+        info["multi_step_reward_strategy"] = config.multi_step_reward_strategy
     if task.unknown:
         info["unknown"] = task.unknown
     return {"example_id": task.name, "prompt": task.instruction, "info": {INFO_KEY: info}}
@@ -99,12 +105,17 @@ class HarborScript:
     A reference that needs no model, as the gsm8k and wordle policies are."""
 
     def __init__(self, tasks: Mapping[str, HarborTask]) -> None:
+        solutions = {}  # instruction -> the solution's path in the task
+        for task in tasks.values():
+            if not task.config.steps and task.has_solution:
+                solutions[task.instruction.strip()] = (task, "solution/solve.sh")
+            for step in task.config.steps:  # a multi-step task: each step's, by its instruction
+                if task.step_has(step.name, "solution/solve.sh"):
+                    solve = f"{STEPS_DIR}/{step.name}/solution/solve.sh"
+                    solutions[task.step_instructions[step.name].strip()] = (task, solve)
         self.scripts = {
-            task.instruction.strip(): ShellScript(
-                [read_task_file(task.path, "solution/solve.sh").decode()], "done"
-            )
-            for task in tasks.values()
-            if task.has_solution
+            asked: ShellScript([read_task_file(task.path, solve).decode()], "done")
+            for asked, (task, solve) in solutions.items()
         }
 
     def __call__(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Any:
@@ -177,6 +188,15 @@ class HarborEnvironment(Environment):
             timeout=float(info["agent_timeout_sec"]),
         )
         return sandbox if task is None else _with_task_settings(sandbox, task)
+
+    def task_steps(self, rollout: Rollout) -> list[TaskStep] | None:
+        """A multi-step task's steps (`envs._harbor.steps`): each its instruction, workdir/ and
+        setup.sh, tests (checked before the next step) and solution; None for a one-step task."""
+        task = self.tasks.get(str(rollout.example_id))
+        if task is None or not task.config.steps:
+            return None
+        verifier = self.rubric if isinstance(self.rubric, HarborVerifier) else None
+        return task_steps(task, rollout, empty_first=verifier.empty_first if verifier is not None else True)
 
     async def _built_image(self, task: HarborTask) -> str:
         """The task's image built (once per run, cached by content by Docker) from a checked copy

@@ -6,12 +6,16 @@
                        [solution] env; [environment] build_timeout_sec, cpus, memory_mb (or
                        memory "2G"), storage_mb (or storage "10G"), docker_image, os, gpus,
                        env, workdir, healthcheck, skills_dir, mcp_servers, network_mode (or
-                       allow_internet); [metadata] free-form
+                       allow_internet); [metadata] free-form; [verifier]
+                       environment_mode / [verifier.environment] / [[verifier.collect]] and the
+                       top-level artifacts (`envs._harbor.separate`)
       instruction.md   what the agent is asked to do
       environment/     a Dockerfile and its build context (unless docker_image names an image),
                        and docker-compose.yaml for sidecar services (`main` is the agent's)
       tests/test.sh    the verifier: writes /logs/verifier/reward.txt or reward.json
       solution/solve.sh  the reference solution (optional; only the oracle sees it)
+      steps/NAME/      a multi-step task (`[[steps]]`): each step's instruction.md, tests/ (over
+                       the task's tests/), solution/ and workdir/ (with its setup.sh)
 
 Every file is read through `envs._harbor.files` (a regular file inside the folder, size-capped,
 or the task is refused naming it). Harbor's own package needs Python 3.12, so the format is
@@ -51,6 +55,9 @@ _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 TASK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
 NetworkMode = Literal["public", "no-network", "allowlist"]
 REQUIRED_FILES = ("task.toml", "instruction.md", "tests/test.sh")
+#: A multi-step task's steps live in steps/NAME/, each with these optional folders.
+STEPS_DIR = "steps"
+STEP_FOLDERS = ("tests", "solution", "workdir")
 #: A multi-container environment (Harbor's docker environment prefers it when present).
 COMPOSE_FILE = "environment/docker-compose.yaml"
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*$", re.IGNORECASE)
@@ -74,6 +81,55 @@ class _Section(BaseModel):
         return dict(self.model_extra or {})
 
 
+class ArtifactSection(_Section):
+    """One entry of `artifacts` (top level or a step's): a path copied out of the agent's
+    sandbox once it has finished (a bare string is its `source`), kept with the rollout and,
+    for a separate verifier, put at the same path in the verifier's sandbox."""
+
+    source: str = Field(pattern=r"^/")
+    destination: str | None = None
+    service: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare(cls, data: Any) -> Any:
+        return {"source": data} if isinstance(data, str) else data
+
+
+class CollectHook(_Section):
+    """`[[verifier.collect]]`: a command run in the agent's sandbox (as root, in its working
+    folder) after the agent and before the artifacts are copied out."""
+
+    command: str = Field(min_length=1)
+    service: str | None = None
+    timeout_sec: float = Field(60.0, gt=0)
+
+
+class SeparateVerifier(BaseModel):
+    """`[verifier] environment_mode`, `[verifier.environment]` and `[[verifier.collect]]`
+    (mixed into `VerifierSection`): where the tests run and what runs before."""
+
+    environment_mode: Literal["shared", "separate"] | None = None
+    environment: EnvironmentSection | None = None
+    collect: list[CollectHook] = Field(default_factory=list)
+
+    @property
+    def separate(self) -> bool:
+        """Whether the tests run in a sandbox of their own (`[verifier.environment]` alone means so)."""
+        return self.environment_mode == "separate" or (
+            self.environment_mode is None and self.environment is not None
+        )
+
+    @model_validator(mode="after")
+    def _modes(self) -> SeparateVerifier:
+        if self.environment_mode == "shared" and self.environment is not None:
+            raise ValueError(
+                'environment_mode = "shared" with a [verifier.environment]: a shared verifier runs in the '
+                'agent\'s sandbox; set environment_mode = "separate" or drop [verifier.environment]'
+            )
+        return self
+
+
 class _Phase(_Section):
     """What `[agent]` and `[verifier]` share: the phase's time, its own variables (secrets
     only it sees), its OS user and its network (None: the environment's)."""
@@ -85,8 +141,9 @@ class _Phase(_Section):
     allowed_hosts: list[str] = Field(default_factory=list)
 
 
-class VerifierSection(_Phase):
-    """`[verifier]`: how long test.sh may run, its variables, user and network."""
+class VerifierSection(_Phase, SeparateVerifier):
+    """`[verifier]`: how long test.sh may run, its variables, user and network (and where:
+    `SeparateVerifier`)."""
 
 
 class AgentSection(_Phase):
@@ -171,6 +228,30 @@ class TaskSection(_Section):
     keywords: list[str] = Field(default_factory=list)
 
 
+class StepAgentSection(_Section):
+    """`[steps.agent]`: the step's agent settings; unset ones fall back to the task's `[agent]`."""
+
+    timeout_sec: float | None = Field(None, gt=0)
+
+
+class StepVerifierSection(_Section):
+    """`[steps.verifier]`: the step's verifier settings; unset ones fall back to `[verifier]`."""
+
+    timeout_sec: float | None = Field(None, gt=0)
+
+
+class StepSection(_Section):
+    """One `[[steps]]` entry: its folder steps/NAME/, the least reward that lets the next step
+    run (`min_reward`: one number, or a least value per reward key), its own agent and
+    verifier settings and the artifacts collected after it."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    min_reward: float | dict[str, float] | None = None
+    agent: StepAgentSection = Field(default_factory=StepAgentSection)  # type: ignore[arg-type]
+    verifier: StepVerifierSection = Field(default_factory=StepVerifierSection)  # type: ignore[arg-type]
+    artifacts: list[ArtifactSection] = Field(default_factory=list)
+
+
 class TaskConfig(_Section):
     """The whole of task.toml (`schema_version`, or the legacy `version`)."""
 
@@ -182,6 +263,10 @@ class TaskConfig(_Section):
     agent: AgentSection = Field(default_factory=AgentSection)  # type: ignore[arg-type]
     environment: EnvironmentSection = Field(default_factory=EnvironmentSection)  # type: ignore[arg-type]
     solution: SolutionSection = Field(default_factory=SolutionSection)
+    # multi-step tasks (`steps/NAME/...`): the steps in order and how their rewards roll up
+    steps: list[StepSection] = Field(default_factory=list)
+    multi_step_reward_strategy: Literal["mean", "final"] = "mean"
+    artifacts: list[ArtifactSection] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _schema(self) -> TaskConfig:
@@ -219,6 +304,7 @@ class HarborTask(BaseModel):
     config: TaskConfig
     instruction: str
     workdir: str | None = None
+    step_instructions: dict[str, str] = Field(default_factory=dict)
 
     @property
     def unknown(self) -> dict[str, Any]:
@@ -232,7 +318,26 @@ class HarborTask(BaseModel):
             found["environment.healthcheck"] = self.config.environment.healthcheck.unknown()
         for server in self.config.environment.mcp_servers:
             found[f"environment.mcp_servers.{server.name}"] = server.unknown()
+        found.update(self._nested_unknown())
         return {k: v for k, v in found.items() if v}
+
+    def _nested_unknown(self) -> dict[str, Any]:
+        """Unknown fields of the tables inside tables: each step's, the verifier's environment,
+        each artifact and collect hook (by where they are, e.g. "steps.one.agent")."""
+        config = self.config
+        found: dict[str, Any] = {"verifier.environment": config.verifier.environment.unknown() if config.verifier.environment else {}}  # fmt: skip
+        for i, hook in enumerate(config.verifier.collect):
+            found[f"verifier.collect.{i}"] = hook.unknown()
+        for i, artifact in enumerate(config.artifacts):
+            found[f"artifacts.{i}"] = artifact.unknown()
+        for step in config.steps:
+            where = f"steps.{step.name}"
+            found[where] = step.unknown()
+            found[f"{where}.agent"] = step.agent.unknown()
+            found[f"{where}.verifier"] = step.verifier.unknown()
+            for i, artifact in enumerate(step.artifacts):
+                found[f"{where}.artifacts.{i}"] = artifact.unknown()
+        return found
 
     def unknown_line(self) -> str | None:
         """One line naming the task.toml keys this model does not know, or None."""
@@ -268,8 +373,18 @@ class HarborTask(BaseModel):
 
     @property
     def has_solution(self) -> bool:
-        """Whether it ships solution/solve.sh."""
-        return (self.path / "solution" / "solve.sh").is_file()
+        """Whether it ships solution/solve.sh (a multi-step task: whether any step does)."""
+        steps = any(self.step_has(step.name, "solution/solve.sh") for step in self.config.steps)
+        return steps or (self.path / "solution" / "solve.sh").is_file()
+
+    @property
+    def verifier_environment(self) -> EnvironmentSection:
+        """A separate verifier's table: `[verifier.environment]`, else a copy of `[environment]`."""
+        return self.config.verifier.environment or self.config.environment
+
+    def step_has(self, step: str, relative: str) -> bool:
+        """Whether step `step`'s folder (steps/STEP/) holds `relative` as a regular file."""
+        return (self.path / STEPS_DIR / step / relative).is_file()
 
 
 def is_harbor_task(folder: str | Path) -> bool:
@@ -294,10 +409,9 @@ def load_task(folder: str | Path) -> HarborTask:
     path = Path(folder).expanduser().resolve()
     if not path.is_dir():
         raise HarborTaskError(f"Harbor task {str(folder)!r} is not a folder")
-    missing = [f for f in REQUIRED_FILES if not (path / f).is_file()]
-    if missing:
+    if not (path / "task.toml").is_file():
         raise HarborTaskError(
-            f"{path} is not a Harbor task: it has no {', '.join(missing)} (a task folder holds task.toml, "
+            f"{path} is not a Harbor task: it has no task.toml (a task folder holds task.toml, "
             "instruction.md, environment/Dockerfile or [environment] docker_image, tests/test.sh)"
         )
     text = _text(path, "task.toml")
@@ -312,6 +426,14 @@ def load_task(folder: str | Path) -> HarborTask:
             f"{'.'.join(map(str, e['loc'])) or 'task.toml'}: {e['msg']}" for e in exc.errors()
         )
         raise HarborTaskError(f"{path / 'task.toml'} has bad values: {problems}") from None
+    _check_verifier(path, config)
+    missing = [f for f in _required_files(path, config) if not (path / f).is_file()]
+    if missing:
+        raise HarborTaskError(
+            f"{path} is not a Harbor task: it has no {', '.join(missing)} (a task folder holds task.toml, "
+            "instruction.md, environment/Dockerfile or [environment] docker_image, tests/test.sh; a "
+            "multi-step task steps/NAME/instruction.md and a test.sh in steps/NAME/tests/ or tests/)"
+        )
     dockerfile = path / "environment" / "Dockerfile"
     if config.environment.docker_image is None and not dockerfile.is_file():
         raise HarborTaskError(
@@ -321,13 +443,9 @@ def load_task(folder: str | Path) -> HarborTask:
     refused = refusals(config)
     if refused:
         raise HarborTaskError(f"{path / 'task.toml'}: {'; '.join(refused)}")
-    workdir = None
-    if dockerfile.is_file():
-        for line in _text(path, "environment/Dockerfile").splitlines():
-            words = line.strip().split(maxsplit=1)
-            if len(words) == 2 and words[0].upper() == "WORKDIR" and words[1].startswith("/"):
-                workdir = words[1].strip()
-    instruction = _text(path, "instruction.md")
+    workdir = dockerfile_workdir(path, "environment/Dockerfile") if dockerfile.is_file() else None
+    steps = {step.name: _text(path, f"{STEPS_DIR}/{step.name}/instruction.md") for step in config.steps}
+    instruction = _text(path, "instruction.md") if not steps else "\n\n".join(steps.values())
     if (path / COMPOSE_FILE).is_file():  # refused now, naming the file, not when a sandbox starts
         _text(path, COMPOSE_FILE)
         check_task_folder(path, "environment")  # the sidecars' build contexts are in it
@@ -335,11 +453,32 @@ def load_task(folder: str | Path) -> HarborTask:
             load_compose(path / COMPOSE_FILE)
         except ConfigError as exc:
             raise HarborTaskError(f"Harbor task {path}: {exc}") from None
-    for folder in ("tests", "solution", "environment"):  # refused now, not when uploaded
+    folders = ["tests", "solution", "environment"]
+    folders += [f"{STEPS_DIR}/{step}/{part}" for step in steps for part in STEP_FOLDERS]
+    for folder in folders:  # refused now, not when uploaded
         if (path / folder).is_dir() and (folder != "environment" or config.environment.docker_image is None):
             check_task_folder(path, folder)
     name = config.task.name or path.name
-    return HarborTask(path=path, name=name, config=config, instruction=instruction, workdir=workdir)
+    return HarborTask(
+        path=path,
+        name=name,
+        config=config,
+        instruction=instruction,
+        workdir=workdir,
+        step_instructions=steps,
+    )
+
+
+def loaded_task(folder: Path) -> HarborTask:
+    """A task folder `load_task` accepted, parsed once per process and version of its
+    task.toml (what the verifier reads again at each rollout: its artifacts, collect commands
+    and verifier environment); a task.toml edited since is read again."""
+    return _loaded_task(folder, (folder / "task.toml").stat().st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=1024)
+def _loaded_task(folder: Path, _version: int) -> HarborTask:
+    return load_task(folder)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -422,6 +561,72 @@ def refusals(config: TaskConfig) -> list[str]:
         except HarborTaskError as exc:
             found.append(str(exc))
     return found
+
+
+def _check_verifier(path: Path, config: TaskConfig) -> None:
+    """Refuse, with the fix, a separate verifier with nothing to run, and services this task
+    cannot have (its only container is the agent's, `main`).
+
+    Raises:
+        HarborTaskError: the first problem found.
+    """
+    where = path / "task.toml"
+    artifacts = [*config.artifacts, *(a for step in config.steps for a in step.artifacts)]
+    services = [a.service for a in artifacts] + [hook.service for hook in config.verifier.collect]
+    for service in services:
+        if service not in (None, "main"):
+            raise HarborTaskError(
+                f"{where}: service {service!r} in artifacts or [[verifier.collect]]: rubric copies artifacts "
+                "and runs collect commands in the agent's container (main) only; drop service"
+            )
+    if config.verifier.separate and config.steps:
+        raise HarborTaskError(
+            f'{where}: [verifier] environment_mode = "separate" with [[steps]] is not supported (which '
+            "tests/ each step's verifier image holds is not settled); use the shared verifier for a multi-step task"
+        )
+    for step in config.steps:
+        overrides = sorted({"environment_mode", "environment"} & set(step.verifier.unknown()))
+        if overrides:
+            raise HarborTaskError(
+                f"{where}: [steps.verifier] {', '.join(overrides)} of step {step.name!r} is not supported: "
+                "set the verifier's environment for the whole task in [verifier]"
+            )
+    if config.verifier.separate and not (path / "tests" / "Dockerfile").is_file():
+        if (config.verifier.environment or config.environment).docker_image is None:
+            raise HarborTaskError(
+                f'{where}: [verifier] environment_mode = "separate" needs the verifier\'s image: a '
+                "tests/Dockerfile (that puts test.sh at /tests/test.sh) or [verifier.environment] docker_image"
+            )
+
+
+def _required_files(path: Path, config: TaskConfig) -> list[str]:
+    """The files a task must have: instruction.md and tests/test.sh, or for a multi-step task
+    each step's instruction.md and a test.sh in its own tests/ or the task's."""
+    if not config.steps:
+        return list(REQUIRED_FILES)
+    names = [step.name for step in config.steps]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise HarborTaskError(
+            f"{path / 'task.toml'}: [[steps]] names {twice} more than once; name each step once"
+        )
+    shared = (path / "tests" / "test.sh").is_file()
+    required = ["task.toml"]
+    for name in names:
+        required.append(f"{STEPS_DIR}/{name}/instruction.md")
+        if not shared:
+            required.append(f"{STEPS_DIR}/{name}/tests/test.sh")
+    return required
+
+
+def dockerfile_workdir(path: Path, relative: str) -> str | None:
+    """A Dockerfile's last absolute WORKDIR (where its image's commands start), if any."""
+    workdir = None
+    for line in _text(path, relative).splitlines():
+        words = line.strip().split(maxsplit=1)
+        if len(words) == 2 and words[0].upper() == "WORKDIR" and words[1].startswith("/"):
+            workdir = words[1].strip()
+    return workdir
 
 
 def _text(path: Path, relative: str) -> str:

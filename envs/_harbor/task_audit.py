@@ -1,7 +1,8 @@
 """Checks of Harbor tasks themselves (`rubric check TASK_DIR`, `rubric audit harbor:PATH`).
 
 Per task, in real sandboxes of its image:
-- `oracle`: its solution/solve.sh scores 1 (a task without a solution is not flagged for it);
+- `oracle`: its solution/solve.sh scores 1 (a multi-step task: each step's solution in turn;
+  a task without a solution is not flagged for it);
 - `do-nothing`: an agent that does nothing scores 0 (above 0: the reward is free);
 - `image-leak`: no file of tests/ or solution/ is readable in the agent's image (the answer
   baked into the image);
@@ -19,7 +20,7 @@ from typing import Any
 
 from envs._harbor.environment import HarborEnvironment
 from envs._harbor.files import task_folder_files
-from envs._harbor.task import task_folders
+from envs._harbor.task import STEPS_DIR, task_folders
 from envs._harbor.verifier import LOGS_DIR, HarborVerifier
 from envs.agents import CommandAgent, sandbox_of
 from harness._core.aio import run_sync
@@ -91,7 +92,15 @@ def _secrets(folder: Path) -> dict[str, str]:
     """sha256 -> relative path of every tests/ and solution/ file worth looking for (read
     through `task_folder_files`: inside the task, regular files only)."""
     found = {}
-    for part in ("tests", "solution"):
+    parts = ["tests", "solution"]
+    steps = folder / STEPS_DIR
+    if steps.is_dir():  # a multi-step task's steps' tests/ and solution/ too
+        parts += [
+            f"{STEPS_DIR}/{step.name}/{part}"
+            for step in sorted(steps.iterdir())
+            for part in ("tests", "solution")
+        ]
+    for part in parts:
         for path, data in task_folder_files(folder, part) if (folder / part).is_dir() else []:
             if len(data) >= MIN_LEAK_BYTES:
                 found[hashlib.sha256(data).hexdigest()] = path

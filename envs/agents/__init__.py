@@ -14,7 +14,8 @@ what it left in the sandbox.
   reference solution), and the published ones of `installed`.
 - `task`: `AgentTask`, the task hooks an environment keeps, and `TaskSandbox` (with `McpServer`).
 - `run`: `AgentRun`, the run setting; `sandboxes`: where each episode's sandbox comes from;
-  `episode`: one episode in its sandbox (proxy session, budgets, stop reasons).
+  `episode`: one episode in its sandbox (proxy session, budgets, stop reasons); `steps`: a
+  multi-step task's steps played in turn in one sandbox.
 - `checks`: reward nodes that read the sandbox (`command_passes`, `file_contains`).
 - `training`: an agent environment in TRL's GRPOTrainer.
 
@@ -38,7 +39,7 @@ from envs.agents._checks import command_passes, file_contains, sandbox_of
 from envs.agents._installed import ClaudeCodeAgent, CodexAgent, MiniSweAgent
 from envs.agents._run import DEFAULT_MAX_CALLS, DEFAULT_TIMEOUT, AgentRun, AgentRunSpec
 from envs.agents._sandboxes import DEFAULT_RUNTIME
-from envs.agents._task import AgentTask, TaskSandbox
+from envs.agents._task import AgentTask, TaskSandbox, TaskStep
 
 __all__ = [
     "AGENTS",
@@ -62,6 +63,7 @@ __all__ = [
     "MiniSweAgent",
     "OracleAgent",
     "TaskSandbox",
+    "TaskStep",
     "command_passes",
     "file_contains",
     "get_agent",

@@ -13,7 +13,8 @@ It reaches the engine through one protocol, `harness._core.protocol.Episodes`:
     play(env, rollout, client, sampling)
         -> the task's sandbox (`envs.agents._sandboxes`: the run's runtime and limits over the task's)
         -> the run's one `CaptureProxy` listens on that sandbox's socket; one session, bound to it
-        -> the episode (`envs.agents._episode`) -> {"sandbox": sandbox} for scoring
+        -> the episode (`envs.agents._episode`; a multi-step task's steps in turn, each
+           checked before the next: `envs.agents._steps`) -> {"sandbox": sandbox} for scoring
     release({"sandbox": ...})   -> after the rollout (or its group) is scored: the sandbox closes
     close()                     -> every sandbox still open, the proxy; a later play starts again
 
@@ -29,6 +30,8 @@ in metadata.json, so a resume with other agent settings is refused.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
 import math
 import time
 import warnings
@@ -41,6 +44,7 @@ from envs.agents._base import Agent, AgentError
 from envs.agents._builtin import get_agent
 from envs.agents._episode import Episode, play_episode
 from envs.agents._sandboxes import DEFAULT_RUNTIME, LIMITS, Sandboxes
+from envs.agents._steps import play_steps
 from envs.agents._task import AgentTask, TaskSandbox, names_sandboxes
 from harness._core.errors import ConfigError
 from harness._core.protocol import SANDBOX, EnvironmentProtocol, Resources
@@ -231,7 +235,21 @@ class AgentRun:
                     await asked.ready(sandbox)  # a failed check fails the rollout; no agent runs
                 episode = self._episode(env, task, rollout, sandbox, asked)
                 limits = {"max_calls": episode.max_turns, "timeout": episode.timeout}
-                await play_episode(episode, proxy, sandbox, rollout, client, sampling)
+                steps = task.task_steps(rollout)
+                if steps and self.timeout is not None:  # the run's time wins over each step's
+                    steps = [dataclasses.replace(step, timeout=None) for step in steps]
+                if steps:  # a multi-step task: each step's episode in this sandbox, checked in turn
+                    play = functools.partial(
+                        play_episode,
+                        proxy=proxy,
+                        sandbox=sandbox,
+                        rollout=rollout,
+                        client=client,
+                        sampling=sampling,
+                    )
+                    await play_steps(steps, episode, sandbox, rollout, play)
+                else:
+                    await play_episode(episode, proxy, sandbox, rollout, client, sampling)
             except BaseException:
                 await self.sandboxes.close(sandbox)  # a setup failure or a cancel: nothing stays behind
                 raise

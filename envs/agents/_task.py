@@ -12,6 +12,9 @@ hooks (it inherits `AgentTask`), each with a default that a subclass overrides.
 - `setup_sandbox(sandbox, rollout)`: prepares a fresh sandbox before the agent starts (clone a
   repository, install dependencies); an environment declares one by overriding it, and with
   `-r N` it runs once per example and each rollout gets a fork of the result.
+- `task_steps(rollout)`: the steps of a multi-step task (`TaskStep`: each its instruction, a
+  step before the agent, a check after it that says whether the next runs, its solution);
+  None: one step.
 - `solution(sandbox, rollout)`: puts the task's reference solution in the sandbox and returns
   the command running it, which is what `--agent oracle` runs (default: the row's `solution`
   column, a shell script); None: the task has none.
@@ -94,6 +97,31 @@ class TaskSandbox:
             )
 
 
+@dataclass(frozen=True)
+class TaskStep:
+    """One step of a multi-step task (`AgentTask.task_steps`): the agent plays each step's
+    instruction in turn in the same sandbox, and the step is checked before the next starts.
+
+    Attributes:
+        name: The step's name (recorded with its model calls in `rollout.state["steps"]`).
+        instruction: What the agent is asked to do in this step.
+        timeout: Seconds the agent may take on this step (None: the episode's).
+        prepare: Run before the step's agent starts (upload the step's files, a setup script).
+        check: Run after the step's agent has finished and every process in the sandbox
+            ended: scores the step (recording it on the rollout) and returns whether the next
+            step runs.
+        solution: Put the step's reference solution in the sandbox and return the command
+            running it (what `--agent oracle` runs), or None when the step has none.
+    """
+
+    name: str
+    instruction: str
+    timeout: float | None = None
+    prepare: Callable[[Sandbox], Awaitable[None]] | None = None
+    check: Callable[[Sandbox], Awaitable[bool]] | None = None
+    solution: Callable[[Sandbox], Awaitable[str | None]] | None = None
+
+
 class AgentTask:
     """The task hooks an agent run reads (see the module docstring); `envs.Environment` has them.
 
@@ -108,6 +136,11 @@ class AgentTask:
     def task_sandbox(self, rollout: Rollout) -> TaskSandbox | None:
         """The sandbox this rollout's task asks for (its image, limits, workdir, time); None:
         the run's settings alone. The default asks for nothing."""
+        return None
+
+    def task_steps(self, rollout: Rollout) -> list[TaskStep] | None:
+        """The steps of a multi-step task, in order (the agent plays each in the same sandbox,
+        each checked before the next); None (the default): one step, `instruction(rollout)`."""
         return None
 
     async def setup_sandbox(self, sandbox: Sandbox, rollout: Rollout) -> None:
@@ -150,6 +183,7 @@ __all__ = [
     "ReadyCheck",
     "TaskRuntime",
     "TaskSandbox",
+    "TaskStep",
     "declares_setup",
     "names_sandboxes",
 ]
