@@ -139,14 +139,14 @@ class Sandboxes:
         wanted = asked.network if asked is not None else config.network
         given: Network = "none" if wanted == "public" else wanted
         if wanted == "public":
-            given = "bridge" if runtime.kind_name == "docker" else "none"
+            given = "bridge" if runtime.own_network else "none"
             if given == "none" and str(rollout.example_id) not in self._said_network:
                 self._said_network.add(str(rollout.example_id))
                 warnings.warn(
                     f"task {rollout.example_id} asks for a network (network_mode public / allow_internet); "
-                    f"a {runtime.kind_name} sandbox has none of its own (its only choice, the machine's "
-                    "network, would share 127.0.0.1 with the host and every sandbox), so it runs with no "
-                    "network; run it on Docker (no --runtime) for one",
+                    f"its sandbox ({runtime.describe()}) has none of its own to give (a bwrap sandbox's only choice, "
+                    "the machine's network, would share 127.0.0.1 with the host and every sandbox; a "
+                    "compose project has only its private loopback), so it runs with no network",
                     UserWarning,
                     stacklevel=2,
                 )

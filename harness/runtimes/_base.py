@@ -949,6 +949,11 @@ class Runtime(ABC):
     def kind_name(self) -> str:
         """The runtime's kind: "docker", "bwrap" or "local"."""
 
+    @property
+    def own_network(self) -> bool:
+        """Whether its sandboxes can have a network of their own (`network="bridge"`)."""
+        return False
+
     @abstractmethod
     def _make(self, config: SandboxConfig, state: SandboxState) -> Sandbox:
         """A not-yet-started sandbox."""

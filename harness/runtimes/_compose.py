@@ -496,6 +496,10 @@ class ComposeRuntime(DockerRuntime):
     def _make(self, config: SandboxConfig, state: SandboxState) -> Sandbox:
         return ComposeSandbox(config, state, self)
 
+    @property
+    def own_network(self) -> bool:
+        return False  # the project's one private loopback, with no way out
+
     async def check(self, config: SandboxConfig | None = None) -> None:
         """As `DockerRuntime.check`; a `network` other than "none" is refused (the project's
         services share one private network)."""

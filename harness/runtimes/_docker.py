@@ -67,6 +67,33 @@ _IO_DIR = "/run/rubric-io"  # where a command's stdin file is (host: <state fold
 _CHANGE_KINDS = {0: "changed", 1: "added", 2: "deleted"}  # the Engine's `changes` kinds
 #: Files the Engine keeps in every container's layer (its own, left out of `changed_files`).
 _ENGINE_FILES = ("/etc/hostname", "/etc/hosts", "/etc/resolv.conf", "/.dockerenv")
+#: Run as root inside the container by `_end_processes`, with shell builtins only: stop, then
+#: kill, every process but init (pid 1), its keeper (init's first child) and this shell, pass
+#: after pass until one finds none alive (zombies wait for init to reap them); 50 passes at most.
+#: The keeper is init's oldest child (the lowest pid whose parent is 1): it started first.
+_KILL_ALL = r"""
+keeper=""
+for d in /proc/[0-9]*; do
+  read -r stat < "$d/stat" 2>/dev/null || continue
+  set -- ${stat##*) }
+  if [ "$2" = 1 ] && { [ -z "$keeper" ] || [ "${d#/proc/}" -lt "$keeper" ]; }; then keeper=${d#/proc/}; fi
+done
+keep=" 1 $keeper $$ "
+pass=0
+while [ $pass -lt 50 ]; do
+  pass=$((pass + 1)); found=""
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    case "$keep" in *" $p "*) continue ;; esac
+    read -r stat < "$d/stat" 2>/dev/null || continue
+    case "${stat##*) }" in Z*) continue ;; esac
+    found="$found $p"
+  done
+  [ -z "$found" ] && exit 0
+  kill -STOP $found 2>/dev/null; kill -KILL $found 2>/dev/null
+done
+exit 1
+"""
 _RESTART_GRACE = 30.0  # seconds a restarted container has to show its init and keeper alone (a loaded daemon lists none for seconds)
 
 
@@ -380,17 +407,35 @@ class DockerSandbox(Sandbox):
     # ------------------------------------------------------------------ trust (new processes, changes)
 
     async def _end_processes(self) -> int:
-        """Restart the container in place when anything runs beside its init and keeper.
+        """End everything that runs beside the container's init and keeper.
 
-        A restart ends the container's init, and with it its whole PID namespace (the kernel
-        kills every process left in it), and starts a new one on the same writable layer,
-        with no rights needed over the processes themselves. The daemon keeps the
-        container through the restart (`AutoRemove` waits for a stop); the keeper is attached
-        again, then the old attach is let go. Checked afterwards: init and keeper alone."""
+        First from inside: a root shell stops and kills every other process, pass after pass
+        (`_KILL_ALL`, shell builtins only). Only when something is still left (an image whose
+        shell was replaced, say) is the container restarted in place: a restart ends its
+        init, and with it its whole PID namespace, and starts a new one on the same writable
+        layer. The restart is the last resort because Docker 20.10 can remove an `AutoRemove`
+        container it is restarting (its exit handler reads `AutoRemove` after the restart has
+        put it back; seen under load as "marked for removal" or a container gone after the
+        restart). Checked afterwards, either way: init and keeper alone."""
+        if len(await self._processes()) <= 2:  # init and keeper: nothing to end
+            return 0
+        await self._checked_run(
+            ["/bin/sh", "-c", _KILL_ALL], stdin=None, timeout=60, env={}, cwd="/", user="0",
+            out=Capture(4096), err=Capture(4096),
+        )  # fmt: skip
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:  # the killed wait for init to reap them
+            if len(await self._processes()) <= 2:
+                return 1
+            await asyncio.sleep(0.05)
+        return await self._restart()
+
+    async def _restart(self) -> int:
+        """Restart the container in place (see `_end_processes`): the daemon keeps it through
+        the restart (`AutoRemove` waits for a stop); the keeper is attached again, then the
+        old attach is let go."""
         from aiodocker.exceptions import DockerError  # optional extra [docker], imported where used
 
-        if len(await self._processes()) <= 2:  # init and keeper: nothing to end (no restart)
-            return 0
         previous = self._attach
         try:
             await self._container.restart(t=0)
@@ -656,6 +701,10 @@ class DockerRuntime(Runtime):
     @property
     def kind_name(self) -> str:
         return "docker"
+
+    @property
+    def own_network(self) -> bool:
+        return True
 
     def _make(self, config: SandboxConfig, state: SandboxState) -> Sandbox:
         return DockerSandbox(config, state, self)

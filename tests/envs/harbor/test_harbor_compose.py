@@ -19,7 +19,13 @@ from harness._core.errors import ConfigError
 from harness.runtimes import SandboxError, get_runtime
 from harness.runtimes._docker import client
 
-pytestmark = [pytest.mark.agents, pytest.mark.docker, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.agents,
+    pytest.mark.docker,
+    pytest.mark.slow,
+    # a compose project has no network but its loopback: a task asking for one is told so
+    pytest.mark.filterwarnings("ignore:task .* asks for a network:UserWarning"),
+]
 
 IMAGE = "rubric-test-base:bookworm"
 PAGE = "the sidecar says 42"

@@ -75,7 +75,7 @@ def test_a_loop_the_agent_leaves_cannot_swap_the_uploaded_tests(tmp_path: Path, 
     [
         pytest.param(FAKE.format("/usr/bin/bash"), "/usr/bin/bash (changed, on the verifier's PATH)", id="bash-replaced"),
         pytest.param(FAKE.format("/usr/local/bin/bash"), "/usr/local/bin/bash (added; /usr/bin/bash", id="bash-shadowed"),
-        pytest.param(FAKE_CAT, "were they replaced?", id="cat-shadowed"),
+        pytest.param(FAKE_CAT, "/usr/local/bin/cat (added; /usr/bin/cat", id="cat-shadowed"),
         pytest.param("rm /bin && ln -s /tmp /bin", "/bin (changed", id="bin-link"),
     ],
 )  # fmt: skip

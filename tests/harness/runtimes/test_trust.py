@@ -74,3 +74,32 @@ async def test_docker_reads_the_writable_layer_as_the_engine_does() -> None:
         layers = await sb._layers()  # type: ignore[attr-defined]
         assert layers is not None, "this test runs as root beside the daemon: the layers are readable"
         assert _layer_changes(*layers) == await sb._engine_changes()  # type: ignore[attr-defined]
+
+
+@pytest.mark.docker
+async def test_docker_ends_processes_from_inside_without_restarting_the_container() -> None:
+    # A restart races Docker 20.10's AutoRemove (the container could be removed as it was
+    # restarted, under load): the processes are now killed from inside, the container kept.
+    async with get_runtime(DOCKER).sandbox() as sb:
+        started = (await sb._container.show())["State"]["StartedAt"]  # type: ignore[attr-defined]
+        assert (await sb.exec(f"echo kept > notes.txt; {DAEMON} {DAEMON} sleep 0.3")).ok
+        assert len(await sb._processes()) > 2  # type: ignore[attr-defined]
+        assert await sb.end_processes() == 1
+        assert len(await sb._processes()) == 2  # type: ignore[attr-defined]  # init and keeper
+        assert (await sb._container.show())["State"]["StartedAt"] == started  # type: ignore[attr-defined]
+        assert await sb.read("notes.txt") == b"kept\n"
+
+
+@pytest.mark.docker
+async def test_docker_restarts_the_container_when_the_kill_pass_leaves_a_process() -> None:
+    # An image whose shell skips the kill pass (as a replaced /bin/sh could): the restart,
+    # the last resort, still ends every process.
+    skipping = '#!/usr/bin/dash\ncase "$2" in *keeper=*) exit 0 ;; esac\nexec /usr/bin/dash "$@"\n'
+    async with get_runtime(DOCKER).sandbox() as sb:
+        started = (await sb._container.show())["State"]["StartedAt"]  # type: ignore[attr-defined]
+        replace = "rm /usr/bin/sh && cat > /usr/bin/sh && chmod 755 /usr/bin/sh"
+        assert (await sb.exec(replace, user="0", stdin=skipping)).ok
+        assert (await sb.exec(f"{DAEMON} sleep 0.3")).ok
+        assert await sb.end_processes() == 1
+        assert len(await sb._processes()) == 2  # type: ignore[attr-defined]
+        assert (await sb._container.show())["State"]["StartedAt"] != started  # type: ignore[attr-defined]
