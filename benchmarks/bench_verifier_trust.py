@@ -6,8 +6,8 @@ Per runtime, N times in the same run: a sandbox in which an "agent" left what ag
 (the relay to the proxy, a background loop, a few files), then
 - baseline: the verifier's own work as before (empty /tests and /logs/verifier, upload the
   task's tests/, run test.sh, read the reward);
-- the extra steps: end every process after the agent (`end_processes`; on Docker a restart of
-  the container), the verifier's check (`end_processes` again, now a no-op; `changed_files`;
+- the extra steps: end every process after the agent (`end_processes`; on Docker a root shell
+  inside kills all but the container's init and keeper), the verifier's check (`end_processes` again, now a no-op; `changed_files`;
   one `/bin/sh` looking up bash and the added commands), and `end_processes` after test.sh.
 Prints the median milliseconds of each and the ratio extra / baseline.
 """
