@@ -325,7 +325,7 @@ def test_spec_grammar(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no Dockerfile"):
         get_runtime(f"docker:{tmp_path}")
     with pytest.raises(ConfigError, match="network must be"):
-        get_runtime("local").sandbox(network="bridge")  # type: ignore[arg-type]
+        get_runtime("local").sandbox(network="internet")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("spec", ISOLATING)
