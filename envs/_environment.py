@@ -44,6 +44,7 @@ from envs._inputs import (
 from envs._prompts import Template
 from envs._tools.functions import ToolLike, ToolResult, call_tool
 from envs._tools.mcp import MCPServer, MCPTool
+from envs._training.protocol import RegistrySource
 from envs._training.trl import TRLSpec
 from envs._training.verl import VerlSpec
 from envs.agents import Agent, AgentRun, AgentTask
@@ -59,7 +60,6 @@ from rubrics.credit import assign_credit
 
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
-    from envs._registry import EnvironmentSpec
     from harness import EvalResults
 
 #: True while `envs._registry.EnvironmentSpec.load(worker=True)` builds an environment in a worker process.
@@ -148,7 +148,7 @@ class Environment(AgentTask):
     #: How the registry built this environment (`envs._registry.EnvironmentSpec`), so worker
     #: processes, TRL workers and resumed runs build it again instead of pickling it; set by
     #: `envs.load_environment`, None when built directly in Python.
-    source: EnvironmentSpec | None = None
+    source: RegistrySource | None = None
     #: Where the registry found it (distribution and version, or a source hash); in metadata.json.
     provenance: dict[str, Any] | None = None
     #: Policies for the scripted endpoint (`-m scripted:NAME` demos the environment offline).

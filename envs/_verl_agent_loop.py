@@ -70,7 +70,7 @@ def _environment(environment: Environment | str, kwargs: dict[str, Any] | None) 
     if isinstance(environment, Environment):
         return environment
     found = registered_environment(environment)
-    if found is not None:
+    if isinstance(found, Environment):  # env.verl() registers itself, an Environment
         return found
     key = (environment, repr(sorted((kwargs or {}).items())))
     if key not in _loaded:

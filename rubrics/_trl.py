@@ -41,15 +41,47 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Protocol
 
 from harness._core.defaults import DEFAULT_CONCURRENCY
 from harness._core.errors import ConfigError
 from harness._core.types import Rollout
 
-if TYPE_CHECKING:  # pragma: no cover
-    from rubrics._tree.module import Rubric
+
+class TRLScored(Protocol):
+    """The members of a `rubrics.Rubric` the TRL reward uses. `Rubric.as_trl_reward()` builds the
+    reward, so this module cannot name `Rubric` without a circle; `Rubric` satisfies this."""
+
+    @property
+    def name(self) -> str | None: ...
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def _group_node(self) -> bool: ...
+
+    def _group_is_async(self) -> bool: ...
+
+    def _check_scoreable(self) -> None: ...
+
+    def _is_sync_tree(self) -> bool: ...
+
+    def rubrics(self) -> Iterator[TRLScored]: ...
+
+    def named_rubrics(self, prefix: str = "") -> Iterator[tuple[str, TRLScored]]: ...
+
+    def named_children(self) -> Iterator[tuple[str, TRLScored]]: ...
+
+    def score_batch(
+        self, rollouts: Iterable[Rollout | Mapping[str, Any]], *, concurrency: int = DEFAULT_CONCURRENCY
+    ) -> list[float]: ...
+
+    async def ascore_batch(
+        self, rollouts: Iterable[Rollout | Mapping[str, Any]], *, concurrency: int = DEFAULT_CONCURRENCY
+    ) -> list[float]: ...
+
 
 #: Keyword arguments TRL adds next to the dataset columns; they are not columns of a rollout.
 TRAINER_KWARGS = frozenset({"trainer_state", "log_metric", "log_extra", "environments"})
@@ -162,7 +194,7 @@ class TRLReward:
 
     def __init__(
         self,
-        rubric: Rubric,
+        rubric: TRLScored,
         *,
         name: str | None = None,
         metric_prefix: str = METRIC_PREFIX,
@@ -266,7 +298,7 @@ class AsyncTRLReward(TRLReward):
 
 
 def as_trl_reward(
-    rubric: Rubric,
+    rubric: TRLScored,
     *,
     name: str | None = None,
     metric_prefix: str = METRIC_PREFIX,
@@ -302,7 +334,7 @@ def as_trl_reward(
 
 
 def child_rewards(
-    parent: Rubric, *, metric_prefix: str = METRIC_PREFIX, concurrency: int = DEFAULT_CONCURRENCY
+    parent: TRLScored, *, metric_prefix: str = METRIC_PREFIX, concurrency: int = DEFAULT_CONCURRENCY
 ) -> list[TRLReward]:
     """One TRL reward function per child of `parent`, each logging its nodes under the child's
     path in the whole tree (`WeightedSum.as_trl_reward_funcs` pairs them with the weights)."""

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from envs._tools.functions import Tool, ToolLike
 from envs._tools.schema import TOOL_INJECTED
 from envs._training.agents import AgentReward, AgentRolloutFunc
+from envs._training.protocol import TrainableEnvironment
 from envs.agents._run import AgentRun
 from harness._core.aio import run_sync
 from harness._core.errors import ConfigError
@@ -37,7 +38,6 @@ from rubrics._trl import as_trl_reward, as_trl_value
 
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
-    from envs._environment import Environment
 
 _JSON_TYPES = {"string": "text", "integer": "integer", "number": "number", "boolean": "true or false"}
 
@@ -50,7 +50,8 @@ class TRLEnvironment:
     and `get_reward()` scores the episode with the environment's rubric.
     """
 
-    _env: Environment  # set on each generated subclass
+    _env: TrainableEnvironment  # set on each generated subclass
+    _tools: dict[str, ToolLike]  # the environment's tools by name, set with `_env`
 
     def __init__(self) -> None:
         self._rollout: Rollout | None = None
@@ -100,13 +101,13 @@ class TRLEnvironment:
 
     def _run_tool(self, name: str, arguments: dict[str, Any]) -> str:
         episode = self.rollout
-        result = run_sync(self._env._tool_map[name].call(arguments, state=episode.state, rollout=episode))
+        result = run_sync(self._tools[name].call(arguments, state=episode.state, rollout=episode))
         self._record(name, arguments, result.content)
         return result.content
 
     async def _arun_tool(self, name: str, arguments: dict[str, Any]) -> str:
         episode = self.rollout
-        result = await self._env._tool_map[name].call(arguments, state=episode.state, rollout=episode)
+        result = await self._tools[name].call(arguments, state=episode.state, rollout=episode)
         self._record(name, arguments, result.content)
         return result.content
 
@@ -217,17 +218,21 @@ def _bind(
     return arguments
 
 
-def _class_name(env: Environment) -> str:
+def _class_name(env: TrainableEnvironment) -> str:
     name = re.sub(r"\W+", "_", env.name).strip("_") or "environment"
     if name[0].isdigit() or keyword.iskeyword(name):
         name = f"env_{name}"
     return name
 
 
-def environment_class(env: Environment) -> type[TRLEnvironment]:
+def environment_class(env: TrainableEnvironment) -> type[TRLEnvironment]:
     """The TRLEnvironment subclass for `env`: one method per tool, named after the environment."""
     taken = set(dir(TRLEnvironment))
-    namespace: dict[str, Any] = {"_env": env, "__doc__": f"TRL tool environment for {env.name!r}."}
+    namespace: dict[str, Any] = {
+        "_env": env,
+        "_tools": {tool.name: tool for tool in env.tools},
+        "__doc__": f"TRL tool environment for {env.name!r}.",
+    }
     for tool in env.tools:
         if tool.name in taken or tool.name.startswith("_") or not tool.name.isidentifier():
             raise ConfigError(
@@ -243,7 +248,7 @@ class _EnvironmentRef:
     """Holds an environment; pickles as its `source` (`envs._registry.EnvironmentSpec`) when it
     has one, so a TRL worker builds it again, else as the environment itself."""
 
-    def __init__(self, env: Environment) -> None:
+    def __init__(self, env: TrainableEnvironment) -> None:
         self.env = env
 
     def __getstate__(self) -> dict[str, Any]:
@@ -269,7 +274,7 @@ class EnvironmentFactory(_EnvironmentRef):
     otherwise as the environment itself.
     """
 
-    def __init__(self, env: Environment) -> None:
+    def __init__(self, env: TrainableEnvironment) -> None:
         super().__init__(env)
         self._cls: type[TRLEnvironment] | None = None
 
@@ -311,7 +316,7 @@ class TRLSpec:
 
     def __init__(
         self,
-        env: Environment,
+        env: TrainableEnvironment,
         *,
         split: str = "train",
         num_examples: int | None = None,
@@ -348,7 +353,9 @@ class TRLSpec:
         return f"TRLSpec({self.env.name!r}, {len(self.train_dataset)} prompts, kwargs={sorted(self.kwargs)})"
 
 
-def train_dataset(env: Environment, *, split: str = "train", num_examples: int | None = None) -> Dataset:
+def train_dataset(
+    env: TrainableEnvironment, *, split: str = "train", num_examples: int | None = None
+) -> Dataset:
     """The environment's examples with `prompt` as the chat messages the model is shown."""
     data = env.get_dataset(split, n=num_examples)
     prompts = [text_messages(env.format_prompt(row)) for row in data]

@@ -27,10 +27,11 @@ import inspect
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from envs._training.protocol import TrainableEnvironment
 from envs._training.trl import PrepareForScoring
 from envs.agents import command_passes, file_contains
 from envs.agents._run import AgentRun
-from envs.agents._task import declares_setup, names_sandboxes
+from envs.agents._task import AgentTask, declares_setup, names_sandboxes
 from harness._core.errors import ConfigError
 from harness._core.protocol import SANDBOX
 from harness._core.types import jsonable, text_messages
@@ -38,7 +39,6 @@ from rubrics._verl import VerlReward, as_verl_reward
 
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
-    from envs._environment import Environment
     from rubrics._tree.module import Rubric
 
 #: The name verl's agent-loop registry knows `envs._verl_agent_loop.EnvironmentAgentLoop` by.
@@ -48,7 +48,7 @@ _AGENT_LOOP_TARGET = "envs._verl_agent_loop.EnvironmentAgentLoop"
 AGENT_EPISODE_LOOP_NAME = "rubric_agent"
 _AGENT_EPISODE_LOOP_TARGET = "envs._verl_agent_loop.AgentEpisodeLoop"
 # Environments `env.verl()` built in this process, by the name its agent-loop config uses.
-_registered: dict[str, Environment] = {}
+_registered: dict[str, TrainableEnvironment] = {}
 # Agent runs `env.verl(agent=...)` was given in this process, by the environment's name.
 _registered_agents: dict[str, AgentRun] = {}
 
@@ -58,12 +58,12 @@ def registered_agent(name: str) -> AgentRun | None:
     return _registered_agents.get(name)
 
 
-def registered_environment(name: str) -> Environment | None:
+def registered_environment(name: str) -> TrainableEnvironment | None:
     """The environment `env.verl()` registered under `name` in this process, if any."""
     return _registered.get(name)
 
 
-def plays_episodes(env: Environment) -> bool:
+def plays_episodes(env: TrainableEnvironment) -> bool:
     """Whether verl plays `env` in an agent loop (it has tools, or more than one turn)."""
     return bool(env.tools) or env.max_turns > 1
 
@@ -83,18 +83,19 @@ def _reads_sandbox(rubric: Rubric) -> bool:
     return any(_reads_sandbox(child) for child in rubric.children())
 
 
-def agent_only(env: Environment) -> str | None:
+def agent_only(env: TrainableEnvironment) -> str | None:
     """Why only an agent can play `env` (then verl's chat loop cannot), or None."""
-    if names_sandboxes(env):
-        return "its rows name their own sandboxes (task_sandbox), as Harbor tasks do"
-    if declares_setup(env):
-        return "it sets up an agent's sandbox (setup_sandbox)"
+    if isinstance(env, AgentTask):  # an Environment is one: its task hooks say
+        if names_sandboxes(env):
+            return "its rows name their own sandboxes (task_sandbox), as Harbor tasks do"
+        if declares_setup(env):
+            return "it sets up an agent's sandbox (setup_sandbox)"
     if _reads_sandbox(env.rubric):
         return "its rubric reads the agent's sandbox"
     return None
 
 
-def check_verl_playable(env: Environment) -> None:
+def check_verl_playable(env: TrainableEnvironment) -> None:
     """Refuse, with what works instead, an environment verl's chat loop cannot play.
 
     Raises:
@@ -133,7 +134,7 @@ class VerlSpec:
 
     def __init__(
         self,
-        env: Environment,
+        env: TrainableEnvironment,
         *,
         split: str = "train",
         num_examples: int | None = None,
@@ -180,7 +181,11 @@ class VerlSpec:
 
 
 def train_dataset(
-    env: Environment, *, split: str = "train", num_examples: int | None = None, agent_name: str | None = None
+    env: TrainableEnvironment,
+    *,
+    split: str = "train",
+    num_examples: int | None = None,
+    agent_name: str | None = None,
 ) -> Dataset:
     """The environment's examples as verl's RL dataset rows (the prompt as rendered chat messages),
     each naming the agent loop `agent_name` that plays it (none: verl's single-turn rollout)."""
