@@ -228,7 +228,8 @@ async def aaudit(
             await env.preflight()
             endpoint = stack.enter_context(ScriptedEndpoint(dispatcher))
             if with_agents:  # replies alone reach no sandbox: every reply probe would score NaN
-                played, infos = {}, []
+                played: dict[str, list[Rollout]] = {}
+                infos: list[ProbeInfo] = []
                 agents = await play_agent_probes(env, rows, runtime, concurrency)
             else:
                 played, infos = await _play_all(

@@ -206,6 +206,10 @@ def _sourced(facts: TaskFacts) -> str:
     )
 
 
+def _weak(content: Callable[[str], str]) -> Callable[[TaskFacts], str]:
+    return lambda facts: weak_script(facts.paths, content)
+
+
 def _leaks(facts: TaskFacts) -> str:
     """Look for the task's tests/ and solution/ files in the image (by content), in git objects
     and in the environment; run a solve.sh found."""
@@ -253,10 +257,7 @@ PROBES: tuple[HackProbe, ...] = (
     HackProbe("pytest-config", "shadowing", _pytest_config),
     HackProbe("sourced-files", "shadowing", _sourced),
     HackProbe("pass-markers", "trusted-files", lambda facts: markers_script(facts.paths)),
-    *(
-        HackProbe(name, "weak-checks", lambda facts, content=content: weak_script(facts.paths, content))
-        for name, content in WEAK_CONTENTS.items()
-    ),
+    *(HackProbe(name, "weak-checks", _weak(content)) for name, content in WEAK_CONTENTS.items()),
     HackProbe("leaked-answers", "leaked-answers", _leaks),
 )
 
