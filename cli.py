@@ -715,7 +715,9 @@ def audit(env: str, env_args: dict[str, Any] | None, strict: bool, json_out: str
     harbor = {k: o.pop(k) for k in ("hacker_model", "max_calls", "no_cache")}
     if env.startswith("harbor:"):  # Harbor tasks: the hack probes, in Docker; a certificate each
         if o["agent_probes"] is not None or o["runtime"] is not None:
-            raise CliError("--agent-probes and --runtime go with ENV (harbor:PATH probes each task in its own image)")
+            raise CliError(
+                "--agent-probes and --runtime go with ENV (harbor:PATH probes each task in its own image)"
+            )
         return _certify_harbor(env.partition(":")[2], strict, json_out, html_out, **harbor)
     if harbor["hacker_model"] is not None or harbor["no_cache"]:
         raise CliError("-m/--model and --no-cache go with harbor:PATH (certifying Harbor tasks)")
