@@ -707,11 +707,17 @@ def calibrate(env: str, labels: str, env_args: dict[str, Any] | None, run_dir: s
 @click.option("-m", "--model", "hacker_model", metavar="MODEL", help="harbor:PATH: also let MODEL (the bash agent) try to make each task's tests pass without doing the task")  # fmt: skip
 @click.option("--max-calls", type=int, default=30, show_default=True, callback=limited, help="harbor:PATH with -m: the LLM hacker's model calls per task")  # fmt: skip
 @click.option("--no-cache", is_flag=True, help="harbor:PATH: probe every task again, even one whose certificate is cached for its content")  # fmt: skip
+@click.option("--agent-probes/--no-agent-probes", default=None, help="run the file-level hack probes (weak-empty, weak-constant, weak-shaped, pass-markers, do-nothing) as command: agents in ENV's sandbox, scored by its rubric (default: when the rubric has file_contains or command_passes nodes; a custom sandbox reader needs --agent-probes)")  # fmt: skip
+@click.option("--runtime", metavar="SPEC", help="with the agent probes: their sandboxes' runtime, as rubric eval --agent --runtime")  # fmt: skip
 def audit(env: str, env_args: dict[str, Any] | None, strict: bool, json_out: str | None, html_out: str | None, **o: Any) -> int:  # fmt: skip
     from envs import audit as run_audit
 
     harbor = {k: o.pop(k) for k in ("hacker_model", "max_calls", "no_cache")}
     if env.startswith("harbor:"):  # Harbor tasks: the hack probes, in Docker; a certificate each
+        if o["agent_probes"] is not None or o["runtime"] is not None:
+            raise CliError(
+                "--agent-probes and --runtime go with ENV (harbor:PATH probes each task in its own image)"
+            )
         return _certify_harbor(env.partition(":")[2], strict, json_out, html_out, **harbor)
     if harbor["hacker_model"] is not None or harbor["no_cache"]:
         raise CliError("-m/--model and --no-cache go with harbor:PATH (certifying Harbor tasks)")

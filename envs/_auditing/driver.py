@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import harness
+from envs._auditing.agents import add_agent_probes, play_agent_probes, reads_sandbox
 from envs._auditing.probes import (
     PROBES,
     REFERENCE_POLICIES,
@@ -182,6 +183,8 @@ async def aaudit(
     judge_base_url: str | None = None,
     concurrency: int = DEFAULT_CONCURRENCY,
     seed: int | None = None,
+    agent_probes: bool | None = None,
+    runtime: str | None = None,
 ) -> AuditReport:
     """Score probe completions (empty, bare answer, wrong answer, answer in <think>, injection, ...)
     on `num_examples` rows with the environment's rubric, and flag what looks wrong with it.
@@ -194,6 +197,10 @@ async def aaudit(
         judge_base_url: Endpoint of `judge_model`.
         concurrency: Probe rollouts in flight at once.
         seed: Shuffle the rows with this seed before taking `num_examples`.
+        agent_probes: Also run the file-level hack probes as `command:` agents in the
+            environment's sandbox (`envs._auditing.agents`); None: when the rubric has a
+            `file_contains` or `command_passes` node. They play the first `num_examples` rows.
+        runtime: The agent probes' sandbox runtime (as `rubric eval --runtime`).
 
     Returns:
         An `AuditReport`: per node and probe the mean score and error rate, and the flags.
@@ -206,6 +213,11 @@ async def aaudit(
     rows = list(env.get_dataset(n=num_examples, seed=seed))
     if not rows:
         raise ConfigError(f"environment {env.name!r} has no examples to audit")
+    if runtime is not None and agent_probes is False:
+        raise ConfigError(
+            "runtime= goes with the agent probes (agent_probes=True, or a rubric that reads the sandbox)"
+        )
+    with_agents = reads_sandbox(env.rubric) if agent_probes is None else agent_probes
     reference = find_reference(env)
     dispatcher = _Dispatcher(reference.policy)
     answers = [_text(row.get("answer")) for row in rows]
@@ -215,16 +227,29 @@ async def aaudit(
         async with _judges_on(env, stack, judge_model, judge_base_url) as judges:
             await env.preflight()
             endpoint = stack.enter_context(ScriptedEndpoint(dispatcher))
-            played, infos = await _play_all(env, endpoint.base_url, rows, dispatcher, answers, concurrency)
-    return build_report(
+            if with_agents:  # replies alone reach no sandbox: every reply probe would score NaN
+                played: dict[str, list[Rollout]] = {}
+                infos: list[ProbeInfo] = []
+                agents = await play_agent_probes(env, rows, runtime, concurrency)
+            else:
+                played, infos = await _play_all(
+                    env, endpoint.base_url, rows, dispatcher, answers, concurrency
+                )
+                agents = None
+    report = build_report(
         env_name=env.name,
         rubric=env.rubric,
         judges=judges,
         probes=infos,
         rollouts=played,
         reference=reference.label,
-        seconds=time.perf_counter() - started,
+        seconds=0.0,
     )
+    if agents is not None:
+        report.num_examples = len(rows)
+        add_agent_probes(report, env, *agents)
+    report.seconds = time.perf_counter() - started
+    return report
 
 
 async def _play_all(
@@ -284,6 +309,8 @@ def audit(
     judge_base_url: str | None = None,
     concurrency: int = DEFAULT_CONCURRENCY,
     seed: int | None = None,
+    agent_probes: bool | None = None,
+    runtime: str | None = None,
 ) -> AuditReport:
     """Synchronous `aaudit` (works in scripts and inside a running event loop, as in Jupyter).
 
@@ -294,6 +321,8 @@ def audit(
         judge_base_url: Endpoint of `judge_model`.
         concurrency: Probe rollouts in flight at once.
         seed: Shuffle the rows with this seed before taking `num_examples`.
+        agent_probes: Run the agent probes (see `aaudit`; None: when the rubric reads the sandbox).
+        runtime: The agent probes' sandbox runtime.
 
     Returns:
         The `AuditReport`, as `aaudit` returns it.
@@ -306,6 +335,8 @@ def audit(
             judge_base_url=judge_base_url,
             concurrency=concurrency,
             seed=seed,
+            agent_probes=agent_probes,
+            runtime=runtime,
         )
     )
 

@@ -87,6 +87,13 @@ def audit_table(report: AuditReport) -> Table:
     return table
 
 
+def _evidence_text(evidence: dict[str, Any]) -> str:
+    """A flag's evidence on one line: what the probe said, then what each check read."""
+    said = " ".join(str(evidence.get("agent", "")).split())
+    details = json.dumps(evidence.get("details", {}), default=str)
+    return f"{said or '(nothing said)'}; checks read {details}"
+
+
 def render_audit(report: AuditReport) -> RenderableType:
     """The table, then one line per flag, then what the marks mean."""
     lines: list[RenderableType] = [audit_table(report)]
@@ -103,6 +110,8 @@ def render_audit(report: AuditReport) -> RenderableType:
         line = Text(f"{MARKS[flag.kind]} {flag.kind}: ", style=_STYLES[flag.kind])
         line.append(escape_control(flag.message))
         lines.append(line)
+        if flag.evidence:
+            lines.append(safe_text(f"    evidence: {_evidence_text(flag.evidence)}", style="dim"))
     if not report.flags:
         lines.append(Text("nothing flagged", style="green"))
     lines.append(Text(LEGEND, style="dim"))
@@ -134,7 +143,9 @@ def _table_html(report: AuditReport) -> str:
 def audit_body_html(report: AuditReport) -> str:
     """The report as an HTML fragment (styled, every string escaped): `AuditReport._repr_html_`."""
     flags = "".join(
-        f'<li><span class="bad">{esc(MARKS[f.kind])} {esc(f.kind)}</span>: {esc(f.message)}</li>'
+        f'<li><span class="bad">{esc(MARKS[f.kind])} {esc(f.kind)}</span>: {esc(f.message)}'
+        + (f"<pre>{esc(_evidence_text(f.evidence))}</pre>" if f.evidence else "")
+        + "</li>"
         for f in report.flags
     )
     probes = "".join(
@@ -218,12 +229,15 @@ class Cell:
 
 @dataclass(frozen=True)
 class Flag:
-    """One finding: its kind, the node and probe it is about, and a sentence saying it."""
+    """One finding: its kind, the node and probe it is about, a sentence saying it, and (an
+    agent probe's) evidence: what the probe said it wrote (`agent`), the scores and what each
+    check read (`scores`, `details`)."""
 
     kind: str
     node: str
     probe: str | None
     message: str
+    evidence: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -11,7 +11,6 @@ its tests/ and solution/ files (to look for them in the image). A probe writes `
 from __future__ import annotations
 
 import hashlib
-import posixpath
 import re
 import shlex
 import sys
@@ -22,15 +21,12 @@ from pathlib import Path
 from envs._harbor.files import read_task_file, task_folder_files
 from envs._harbor.task import HarborTask
 from envs._harbor.verifier import LOGS_DIR, TESTS_DIR
+from envs.agents._hacks import PUT, WEAK_CONTENTS, in_workdir, markers_script, named_paths, puts, weak_script
 
 #: Files smaller than this are not looked for in the image (an empty `__init__.py` is everywhere).
 MIN_LEAK_BYTES = 16
 #: Lines of a solution at least this long are looked for in the agent's environment variables.
 MIN_LEAK_LINE = 20
-#: Where a path named by a task is the harness's or the system's, not the task's output.
-_NOT_OUTPUTS = ("/tests", "/solution", "/logs", "/proc", "/sys", "/dev", "/usr", "/bin", "/sbin", "/lib", "/etc", "/tmp/rubric-agent")  # fmt: skip
-_ABSOLUTE = re.compile(r"(?<![\w.$/-])/(?:[\w.+-]+/)*[\w.+-]*")
-_RELATIVE = re.compile(r"(?<![\w./$-])(?:[\w+-]+/)*[\w+-]+\.(?:txt|json|csv|tsv|log|out|md|yaml|yml|toml|html|xml|py|sh|js|ts|c|rs|go|count|dat)\b")  # fmt: skip
 _SOURCED = re.compile(r"^\s*(?:source|\.)\s+([^\s;&|]+)", re.M)
 _IMPORTED = re.compile(r"^\s*(?:from\s+([\w]+)[\w.]*\s+import|import\s+([\w]+))", re.M)
 _SYS_PATH = re.compile(r"sys\.path\.(?:insert\(\s*\d+\s*,|append\()\s*['\"]([^'\"]+)['\"]")
@@ -41,12 +37,6 @@ PLANT_SH = f"mkdir -p {LOGS_DIR} 2>/dev/null; echo 1 > {LOGS_DIR}/reward.txt 2>/
 PLANT_PY = (
     f"import os\ntry:\n    os.makedirs({LOGS_DIR!r}, exist_ok=True)\n"
     f"    open({LOGS_DIR!r} + '/reward.txt', 'w').write('1')\nexcept OSError:\n    pass\n"
-)
-#: A shell function every probe script starts with: `put PATH CONTENT` writes PATH (not over a
-#: folder, its parents made) and says so; a PATH ending in / is made as a folder.
-_PUT = (
-    'put() { case "$1" in */) mkdir -p "$1" && echo "wrote $1";; *) [ -d "$1" ] && return 0; '
-    'mkdir -p "$(dirname "$1")" 2>/dev/null; printf "%s" "$2" > "$1" 2>/dev/null && echo "wrote $1";; esac; }\n'
 )
 
 
@@ -83,21 +73,6 @@ def _texts(task: HarborTask, part: str) -> dict[str, str]:
     return {path: data.decode("utf-8", "replace") for path, data in task_folder_files(task.path, part)}
 
 
-def _in_workdir(path: str, workdir: str) -> str:
-    return posixpath.normpath(path if path.startswith("/") else f"{workdir.rstrip('/')}/{path}")
-
-
-def _named_paths(texts: list[str], workdir: str) -> list[str]:
-    """Paths a text names that the agent could write as outputs (absolute, or files relative to
-    the working directory), the harness's and the system's left out."""
-    found: set[str] = set()
-    for text in texts:
-        found.update(m for m in _ABSOLUTE.findall(text) if len(m) > 1)
-        found.update(_in_workdir(m, workdir) for m in _RELATIVE.findall(text))
-    keep = {p for p in found if not any(p == n or p.startswith(n + "/") for n in _NOT_OUTPUTS)}
-    return sorted(p for p in keep if p.rstrip("/") not in ("", workdir.rstrip("/")))
-
-
 def task_facts(task: HarborTask) -> TaskFacts:
     """Read what the probes need from a task folder (through the checked reader).
 
@@ -110,7 +85,7 @@ def task_facts(task: HarborTask) -> TaskFacts:
     workdir = task.workdir or "/"
     tests, solution = _texts(task, "tests"), _texts(task, "solution")
     instruction = read_task_file(task.path, "instruction.md").decode("utf-8", "replace")
-    sourced = {_in_workdir(m, workdir) for text in tests.values() for m in _SOURCED.findall(text)}
+    sourced = {in_workdir(m, workdir) for text in tests.values() for m in _SOURCED.findall(text)}
     modules = {a or b for text in tests.values() for a, b in _IMPORTED.findall(text)}
     test_modules = {Path(p).stem for p in tests}
     secrets, blobs = {}, {}
@@ -122,7 +97,7 @@ def task_facts(task: HarborTask) -> TaskFacts:
     lines = {line.strip() for text in solution.values() for line in text.splitlines()}
     return TaskFacts(
         workdir=workdir,
-        paths=_named_paths([instruction, *tests.values()], workdir),
+        paths=named_paths([instruction, *tests.values()], workdir),
         sourced=sorted(p for p in sourced if not p.startswith(TESTS_DIR + "/") and "$" not in p),
         modules=sorted(m for m in modules - _FRAMEWORK - test_modules if m not in sys.stdlib_module_names),
         import_dirs=sorted({d for text in tests.values() for d in _SYS_PATH.findall(text)}),
@@ -150,10 +125,6 @@ class HackProbe:
     keeps_logs: bool = False
 
 
-def _puts(paths: list[str], content: Callable[[str], str]) -> str:
-    return "".join(f"put {shlex.quote(p)} {shlex.quote(content(p))}\n" for p in paths)
-
-
 _PLANT_FILES = (
     f"mkdir -p {LOGS_DIR} && echo 1 > {LOGS_DIR}/reward.txt && printf '{{\"reward\": 1}}' > {LOGS_DIR}/reward.json "
     f"&& chmod 444 {LOGS_DIR}/reward.txt {LOGS_DIR}/reward.json && chmod 555 {LOGS_DIR} "
@@ -179,7 +150,7 @@ def _shadows(facts: TaskFacts) -> str:
     fake = f"#!/bin/sh\n{PLANT_SH}\nexit 0\n"
     paths = [f"{d}/{n}" for d in ("/usr/local/sbin", "/root/.local/bin") for n in SHADOWED]
     return (
-        _PUT
+        PUT
         + "".join(f"[ -e {p} ] || {{ put {p} {shlex.quote(fake)}; chmod +x {p}; }}\n" for p in paths)
         + "true"
     )
@@ -215,7 +186,7 @@ CONFTEST = (
 def _pytest_config(facts: TaskFacts) -> str:
     folders = ["/", facts.workdir, *{str(Path(facts.workdir).parent)}]
     conftests = sorted({f"{d.rstrip('/')}/conftest.py" for d in folders})
-    return _PUT + _puts(conftests, lambda _: CONFTEST) + _puts(["/pytest.ini"], lambda _: "[pytest]\n")
+    return PUT + puts(conftests, lambda _: CONFTEST) + puts(["/pytest.ini"], lambda _: "[pytest]\n")
 
 
 def _sourced(facts: TaskFacts) -> str:
@@ -224,9 +195,9 @@ def _sourced(facts: TaskFacts) -> str:
     folders = sorted({facts.workdir, *facts.import_dirs})
     planted = [f"{d.rstrip('/')}/{m}.py" for d in folders for m in facts.modules]
     return (
-        _PUT
-        + _puts(facts.sourced, lambda _: shell)
-        + _puts(planted, lambda _: module)
+        PUT
+        + puts(facts.sourced, lambda _: shell)
+        + puts(planted, lambda _: module)
         + "".join(
             f"[ -d {shlex.quote(p[:-3])} ] && put {shlex.quote(p[:-3] + '/__init__.py')} {shlex.quote(module)}\n"
             for p in planted
@@ -235,21 +206,8 @@ def _sourced(facts: TaskFacts) -> str:
     )
 
 
-PASS_LINES = "ALL TESTS PASSED\nPASSED\nOK\nsuccess\ntrue\n1\n"
-PASS_JSON = (
-    '{"passed": true, "success": true, "ok": true, "status": "passed", "result": "pass", "reward": 1}\n'
-)
-
-
-def _markers(facts: TaskFacts) -> str:
-    return _PUT + _puts(facts.paths, lambda p: PASS_JSON if p.endswith(".json") else PASS_LINES) + "true"
-
-
-_SHAPES = {".json": "{}\n", ".csv": "a,b\n1,2\n", ".py": "pass\n", ".sh": "#!/bin/sh\nexit 0\n", ".html": "<html></html>\n", ".yaml": "a: 1\n", ".yml": "a: 1\n", ".toml": "a = 1\n", ".xml": "<a/>\n"}  # fmt: skip
-
-
 def _weak(content: Callable[[str], str]) -> Callable[[TaskFacts], str]:
-    return lambda facts: _PUT + _puts(facts.paths, content) + "true"
+    return lambda facts: weak_script(facts.paths, content)
 
 
 def _leaks(facts: TaskFacts) -> str:
@@ -298,10 +256,8 @@ PROBES: tuple[HackProbe, ...] = (
     HackProbe("startup-hooks", "shadowing", _hooks),
     HackProbe("pytest-config", "shadowing", _pytest_config),
     HackProbe("sourced-files", "shadowing", _sourced),
-    HackProbe("pass-markers", "trusted-files", _markers),
-    HackProbe("weak-empty", "weak-checks", _weak(lambda _: "")),
-    HackProbe("weak-constant", "weak-checks", _weak(lambda _: "1\n")),
-    HackProbe("weak-shaped", "weak-checks", _weak(lambda p: _SHAPES.get(Path(p).suffix, "x\n"))),
+    HackProbe("pass-markers", "trusted-files", lambda facts: markers_script(facts.paths)),
+    *(HackProbe(name, "weak-checks", _weak(content)) for name, content in WEAK_CONTENTS.items()),
     HackProbe("leaked-answers", "leaked-answers", _leaks),
 )
 
