@@ -205,18 +205,11 @@ async def aaudit(
     Returns:
         An `AuditReport`: per node and probe the mean score and error rate, and the flags.
     """
-    if isinstance(num_examples, bool) or not isinstance(num_examples, int) or num_examples < 1:
-        raise ConfigError(f"num_examples must be a positive integer, got {num_examples!r}")
-    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-        raise ConfigError(f"concurrency must be a positive integer, got {concurrency!r}")
+    _check_arguments(num_examples, concurrency, agent_probes, runtime)
     started = time.perf_counter()
     rows = list(env.get_dataset(n=num_examples, seed=seed))
     if not rows:
         raise ConfigError(f"environment {env.name!r} has no examples to audit")
-    if runtime is not None and agent_probes is False:
-        raise ConfigError(
-            "runtime= goes with the agent probes (agent_probes=True, or a rubric that reads the sandbox)"
-        )
     with_agents = reads_sandbox(env.rubric) if agent_probes is None else agent_probes
     reference = find_reference(env)
     dispatcher = _Dispatcher(reference.policy)
@@ -250,6 +243,20 @@ async def aaudit(
         add_agent_probes(report, env, *agents)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _check_arguments(
+    num_examples: Any, concurrency: Any, agent_probes: bool | None, runtime: str | None
+) -> None:
+    """`aaudit`'s arguments, refused by name before anything runs."""
+    if isinstance(num_examples, bool) or not isinstance(num_examples, int) or num_examples < 1:
+        raise ConfigError(f"num_examples must be a positive integer, got {num_examples!r}")
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ConfigError(f"concurrency must be a positive integer, got {concurrency!r}")
+    if runtime is not None and agent_probes is False:
+        raise ConfigError(
+            "runtime= goes with the agent probes (agent_probes=True, or a rubric that reads the sandbox)"
+        )
 
 
 async def _play_all(

@@ -414,18 +414,7 @@ def load_task(folder: str | Path) -> HarborTask:
             f"{path} is not a Harbor task: it has no task.toml (a task folder holds task.toml, "
             "instruction.md, environment/Dockerfile or [environment] docker_image, tests/test.sh)"
         )
-    text = _text(path, "task.toml")
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise HarborTaskError(f"{path / 'task.toml'} does not parse: {exc}; fix the TOML there") from None
-    try:
-        config = TaskConfig.model_validate(raw)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'task.toml'}: {e['msg']}" for e in exc.errors()
-        )
-        raise HarborTaskError(f"{path / 'task.toml'} has bad values: {problems}") from None
+    config = _parse_config(path)
     _check_verifier(path, config)
     missing = [f for f in _required_files(path, config) if not (path / f).is_file()]
     if missing:
@@ -446,18 +435,7 @@ def load_task(folder: str | Path) -> HarborTask:
     workdir = dockerfile_workdir(path, "environment/Dockerfile") if dockerfile.is_file() else None
     steps = {step.name: _text(path, f"{STEPS_DIR}/{step.name}/instruction.md") for step in config.steps}
     instruction = _text(path, "instruction.md") if not steps else "\n\n".join(steps.values())
-    if (path / COMPOSE_FILE).is_file():  # refused now, naming the file, not when a sandbox starts
-        _text(path, COMPOSE_FILE)
-        check_task_folder(path, "environment")  # the sidecars' build contexts are in it
-        try:
-            load_compose(path / COMPOSE_FILE)
-        except ConfigError as exc:
-            raise HarborTaskError(f"Harbor task {path}: {exc}") from None
-    folders = ["tests", "solution", "environment"]
-    folders += [f"{STEPS_DIR}/{step}/{part}" for step in steps for part in STEP_FOLDERS]
-    for folder in folders:  # refused now, not when uploaded
-        if (path / folder).is_dir() and (folder != "environment" or config.environment.docker_image is None):
-            check_task_folder(path, folder)
+    _check_folders(path, config, list(steps))
     name = config.task.name or path.name
     return HarborTask(
         path=path,
@@ -467,6 +445,39 @@ def load_task(folder: str | Path) -> HarborTask:
         workdir=workdir,
         step_instructions=steps,
     )
+
+
+def _parse_config(path: Path) -> TaskConfig:
+    """task.toml, parsed and validated (the line and column, or the field, named when not)."""
+    text = _text(path, "task.toml")
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise HarborTaskError(f"{path / 'task.toml'} does not parse: {exc}; fix the TOML there") from None
+    try:
+        return TaskConfig.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'task.toml'}: {e['msg']}" for e in exc.errors()
+        )
+        raise HarborTaskError(f"{path / 'task.toml'} has bad values: {problems}") from None
+
+
+def _check_folders(path: Path, config: TaskConfig, steps: list[str]) -> None:
+    """Refuse now, naming the file, what would fail when a sandbox starts or a folder is
+    uploaded: a bad compose file, and a folder breaking the task-file rules."""
+    if (path / COMPOSE_FILE).is_file():
+        _text(path, COMPOSE_FILE)
+        check_task_folder(path, "environment")  # the sidecars' build contexts are in it
+        try:
+            load_compose(path / COMPOSE_FILE)
+        except ConfigError as exc:
+            raise HarborTaskError(f"Harbor task {path}: {exc}") from None
+    folders = ["tests", "solution", "environment"]
+    folders += [f"{STEPS_DIR}/{step}/{part}" for step in steps for part in STEP_FOLDERS]
+    for folder in folders:
+        if (path / folder).is_dir() and (folder != "environment" or config.environment.docker_image is None):
+            check_task_folder(path, folder)
 
 
 def loaded_task(folder: Path) -> HarborTask:

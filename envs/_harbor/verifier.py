@@ -34,7 +34,7 @@ from envs._harbor.task import ArtifactSection, HarborTask, VerifierSection, load
 from envs._harbor.trust import SHELL, checked_commands, end_processes, refusal, tampered
 from envs.agents import sandbox_of
 from harness._core.types import Rollout
-from harness.runtimes import Sandbox, SandboxError
+from harness.runtimes import ExecResult, Sandbox, SandboxError
 from harness.runtimes._base import DEFAULT_PATH
 from rubrics._tree.module import Rubric
 from rubrics._tree.scoring import ScoringError, join_path
@@ -142,17 +142,7 @@ async def run_tests(
     bash = await _trusted_bash(sandbox, seen or {})
     if before is not None:
         await before()
-    emptied = f"rm -rf {TESTS_DIR} {LOGS_DIR} && " if empty_first else ""
-    reset = await sandbox.exec(
-        [SHELL, "-c", f"{emptied}mkdir -p {TESTS_DIR} {LOGS_DIR}"], timeout=60, user="0", cwd="/"
-    )
-    if not reset.ok:
-        raise ScoringError(
-            f"cannot empty {TESTS_DIR} and {LOGS_DIR} in the sandbox: {reset.stderr.strip()[-300:]}"
-        )
-    for root, relative in tests:
-        async with staged_task_folder(root, relative) as folder:
-            await sandbox.upload(folder, TESTS_DIR)
+    await _put_tests(sandbox, tests, empty_first=empty_first)
     env, user = await _phase(sandbox, verifier)
     result = await sandbox.exec(
         [bash, f"{TESTS_DIR}/test.sh"], timeout=timeout, cwd=workdir or None, user=user, env=env
@@ -165,6 +155,30 @@ async def run_tests(
     if result.timed_out:
         raise ScoringError(f"the verifier (tests/test.sh) ran past [verifier] timeout_sec = {timeout:g} s")
     await end_processes(sandbox, "after tests/test.sh")  # what it started cannot write later
+    return await _read_reward(sandbox, result, detail)
+
+
+async def _put_tests(sandbox: Sandbox, tests: Sequence[tuple[Path, str]], *, empty_first: bool) -> None:
+    """/tests and /logs/verifier made (emptied first, unless told not to), then the task's
+    tests/ folders uploaded to /tests in order, each from a checked copy."""
+    emptied = f"rm -rf {TESTS_DIR} {LOGS_DIR} && " if empty_first else ""
+    reset = await sandbox.exec(
+        [SHELL, "-c", f"{emptied}mkdir -p {TESTS_DIR} {LOGS_DIR}"], timeout=60, user="0", cwd="/"
+    )
+    if not reset.ok:
+        raise ScoringError(
+            f"cannot empty {TESTS_DIR} and {LOGS_DIR} in the sandbox: {reset.stderr.strip()[-300:]}"
+        )
+    for root, relative in tests:
+        async with staged_task_folder(root, relative) as folder:
+            await sandbox.upload(folder, TESTS_DIR)
+
+
+async def _read_reward(
+    sandbox: Sandbox, result: ExecResult, detail: dict[str, Any]
+) -> tuple[float, dict[str, float]]:
+    """The reward files read by the harness (and ctrf.json kept in `detail`); a missing or bad
+    reward names test.sh's exit code and last line."""
     txt = await _read_optional(sandbox, f"{LOGS_DIR}/reward.txt")
     js = await _read_optional(sandbox, f"{LOGS_DIR}/reward.json")
     ctrf = await _read_optional(sandbox, f"{LOGS_DIR}/ctrf.json")
