@@ -18,15 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, Protocol
 
 from harness._core.errors import ConfigError
 from harness._core.types import Rollout
-from rubrics._tree.scoring import NAN, SAVED, Scope, clear_scores
-
-if TYPE_CHECKING:  # pragma: no cover
-    from rubrics._tree.module import Rubric
+from rubrics._tree.scoring import NAN, SAVED, Node, Scope, clear_scores
 
 #: Phase 1's results while phase 2 runs: (id(rollout), node path) -> (score, the member's scope,
 #: holding its failure if any).
@@ -37,7 +34,23 @@ GROUP_TABLE: contextvars.ContextVar[GroupTable | None] = contextvars.ContextVar(
 ERRORED_MEMBER = "left out of the group: the rollout errored ({error})"
 
 
-def group_nodes(root: Rubric) -> list[tuple[str, Rubric]]:
+class GroupedNode(Node, Protocol):
+    """What group scoring needs of a rubric node (`Rubric` is one, `GroupRubric` a group node)."""
+
+    @property
+    def _group_node(self) -> bool: ...
+
+    @property
+    def _group_cache(self) -> tuple[tuple[str, GroupedNode], ...] | None: ...
+
+    def named_rubrics(self) -> Iterator[tuple[str, GroupedNode]]: ...
+
+    async def _score_async(self, rollout: Rollout, path: str) -> float: ...
+
+    async def _score_members(self, path: str, members: list[Rollout], table: GroupTable) -> None: ...
+
+
+def group_nodes(root: GroupedNode) -> list[tuple[str, GroupedNode]]:
     """The group nodes of `root`'s tree with their paths (cached until any tree changes shape).
 
     Raises:
@@ -58,7 +71,7 @@ def group_nodes(root: Rubric) -> list[tuple[str, Rubric]]:
     return found
 
 
-def has_group_nodes(root: Rubric) -> bool:
+def has_group_nodes(root: GroupedNode) -> bool:
     """Whether scoring `root` needs whole groups (any node of its tree is a group node)."""
     cache = root._group_cache
     if cache is not None:  # the per-rollout hot path asks this
@@ -67,7 +80,7 @@ def has_group_nodes(root: Rubric) -> bool:
 
 
 async def ascore_group(
-    root: Rubric,
+    root: GroupedNode,
     rollouts: Sequence[Rollout],
     *,
     keep: bool = False,
@@ -86,7 +99,7 @@ async def ascore_group(
     return await _score_group(root, rollouts, keep)
 
 
-async def _score_group(root: Rubric, rollouts: Sequence[Rollout], keep: bool) -> list[float]:
+async def _score_group(root: GroupedNode, rollouts: Sequence[Rollout], keep: bool) -> list[float]:
     members: list[Rollout] = []
     for r in rollouts:
         if r.error is None:
@@ -113,7 +126,9 @@ async def _score_group(root: Rubric, rollouts: Sequence[Rollout], keep: bool) ->
     return [r.reward for r in rollouts]
 
 
-def stale_group_nodes(nodes: list[tuple[str, Rubric]], members: list[Rollout]) -> list[tuple[str, Rubric]]:
+def stale_group_nodes(
+    nodes: list[tuple[str, GroupedNode]], members: list[Rollout]
+) -> list[tuple[str, GroupedNode]]:
     """The group nodes a failed-only re-scoring runs again: those that failed on any member.
 
     Their comparison changes for every member, so their saved scores, and those of the nodes
@@ -134,7 +149,7 @@ def stale_group_nodes(nodes: list[tuple[str, Rubric]], members: list[Rollout]) -
     return stale
 
 
-def _mark_errored(rollouts: Iterable[Rollout], nodes: list[tuple[str, Rubric]]) -> None:
+def _mark_errored(rollouts: Iterable[Rollout], nodes: list[tuple[str, GroupedNode]]) -> None:
     for r in rollouts:
         if r.error is not None:
             for path, _ in nodes:
@@ -152,7 +167,7 @@ def split_groups(rollouts: Sequence[Rollout]) -> list[list[Rollout]]:
 
 
 async def ascore_groups(
-    root: Rubric, rollouts: Sequence[Rollout], concurrency: int, *, keep: bool = False
+    root: GroupedNode, rollouts: Sequence[Rollout], concurrency: int, *, keep: bool = False
 ) -> None:
     """Score a batch by groups of `example_id`, at most `concurrency` groups at once."""
     semaphore = asyncio.Semaphore(concurrency)

@@ -13,9 +13,11 @@ is the one place it is settled and written on the rollout.
 
 Over 500 lines for one class, `Rubric`, which like `torch.nn.Module` is a public API users
 subclass (children, hooks, state, scoring, display). Its machinery lives below it, in
-`_scoring`, `_turns` and `_grouping`; what its public methods return or call (the TRL reward,
-the drawings, the batch result, the failed-only re-scoring) lives in `_trl`, `_render`,
-`_batch` and `_rescore`, which take a node without importing its class.
+`scoring`, `turns` and `grouping`; what its public methods return or call (the TRL reward,
+the drawings, the batch result, the failed-only re-scoring) lives in `rubrics._trl`, `render`,
+`batch` and `rescore`. Each takes a node through a Protocol naming the members it uses
+(`scoring.Node`, `grouping.GroupedNode`, `turns.TurnNode`, `render.DrawnNode`), so none
+imports this class, even for types.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import inspect
+import weakref
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any, ClassVar, NamedTuple
@@ -40,9 +43,6 @@ from rubrics._tree.scoring import (
     NAN,
     SAVED,
     SCOPE,
-    ForwardHook,
-    Parents,
-    PreHook,
     RemovableHandle,
     Scope,
     ScoringError,
@@ -66,6 +66,20 @@ from rubrics._tree.scoring import (
 )
 from rubrics._tree.turns import finish_turns, score_turns
 from rubrics._trl import TRLReward, as_trl_reward
+
+PreHook = Callable[["Rubric", Rollout], Any]
+ForwardHook = Callable[["Rubric", Rollout, float], Any]
+
+
+class Parents(weakref.WeakSet["Rubric"]):
+    """The nodes holding a node as a child, so a change below reaches every cache above.
+
+    Weak, and empty in a pickle or a copy: the copied parent links its children again
+    (`Rubric.__setstate__`), so a copy never points into the tree it was copied from.
+    """
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Parents, ())
 
 
 class IncompatibleKeys(NamedTuple):

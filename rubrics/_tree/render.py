@@ -7,16 +7,46 @@ names in parentheses, per-child notes (weights) after the name, node settings in
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from typing import Protocol
 
 from harness._core.display import render_html
 from harness._core.tree import TreeNode
 
-if TYPE_CHECKING:  # pragma: no cover
-    from rubrics._tree.module import Rubric
+
+class DrawnNode(Protocol):
+    """What the drawings need of a rubric node (`Rubric` is one), declared here so this module
+    does not import the class that calls it."""
+
+    @property
+    def name(self) -> str | None: ...
+
+    @property
+    def last_score(self) -> float | None: ...
+
+    @property
+    def last_error(self) -> BaseException | None: ...
+
+    def named_children(self) -> Iterator[tuple[str, DrawnNode]]: ...
+
+    def named_rubrics(self) -> Iterator[tuple[str, DrawnNode]]: ...
+
+    def get_rubric(self, path: str) -> DrawnNode: ...
+
+    def extra_repr(self) -> str: ...
+
+    def describe(self) -> TreeNode: ...
+
+    def tree(self) -> list[TreeNode]: ...
+
+    def _repr_head(self) -> str: ...
+
+    def _child_note(self, name: str) -> str: ...
+
+    def _child_weight(self, name: str) -> float | None: ...
 
 
-def node_head(node: Rubric) -> str:
+def node_head(node: DrawnNode) -> str:
     """`Gate(threshold=0.5)`: the class and its `extra_repr()` (and name); the default of
     `Rubric._repr_head`, which leaves override (`reward(correct)`)."""
     extra = node.extra_repr()
@@ -25,12 +55,12 @@ def node_head(node: Rubric) -> str:
     return f"{type(node).__name__}({extra})"
 
 
-def _label(parent: Rubric, name: str) -> str:
+def _label(parent: DrawnNode, name: str) -> str:
     note = parent._child_note(name)
     return f"({name})" + (f" {note}" if note else "")
 
 
-def render_text(node: Rubric) -> str:
+def render_text(node: DrawnNode) -> str:
     """The tree as indented text, e.g. `WeightedSum(\\n  (correct) weight=0.5: reward(correct)\\n)`."""
     children = list(node.named_children())
     head = node._repr_head()
@@ -49,7 +79,7 @@ def render_text(node: Rubric) -> str:
     return "\n".join(lines)
 
 
-def tree_nodes(root: Rubric) -> list[TreeNode]:
+def tree_nodes(root: DrawnNode) -> list[TreeNode]:
     """`Rubric.tree()`: each node's own description (`Rubric.describe()`) under its path, with
     what its parent says about it (a weight), root first, parents before their children."""
     out = [_entry(root, "", None, "")]
@@ -59,7 +89,7 @@ def tree_nodes(root: Rubric) -> list[TreeNode]:
     return out
 
 
-def _entry(node: Rubric, path: str, parent: Rubric | None, name: str) -> TreeNode:
+def _entry(node: DrawnNode, path: str, parent: DrawnNode | None, name: str) -> TreeNode:
     entry: TreeNode = {"path": path, **node.describe()}
     entry["note"] = parent._child_note(name) if parent is not None else ""
     weight = parent._child_weight(name) if parent is not None else None
@@ -68,7 +98,7 @@ def _entry(node: Rubric, path: str, parent: Rubric | None, name: str) -> TreeNod
     return entry
 
 
-def tree_html(node: Rubric) -> str | None:
+def tree_html(node: DrawnNode) -> str | None:
     """The tree as an HTML table (harness._views.html draws it), with each node's `last_score`."""
     nodes = node.tree()
     scores: dict[str, float] = {}

@@ -11,17 +11,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from harness._core.types import Rollout
-from rubrics._tree.grouping import ascore_groups, has_group_nodes
+from rubrics._tree.grouping import GroupedNode, ascore_groups, has_group_nodes
 from rubrics._tree.scoring import SAVED, keep_scored
 
-if TYPE_CHECKING:  # pragma: no cover
-    from rubrics._tree.module import Rubric
 
-
-def failed_rollouts(root: Rubric, rollouts: Iterable[Rollout]) -> list[Rollout]:
+def failed_rollouts(root: GroupedNode, rollouts: Iterable[Rollout]) -> list[Rollout]:
     """The rollouts to score again: scored ones (no episode error) with a NaN node or reward;
     with group nodes, every member of a group with such a rollout (its comparison may change)."""
     items = [r for r in rollouts if r.error is None]
@@ -32,7 +28,7 @@ def failed_rollouts(root: Rubric, rollouts: Iterable[Rollout]) -> list[Rollout]:
     return failed
 
 
-async def rescore_failed(root: Rubric, rollouts: Iterable[Rollout], concurrency: int) -> None:
+async def rescore_failed(root: GroupedNode, rollouts: Iterable[Rollout], concurrency: int) -> None:
     """See `Rubric.arescore_failed`."""
     items = failed_rollouts(root, rollouts)
     saved = {id(r): keep_scored(r) for r in items}

@@ -18,20 +18,35 @@ import inspect
 import math
 import numbers
 import re
-import weakref
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Iterable, Iterator, Mapping
+from typing import Any, Protocol
 
 from harness._core.aio import run_sync
 from harness._core.errors import ConfigError, ConfigTypeError, ScoringError, raised_at
 from harness._core.types import Rollout, Usage
 
-if TYPE_CHECKING:  # pragma: no cover
-    from rubrics._tree.module import Rubric
-
 NAN = math.nan
-PreHook = Callable[["Rubric", Rollout], Any]
-ForwardHook = Callable[["Rubric", Rollout, float], Any]
+
+
+class Node(Protocol):
+    """What these helpers need of a rubric node; `rubrics._tree.module.Rubric` is one.
+
+    Declared by its users, as each helper module under `Rubric` declares its own, so the
+    machinery never imports the class it serves (`tests/test_layout.py` keeps it so).
+    """
+
+    @property
+    def name(self) -> str | None: ...
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def _children(self) -> Mapping[str, Node]: ...
+
+    def named_rubrics(self) -> Iterator[tuple[str, Node]]: ...
+
+    def _hooks_changed(self) -> None: ...
 
 
 class Scope:
@@ -40,7 +55,7 @@ class Scope:
 
     __slots__ = ("exc", "node", "path", "rollout", "turns")
 
-    def __init__(self, node: Rubric, path: str, rollout: Rollout) -> None:
+    def __init__(self, node: Node, path: str, rollout: Rollout) -> None:
         self.node = node
         self.path = path
         self.rollout = rollout
@@ -52,7 +67,7 @@ class Scope:
         return NAN
 
 
-def nonfinite_error(node: Rubric, score: float) -> ScoringError:
+def nonfinite_error(node: Node, score: float) -> ScoringError:
     """Why a node that returned NaN or ±inf is unscored: "correct returned inf"."""
     shown = "NaN" if score != score else "inf" if score > 0 else "-inf"
     return ScoringError(f"{node.name or type(node).__name__} returned {shown}")
@@ -125,7 +140,7 @@ def snake_name(text: str) -> str:
     return text or "rubric"
 
 
-def to_score(value: Any, source: Rubric) -> float:
+def to_score(value: Any, source: Node) -> float:
     """A number (bool/int/float/numpy scalar) as float; anything else is the node's error."""
     if type(value) is float:
         return value
@@ -160,7 +175,7 @@ async def await_it(awaitable: Awaitable[Any]) -> Any:
     return await awaitable
 
 
-def coerce_sync(raw: Any, node: Rubric) -> float:
+def coerce_sync(raw: Any, node: Node) -> float:
     """A sync forward's result as a float; an awaitable it returned is run to completion."""
     if type(raw) is int or type(raw) is bool:
         return float(raw)
@@ -189,23 +204,12 @@ class RemovableHandle:
 
     __slots__ = ("_hooks", "_key", "_node")
 
-    def __init__(self, node: Rubric, hooks: dict[object, Any], key: object) -> None:
+    def __init__(self, node: Node, hooks: dict[object, Any], key: object) -> None:
         self._node, self._hooks, self._key = node, hooks, key
 
     def remove(self) -> None:
         if self._hooks.pop(self._key, None) is not None:
             self._node._hooks_changed()
-
-
-class Parents(weakref.WeakSet["Rubric"]):
-    """The nodes holding a node as a child, so a change below reaches every cache above.
-
-    Weak, and empty in a pickle or a copy: the copied parent links its children again
-    (`Rubric.__setstate__`), so a copy never points into the tree it was copied from.
-    """
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (Parents, ())
 
 
 def config_names(cls: type) -> tuple[str, ...]:
@@ -240,7 +244,7 @@ def check_name(name: Any, what: str) -> str:
     return name
 
 
-def path_under(scope: Scope, node: Rubric) -> str:
+def path_under(scope: Scope, node: Node) -> str:
     """Path of `node` when the node scoring now calls it: it must be in that node's tree."""
     parent = scope.node
     for name, child in parent._children.items():
@@ -282,4 +286,13 @@ def validate_batch(rollouts: Iterable[Any], concurrency: int) -> list[Rollout]:
     return items
 
 
-__all__ = ["NAN", "RemovableHandle", "Scope", "ScoringError", "as_rollout", "failure_reason", "to_score"]
+__all__ = [
+    "NAN",
+    "Node",
+    "RemovableHandle",
+    "Scope",
+    "ScoringError",
+    "as_rollout",
+    "failure_reason",
+    "to_score",
+]

@@ -23,22 +23,41 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import Any, Literal, Protocol, get_args
 
 from harness._core.errors import ConfigError
 from harness._core.types import Message, Rollout
-from rubrics._tree.scoring import NAN, ScoringError, failure_reason, join_path, to_score
-
-if TYPE_CHECKING:  # pragma: no cover
-    from rubrics._tree.module import Rubric
+from rubrics._tree.scoring import NAN, Node, Scope, ScoringError, failure_reason, join_path, to_score
 
 #: Parameter names a per-turn reward function gets from the turn it scores.
 TURN_INJECTED: tuple[str, ...] = ("turn", "turn_index", "messages")
 #: How a per-turn node's episode score is made from its turn scores.
 TurnReduce = Literal["mean", "sum", "last", "min", "max"]
 TURN_REDUCTIONS: tuple[TurnReduce, ...] = get_args(TurnReduce)
+
+
+class TurnNode(Node, Protocol):
+    """What turn scoring needs of a rubric node (`Rubric` is one; `forward_turn` only a
+    per-turn node has)."""
+
+    @property
+    def on_error(self) -> float | None: ...
+
+    def forward_turn(self, rollout: Rollout, turn: Turn) -> Any: ...
+
+    def named_children(self) -> Iterator[tuple[str, TurnNode]]: ...
+
+    def combine_turns(
+        self, path: str, children: Mapping[str, list[float]], rollout: Rollout, length: int
+    ) -> list[float] | None: ...
+
+    def _own_is_async(self) -> bool: ...
+
+    def _has_turn_nodes(self) -> bool: ...
+
+    def _own_scope(self, rollout: Rollout, what: str) -> Scope: ...
 
 
 @dataclass(frozen=True)
@@ -85,14 +104,14 @@ def reduce_turns(values: Sequence[float], how: TurnReduce) -> float:
     return min(values) if how == "min" else max(values)
 
 
-def _settle_turns(node: Rubric, rollout: Rollout, values: list[float], errors: list[str]) -> float:
+def _settle_turns(node: TurnNode, rollout: Rollout, values: list[float], errors: list[str]) -> float:
     node._own_scope(rollout, "forward_turn").turns = values  # written with the score by `Rubric._record`
     if errors:
         raise ScoringError("; ".join(errors))
     return reduce_turns(values, getattr(node, "reduce_turns", "mean"))
 
 
-def score_turns(node: Rubric, rollout: Rollout) -> Any:
+def score_turns(node: TurnNode, rollout: Rollout) -> Any:
     """`forward` of a node with `forward_turn`: score each turn, record them, return the episode score.
 
     Awaitable when the node is async (its turns are then scored concurrently). A turn that
@@ -122,7 +141,7 @@ def score_turns(node: Rubric, rollout: Rollout) -> Any:
     return _settle_turns(node, rollout, *_collect(node, results))
 
 
-def _collect(node: Rubric, raw: list[Any]) -> tuple[list[float], list[str]]:
+def _collect(node: TurnNode, raw: list[Any]) -> tuple[list[float], list[str]]:
     """Per-turn scores and the failures; a failed turn takes the node's `on_error` value, as
     a failed episode does (NaN by default), so a node told to score failures never hands
     NaN turn rewards to training."""
@@ -145,19 +164,19 @@ def _collect(node: Rubric, raw: list[Any]) -> tuple[list[float], list[str]]:
 
 
 # ---------------------------------------------------------------- containers, turn by turn
-def has_turn_nodes(root: Rubric) -> bool:
+def has_turn_nodes(root: TurnNode) -> bool:
     """Whether any node of the tree scores turns (`forward_turn`)."""
     return root._has_turn_nodes()
 
 
-def finish_turns(root: Rubric, rollout: Rollout) -> None:
+def finish_turns(root: TurnNode, rollout: Rollout) -> None:
     """After the root scored: fill each container's per-turn scores from its children's, bottom-up."""
     length = num_turns(rollout)
     if length:
         _turns_of(root, "", rollout, length)
 
 
-def _turns_of(node: Rubric, path: str, rollout: Rollout, length: int) -> list[float] | None:
+def _turns_of(node: TurnNode, path: str, rollout: Rollout, length: int) -> list[float] | None:
     if not has_turn_nodes(node):
         return None
     children = {
@@ -184,7 +203,7 @@ def outcome(rollout: Rollout, path: str, length: int) -> list[float]:
 
 
 def _combine(
-    node: Rubric, path: str, children: Mapping[str, list[float] | None], rollout: Rollout, length: int
+    node: TurnNode, path: str, children: Mapping[str, list[float] | None], rollout: Rollout, length: int
 ) -> list[float] | None:
     """The container's own rule (`Rubric.combine_turns`), given every child's per-turn scores
     (a child scored per episode counts as an outcome)."""
