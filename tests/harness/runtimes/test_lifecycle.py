@@ -27,18 +27,20 @@ from tests.harness.runtimes.conftest import DOCKER
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
 
-# A driver: opens 8 sandboxes at once and keeps them busy until it is killed.
+# A driver: opens 8 sandboxes at once (half of them forking) and keeps them busy until it is
+# killed. A sandbox says "open" once every container it makes has started, its fork's included.
 _DRIVER = r"""
 import asyncio, sys
 from harness.runtimes import get_runtime
 
 async def one(runtime, i):
     async with runtime.sandbox(memory_mb=256, pids=64) as sb:
-        print("open", i, flush=True)
         await sb.write("f.txt", "x" * 1000)
+        busy = [sb.exec("sleep 60 & sleep 60")]
         if i % 2 == 0:
-            await (await sb.fork()).exec("sleep 60")
-        await sb.exec("sleep 60 & sleep 60")
+            busy.append((await sb.fork()).exec("sleep 60"))
+        print("open", i, flush=True)
+        await asyncio.gather(*busy)
 
 async def main():
     runtime = get_runtime(sys.argv[1], run_id=sys.argv[2])
@@ -212,7 +214,8 @@ def test_cli_sandboxes_list_and_prune_after_a_sigkill(private_state_root: Path) 
 @pytest.mark.docker
 async def test_a_sigkilled_owner_takes_its_containers_with_it_before_any_prune() -> None:
     """Containers live by the owner's attach to their stdin: killed, the owner's connection
-    closes and the daemon removes them, with no prune."""
+    closes and the daemon removes them, with no prune (every container had started: see the
+    next test for one killed between create and start)."""
     run_id = f"orphan-{uuid.uuid4().hex[:8]}"
     driver = subprocess.Popen(
         [sys.executable, "-c", _DRIVER, DOCKER, run_id],
@@ -232,6 +235,57 @@ async def test_a_sigkilled_owner_takes_its_containers_with_it_before_any_prune()
         await asyncio.sleep(0.2)
     assert await _containers(run_id) == []
     await aprune()  # the host folders (no process can remove its own after a SIGKILL)
+    assert _leftovers([driver.pid]) == []
+
+
+# A driver killed between creating its container and starting it (start never returns).
+_CREATED_ONLY = r"""
+import asyncio, sys
+import aiodocker.containers
+from harness.runtimes import get_runtime
+
+async def never_started(self, **kwargs):
+    print(self.id, flush=True)
+    await asyncio.Event().wait()
+
+aiodocker.containers.DockerContainer.start = never_started
+
+async def main():
+    async with get_runtime(sys.argv[1], run_id=sys.argv[2]).sandbox():
+        pass
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.docker
+async def test_a_container_created_but_not_started_when_its_owner_dies_is_pruned() -> None:
+    """Docker's API creates, attaches and starts in three calls (as `docker run --rm -i` does):
+    an owner SIGKILLed between create and start leaves a container that never ran a process
+    and that `AutoRemove` never removes (it removes on exit). It is labelled with its owner
+    like every other one, so the next prune (`rubric sandboxes prune`, or any run's start-up
+    prune) removes it."""
+    run_id = f"created-{uuid.uuid4().hex[:8]}"
+    driver = subprocess.Popen(
+        [sys.executable, "-c", _CREATED_ONLY, DOCKER, run_id],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
+    assert driver.stdout is not None
+    container = driver.stdout.readline().strip().decode()
+    docker = client()
+    try:  # checked while the owner lives, so no other worker's prune can have removed it
+        assert (await docker.containers.get(container))["State"]["Status"] == "created"
+    finally:
+        await docker.close()
+    assert await _containers(run_id) == [container]
+    driver.kill()
+    driver.wait()
+    driver.stdout.close()
+    found = [r for r in await aprune() if r["run"] == run_id]
+    assert all(r["removed"] == "True" for r in found)  # none found: another worker's prune was first
+    assert await _containers(run_id) == []
     assert _leftovers([driver.pid]) == []
 
 
