@@ -50,6 +50,16 @@ asyncio.run(main())
 """
 
 
+def _start(script: str, spec: str, run_id: str) -> subprocess.Popen[bytes]:
+    """A driver process running `script` on runtime `spec` as run `run_id`, its output piped."""
+    return subprocess.Popen(
+        [sys.executable, "-c", script, spec, run_id],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
+
+
 def _bwrap_processes(marker: str) -> list[int]:
     """Host pids of bwrap/nsenter processes whose command line mentions `marker`."""
     found = []
@@ -191,12 +201,7 @@ def private_state_root(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 def test_cli_sandboxes_list_and_prune_after_a_sigkill(private_state_root: Path) -> None:
     run_id = f"cli-{uuid.uuid4().hex[:8]}"
-    driver = subprocess.Popen(
-        [sys.executable, "-c", _DRIVER, "bwrap", run_id],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONPATH": os.getcwd()},
-    )
+    driver = _start(_DRIVER, "bwrap", run_id)
     assert driver.stdout is not None
     for _ in range(8):
         driver.stdout.readline()
@@ -217,12 +222,7 @@ async def test_a_sigkilled_owner_takes_its_containers_with_it_before_any_prune()
     closes and the daemon removes them, with no prune (every container had started: see the
     next test for one killed between create and start)."""
     run_id = f"orphan-{uuid.uuid4().hex[:8]}"
-    driver = subprocess.Popen(
-        [sys.executable, "-c", _DRIVER, DOCKER, run_id],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONPATH": os.getcwd()},
-    )
+    driver = _start(_DRIVER, DOCKER, run_id)
     assert driver.stdout is not None
     for _ in range(8):
         driver.stdout.readline()
@@ -266,12 +266,7 @@ async def test_a_container_created_but_not_started_when_its_owner_dies_is_pruned
     like every other one, so the next prune (`rubric sandboxes prune`, or any run's start-up
     prune) removes it."""
     run_id = f"created-{uuid.uuid4().hex[:8]}"
-    driver = subprocess.Popen(
-        [sys.executable, "-c", _CREATED_ONLY, DOCKER, run_id],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONPATH": os.getcwd()},
-    )
+    driver = _start(_CREATED_ONLY, DOCKER, run_id)
     assert driver.stdout is not None
     container = driver.stdout.readline().strip().decode()
     docker = client()
