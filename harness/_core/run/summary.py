@@ -28,6 +28,7 @@ import math
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from fractions import Fraction
 from typing import ClassVar
 
 from pydantic import AliasChoices, BaseModel, Field
@@ -230,8 +231,9 @@ def mean_and_stderr(values: Sequence[float]) -> tuple[float | None, float | None
     """Mean and standard error of the mean, for any floats a tree can produce.
 
     None where undefined: no values, one value, or an infinite value (for the error). A mean
-    or error beyond the float range is inf; +inf and -inf together have a NaN mean. Never
-    raises: finite values whose sum or squares overflow are computed scaled (`_scaled`).
+    error beyond the float range is inf; +inf and -inf together have a NaN mean. Never raises:
+    where finite values' sum or squares overflow, the mean is computed exactly and the error
+    scaled (`_scaled`).
     """
     n = len(values)
     if n == 0:
@@ -247,23 +249,25 @@ def mean_and_stderr(values: Sequence[float]) -> tuple[float | None, float | None
         return mean, None
     try:
         variance = math.fsum((v - mean) ** 2 for v in values) / (n - 1)
-    except OverflowError:  # a square out of range
-        return _scaled(values)
-    return (mean, math.sqrt(variance / n)) if math.isfinite(variance) else _scaled(values)
+    except OverflowError:  # a square out of range: only the error needs scaling, the mean stands
+        variance = math.inf
+    return mean, math.sqrt(variance / n) if math.isfinite(variance) else _scaled(values)[1]
 
 
 def _scaled(values: Sequence[float]) -> tuple[float, float | None]:
-    """`mean_and_stderr` of finite values, computed on values divided by a power of two (exact,
-    but for digits far below the largest value) so that no sum or square overflows."""
+    """`mean_and_stderr` of finite values whose sum or squares overflow: the mean exactly (in
+    fractions: the mean of finite floats is within their range), the error on the values divided
+    by a power of two (exact but for digits far below the largest value)."""
     n = len(values)
-    shift = math.frexp(max(abs(v) for v in values))[1]  # every |v| / 2**shift is below 1
-    small = [math.ldexp(v, -shift) for v in values]
-    mean = math.fsum(small) / n
+    mean = float(sum(map(Fraction, values)) / n)
     stderr = None
     if n > 1:
-        spread = math.sqrt(math.fsum((v - mean) ** 2 for v in small) / (n - 1) / n)
+        shift = math.frexp(max(abs(v) for v in values))[1]  # every |v| / 2**shift is below 1
+        small = [math.ldexp(v, -shift) for v in values]
+        centre = math.fsum(small) / n
+        spread = math.sqrt(math.fsum((v - centre) ** 2 for v in small) / (n - 1) / n)
         stderr = _unscale(spread, shift)
-    return _unscale(mean, shift), stderr
+    return mean, stderr
 
 
 def _unscale(value: float, shift: int) -> float:

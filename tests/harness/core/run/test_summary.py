@@ -7,7 +7,7 @@ import statistics
 from fractions import Fraction
 from pathlib import Path
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from harness import Rollout
@@ -57,6 +57,8 @@ def _exact_mean(values: list[float]) -> float:
 
 
 @given(st.lists(st.floats(allow_nan=False, allow_infinity=False), min_size=1, max_size=40))
+@example([1.7976931348623157e308, 3.2e-209, -1.7976931348623157e308])  # squares overflow, the sum does not
+@example([2.7e-246, -1.7976931348623155e308, -1.7976931348623155e308, 1.7976931348623155e308])  # the sum too
 def test_mean_and_stderr_of_any_finite_floats(values: list[float]) -> None:
     mean, stderr = mean_and_stderr(values)
     assert mean is not None and math.isfinite(mean)  # a mean of finite floats is in their range
