@@ -230,10 +230,10 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 def mean_and_stderr(values: Sequence[float]) -> tuple[float | None, float | None]:
     """Mean and standard error of the mean, for any floats a tree can produce.
 
-    None where undefined: no values, one value, or an infinite value (for the error). A mean
-    error beyond the float range is inf; +inf and -inf together have a NaN mean. Never raises:
-    where finite values' sum or squares overflow, the mean is computed exactly and the error
-    scaled (`_scaled`).
+    None where undefined: no values, one value, or an infinite value (for the error). An
+    error beyond the float range is inf (a mean of finite values never is); +inf and -inf
+    together have a NaN mean. Never raises: where finite values' sum or squares overflow, the
+    mean is computed exactly and the error scaled (`_scaled`).
     """
     n = len(values)
     if n == 0:
